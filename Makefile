@@ -1,0 +1,28 @@
+# gb: two commands on a fresh machine (see README): `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test clean
+
+# torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/gb train-gd configs/quickstart.yaml
+	$(BIN)/gb fit-svm configs/quickstart.yaml
+	$(BIN)/gb compare runs/quickstart
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf runs $(VENV)

@@ -1,0 +1,162 @@
+"""The `gb` command line: a thin layer over the library API (`pipeline`, `tables`, `sweep`, `data`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import click
+import typer
+from rich.console import Console
+
+from .errors import GbError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="gb: train GD networks, solve their max-margin programs, compare them.")
+data_app = typer.Typer(no_args_is_help=True, help="Fetch or verify dataset files.")
+app.add_typer(data_app, name="data")
+console = Console()
+if not console.is_terminal:  # logs and pipes: wide enough that table headers are not cut
+    console = Console(width=160)
+err_console = Console(stderr=True)
+
+OutOpt = typer.Option(None, "--out", help="run directory (default: runs/<config name>)")
+SetOpt = typer.Option([], "--set", help="override a config value: key.path=value (repeatable)")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
+
+
+def _echo(msg: str) -> None:
+    console.print(msg, highlight=False)
+
+
+def _load(config: Path, overrides: List[str]):
+    from .config import load_config
+
+    return load_config(config, tuple(overrides))
+
+
+def _print_tables(errors, incons) -> None:
+    from .tables import ERROR_COLUMNS, rich_table
+
+    show = ["predictor", "hidden_units", "contexts", "train_size", "train_error", "val_error", "status",
+            "objective", "solve_seconds"]
+    if "point" in errors.columns:
+        show = ["point"] + show
+    console.print(rich_table(errors, "errors", show))
+    cols = ["predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated", "gd_val_error",
+            "svm_val_error"]
+    if "point" in incons.columns:
+        cols = ["point"] + cols
+    console.print(rich_table(incons, "inconsistency (validation)", cols))
+
+
+@app.command("train-gd")
+def train_gd_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt):
+    """Train the configured network by gradient descent."""
+    from .config import run_dir_for
+
+    cfg = _load(config, set_)
+    run_dir = run_dir_for(cfg, out)
+    from .pipeline import train_gd  # torch: only once the input is known to be valid
+
+    s = train_gd(cfg, run_dir, progress=not quiet)
+    _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
+          f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
+
+
+@app.command("fit-svm")
+def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt,
+                objective: List[str] = typer.Option([], "--objective", help="objective to solve (repeatable)"),
+                solver: Optional[str] = typer.Option(None, "--solver", help="ecos | osqp | clarabel | scs"),
+                quiet: bool = QuietOpt):
+    """Solve the matching convex max-margin programs."""
+    from .config import run_dir_for
+
+    overrides = list(set_)
+    if objective:
+        overrides.append(f"svm.objectives=[{', '.join(objective)}]")
+    if solver:
+        overrides.append(f"svm.solver={solver}")
+    cfg = _load(config, overrides)
+    run_dir = run_dir_for(cfg, out)
+    from .pipeline import fit_svm  # torch: only once the input is known to be valid
+
+    results = fit_svm(cfg, run_dir, progress=not quiet, echo=_echo)
+    bad = [r["predictor"] for r in results if r["status"] != "optimal"]
+    if bad:
+        _echo(f"[yellow]not solved to optimality: {', '.join(bad)} (see result.json)[/yellow]")
+
+
+@app.command("compare")
+def compare_cmd(run_dir: Path):
+    """Write and print the error and inconsistency tables of a run directory."""
+    from .tables import compare, write_tables
+
+    errors, incons = compare(run_dir)
+    write_tables(run_dir, errors, incons)
+    _print_tables(errors, incons)
+    _echo(f"tables -> {run_dir / 'tables'}")
+
+
+@app.command("sweep")
+def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt):
+    """Run a grid of configurations (the config's `grid:` axes) and aggregate the tables."""
+    from .sweep import run_sweep
+
+    errors, incons = run_sweep(config, out, tuple(set_), progress=not quiet, echo=_echo)
+    _print_tables(errors, incons)
+
+
+@data_app.command("fetch")
+def data_fetch(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-dir")):
+    """Download a dataset's files into the data directory (needs internet)."""
+    from .data import fetch
+
+    path = fetch(name, data_dir)
+    _echo(f"{name}: files in {path}")
+
+
+@data_app.command("verify")
+def data_verify(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-dir")):
+    """Check a dataset's files against their published checksums."""
+    from .data import verify
+
+    status = verify(name, data_dir)
+    for f, s in status.items():
+        _echo(f"{f}: {s}")
+    if any(s != "ok" for s in status.values()):
+        raise GbError(f"{name}: {sum(s != 'ok' for s in status.values())} file(s) missing or corrupt")
+
+
+# typer >= 0.2x vendors its own click: its parse errors are not `click.ClickException`s
+CLICK_ERRORS = (click.exceptions.ClickException, getattr(typer, "TyperException", click.exceptions.ClickException))
+
+
+def _fail(msg: str) -> None:
+    """Print `gb: error: msg` as one line on stderr and exit with code 2."""
+    err_console.print(f"gb: error: {' '.join(str(msg).split())}", highlight=False, markup=False, soft_wrap=True)
+    sys.exit(2)
+
+
+def main() -> None:
+    """Entry point: one-line errors and exit code 2 for bad input, never a traceback."""
+    try:
+        code = app(standalone_mode=False)
+    except GbError as exc:
+        _fail(str(exc))
+    except CLICK_ERRORS as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `gb` / `gb data`: the help is the answer
+            help_text = exc.format_message()
+            if help_text.strip():
+                console.print(help_text, highlight=False, markup=False)
+            sys.exit(2)
+        _fail(exc.format_message())
+    except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
+        err_console.print("gb: interrupted", highlight=False)
+        sys.exit(130)
+    sys.exit(code or 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,508 @@
+"""Datasets for binary classification: MNIST, Fashion-MNIST, scikit-learn digits, synthetic sets.
+
+Every set becomes a `Dataset` with labels in {-1, +1}, split into train and validation parts by
+the same seeded permutation as `torch.utils.data.random_split`, so runs are reproducible and
+comparable with torch-based code. Image files are read from a local data directory and verified
+by the md5 of their decompressed bytes; only `fetch` downloads or writes anything there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gzip
+import hashlib
+import http.client
+import io
+import math
+import numbers
+import os
+import struct
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from gbcli.errors import GbError
+from gbcli.io import atomic_write_bytes
+
+DEFAULT_DATA_DIR = Path.home() / ".cache" / "gb" / "data"
+DATASETS = ("mnist", "fashion-mnist", "digits", "linear-teacher", "orthogonal")
+IMAGE_SETS = ("mnist", "fashion-mnist")
+
+# md5 of the DECOMPRESSED IDX files, so any mirror's gzip wrapper is accepted.
+CHECKSUMS: dict[str, dict[str, str]] = {
+    # The published MNIST values.
+    "mnist": {
+        "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
+        "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
+        "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
+        "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
+    },
+    # Computed from Debian's package dataset-fashion-mnist (0.0~git20200523.55506a9-1),
+    # files in /usr/share/datasets/fashion-mnist/, after gunzip.
+    "fashion-mnist": {
+        "train-images-idx3-ubyte": "f4a8712d7a061bf5bd6d2ca38dc4d50a",
+        "train-labels-idx1-ubyte": "9018921c3c673c538a1fc5bad174d6f9",
+        "t10k-images-idx3-ubyte": "8181f5470baa50b63fa0f6fddb340f0a",
+        "t10k-labels-idx1-ubyte": "15d484375f8d13e6eb1aabb0c3f46965",
+    },
+}
+SPLIT_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+MIRRORS = {
+    "mnist": (
+        "https://ossci-datasets.s3.amazonaws.com/mnist/",
+        "https://storage.googleapis.com/cvdf-datasets/mnist/",
+    ),
+    "fashion-mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
+}
+DOWNLOAD_TIMEOUT = 30.0  # seconds without data before a mirror is given up
+
+
+def data_dir(override: str | Path | None = None) -> Path:
+    """The data directory: `override` if given, else $GB_DATA_DIR, else DEFAULT_DATA_DIR."""
+    if override is not None and str(override) != "":
+        return Path(override).expanduser()
+    env = os.environ.get("GB_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    return DEFAULT_DATA_DIR
+
+
+@dataclass
+class Dataset:
+    """A binary classification set split into train and validation parts.
+
+    `x_pool` holds every preprocessed input of the source set (train and val rows included);
+    it may be shared between datasets through the in-process cache, so it is read-only.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_pool: np.ndarray
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return int(self.x_train.shape[1])
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_dataset(
+    name: str,
+    *,
+    train_size: int,
+    val_size: int,
+    data_seed: int = 1,
+    data_dir: str | Path | None = None,
+    positive_classes: Sequence[int] = (0, 1, 2, 3, 4),
+    n_samples: int = 500,
+    dim: int = 20,
+    synthetic_seed: int = 0,
+    margin: float = 0.0,
+    bias: bool = False,
+) -> Dataset:
+    """Load `name`, label it in {-1, +1} and split it with the seeded random_split rule.
+
+    Image sets use `positive_classes` (digits in it get +1) and always end with a constant 1
+    feature; synthetic sets use `n_samples`, `dim`, `synthetic_seed`, `margin` and `bias`.
+    """
+    _check_name(name)
+    train_size = _int(train_size, "dataset.train_size", low=1)
+    val_size = _int(val_size, "dataset.val_size", low=1)
+    data_seed = _int(data_seed, "dataset.data_seed", low=0)
+
+    if name in IMAGE_SETS or name == "digits":
+        positive = _positive_classes(positive_classes)
+        if name == "digits":
+            x_pool, labels = _digits()
+        else:
+            x_pool, labels = _image_pool(name, _data_root(data_dir))
+        y_pool = np.where(np.isin(labels, positive), 1.0, -1.0)
+        unit = "images"
+    else:
+        n_samples = _int(n_samples, "dataset.n_samples", low=1)
+        dim = _int(dim, "dataset.dim", low=1)
+        synthetic_seed = _int(synthetic_seed, "dataset.synthetic_seed", low=0)
+        if name == "linear-teacher":
+            x_pool, y_pool, _ = _linear_teacher(n_samples, dim, synthetic_seed, _margin(margin))
+        else:
+            x_pool, y_pool = _orthogonal(n_samples, dim, synthetic_seed)
+        if not isinstance(bias, bool):
+            raise GbError(f"dataset.bias must be true or false, got {bias!r}")
+        if bias:
+            x_pool = _append_one(x_pool)
+        x_pool.flags.writeable = False
+        unit = "samples"
+
+    n_total = len(x_pool)
+    if train_size + val_size > n_total:
+        raise GbError(
+            f"dataset.train_size + dataset.val_size = {train_size + val_size} exceeds the "
+            f"{n_total} {unit} of {name}"
+        )
+    train_idx, val_idx = split_indices(n_total, train_size, val_size, data_seed)
+    return Dataset(
+        name=name,
+        x_train=x_pool[train_idx],
+        y_train=y_pool[train_idx],
+        x_val=x_pool[val_idx],
+        y_val=y_pool[val_idx],
+        x_pool=x_pool,
+        train_idx=train_idx,
+        val_idx=val_idx,
+    )
+
+
+def split_indices(n_total: int, train_size: int, val_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Train and val indices exactly as torch's random_split([train, rest, val]) with `seed`."""
+    import torch  # imported here: torch is slow to import and only needed for this permutation
+
+    perm = torch.randperm(n_total, generator=torch.Generator().manual_seed(seed)).numpy()
+    perm = perm.astype(np.int64)
+    return perm[:train_size].copy(), perm[n_total - val_size :].copy()
+
+
+def _image_pool(name: str, root: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Preprocessed training images (N, 785) and raw labels of an image set, cached."""
+    paths = tuple(_find(name, root, f) for f in SPLIT_FILES["train"])
+    return _image_pool_cached(name, paths, tuple(_stamp(p) for p in paths))
+
+
+@functools.lru_cache(maxsize=2)
+def _image_pool_cached(name: str, paths: tuple[Path, Path], stamps: tuple) -> tuple[np.ndarray, np.ndarray]:
+    images, labels = _load_idx_cached(name, paths, stamps)
+    x = np.empty((len(images), 28 * 28 + 1), dtype=np.float64)
+    x[:, :-1] = images.reshape(len(images), -1)
+    x[:, :-1] /= 255.0  # pixels to [0, 1] ...
+    x[:, :-1] -= 0.5
+    x[:, :-1] /= 0.5  # ... then normalized to [-1, 1] like torchvision's Normalize(0.5, 0.5)
+    x[:, -1] = 1.0
+    x.flags.writeable = False
+    return x, labels
+
+
+@functools.lru_cache(maxsize=1)
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 8x8 digits (shipped with the package), scaled to [-1, 1] plus a 1."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = _append_one((digits.data.astype(np.float64) / 16.0 - 0.5) / 0.5)
+    x.flags.writeable = False
+    labels = digits.target.astype(np.int64)
+    labels.flags.writeable = False
+    return x, labels
+
+
+def _linear_teacher(n: int, dim: int, seed: int, margin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gaussian points labelled by a random unit teacher w*, keeping |<w*, x>| >= margin."""
+    # A point passes with probability erfc(margin / sqrt 2); refuse hopeless margins up front.
+    if math.erfc(margin / math.sqrt(2.0)) < 1e-3:
+        raise GbError(
+            f"dataset.margin = {margin} is too large: fewer than 1 in 1000 Gaussian points "
+            f"have |<w*, x>| >= margin; use a margin below 3"
+        )
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(dim)
+    w /= np.linalg.norm(w)
+    kept: list[np.ndarray] = []
+    count = 0
+    while count < n:
+        x = rng.standard_normal((max(n, 1024), dim))
+        proj = np.abs(x @ w)
+        x = x[(proj >= margin) & (proj > 0)]  # proj > 0 so that every label is +-1
+        kept.append(x)
+        count += len(x)
+    x = np.concatenate(kept)[:n]
+    return x, np.sign(x @ w), w
+
+
+def _orthogonal(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Orthogonally separable set (Phuong & Lampert): x = s * |g|, label s, kept if x.z >= 0.
+
+    Every entry of x has the sign of its label, so same-label points have positive inner
+    products and opposite-label points negative ones; z = (1, -1, 1, ...) breaks the symmetry.
+    """
+    rng = np.random.default_rng(seed)
+    z = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    count = 0
+    while count < n:
+        batch = max(2 * n, 1024)
+        h = np.abs(rng.standard_normal((batch, dim)))
+        s = rng.choice(np.array([-1.0, 1.0]), size=batch)
+        x = s[:, None] * h
+        keep = (x @ z >= 0) & np.all(h > 0, axis=1)
+        xs.append(x[keep])
+        ys.append(s[keep])
+        count += int(keep.sum())
+    return np.concatenate(xs)[:n], np.concatenate(ys)[:n]
+
+
+def _append_one(x: np.ndarray) -> np.ndarray:
+    return np.hstack([x, np.ones((len(x), 1))])
+
+
+# ----------------------------------------------------------------------------- IDX files
+
+
+def load_idx(name: str, split: str = "train", data_dir: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Raw uint8 images (n, 28, 28) and labels (n,) of an image set, checksums verified.
+
+    The arrays are cached in-process and therefore read-only.
+    """
+    if name not in IMAGE_SETS:
+        raise GbError(f"dataset.name {name!r} has no IDX files; image sets are: {', '.join(IMAGE_SETS)}")
+    if split not in SPLIT_FILES:
+        raise GbError(f"split {split!r} is not one of: {', '.join(SPLIT_FILES)}")
+    root = _data_root(data_dir)
+    paths = tuple(_find(name, root, f) for f in SPLIT_FILES[split])
+    return _load_idx_cached(name, paths, tuple(_stamp(p) for p in paths))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_idx_cached(name: str, paths: tuple[Path, Path], stamps: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Decode an (images, labels) pair; `stamps` makes a changed file miss the cache."""
+    images = _parse_idx(_read_verified(name, paths[0]), paths[0])
+    labels = _parse_idx(_read_verified(name, paths[1]), paths[1])
+    if images.ndim != 3 or images.shape[1:] != (28, 28):
+        raise GbError(f"{paths[0]}: expected 28x28 images, the IDX header says shape {images.shape}")
+    if labels.ndim != 1 or len(labels) != len(images):
+        raise GbError(f"{paths[1]}: expected {len(images)} labels, the IDX header says shape {labels.shape}")
+    if labels.size and labels.max() > 9:
+        raise GbError(f"{paths[1]}: label {labels.max()} is not a class 0..9")
+    return images, labels
+
+
+def _parse_idx(data: bytes, path: str | Path) -> np.ndarray:
+    """Decode an IDX file of unsigned bytes: magic 0 0 0x08 ndim, big-endian dims, data."""
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise GbError(f"{path}: not an IDX file (bad magic number)")
+    if data[2] != 0x08:
+        raise GbError(f"{path}: IDX data type {data[2]:#04x} is not unsigned byte (0x08)")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(data) < header:
+        raise GbError(f"{path}: truncated IDX header ({ndim} dimensions, {len(data)} bytes)")
+    dims = struct.unpack(f">{ndim}I", data[4:header])
+    expected = header + math.prod(dims)
+    if len(data) != expected:
+        raise GbError(
+            f"{path}: IDX header says shape {dims} ({expected} bytes) but the file has {len(data)} bytes"
+        )
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def _read_verified(name: str, path: Path) -> bytes:
+    """The decompressed bytes of `path`; GbError if unreadable or the md5 is wrong."""
+    data = _decompressed(path)
+    if data is None or _md5(data) != CHECKSUMS[name][_base(path)]:
+        raise GbError(f"{path} is corrupt (checksum mismatch): delete it and run `gb data fetch {name}`")
+    return data
+
+
+def _decompressed(path: Path) -> bytes | None:
+    """File contents, gunzipped for .gz files; None for a broken gzip stream."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GbError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return _gunzip(raw) if path.suffix == ".gz" else raw
+
+
+def _gunzip(raw: bytes) -> bytes | None:
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
+def _find(name: str, root: Path, base: str) -> Path:
+    """The .gz file, else the uncompressed one; GbError with a hint when neither exists."""
+    folder = root / name
+    for candidate in (folder / f"{base}.gz", folder / base):
+        if candidate.is_file():
+            return candidate
+    raise GbError(
+        f"missing {folder / (base + '.gz')}: run `gb data fetch {name}` when online, "
+        f"or set GB_DATA_DIR to a folder containing {name}/"
+    )
+
+
+def _stamp(path: Path) -> tuple:
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _base(path: Path) -> str:
+    return path.name[:-3] if path.name.endswith(".gz") else path.name
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def _data_root(override: str | Path | None) -> Path:
+    return data_dir(override).resolve()
+
+
+# ----------------------------------------------------------------------------- verify / fetch
+
+
+def verify(name: str, data_dir: str | Path | None = None) -> dict[str, str]:
+    """Status of each IDX file of `name` ("ok", "missing", "checksum mismatch"); {} if no files.
+
+    Keys are the decompressed file names (e.g. "train-images-idx3-ubyte"): the .gz file is
+    checked when present, else the uncompressed one.
+    """
+    _check_name(name)
+    if name not in IMAGE_SETS:
+        return {}
+    root = _data_root(data_dir)
+    return {base: _status(name, root, base) for base in CHECKSUMS[name]}
+
+
+def _status(name: str, root: Path, base: str) -> str:
+    try:
+        path = _find(name, root, base)
+    except GbError:
+        return "missing"
+    data = _decompressed(path)
+    return "ok" if data is not None and _md5(data) == CHECKSUMS[name][base] else "checksum mismatch"
+
+
+def fetch(
+    name: str,
+    data_dir: str | Path | None = None,
+    mirrors: Sequence[str] | None = None,
+    progress: bool = True,
+) -> Path:
+    """Download the missing or corrupt .gz files of `name` into <data_dir>/<name>/.
+
+    Mirrors come from `mirrors`, else $GB_MIRRORS (comma-separated), else the defaults; each
+    file is taken from the first mirror whose copy passes the checksum, and written atomically.
+    Sets without files (digits, synthetic) need nothing: the data directory is returned as is.
+    """
+    _check_name(name)
+    root = _data_root(data_dir)
+    if name not in IMAGE_SETS:
+        return root
+    bases = [b for b in CHECKSUMS[name] if _status(name, root, b) != "ok"]
+    if bases:
+        urls = _mirrors(name, mirrors)
+        if progress:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+            bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                console=Console(stderr=True), transient=False,
+            )
+        else:
+            bar = None
+        with bar if bar is not None else contextlib.nullcontext():
+            for base in bases:
+                _fetch_file(name, root, base, urls, bar)
+    return root / name
+
+
+def _fetch_file(name: str, root: Path, base: str, urls: Sequence[str], bar) -> None:
+    """Try each mirror for <base>.gz; keep the first copy with the right checksum."""
+    file = f"{base}.gz"
+    reasons = []
+    for url in urls:
+        source = url.rstrip("/") + "/" + file
+        try:
+            raw = _download(source, f"{name}/{file}", bar)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            reasons.append(f"{source}: {_reason(exc)}")
+            continue
+        data = _gunzip(raw)
+        if data is None or _md5(data) != CHECKSUMS[name][base]:
+            reasons.append(f"{source}: checksum mismatch")
+            continue
+        atomic_write_bytes(root / name / file, raw)
+        return
+    raise GbError(
+        f"could not download {name}/{file} from any mirror ({'; '.join(reasons) or 'no mirrors given'}); "
+        f"copy the files into {root / name} by hand"
+    )
+
+
+def _download(url: str, label: str, bar) -> bytes:
+    """The body of `url`, read in chunks to drive the progress bar."""
+    buf = io.BytesIO()
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as resp:
+        total = resp.headers.get("Content-Length")
+        task = bar.add_task(label, total=int(total) if total else None) if bar is not None else None
+        while chunk := resp.read(1 << 16):
+            buf.write(chunk)
+            if task is not None:
+                bar.advance(task, len(chunk))
+    return buf.getvalue()
+
+
+def _mirrors(name: str, mirrors: Sequence[str] | None) -> list[str]:
+    if mirrors is None:
+        env = os.environ.get("GB_MIRRORS", "")
+        mirrors = env.split(",") if env.strip() else MIRRORS[name]
+    return [m.strip() for m in mirrors if m.strip()]
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    text = " ".join(str(reason).split())  # keep the error message on one line
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_name(name: str) -> None:
+    if name not in DATASETS:
+        raise GbError(f"dataset.name {name!r} is not one of: {', '.join(DATASETS)}")
+
+
+def _int(value, key: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise GbError(f"{key} must be an integer, got {value!r}")
+    if value < low:
+        raise GbError(f"{key} must be at least {low}, got {value}")
+    return int(value)
+
+
+def _margin(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise GbError(f"dataset.margin must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _positive_classes(value) -> list[int]:
+    """Validated positive classes: a non-empty proper subset of 0..9."""
+    bad = GbError(f"dataset.positive_classes must be a non-empty proper subset of 0..9, got {value!r}")
+    if isinstance(value, (str, bytes)):
+        raise bad
+    try:
+        items = list(value)
+    except TypeError:
+        raise bad from None
+    if any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 0 <= c <= 9 for c in items):
+        raise bad
+    classes = sorted({int(c) for c in items})
+    if not 0 < len(classes) < 10:
+        raise bad
+    return classes

@@ -1,0 +1,139 @@
+"""The GD networks (protocol section 4), as torch modules with a common interface.
+
+Every model is called as `model(x, ctx)`: `x` is (B, D) and `ctx` the (B, H) local contexts
+(ignored by models without contexts). `weights()` lists the homogeneous weights (the output
+bias excluded), so the normalized margin min y f / ||w||^L is defined for all of them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .config import Config
+
+
+def _init(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: float) -> torch.Tensor:
+    with torch.no_grad():
+        if scheme == "orthogonal":
+            nn.init.orthogonal_(tensor, generator=gen)
+        elif scheme == "kaiming":
+            nn.init.kaiming_normal_(tensor, nonlinearity="relu", generator=gen)
+        else:
+            tensor.normal_(0.0, 1.0 / tensor.shape[-1] ** 0.5, generator=gen)
+        tensor.mul_(scale)
+    return tensor
+
+
+class DeepGLN(nn.Module):
+    """2-layer gated linear network: z_h = <w1[h, ctx_h], x>, out = sum_h w2[h] z_h (+ bias)."""
+
+    def __init__(self, units: int, count: int, dim: int, output_bias: bool = True):
+        super().__init__()
+        self.units, self.count = units, count
+        self.w1 = nn.Parameter(torch.empty(units * count, dim))  # row h*C + c
+        self.w2 = nn.Parameter(torch.empty(1, units))
+        self.bias = nn.Parameter(torch.zeros(())) if output_bias else None
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        rows = ctx + torch.arange(self.units, device=x.device) * self.count
+        z = (x @ self.w1.T).gather(1, rows)
+        out = z @ self.w2[0]
+        return out + self.bias if self.bias is not None else out
+
+    def zeta(self) -> torch.Tensor:
+        """zeta[h*C + c] = w2[h] w1[h, c]: the predictor depends on the weights only through it."""
+        return (self.w2[0].repeat_interleave(self.count)[:, None] * self.w1).detach()
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1, self.w2]
+
+
+class ShallowGLN(nn.Module):
+    """One unit with C global contexts, each with its own linear predictor: out = <w[ctx], x> (+ bias)."""
+
+    def __init__(self, count: int, dim: int, output_bias: bool = True):
+        super().__init__()
+        self.count = count
+        self.w = nn.Parameter(torch.empty(count, dim))
+        self.bias = nn.Parameter(torch.zeros(())) if output_bias else None
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        out = (x @ self.w.T).gather(1, ctx[:, :1])[:, 0]
+        return out + self.bias if self.bias is not None else out
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w]
+
+
+class ReLUNet(nn.Module):
+    """785 -> H -> 1 ReLU network without biases (2-homogeneous).
+
+    With `frozen` set, unit h is gated by [w_gate_h . x >= 0] from a frozen copy of the first
+    layer (frozen-gate ReLU, FReLU); only the linear weights then move.
+    """
+
+    def __init__(self, units: int, dim: int):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.empty(units, dim))
+        self.w2 = nn.Parameter(torch.empty(1, units))
+        self.register_buffer("w_gate", torch.empty(0, dim))
+
+    @property
+    def frozen(self) -> bool:
+        return self.w_gate.shape[0] > 0
+
+    def freeze_gates(self) -> None:
+        self.w_gate = self.w1.detach().clone()
+
+    def gates(self, x: torch.Tensor) -> torch.Tensor:
+        return (x @ (self.w_gate if self.frozen else self.w1).T >= 0).to(x.dtype)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        pre = x @ self.w1.T
+        return pre * self.gates(x) if self.frozen else torch.relu(pre)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        return self.hidden(x) @ self.w2[0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1, self.w2]
+
+
+class Linear(nn.Module):
+    """A plain linear predictor <w, x>."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.empty(1, dim))
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        return x @ self.w[0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w]
+
+
+def build_model(cfg: Config, dim: int) -> nn.Module:
+    """The configured network with its seeded initialization (float32)."""
+    m = cfg.model
+    scheme = m.init or ("kaiming" if m.kind in ("relu", "frelu") else "orthogonal")
+    gen = torch.Generator().manual_seed(cfg.init_seed)
+    if m.kind == "gln":
+        model = DeepGLN(m.hidden_units, cfg.contexts.count, dim, m.output_bias)
+    elif m.kind == "shallow":
+        model = ShallowGLN(cfg.contexts.count, dim, m.output_bias)
+    elif m.kind in ("relu", "frelu"):
+        model = ReLUNet(m.hidden_units, dim)
+    else:
+        model = Linear(dim)
+    for w in model.weights():
+        _init(w.data, scheme, gen, m.init_scale)
+    if m.kind == "frelu" and m.freeze_gates_after == 0:
+        model.freeze_gates()
+    return model
+
+
+def weight_norm(model: nn.Module) -> float:
+    """Euclidean norm of all homogeneous weights."""
+    return float(torch.sqrt(sum((w.detach().double() ** 2).sum() for w in model.weights())))

@@ -1,0 +1,203 @@
+"""The run-level API: prepare a problem, train the GD network, solve the convex programs.
+
+These functions are what the CLI calls; a notebook user can call them directly:
+
+    cfg = load_config("configs/quickstart.yaml")
+    train_gd(cfg, "runs/quickstart")
+    fit_svm(cfg, "runs/quickstart")
+    errors, inconsistency = tables.compare("runs/quickstart")
+
+Run directory layout: `gd/` (config.yaml, metrics.csv, model.pt, predictions.npz,
+summary.json) and `svm/<objective>/` (config.yaml, result.json, predictions.npz,
+solution.npz). `summary.json` / `result.json` are written last: a stage is complete exactly
+when that file exists.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import contexts as ctxs
+from .config import Config, dump_config
+from .data import Dataset, load_dataset
+from .errors import GbError
+from .io import atomic_write_bytes, atomic_write_text, read_json, write_csv, write_json, write_npz
+from .models import ReLUNet, build_model
+from .programs import (DEFAULT_SOLVER, NORM_OF, QUADRATIC, GatedDesign, decision, reference_groups,
+                       solve_primal, unit_groups)
+from .training import error, train
+
+NEEDS_TRAINED_RELU = ("svm-lc", "svm-hl", "svm-gates")
+
+
+@dataclass
+class Problem:
+    """A dataset with the gating of the configured architecture."""
+
+    dataset: Dataset
+    hyperplanes: ctxs.Hyperplanes | None   # GLN / shallow contexts
+    ctx_train: np.ndarray | None           # (N, H) local contexts
+    ctx_val: np.ndarray | None
+
+
+def dataset_of(cfg: Config) -> Dataset:
+    """Load the configured dataset (raises GbError for missing files or impossible sizes)."""
+    d = cfg.dataset
+    return load_dataset(d.name, train_size=d.train_size, val_size=d.val_size, data_seed=d.data_seed,
+                        data_dir=d.data_dir, positive_classes=d.positive_classes, n_samples=d.n_samples,
+                        dim=d.dim, synthetic_seed=d.synthetic_seed, margin=d.margin, bias=d.bias)
+
+
+def prepare(cfg: Config) -> Problem:
+    """Load the data and sample the contexts (deterministic in the config's seeds)."""
+    ds = dataset_of(cfg)
+    if cfg.model.kind not in ("gln", "shallow"):
+        return Problem(ds, None, None, None)
+    c = cfg.contexts
+    hp = ctxs.sample_hyperplanes(cfg.units, c.count, ds.x_pool, c.seed, c.median_init, c.normal_std, c.offset_std)
+    return Problem(ds, hp, hp.local_contexts(ds.x_train), hp.local_contexts(ds.x_val))
+
+
+# ------------------------------------------------------------------ GD
+
+
+def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None) -> dict:
+    """Train the configured network and write `run_dir/gd/`; returns the summary."""
+    problem = problem or prepare(cfg)
+    ds = problem.dataset
+    torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
+    model = build_model(cfg, ds.dim)
+    res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
+                progress=progress)
+    out = Path(run_dir) / "gd"
+    atomic_write_text(out / "config.yaml", dump_config(cfg))
+    write_csv(out / "metrics.csv", res.metrics)
+    buf = io.BytesIO()
+    torch.save({"kind": cfg.model.kind, "state_dict": model.cpu().state_dict(),
+                "hyperplanes": None if problem.hyperplanes is None else problem.hyperplanes.to_arrays()}, buf)
+    atomic_write_bytes(out / "model.pt", buf.getvalue())
+    write_npz(out / "predictions.npz", train_out=res.train_out, val_out=res.val_out)
+    last = res.metrics.iloc[-1]
+    summary = {
+        "predictor": cfg.model.predictor, "train_error": error(res.train_out, ds.y_train),
+        "val_error": error(res.val_out, ds.y_val), "train_loss": float(last["train_loss"]),
+        "weight_norm": float(last["weight_norm"]), "normalized_margin": float(last["normalized_margin"]),
+        "steps": res.steps, "seconds": res.seconds, "status": "ok" if np.isfinite(last["train_loss"]) else "nan",
+    }
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def load_relu(run_dir: str | Path, cfg: Config) -> ReLUNet:
+    """The trained gd-relu / gd-frelu of a run directory (for svm-lc, svm-hl, svm-gates)."""
+    path = Path(run_dir) / "gd" / "model.pt"
+    if not (Path(run_dir) / "gd" / "summary.json").is_file():
+        raise GbError(f"{path}: svm-lc, svm-hl and svm-gates need the trained {cfg.model.predictor} "
+                      f"of this run (run `gb train-gd` first)")
+    state = torch.load(path, weights_only=False)
+    if state["kind"] != cfg.model.kind:
+        raise GbError(f"{path}: holds a gd-{state['kind']}, but the config's model.kind is {cfg.model.kind}")
+    sd = state["state_dict"]
+    if sd["w1"].shape[0] != cfg.units:
+        raise GbError(f"{path}: has {sd['w1'].shape[0]} hidden units, the config has model.hidden_units = {cfg.units}")
+    net = ReLUNet(sd["w1"].shape[0], sd["w1"].shape[1])
+    net.w_gate = sd["w_gate"]
+    net.load_state_dict(sd)
+    return net.double()
+
+
+# ------------------------------------------------------------------ convex programs
+
+
+def build_design(objective: str, cfg: Config, problem: Problem, relu: ReLUNet | None = None) -> GatedDesign:
+    """The gated design of `objective` for this run (protocol section 5)."""
+    ds, norm = problem.dataset, NORM_OF[objective]
+    xt, xv = ds.x_train, ds.x_val
+    h, c = cfg.units, cfg.contexts.count
+    if objective in ("svm-shallow", "svm-l2", "svm-gln", "svm-l2-reference", "svm-gln-reference"):
+        if problem.ctx_train is None:  # linear model: one context
+            et, ev = np.ones((len(xt), 1)), np.ones((len(xv), 1))
+        else:
+            et, ev = ctxs.one_hot(problem.ctx_train, c), ctxs.one_hot(problem.ctx_val, c)
+        groups = reference_groups(h, c) if objective == "svm-gln-reference" else unit_groups(h, c)
+        return GatedDesign(xt, ds.y_train, et, xv, ev, norm, groups, h, c)
+    if objective == "svm-rc":
+        gates = ctxs.random_relu_gates(h, ds.x_pool, cfg.contexts.seed)
+        gt, gv = gates.local_contexts(xt), gates.local_contexts(xv)
+    else:
+        with torch.no_grad():
+            to = lambda a: torch.as_tensor(a, dtype=torch.float64)
+            gt, gv = relu.gates(to(xt)).numpy(), relu.gates(to(xv)).numpy()
+            if objective == "svm-hl":
+                ft, fv = relu.hidden(to(xt)).numpy(), relu.hidden(to(xv)).numpy()
+                return GatedDesign(ft, ds.y_train, np.ones((len(ft), 1)), fv, np.ones((len(fv), 1)), norm)
+        if objective == "svm-gates":
+            return GatedDesign(gt.astype(float), ds.y_train, np.ones((len(gt), 1)), gv.astype(float),
+                               np.ones((len(gv), 1)), norm)
+    # FReLU design: an always-on unit plus one unit per gate, each its own group
+    et = np.hstack([np.ones((len(xt), 1)), gt]).astype(float)
+    ev = np.hstack([np.ones((len(xv), 1)), gv]).astype(float)
+    return GatedDesign(xt, ds.y_train, et, xv, ev, norm, [np.array([r]) for r in range(h + 1)], h + 1, 1)
+
+
+def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, run_dir: Path) -> None:
+    """Refuse impossible requests before anything is computed or written."""
+    if not objectives:
+        raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
+    if solver == "osqp":
+        cones = [o for o in objectives if NORM_OF[o] not in QUADRATIC]
+        if cones:
+            raise GbError(f"--solver osqp: OSQP cannot solve a group norm, as {', '.join(cones)} "
+                          f"(use ecos, clarabel or scs)")
+    if any(o in NEEDS_TRAINED_RELU for o in objectives):
+        load_relu(run_dir, cfg)
+
+
+def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
+            progress: bool = True, problem: Problem | None = None, echo=print) -> list[dict]:
+    """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised."""
+    run_dir = Path(run_dir)
+    objectives = list(objectives or cfg.svm.objectives)
+    solver = solver or cfg.svm.solver
+    check_svm_request(cfg, objectives, solver, run_dir)
+    problem = problem or prepare(cfg)
+    relu = load_relu(run_dir, cfg) if any(o in NEEDS_TRAINED_RELU for o in objectives) else None
+    results = []
+    for obj in objectives:
+        design = build_design(obj, cfg, problem, relu)
+        use = solver or DEFAULT_SOLVER[design.norm]
+        echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
+             f"{len(design.y_train)} margins, solver {use} ...")
+        sol = solve_primal(design, use, cfg.svm.max_iters, cfg.svm.eps)
+        results.append(_record(obj, cfg, design, sol, run_dir / "svm" / obj, problem.dataset))
+        r = results[-1]
+        echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
+             f"{r['solve_seconds']:.1f} s")
+    return results
+
+
+def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Dataset) -> dict:
+    result = {"predictor": obj, "solver": sol.solver, "status": sol.status, "objective": sol.value,
+              "solve_seconds": sol.seconds, "message": sol.message, "train_error": float("nan"),
+              "val_error": float("nan"), "min_margin": float("nan")}
+    atomic_write_text(out / "config.yaml", dump_config(cfg))
+    if sol.zeta is not None:
+        train_out = decision(sol.zeta, design.x_train, design.e_train)
+        val_out = decision(sol.zeta, design.x_val, design.e_val)
+        result.update(train_error=error(train_out, ds.y_train), val_error=error(val_out, ds.y_val),
+                      min_margin=float((train_out * ds.y_train).min()))
+        write_npz(out / "predictions.npz", train_out=train_out, val_out=val_out)
+        write_npz(out / "solution.npz", zeta=sol.zeta)
+    else:
+        for stale in ("predictions.npz", "solution.npz"):
+            (out / stale).unlink(missing_ok=True)
+    write_json(out / "result.json", result)
+    return result
+
+

@@ -1,0 +1,195 @@
+"""The convex max-margin programs (protocol section 5) and their primal solution with cvxpy.
+
+Every program has the same shape. A gated design assigns each input x_n a row of gates
+E[n, r] (one-hot per unit for GLN contexts, 0/1 for ReLU gates, a constant column for an
+always-on unit), the predictor is f(x_n) = sum_r E[n, r] <zeta_r, x_n>, and the program is
+
+    min  norm(zeta)   s.t.   y_n f(x_n) >= 1  for every training point n.
+
+The programs differ only in the design and in the norm:
+- `sq`:        sum_r ||zeta_r||^2                         (svm-shallow, svm-hl, svm-gates)
+- `l2`:        zeta' M zeta = ||sum_r zeta_r||^2 + C ||(I - P) zeta||^2
+               (the L2 norm of all C^H predictors divided by C^(H-2); svm-l2)
+- `group`:     sum over groups of ||zeta_group||_F         (svm-gln, svm-rc, svm-lc, svm-gln-reference)
+- `l2-reference`: ||A_ref zeta||^2 with the published code's A_ref (svm-l2-reference)
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+# norm of each objective; the design is built in `pipeline.build_design`
+NORM_OF = {
+    "svm-shallow": "sq", "svm-hl": "sq", "svm-gates": "sq",
+    "svm-l2": "l2", "svm-l2-reference": "l2-reference",
+    "svm-gln": "group", "svm-gln-reference": "group", "svm-rc": "group", "svm-lc": "group",
+}
+QUADRATIC = {"sq", "l2", "l2-reference"}
+DEFAULT_SOLVER = {"sq": "osqp", "l2": "osqp", "l2-reference": "osqp", "group": "ecos"}
+DEFAULT_MAX_ITERS = {"osqp": 10_000, "ecos": 200, "clarabel": 200, "scs": 100_000}
+
+
+@dataclass
+class GatedDesign:
+    """The data of one program: inputs, labels, gates and the norm's structure."""
+
+    x_train: np.ndarray          # (N, D)
+    y_train: np.ndarray          # (N,) in {-1, +1}
+    e_train: np.ndarray          # (N, R) gates
+    x_val: np.ndarray            # (M, D)
+    e_val: np.ndarray            # (M, R)
+    norm: str
+    groups: list[np.ndarray] = field(default_factory=list)  # row indices of each group (group norms)
+    units: int = 1               # H (for the l2 norms)
+    count: int = 1               # C (for the l2 norms)
+
+    @property
+    def rows(self) -> int:
+        return self.e_train.shape[1]
+
+
+def unit_groups(units: int, count: int) -> list[np.ndarray]:
+    """The GLN norm's groups: the C rows h*C .. h*C+C-1 of each unit h."""
+    return [np.arange(h * count, (h + 1) * count) for h in range(units)]
+
+
+def reference_groups(units: int, count: int) -> list[np.ndarray]:
+    """The published code's groups {i, i+H, i+2H, ...} (a column-major reshape of row-major rows)."""
+    return [np.arange(i, units * count, units) for i in range(units)]
+
+
+def context_mean(units: int, count: int) -> sp.csr_matrix:
+    """P = I_H (x) (1/C) 1 1': replaces each row by the mean of its unit's C rows."""
+    return sp.kron(sp.identity(units), np.full((count, count), 1.0 / count), format="csr")
+
+
+def l2_root(units: int, count: int) -> np.ndarray:
+    """A square root of Mt (Mt[(h,c),(h',c')] = 1 + C[h=h'][c=c'] - [h=h']): A = J/sqrt(HC) + sqrt(C)(I - P)."""
+    r = units * count
+    return np.ones((r, r)) / np.sqrt(r) + np.sqrt(count) * (np.eye(r) - context_mean(units, count).toarray())
+
+
+def reference_matrix(units: int, count: int) -> np.ndarray:
+    """The published code's A_ref: (1/HC) J - T + C I, T summing rows in the groups {i, i+H, ...}."""
+    r = units * count
+    return np.ones((r, r)) / r - count_groups_matrix(units, count) + count * np.eye(r)
+
+
+def norm_value(design: GatedDesign, zeta: np.ndarray) -> float:
+    """The program's objective at `zeta` ((R, D) array)."""
+    n = design.norm
+    if n == "sq":
+        return float((zeta ** 2).sum())
+    if n == "group":
+        return float(sum(np.linalg.norm(zeta[g]) for g in design.groups))
+    h, c = design.units, design.count
+    s = zeta.sum(0)
+    if n == "l2":
+        dev = zeta - context_mean(h, c) @ zeta
+        return float(s @ s + c * (dev ** 2).sum())
+    if n == "l2-reference":
+        return float(((reference_matrix(h, c) @ zeta) ** 2).sum())
+    raise ValueError(f"unknown norm {n}")
+
+
+def decision(zeta: np.ndarray, x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """f(x_n) = sum_r E[n, r] <zeta_r, x_n>."""
+    return ((x @ zeta.T) * e).sum(1)
+
+
+def margin_matrix(design: GatedDesign) -> sp.csr_matrix:
+    """Sparse A with (A vec(zeta))_n = y_n f(x_n), vec row-major: one block of D per nonzero gate."""
+    x, y, e = design.x_train, design.y_train, design.e_train
+    n, d = x.shape
+    rn, rr = np.nonzero(e)
+    data = (y[rn] * e[rn, rr])[:, None] * x[rn]
+    cols = rr[:, None] * d + np.arange(d)
+    rows = np.repeat(rn, d)
+    return sp.csr_matrix((data.ravel(), (rows, cols.ravel())), shape=(n, design.rows * d))
+
+
+@dataclass
+class PrimalSolution:
+    zeta: np.ndarray | None
+    status: str        # optimal | inaccurate | infeasible | failed
+    value: float
+    seconds: float
+    solver: str
+    message: str = ""
+
+
+def solver_options(solver: str, max_iters: int | None, eps: float | None) -> dict:
+    it = max_iters or DEFAULT_MAX_ITERS[solver]
+    if solver == "osqp":
+        opts = {"max_iter": it}
+        if eps:
+            opts.update(eps_abs=eps, eps_rel=eps)
+    elif solver == "ecos":
+        opts = {"max_iters": it}
+        if eps:
+            opts.update(abstol=eps, reltol=eps, feastol=eps)
+    elif solver == "clarabel":
+        opts = {"max_iter": it}
+        if eps:
+            opts.update(tol_gap_abs=eps, tol_gap_rel=eps, tol_feas=eps)
+    else:
+        opts = {"max_iters": it}
+        if eps:
+            opts.update(eps_abs=eps, eps_rel=eps)
+    return opts
+
+
+def solve_primal(design: GatedDesign, solver: str, max_iters: int | None = None,
+                 eps: float | None = None) -> PrimalSolution:
+    """Solve the program in primal form through cvxpy. Never raises on solver trouble: the
+    outcome is in `status` (and `message`)."""
+    import cvxpy as cp
+
+    r, d = design.rows, design.x_train.shape[1]
+    z = cp.Variable(r * d)
+    zm = cp.reshape(z, (r, d), order="C")
+    h, c = design.units, design.count
+    if design.norm == "sq":
+        objective = cp.sum_squares(z)
+    elif design.norm == "group":
+        objective = sum(cp.norm(cp.hstack([zm[i] for i in g])) if len(g) > 1 else cp.norm(zm[int(g[0])])
+                        for g in design.groups)
+    elif design.norm == "l2":
+        # zeta' M zeta = ||s||^2 + C ||(I - P) zeta||^2, with s the sum of all rows
+        dev = (sp.identity(r, format="csr") - context_mean(h, c)) @ zm
+        objective = cp.sum_squares(cp.sum(zm, axis=0)) + c * cp.sum_squares(dev)
+    elif design.norm == "l2-reference":
+        # ||A_ref zeta||^2 = ||(C I - T) zeta||^2 + ||s||^2 / (HC): the cross term vanishes
+        # because every column of T sums to C.
+        t = sp.csr_matrix(count_groups_matrix(h, c))
+        objective = cp.sum_squares((c * sp.identity(r, format="csr") - t) @ zm) + cp.sum_squares(cp.sum(zm, axis=0)) / (h * c)
+    else:
+        raise ValueError(design.norm)
+    problem = cp.Problem(cp.Minimize(objective), [margin_matrix(design) @ z >= 1])
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():  # cvxpy's "may be inaccurate" warning: we record the status instead
+            warnings.simplefilter("ignore")
+            problem.solve(solver=solver.upper(), **solver_options(solver, max_iters, eps))
+    except Exception as exc:  # cvxpy.SolverError and friends: record, never crash the command
+        return PrimalSolution(None, "failed", float("nan"), time.perf_counter() - start, solver,
+                              f"{type(exc).__name__}: {exc}".splitlines()[0])
+    seconds = time.perf_counter() - start
+    status = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
+              "infeasible": "infeasible", "infeasible_inaccurate": "infeasible"}.get(problem.status, "failed")
+    if z.value is None:
+        return PrimalSolution(None, status, float("nan"), seconds, solver, f"cvxpy status {problem.status}")
+    zeta = np.asarray(z.value).reshape(r, d)
+    return PrimalSolution(zeta, status, norm_value(design, zeta), seconds, solver,
+                          "" if status == "optimal" else f"cvxpy status {problem.status}")
+
+
+def count_groups_matrix(units: int, count: int) -> np.ndarray:
+    """T of the reference objective: T[r, r'] = [r = r' mod H]."""
+    idx = np.arange(units * count)
+    return (idx[:, None] % units == idx[None, :] % units).astype(float)

@@ -1,0 +1,117 @@
+"""Error and inconsistency tables of a run directory (protocol section 7).
+
+- errors: one row per predictor (the GD network and every solved program);
+- inconsistency: one row per (convex predictor, GD predictor) pair: the fraction of validation
+  points on which sign(f_a) != sign(f_b), next to 2p(1-p), the inconsistency expected of an
+  uncorrelated predictor with the GD network's validation error p.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from .errors import GbError
+from .io import read_json, write_csv
+
+ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
+                 "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
+                 "solve_seconds", "solver", "min_margin"]
+INCONSISTENCY_COLUMNS = ["predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error",
+                         "expected_if_uncorrelated", "model", "hidden_units", "contexts", "train_size",
+                         "data_seed", "context_seed", "init_seed", "median_init", "momentum"]
+
+
+def labels(out: np.ndarray) -> np.ndarray:
+    """Predicted labels sign(f): +1, -1, and 0 for a tie."""
+    return np.sign(out)
+
+
+def inconsistency(out_a: np.ndarray, out_b: np.ndarray) -> float:
+    """Fraction of points on which two predictors' labels differ."""
+    return float(np.mean(labels(out_a) != labels(out_b)))
+
+
+def expected_if_uncorrelated(p: float) -> float:
+    """2p(1-p): inconsistency of two predictors with error p that are otherwise independent."""
+    return 2 * p * (1 - p)
+
+
+def _read(path: Path, parse):
+    """Read a result file; a missing or corrupt one is a one-line GbError naming it."""
+    try:
+        return parse(path)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+
+
+def _meta(config_path: Path) -> dict:
+    cfg = _read(config_path, lambda p: yaml.safe_load(p.read_text()))
+    try:
+        m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
+    except (KeyError, TypeError):
+        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
+    units = m["hidden_units"] if m["kind"] in ("gln", "relu", "frelu") else 1
+    init_seed = m["init_seed"] if m["init_seed"] is not None else (c["seed"] if m["kind"] in ("gln", "shallow") else 1)
+    return {"model": m["kind"], "hidden_units": units, "contexts": c["count"], "train_size": d["train_size"],
+            "data_seed": d["data_seed"], "context_seed": c["seed"], "init_seed": init_seed,
+            "median_init": c["median_init"], "momentum": t["momentum"]}
+
+
+def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Build both tables from a run directory's completed stages."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise GbError(f"{run_dir}: no such run directory")
+    errors, pairs = [], []
+    gd = None
+    if (run_dir / "gd" / "summary.json").is_file():
+        s = _read(run_dir / "gd" / "summary.json", read_json)
+        meta = _meta(run_dir / "gd" / "config.yaml")
+        gd = (s, np.load(run_dir / "gd" / "predictions.npz")["val_out"])
+        errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
+                       "val_error": s["val_error"], "status": s["status"]})
+    for result in sorted((run_dir / "svm").glob("*/result.json")):
+        r = _read(result, read_json)
+        meta = _meta(result.parent / "config.yaml")
+        errors.append({**meta, **{k: r[k] for k in ("predictor", "train_error", "val_error", "status", "objective",
+                                                    "solve_seconds", "solver", "min_margin")}})
+        preds = result.parent / "predictions.npz"
+        if gd is not None and preds.is_file():
+            s, gd_val = gd
+            p = s["val_error"]
+            pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
+                          "inconsistency": inconsistency(np.load(preds)["val_out"], gd_val), "gd_val_error": p,
+                          "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p)})
+    if not errors:
+        raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
+    return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),
+            pd.DataFrame(pairs).reindex(columns=INCONSISTENCY_COLUMNS))
+
+
+def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame) -> None:
+    out = Path(out_dir) / "tables"
+    write_csv(out / "errors.csv", errors)
+    write_csv(out / "inconsistency.csv", incons)
+
+
+def rich_table(frame: pd.DataFrame, title: str, columns: list[str]):
+    """A rich Table of the chosen columns, floats to 4 significant digits."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    cols = [c for c in columns if c in frame.columns]
+    for c in cols:
+        table.add_column(c, justify="left" if frame[c].dtype == object else "right")
+    for _, row in frame.iterrows():
+        table.add_row(*[_fmt(row[c]) for c in cols])
+    return table
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "" if np.isnan(v) else f"{v:.4g}"
+    return str(v)

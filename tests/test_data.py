@@ -1,0 +1,412 @@
+"""Tests of gbcli.data on the real MNIST files, sklearn digits, synthetic sets and a local mirror."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gzip
+import shutil
+import socket
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gbcli import data
+from gbcli.errors import GbError
+
+MNIST_FILES = [f"{base}.gz" for base in data.CHECKSUMS["mnist"]]
+FASHION_DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")  # Debian package dataset-fashion-mnist
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="session")
+def mnist_dir(shared_data_dir) -> Path:
+    return shared_data_dir / "mnist"
+
+
+@pytest.fixture(scope="session")
+def mnist(shared_data_dir) -> data.Dataset:
+    return data.load_dataset("mnist", train_size=1000, val_size=500, data_seed=3, data_dir=shared_data_dir)
+
+
+@pytest.fixture(scope="session")
+def mirror_dir(mnist_dir, tmp_path_factory) -> Path:
+    """A temporary copy of the four MNIST .gz files, to serve over HTTP or copy around."""
+    folder = tmp_path_factory.mktemp("mirror")
+    for name in MNIST_FILES:
+        shutil.copyfile(mnist_dir / name, folder / name)
+    return folder
+
+
+def _copy_mnist(src: Path, root: Path) -> Path:
+    """Copy the .gz files into <root>/mnist/ and return root (a private data dir)."""
+    (root / "mnist").mkdir(parents=True)
+    for name in MNIST_FILES:
+        shutil.copyfile(src / name, root / "mnist" / name)
+    return root
+
+
+def _write_corrupt(src: Path, dst: Path) -> None:
+    """A valid gzip of `src` whose content has its last byte changed (wrong md5, intact IDX)."""
+    content = bytearray(gzip.decompress(src.read_bytes()))
+    content[-1] = (content[-1] + 1) % 10
+    dst.write_bytes(gzip.compress(bytes(content), compresslevel=1))
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serve(directory: Path):
+    """Serve `directory` over HTTP on 127.0.0.1 (a free port) and yield its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _dead_url() -> str:
+    """A localhost URL whose port was just bound and closed, so connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/"
+
+
+def _all_ok(statuses: dict[str, str]) -> bool:
+    return len(statuses) == 4 and set(statuses.values()) == {"ok"}
+
+
+# ----------------------------------------------------------------------------- data dir
+
+
+def test_data_dir_precedence(monkeypatch, tmp_path):
+    monkeypatch.delenv("GB_DATA_DIR", raising=False)
+    assert data.data_dir() == data.DEFAULT_DATA_DIR == Path.home() / ".cache" / "gb" / "data"
+    monkeypatch.setenv("GB_DATA_DIR", str(tmp_path / "env"))
+    assert data.data_dir() == tmp_path / "env"
+    assert data.data_dir(tmp_path / "arg") == tmp_path / "arg"
+
+
+# ----------------------------------------------------------------------------- MNIST
+
+
+def test_mnist_shapes_and_range(mnist):
+    assert mnist.name == "mnist"
+    assert mnist.x_train.shape == (1000, 785) and mnist.x_val.shape == (500, 785)
+    assert mnist.x_pool.shape == (60000, 785) and mnist.dim == 785
+    for x in (mnist.x_train, mnist.x_val, mnist.x_pool):
+        assert x.dtype == np.float64
+        assert x.min() >= -1.0 and x.max() <= 1.0
+        assert np.all(x[:, -1] == 1.0)
+    assert mnist.x_train[:, :-1].min() == -1.0 and mnist.x_train[:, :-1].max() == 1.0
+    for y in (mnist.y_train, mnist.y_val):
+        assert y.dtype == np.float64 and set(np.unique(y)) == {-1.0, 1.0}
+    assert mnist.train_idx.dtype == np.int64 and mnist.val_idx.dtype == np.int64
+
+
+def test_mnist_pixels_and_labels_follow_raw_files(mnist, shared_data_dir):
+    images, labels = data.load_idx("mnist", "train", shared_data_dir)
+    assert images.shape == (60000, 28, 28) and images.dtype == np.uint8
+    assert labels.shape == (60000,) and labels.dtype == np.uint8
+    expected_x = (images[mnist.train_idx].reshape(-1, 784) / 255.0 - 0.5) / 0.5
+    np.testing.assert_array_equal(mnist.x_train[:, :784], expected_x)
+    np.testing.assert_array_equal(mnist.x_pool[mnist.val_idx], mnist.x_val)
+    np.testing.assert_array_equal(mnist.y_train, np.where(labels[mnist.train_idx] <= 4, 1.0, -1.0))
+    np.testing.assert_array_equal(mnist.y_val, np.where(labels[mnist.val_idx] <= 4, 1.0, -1.0))
+
+
+def test_mnist_test_split(shared_data_dir):
+    images, labels = data.load_idx("mnist", "test", shared_data_dir)
+    assert images.shape == (10000, 28, 28) and labels.shape == (10000,)
+
+
+def test_positive_classes(shared_data_dir):
+    ds = data.load_dataset("mnist", train_size=300, val_size=100, data_dir=shared_data_dir, positive_classes=[3, 8])
+    _, labels = data.load_idx("mnist", "train", shared_data_dir)
+    np.testing.assert_array_equal(ds.y_train, np.where(np.isin(labels[ds.train_idx], [3, 8]), 1.0, -1.0))
+
+
+def test_split_equals_torch_random_split(mnist):
+    parts = torch.utils.data.random_split(
+        range(60000), [1000, 60000 - 1500, 500], generator=torch.Generator().manual_seed(3)
+    )
+    assert mnist.train_idx.tolist() == list(parts[0].indices)
+    assert mnist.val_idx.tolist() == list(parts[2].indices)
+    assert not set(mnist.train_idx.tolist()) & set(mnist.val_idx.tolist())
+
+
+def test_split_depends_on_data_seed_only(shared_data_dir, mnist):
+    again = data.load_dataset("mnist", train_size=1000, val_size=500, data_seed=3, data_dir=shared_data_dir)
+    np.testing.assert_array_equal(again.train_idx, mnist.train_idx)
+    other = data.load_dataset("mnist", train_size=1000, val_size=500, data_seed=4, data_dir=shared_data_dir)
+    assert not np.array_equal(other.train_idx, mnist.train_idx)
+
+
+def test_pool_is_read_only_and_rows_are_copies(mnist):
+    assert not mnist.x_pool.flags.writeable
+    assert mnist.x_train.flags.writeable and not np.shares_memory(mnist.x_train, mnist.x_pool)
+
+
+def test_corrupt_copy_is_refused(tmp_path, mirror_dir):
+    root = _copy_mnist(mirror_dir, tmp_path)
+    _write_corrupt(mirror_dir / "train-labels-idx1-ubyte.gz", root / "mnist" / "train-labels-idx1-ubyte.gz")
+    before = sorted(p.name for p in (root / "mnist").iterdir())
+    with pytest.raises(GbError, match=r"train-labels-idx1-ubyte\.gz is corrupt") as err:
+        data.load_dataset("mnist", train_size=10, val_size=10, data_dir=root)
+    assert "\n" not in str(err.value)
+    assert data.verify("mnist", root) == {
+        "train-images-idx3-ubyte": "ok",
+        "train-labels-idx1-ubyte": "checksum mismatch",
+        "t10k-images-idx3-ubyte": "ok",
+        "t10k-labels-idx1-ubyte": "ok",
+    }
+    assert sorted(p.name for p in (root / "mnist").iterdir()) == before  # loading writes nothing
+
+
+def test_non_gzip_file_is_refused(tmp_path, mirror_dir):
+    root = _copy_mnist(mirror_dir, tmp_path)
+    (root / "mnist" / "t10k-images-idx3-ubyte.gz").write_bytes(b"<html>not found</html>")
+    with pytest.raises(GbError, match=r"t10k-images-idx3-ubyte\.gz is corrupt"):
+        data.load_idx("mnist", "test", root)
+    assert data.verify("mnist", root)["t10k-images-idx3-ubyte"] == "checksum mismatch"
+
+
+def test_uncompressed_files_are_accepted(tmp_path, mirror_dir, shared_data_dir):
+    (tmp_path / "mnist").mkdir()
+    for base in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        raw = gzip.decompress((mirror_dir / f"{base}.gz").read_bytes())
+        (tmp_path / "mnist" / base).write_bytes(raw)
+    images, labels = data.load_idx("mnist", "test", tmp_path)
+    ref_images, ref_labels = data.load_idx("mnist", "test", shared_data_dir)
+    np.testing.assert_array_equal(images, ref_images)
+    np.testing.assert_array_equal(labels, ref_labels)
+    status = data.verify("mnist", tmp_path)
+    assert status["t10k-images-idx3-ubyte"] == "ok" and status["train-images-idx3-ubyte"] == "missing"
+
+
+@pytest.mark.parametrize(
+    "blob, message",
+    [
+        (b"\x00\x01\x08\x01" + (3).to_bytes(4, "big") + b"abc", "bad magic number"),
+        (b"\x00\x00\x0d\x01" + (3).to_bytes(4, "big") + b"abc", "not unsigned byte"),
+        (b"\x00\x00\x08\x03" + (3).to_bytes(4, "big"), "truncated IDX header"),
+        (b"\x00\x00\x08\x01" + (5).to_bytes(4, "big") + b"abc", r"shape \(5,\)"),
+    ],
+)
+def test_malformed_idx_is_refused(blob, message):
+    with pytest.raises(GbError, match=message):
+        data._parse_idx(blob, "some-file")
+    good = data._parse_idx(b"\x00\x00\x08\x02" + (2).to_bytes(4, "big") + (3).to_bytes(4, "big") + bytes(range(6)), "f")
+    np.testing.assert_array_equal(good, [[0, 1, 2], [3, 4, 5]])
+
+
+def test_missing_files_give_a_hint(tmp_path):
+    with pytest.raises(GbError) as err:
+        data.load_dataset("mnist", train_size=10, val_size=10, data_dir=tmp_path / "nowhere")
+    message = str(err.value)
+    assert str(tmp_path / "nowhere" / "mnist" / "train-images-idx3-ubyte.gz") in message
+    assert "gb data fetch mnist" in message and "GB_DATA_DIR" in message and "\n" not in message
+    assert not (tmp_path / "nowhere").exists()
+    assert set(data.verify("mnist", tmp_path / "nowhere").values()) == {"missing"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(train_size=0, val_size=10), "dataset.train_size"),
+        (dict(train_size=10, val_size=0), "dataset.val_size"),
+        (dict(train_size=10.5, val_size=10), "dataset.train_size must be an integer"),
+        (
+            dict(train_size=70000, val_size=5000),
+            r"dataset.train_size \+ dataset.val_size = 75000 exceeds the 60000 images of mnist",
+        ),
+        (dict(train_size=10, val_size=10, positive_classes=[]), "dataset.positive_classes"),
+        (dict(train_size=10, val_size=10, positive_classes=range(10)), "dataset.positive_classes"),
+        (dict(train_size=10, val_size=10, positive_classes=[1, 10]), "dataset.positive_classes"),
+        (dict(train_size=10, val_size=10, positive_classes="01"), "dataset.positive_classes"),
+        (dict(train_size=10, val_size=10, data_seed=-1), "dataset.data_seed"),
+    ],
+)
+def test_bad_settings_name_the_key(shared_data_dir, kwargs, message):
+    with pytest.raises(GbError, match=message):
+        data.load_dataset("mnist", data_dir=shared_data_dir, **kwargs)
+
+
+def test_unknown_name_lists_datasets():
+    with pytest.raises(GbError, match="dataset.name 'cifar10'") as err:
+        data.load_dataset("cifar10", train_size=10, val_size=10)
+    assert all(name in str(err.value) for name in data.DATASETS)
+    with pytest.raises(GbError, match="dataset.name"):
+        data.verify("cifar10")
+
+
+# ----------------------------------------------------------------------------- Fashion-MNIST
+
+
+def test_fashion_mnist_from_debian_package(tmp_path):
+    if not all((FASHION_DEBIAN_DIR / f).is_file() for f in MNIST_FILES):
+        pytest.skip(f"Fashion-MNIST not in {FASHION_DEBIAN_DIR}: apt-get install dataset-fashion-mnist")
+    (tmp_path / "fashion-mnist").mkdir()
+    for name in MNIST_FILES:
+        (tmp_path / "fashion-mnist" / name).symlink_to(FASHION_DEBIAN_DIR / name)
+    assert _all_ok(data.verify("fashion-mnist", tmp_path))
+    ds = data.load_dataset("fashion-mnist", train_size=200, val_size=100, data_dir=tmp_path)
+    assert ds.x_train.shape == (200, 785) and ds.x_pool.shape == (60000, 785)
+    assert ds.x_pool.min() == -1.0 and ds.x_pool.max() == 1.0 and np.all(ds.x_pool[:, -1] == 1.0)
+    _, labels = data.load_idx("fashion-mnist", "train", tmp_path)
+    np.testing.assert_array_equal(ds.y_val, np.where(labels[ds.val_idx] <= 4, 1.0, -1.0))
+
+
+# ----------------------------------------------------------------------------- digits
+
+
+def test_digits_shapes_labels_and_determinism():
+    from sklearn.datasets import load_digits
+
+    ds = data.load_dataset("digits", train_size=1000, val_size=300, data_seed=7)
+    assert ds.x_train.shape == (1000, 65) and ds.x_val.shape == (300, 65) and ds.x_pool.shape == (1797, 65)
+    assert ds.dim == 65 and np.all(ds.x_pool[:, -1] == 1.0)
+    assert ds.x_pool.min() == -1.0 and ds.x_pool.max() == 1.0
+    target = load_digits().target
+    np.testing.assert_array_equal(ds.y_train, np.where(target[ds.train_idx] <= 4, 1.0, -1.0))
+    parts = torch.utils.data.random_split(range(1797), [1000, 497, 300], generator=torch.Generator().manual_seed(7))
+    assert ds.train_idx.tolist() == list(parts[0].indices) and ds.val_idx.tolist() == list(parts[2].indices)
+    again = data.load_dataset("digits", train_size=1000, val_size=300, data_seed=7)
+    np.testing.assert_array_equal(again.x_train, ds.x_train)
+    np.testing.assert_array_equal(again.y_val, ds.y_val)
+    with pytest.raises(GbError, match="exceeds the 1797 images of digits"):
+        data.load_dataset("digits", train_size=1500, val_size=300)
+
+
+# ----------------------------------------------------------------------------- synthetic sets
+
+
+def _all_points(ds: data.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    return np.vstack([ds.x_train, ds.x_val]), np.concatenate([ds.y_train, ds.y_val])
+
+
+def test_linear_teacher_is_separable():
+    from scipy.optimize import linprog
+
+    ds = data.load_dataset("linear-teacher", train_size=300, val_size=200, n_samples=500, dim=20, synthetic_seed=2)
+    assert ds.x_train.shape == (300, 20) and ds.x_pool.shape == (500, 20)
+    x, y = _all_points(ds)
+    assert set(np.unique(y)) == {-1.0, 1.0}
+    # Hard-margin feasibility: some w has y_i <w, x_i> >= 1 for every point.
+    fit = linprog(np.zeros(20), A_ub=-(y[:, None] * x), b_ub=-np.ones(len(y)), bounds=(None, None))
+    assert fit.status == 0
+    # And the teacher itself separates with the requested margin.
+    pool, labels, w = data._linear_teacher(500, 20, 2, 0.5)
+    assert abs(np.linalg.norm(w) - 1.0) < 1e-12
+    assert np.all(labels * (pool @ w) >= 0.5)
+
+
+def test_linear_teacher_margin_and_determinism():
+    kwargs = dict(train_size=50, val_size=50, n_samples=200, dim=5, synthetic_seed=1, margin=0.3)
+    a, b = data.load_dataset("linear-teacher", **kwargs), data.load_dataset("linear-teacher", **kwargs)
+    np.testing.assert_array_equal(a.x_pool, b.x_pool)
+    c = data.load_dataset("linear-teacher", **{**kwargs, "synthetic_seed": 2})
+    assert not np.array_equal(a.x_pool, c.x_pool)
+    with pytest.raises(GbError, match="dataset.margin"):
+        data.load_dataset("linear-teacher", **{**kwargs, "margin": 10.0})
+    with pytest.raises(GbError, match="dataset.margin"):
+        data.load_dataset("linear-teacher", **{**kwargs, "margin": -1.0})
+
+
+def test_orthogonal_is_orthogonally_separable():
+    ds = data.load_dataset("orthogonal", train_size=200, val_size=100, n_samples=400, dim=10, synthetic_seed=5)
+    x, y = _all_points(ds)
+    gram = x @ x.T
+    same = y[:, None] == y[None, :]
+    assert np.all(gram[same] > 0) and np.all(gram[~same] <= 0)
+    z = np.where(np.arange(10) % 2 == 0, 1.0, -1.0)
+    assert np.all(x @ z >= 0)
+    assert set(np.unique(y)) == {-1.0, 1.0}
+
+
+def test_synthetic_bias_and_split():
+    ds = data.load_dataset("orthogonal", train_size=30, val_size=20, n_samples=100, dim=4, bias=True, data_seed=9)
+    assert ds.dim == 5 and np.all(ds.x_pool[:, -1] == 1.0)
+    parts = torch.utils.data.random_split(range(100), [30, 50, 20], generator=torch.Generator().manual_seed(9))
+    assert ds.train_idx.tolist() == list(parts[0].indices) and ds.val_idx.tolist() == list(parts[2].indices)
+    with pytest.raises(GbError, match="exceeds the 100 samples of orthogonal"):
+        data.load_dataset("orthogonal", train_size=90, val_size=20, n_samples=100)
+    with pytest.raises(GbError, match="dataset.dim"):
+        data.load_dataset("orthogonal", train_size=1, val_size=1, dim=0)
+
+
+# ----------------------------------------------------------------------------- fetch
+
+
+def test_fetch_from_local_mirror(tmp_path, mirror_dir, capsys):
+    with _serve(mirror_dir) as url:
+        folder = data.fetch("mnist", data_dir=tmp_path, mirrors=[url], progress=True)
+    assert folder == tmp_path.resolve() / "mnist"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(MNIST_FILES)  # no temp files left
+    assert _all_ok(data.verify("mnist", tmp_path))
+    assert "mnist/train-images-idx3-ubyte.gz" in capsys.readouterr().err
+    # Everything is present and valid now: a second fetch downloads nothing, dead mirror or not.
+    data.fetch("mnist", data_dir=tmp_path, mirrors=[_dead_url()], progress=False)
+    ds = data.load_dataset("mnist", train_size=20, val_size=10, data_dir=tmp_path)
+    assert ds.x_train.shape == (20, 785)
+
+
+def test_fetch_skips_to_next_mirror_after_bad_copy(tmp_path, mirror_dir):
+    bad = tmp_path / "bad-mirror"
+    bad.mkdir()
+    _write_corrupt(mirror_dir / "train-labels-idx1-ubyte.gz", bad / "train-labels-idx1-ubyte.gz")
+    (bad / "t10k-labels-idx1-ubyte.gz").write_bytes(b"not gzip")
+    root = tmp_path / "data"
+    with _serve(bad) as bad_url, _serve(mirror_dir) as good_url:
+        data.fetch("mnist", data_dir=root, mirrors=[_dead_url(), bad_url, good_url], progress=False)
+    assert _all_ok(data.verify("mnist", root))
+    good = (mirror_dir / "train-labels-idx1-ubyte.gz").read_bytes()
+    assert (root / "mnist" / "train-labels-idx1-ubyte.gz").read_bytes() == good
+
+
+def test_fetch_replaces_corrupt_file_and_uses_gb_mirrors(tmp_path, mirror_dir, monkeypatch):
+    root = _copy_mnist(mirror_dir, tmp_path / "data")
+    _write_corrupt(mirror_dir / "t10k-labels-idx1-ubyte.gz", root / "mnist" / "t10k-labels-idx1-ubyte.gz")
+    with _serve(mirror_dir) as url:
+        monkeypatch.setenv("GB_MIRRORS", f" {_dead_url()} ,{url}")
+        data.fetch("mnist", data_dir=root, progress=False)
+    assert _all_ok(data.verify("mnist", root))
+
+
+def test_fetch_without_working_mirror_fails(tmp_path, mirror_dir):
+    dead = _dead_url()
+    with pytest.raises(GbError) as err:
+        data.fetch("mnist", data_dir=tmp_path, mirrors=[dead], progress=False)
+    message = str(err.value)
+    assert message.startswith("could not download mnist/train-images-idx3-ubyte.gz from any mirror (")
+    assert dead in message and f"copy the files into {tmp_path.resolve() / 'mnist'} by hand" in message
+    assert "\n" not in message
+    assert not (tmp_path / "mnist").exists() or not any((tmp_path / "mnist").iterdir())
+    # A mirror that only has corrupt copies is no better.
+    bad = tmp_path / "bad-mirror"
+    bad.mkdir()
+    _write_corrupt(mirror_dir / "train-images-idx3-ubyte.gz", bad / "train-images-idx3-ubyte.gz")
+    with _serve(bad) as url, pytest.raises(GbError, match="checksum mismatch"):
+        data.fetch("mnist", data_dir=tmp_path / "d2", mirrors=[url], progress=False)
+    assert not (tmp_path / "d2" / "mnist" / "train-images-idx3-ubyte.gz").exists()
+
+
+def test_sets_without_files_need_no_fetch(tmp_path):
+    for name in ("digits", "linear-teacher", "orthogonal"):
+        data.fetch(name, data_dir=tmp_path, mirrors=[_dead_url()], progress=False)
+        assert data.verify(name, tmp_path) == {}
+    assert list(tmp_path.iterdir()) == []
