@@ -37,6 +37,10 @@ OBJECTIVES_FOR_MODEL: dict[str, tuple[str, ...]] = {
 }
 
 
+# points in each source set (the synthetic sets have dataset.n_samples)
+SOURCE_SIZES = {"mnist": 60000, "fashion-mnist": 60000, "digits": 1797}
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -46,7 +50,7 @@ class DatasetConfig(_Section):
 
     name: Literal["mnist", "fashion-mnist", "digits", "linear-teacher", "orthogonal"] = "digits"
     train_size: StrictInt = Field(500, ge=1)
-    val_size: StrictInt = Field(12000, ge=1)
+    val_size: Optional[StrictInt] = Field(None, ge=1, description="default: the last min(12000, rest) points")
     data_seed: int = 1
     data_dir: Optional[str] = None
     positive_classes: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4])
@@ -149,7 +153,10 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _resolve(self) -> "Config":
-        t, n = self.training, self.dataset.train_size
+        t, n, d = self.training, self.dataset.train_size, self.dataset
+        if d.val_size is None:  # protocol: 12,000 validation points, or what the set has left
+            total = SOURCE_SIZES.get(d.name, d.n_samples)
+            d.val_size = max(1, min(12000, total - n))
         # The published schedule: 200*2000/N epochs, lr x0.25 at half (3200 steps at batch 128).
         if t.epochs == "paper":
             t.epochs = max(1, round(200 * 2000 / n))

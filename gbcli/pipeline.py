@@ -146,8 +146,9 @@ def build_design(objective: str, cfg: Config, problem: Problem, relu: ReLUNet | 
     return GatedDesign(xt, ds.y_train, et, xv, ev, norm, [np.array([r]) for r in range(h + 1)], h + 1, 1)
 
 
-def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, run_dir: Path) -> None:
-    """Refuse impossible requests before anything is computed or written."""
+def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, run_dir: Path) -> ReLUNet | None:
+    """Refuse impossible requests before anything is computed or written; returns the trained
+    ReLU net when an objective needs it."""
     if not objectives:
         raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
     if solver == "osqp":
@@ -155,8 +156,7 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, ru
         if cones:
             raise GbError(f"--solver osqp: OSQP cannot solve a group norm, as {', '.join(cones)} "
                           f"(use ecos, clarabel or scs)")
-    if any(o in NEEDS_TRAINED_RELU for o in objectives):
-        load_relu(run_dir, cfg)
+    return load_relu(run_dir, cfg) if any(o in NEEDS_TRAINED_RELU for o in objectives) else None
 
 
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
@@ -165,9 +165,8 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     run_dir = Path(run_dir)
     objectives = list(objectives or cfg.svm.objectives)
     solver = solver or cfg.svm.solver
-    check_svm_request(cfg, objectives, solver, run_dir)
+    relu = check_svm_request(cfg, objectives, solver, run_dir)
     problem = problem or prepare(cfg)
-    relu = load_relu(run_dir, cfg) if any(o in NEEDS_TRAINED_RELU for o in objectives) else None
     results = []
     for obj in objectives:
         design = build_design(obj, cfg, problem, relu)

@@ -54,6 +54,7 @@ def test_l2_root_squares_to_m_and_the_appendix_formula_does_not(units, count):
     assert np.abs(appendix @ appendix - mt(units, count)).max() > 0.5
 
 
+@pytest.mark.filterwarnings("ignore:Solution may be inaccurate")
 @pytest.mark.parametrize("units,count", [(2, 2), (3, 2), (2, 4)])
 def test_svm_l2_optimum_equals_brute_force_program_over_all_predictors(units, count):
     design, _ = tiny_design("l2", units, count, seed=units + count)

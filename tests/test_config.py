@@ -1,0 +1,43 @@
+"""Config resolution: the paper preset, defaults and overrides."""
+
+import pytest
+import yaml
+
+from gbcli.config import load_config, run_dir_for
+from gbcli.sweep import expand, point_id
+
+
+@pytest.mark.parametrize("n,epochs", [(500, 800), (1000, 400), (2000, 200)])
+def test_paper_preset_is_3200_steps_with_decay_at_half(tmp_path, n, epochs):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"preset": "paper", "dataset": {"train_size": n}, "model": {"kind": "gln"}}))
+    cfg = load_config(path)
+    t = cfg.training
+    assert (t.epochs, t.lr_milestones, t.lr, t.lr_decay, t.batch_size) == (epochs, [epochs // 2], 0.04, 0.25, 128)
+    assert epochs * -(-n // 128) == 3200                    # steps in all
+    assert cfg.dataset.name == "mnist" and cfg.dataset.val_size == 12000 and cfg.contexts.median_init
+    assert (cfg.contexts.normal_std, cfg.contexts.offset_std) == (36.0, 9.0)
+    assert cfg.init_seed == cfg.contexts.seed               # GLN weights are seeded by the context seed
+
+
+def test_overrides_defaults_and_run_dir(tmp_path):
+    path = tmp_path / "small.yaml"
+    path.write_text("model: {kind: relu}\n")
+    cfg = load_config(path, ["training.momentum=0.9", "model.hidden_units=20", "dataset.train_size=100"])
+    assert (cfg.training.momentum, cfg.model.hidden_units, cfg.units) == (0.9, 20, 20)
+    assert cfg.dataset.val_size == 1697                     # digits: the rest of the 1797 images
+    assert cfg.init_seed == 1 and cfg.name == "small"
+    assert run_dir_for(cfg, None).as_posix() == "runs/small"
+    assert run_dir_for(cfg, tmp_path / "x") == tmp_path / "x"
+
+
+def test_grid_points_have_stable_distinct_ids(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump({"name": "g", "grid": {"contexts.seed": [1, 2, 3], "training.momentum": [0.0, 0.9]}}))
+    base, points = expand(path)
+    ids = [point_id(p) for p in points]
+    assert len(points) == 6 and len(set(ids)) == 6
+    assert ids == [point_id(p) for p in expand(path)[1]]
+    renamed = path.read_text().replace("name: g", "name: other")
+    path.write_text(renamed)
+    assert ids == [point_id(p) for p in expand(path)[1]]    # the name is not part of the identity
