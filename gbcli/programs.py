@@ -183,7 +183,9 @@ def solve_primal(design: GatedDesign, solver: str, max_iters: int | None = None,
     status = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
               "infeasible": "infeasible", "infeasible_inaccurate": "infeasible"}.get(problem.status, "failed")
     if z.value is None:
-        return PrimalSolution(None, status, float("nan"), seconds, solver, f"cvxpy status {problem.status}")
+        why = ("the training data is not separable under this program's architecture"
+               if status == "infeasible" else f"cvxpy status {problem.status}")
+        return PrimalSolution(None, status, float("nan"), seconds, solver, why)
     zeta = np.asarray(z.value).reshape(r, d)
     return PrimalSolution(zeta, status, norm_value(design, zeta), seconds, solver,
                           "" if status == "optimal" else f"cvxpy status {problem.status}")
