@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import Config
+from .errors import GbError
 from .models import ReLUNet, weight_norm
 
 
@@ -49,7 +50,7 @@ def train(model: nn.Module, cfg: Config, x_train: np.ndarray, y_train: np.ndarra
     t = cfg.training
     device = torch.device(t.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        device = torch.device("cpu")
+        raise GbError("training.device: cuda was asked for, but torch sees no CUDA device (use cpu)")
     model.to(device)
     as_t = lambda a, dt=torch.float32: None if a is None else torch.as_tensor(a, dtype=dt, device=device)
     xt, yt, ct = as_t(x_train), as_t(y_train), as_t(ctx_train, torch.long)

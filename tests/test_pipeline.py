@@ -168,3 +168,18 @@ def test_sweep_runs_every_point_and_skips_finished_ones(tmp_path):
     errors2, _ = run_sweep(cfg, tmp_path / "out", progress=False, echo=lines.append)
     assert lines[0].endswith("4 points, 4 done, running 0")
     pd.testing.assert_frame_equal(errors, errors2)
+
+
+@pytest.mark.parametrize("kind", ["logistic", "exponential"])
+def test_losses_stay_finite_at_extreme_margins(kind):
+    from gbcli.training import loss_fn
+
+    m = torch.tensor([1e4, 5e3, 200.0], requires_grad=True)   # far past float32's exp range
+    loss = loss_fn(m, kind)
+    loss.backward()
+    assert torch.isfinite(loss) and 0 <= float(loss.detach()) < 1e-30 and torch.isfinite(m.grad).all()
+    small = torch.tensor([0.0, 1.0, -1.0])
+    expected = {"logistic": torch.log1p(torch.exp(-small)).mean(), "exponential": torch.exp(-small).mean()}[kind]
+    assert float(loss_fn(small, kind)) == pytest.approx(float(expected))
+    if kind == "logistic":  # linear, not overflowing, for very wrong predictions
+        assert float(loss_fn(torch.tensor([-1e4]), kind)) == pytest.approx(1e4)
