@@ -314,14 +314,19 @@ def format_validation_error(exc: ValidationError) -> str:
     return f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg
 
 
-def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read, preset-merge, override and validate a config file."""
+def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+    """The raw config dict of a file with `--set` overrides applied (named after the file by default)."""
     raw = read_yaml(path)
     raw.setdefault("name", Path(path).stem)
     for text in overrides:
         key, value = parse_override(text)
         raw = set_path(raw, key, value)
-    return validate(apply_preset(raw, str(path)), str(path))
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read, override, preset-merge and validate a config file."""
+    return validate(apply_preset(read_config(path, overrides), str(path)), str(path))
 
 
 def run_dir_for(cfg: Config, out: str | Path | None) -> Path:

@@ -154,8 +154,8 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, ru
     if solver == "osqp":
         cones = [o for o in objectives if NORM_OF[o] not in QUADRATIC]
         if cones:
-            raise GbError(f"--solver osqp: OSQP cannot solve a group norm, as {', '.join(cones)} "
-                          f"(use ecos, clarabel or scs)")
+            raise GbError(f"--solver osqp: {', '.join(cones)} minimizes a group norm, which OSQP cannot "
+                          f"solve (use ecos, clarabel or scs)")
     return load_relu(run_dir, cfg) if any(o in NEEDS_TRAINED_RELU for o in objectives) else None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import Config, apply_preset, read_yaml, set_path, parse_override, validate
+from .config import Config, apply_preset, read_config, set_path, validate
 from .errors import GbError
 from .tables import compare, write_tables
 
@@ -29,11 +29,7 @@ def point_id(cfg: Config) -> str:
 
 def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, list[Config]]:
     """The base config and the validated config of every grid point (refuses any invalid point)."""
-    raw = read_yaml(path)
-    raw.setdefault("name", Path(path).stem)
-    for text in overrides:
-        key, value = parse_override(text)
-        raw = set_path(raw, key, value)
+    raw = read_config(path, overrides)
     grid = raw.pop("grid", None) or {}
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
         raise GbError(f"{path}: grid: must map dotted keys to non-empty lists of values")
