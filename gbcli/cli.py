@@ -40,7 +40,7 @@ def _print_tables(errors, incons) -> None:
     from .tables import ERROR_COLUMNS, rich_table
 
     show = ["predictor", "hidden_units", "contexts", "train_size", "train_error", "val_error", "status",
-            "objective", "solve_seconds"]
+            "objective", "solve_seconds", "rel_gap", "certified"]
     if "point" in errors.columns:
         show = ["point"] + show
     console.print(rich_table(errors, "errors", show))
@@ -68,7 +68,7 @@ def train_gd_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = S
 @app.command("fit-svm")
 def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt,
                 objective: List[str] = typer.Option([], "--objective", help="objective to solve (repeatable)"),
-                solver: Optional[str] = typer.Option(None, "--solver", help="ecos | osqp | clarabel | scs"),
+                solver: Optional[str] = typer.Option(None, "--solver", help="dual | ecos | osqp | clarabel | scs"),
                 quiet: bool = QuietOpt):
     """Solve the matching convex max-margin programs."""
     from .config import run_dir_for

@@ -25,7 +25,7 @@ Objective = Literal[
     "svm-shallow", "svm-l2", "svm-gln", "svm-l2-reference", "svm-gln-reference",
     "svm-rc", "svm-lc", "svm-hl", "svm-gates",
 ]
-Solver = Literal["ecos", "osqp", "clarabel", "scs"]
+Solver = Literal["dual", "ecos", "osqp", "clarabel", "scs"]
 
 # Which convex programs describe which GD model (protocol section 5).
 OBJECTIVES_FOR_MODEL: dict[str, tuple[str, ...]] = {
@@ -131,9 +131,10 @@ class SvmConfig(_Section):
     """Convex max-margin programs to solve (protocol section 5)."""
 
     objectives: list[Objective] = Field(default_factory=list)
-    solver: Optional[Solver] = Field(None, description="default: osqp for quadratic norms, ecos for group norms")
+    solver: Optional[Solver] = Field(None, description="default: dual for every objective but svm-l2-reference (osqp)")
     max_iters: Optional[StrictInt] = Field(None, ge=1)
-    eps: Optional[float] = Field(None, gt=0, description="solver tolerance (default: the solver's own)")
+    eps: Optional[float] = Field(None, gt=0, description="solver tolerance (default: the solver's own; dual: 1e-6)")
+    certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
 
 
 class OutputConfig(_Section):

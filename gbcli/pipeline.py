@@ -29,8 +29,9 @@ from .data import Dataset, load_dataset
 from .errors import GbError
 from .io import atomic_write_bytes, atomic_write_text, read_json, write_csv, write_json, write_npz
 from .models import ReLUNet, build_model
-from .programs import (DEFAULT_SOLVER, NORM_OF, QUADRATIC, GatedDesign, decision, reference_groups,
-                       solve_primal, unit_groups)
+from .dual import solve_dual
+from .programs import (DEFAULT_SOLVER, NORM_OF, QUADRATIC, GatedDesign, certificate, decision,
+                       reference_groups, solve_primal, unit_groups)
 from .training import error, train
 
 NEEDS_TRAINED_RELU = ("svm-lc", "svm-hl", "svm-gates")
@@ -125,6 +126,11 @@ def build_design(objective: str, cfg: Config, problem: Problem, relu: ReLUNet | 
             et, ev = np.ones((len(xt), 1)), np.ones((len(xv), 1))
         else:
             et, ev = ctxs.one_hot(problem.ctx_train, c), ctxs.one_hot(problem.ctx_val, c)
+        if objective == "svm-shallow":
+            # one predictor per global context; a context without training points gets zero weights
+            # anyway, so keep only the used ones (C = 2^k can far exceed N)
+            used = et.any(0)
+            return GatedDesign(xt, ds.y_train, et[:, used], xv, ev[:, used], norm, [], h, c)
         groups = reference_groups(h, c) if objective == "svm-gln-reference" else unit_groups(h, c)
         return GatedDesign(xt, ds.y_train, et, xv, ev, norm, groups, h, c)
     if objective == "svm-rc":
@@ -151,6 +157,9 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, ru
     ReLU net when an objective needs it."""
     if not objectives:
         raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
+    if solver == "dual" and "svm-l2-reference" in objectives:
+        raise GbError("--solver dual: svm-l2-reference has no kernel dual (its quadratic form is singular on "
+                      "the predictor, protocol section 5); solve it with osqp, clarabel, ecos or scs")
     if solver == "osqp":
         cones = [o for o in objectives if NORM_OF[o] not in QUADRATIC]
         if cones:
@@ -173,26 +182,34 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
         use = solver or DEFAULT_SOLVER[design.norm]
         echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
              f"{len(design.y_train)} margins, solver {use} ...")
-        sol = solve_primal(design, use, cfg.svm.max_iters, cfg.svm.eps)
+        if use == "dual":
+            sol = solve_dual(design, cfg.svm.eps, cfg.svm.max_iters)
+        else:
+            sol = solve_primal(design, use, cfg.svm.max_iters, cfg.svm.eps)
         results.append(_record(obj, cfg, design, sol, run_dir / "svm" / obj, problem.dataset))
         r = results[-1]
-        echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
-             f"{r['solve_seconds']:.1f} s")
+        if r["status"] in ("infeasible", "failed"):
+            echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)")
+        else:
+            cert = "certified" if r["certified"] else "NOT certified"
+            echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
+                 f"{r['solve_seconds']:.1f} s; {cert} (rel gap {r['rel_gap']:.1e}, min margin {r['min_margin']:.7f})"
+                 + (f"; {r['message']}" if r["message"] else ""))
     return results
 
 
 def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Dataset) -> dict:
     result = {"predictor": obj, "solver": sol.solver, "status": sol.status, "objective": sol.value,
               "solve_seconds": sol.seconds, "message": sol.message, "train_error": float("nan"),
-              "val_error": float("nan"), "min_margin": float("nan")}
+              "val_error": float("nan"), **certificate(design, sol, cfg.svm.certify_tol)}
     atomic_write_text(out / "config.yaml", dump_config(cfg))
     if sol.zeta is not None:
         train_out = decision(sol.zeta, design.x_train, design.e_train)
         val_out = decision(sol.zeta, design.x_val, design.e_val)
-        result.update(train_error=error(train_out, ds.y_train), val_error=error(val_out, ds.y_val),
-                      min_margin=float((train_out * ds.y_train).min()))
+        result.update(train_error=error(train_out, ds.y_train), val_error=error(val_out, ds.y_val))
         write_npz(out / "predictions.npz", train_out=train_out, val_out=val_out)
-        write_npz(out / "solution.npz", zeta=sol.zeta)
+        write_npz(out / "solution.npz", zeta=sol.zeta,
+                  **({} if sol.lam is None else {"lam": sol.lam}))
     else:
         for stale in ("predictions.npz", "solution.npz"):
             (out / stale).unlink(missing_ok=True)

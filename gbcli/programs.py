@@ -30,8 +30,11 @@ NORM_OF = {
     "svm-gln": "group", "svm-gln-reference": "group", "svm-rc": "group", "svm-lc": "group",
 }
 QUADRATIC = {"sq", "l2", "l2-reference"}
-DEFAULT_SOLVER = {"sq": "osqp", "l2": "osqp", "l2-reference": "osqp", "group": "ecos"}
-DEFAULT_MAX_ITERS = {"osqp": 10_000, "ecos": 200, "clarabel": 200, "scs": 100_000}
+# the dual solver (gbcli.dual) covers every norm but the degenerate l2-reference, which has no
+# kernel dual and is solved in primal form as the published code did (protocol section 5)
+DEFAULT_SOLVER = {"sq": "dual", "l2": "dual", "l2-reference": "osqp", "group": "dual"}
+DEFAULT_MAX_ITERS = {"osqp": 10_000, "ecos": 200, "clarabel": 200, "scs": 100_000, "dual": 100}
+CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
 
 
 @dataclass
@@ -80,6 +83,12 @@ def reference_matrix(units: int, count: int) -> np.ndarray:
     return np.ones((r, r)) / r - count_groups_matrix(units, count) + count * np.eye(r)
 
 
+def context_pinv(units: int, count: int) -> np.ndarray:
+    """Mt^+ = J/(HC)^2 + (I - P)/C, the pseudo-inverse of svm-l2's Mt (the svm-l2 kernel is E Mt^+ E')."""
+    r = units * count
+    return np.ones((r, r)) / r ** 2 + (np.eye(r) - context_mean(units, count).toarray()) / count
+
+
 def norm_value(design: GatedDesign, zeta: np.ndarray) -> float:
     """The program's objective at `zeta` ((R, D) array)."""
     n = design.norm
@@ -114,13 +123,57 @@ def margin_matrix(design: GatedDesign) -> sp.csr_matrix:
 
 
 @dataclass
-class PrimalSolution:
+class Solution:
+    """A solver's outcome: the primal zeta and, when the solver gives one, the dual lam."""
+
     zeta: np.ndarray | None
     status: str        # optimal | inaccurate | infeasible | failed
     value: float
     seconds: float
     solver: str
     message: str = ""
+    iterations: int | None = None
+    lam: np.ndarray | None = None    # (N,) margin multipliers: a dual certificate
+
+
+def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
+    """A lower bound on the program's optimum from any lam >= 0 (weak duality).
+
+    With V = E' diag(lam o y) X, every feasible zeta has 1'lam <= <V, zeta> <= ||V||_* ||zeta||, so
+    ||zeta|| >= 1'lam / ||V||_*, with ||.||_* the dual norm: the largest group's Frobenius norm for
+    group norms, Frobenius for `sq`, sqrt(tr V' Mt^+ V) for `l2`; squared for the quadratic norms.
+    The bound does not depend on the scale of lam, so any solver's multipliers can be checked."""
+    lam = np.clip(lam, 0, None)
+    v = design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)
+    if design.norm == "group":
+        dn = max(np.linalg.norm(v[g]) for g in design.groups)
+    elif design.norm == "sq":
+        dn = np.linalg.norm(v)
+    elif design.norm == "l2":
+        dn = np.sqrt(max(float(np.sum(v * (context_pinv(design.units, design.count) @ v))), 0.0))
+    else:
+        return float("nan")   # l2-reference: no dual (its quadratic form is singular on the predictor)
+    if dn == 0:
+        return float("nan")
+    bound = lam.sum() / dn
+    return float(bound ** 2 if design.norm in QUADRATIC else bound)
+
+
+def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) -> dict:
+    """Primal objective, dual objective, relative gap and smallest training margin of a solution,
+    and whether they meet the tolerance (relative gap <= tol, smallest margin >= 1 - tol)."""
+    tol = tol or CERTIFY_TOL
+    out = {"primal_objective": float("nan"), "dual_objective": float("nan"), "rel_gap": float("nan"),
+           "min_margin": float("nan"), "iterations": sol.iterations, "certified": False, "tolerance": tol}
+    if sol.zeta is None:
+        return out
+    margins = decision(sol.zeta, design.x_train, design.e_train) * design.y_train
+    primal = norm_value(design, sol.zeta)
+    dual = dual_bound(design, sol.lam) if sol.lam is not None else float("nan")
+    gap = (primal - dual) / abs(primal) if primal else float("nan")
+    out.update(primal_objective=primal, dual_objective=dual, rel_gap=gap, min_margin=float(margins.min()),
+               certified=bool(abs(gap) <= tol and margins.min() >= 1 - tol))
+    return out
 
 
 def solver_options(solver: str, max_iters: int | None, eps: float | None) -> dict:
@@ -145,7 +198,7 @@ def solver_options(solver: str, max_iters: int | None, eps: float | None) -> dic
 
 
 def solve_primal(design: GatedDesign, solver: str, max_iters: int | None = None,
-                 eps: float | None = None) -> PrimalSolution:
+                 eps: float | None = None) -> Solution:
     """Solve the program in primal form through cvxpy. Never raises on solver trouble: the
     outcome is in `status` (and `message`)."""
     import cvxpy as cp
@@ -170,25 +223,27 @@ def solve_primal(design: GatedDesign, solver: str, max_iters: int | None = None,
         objective = cp.sum_squares((c * sp.identity(r, format="csr") - t) @ zm) + cp.sum_squares(cp.sum(zm, axis=0)) / (h * c)
     else:
         raise ValueError(design.norm)
-    problem = cp.Problem(cp.Minimize(objective), [margin_matrix(design) @ z >= 1])
+    margins = margin_matrix(design) @ z >= 1
+    problem = cp.Problem(cp.Minimize(objective), [margins])
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():  # cvxpy's "may be inaccurate" warning: we record the status instead
             warnings.simplefilter("ignore")
             problem.solve(solver=solver.upper(), **solver_options(solver, max_iters, eps))
     except Exception as exc:  # cvxpy.SolverError and friends: record, never crash the command
-        return PrimalSolution(None, "failed", float("nan"), time.perf_counter() - start, solver,
-                              f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return Solution(None, "failed", float("nan"), time.perf_counter() - start, solver,
+                        f"{type(exc).__name__}: {exc}".splitlines()[0])
     seconds = time.perf_counter() - start
     status = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
               "infeasible": "infeasible", "infeasible_inaccurate": "infeasible"}.get(problem.status, "failed")
     if z.value is None:
         why = ("the training data is not separable under this program's architecture"
                if status == "infeasible" else f"cvxpy status {problem.status}")
-        return PrimalSolution(None, status, float("nan"), seconds, solver, why)
+        return Solution(None, status, float("nan"), seconds, solver, why)
     zeta = np.asarray(z.value).reshape(r, d)
-    return PrimalSolution(zeta, status, norm_value(design, zeta), seconds, solver,
-                          "" if status == "optimal" else f"cvxpy status {problem.status}")
+    lam = None if margins.dual_value is None else np.asarray(margins.dual_value, dtype=float).ravel()
+    return Solution(zeta, status, norm_value(design, zeta), seconds, solver,
+                    "" if status == "optimal" else f"cvxpy status {problem.status}", lam=lam)
 
 
 def count_groups_matrix(units: int, count: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from .io import read_json, write_csv
 
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
                  "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
-                 "solve_seconds", "solver", "min_margin"]
+                 "solve_seconds", "solver", "min_margin", "rel_gap", "certified", "iterations"]
 INCONSISTENCY_COLUMNS = ["predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error",
                          "expected_if_uncorrelated", "model", "hidden_units", "contexts", "train_size",
                          "data_seed", "context_seed", "init_seed", "median_init", "momentum"]
@@ -77,8 +77,9 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for result in sorted((run_dir / "svm").glob("*/result.json")):
         r = _read(result, read_json)
         meta = _meta(result.parent / "config.yaml")
-        errors.append({**meta, **{k: r[k] for k in ("predictor", "train_error", "val_error", "status", "objective",
-                                                    "solve_seconds", "solver", "min_margin")}})
+        errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "status", "objective",
+                                                        "solve_seconds", "solver", "min_margin", "rel_gap",
+                                                        "certified", "iterations")}})
         preds = result.parent / "predictions.npz"
         if gd is not None and preds.is_file():
             s, gd_val = gd

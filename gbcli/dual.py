@@ -1,0 +1,205 @@
+"""The dual (kernel) solver: every max-margin program except `svm-l2-reference` (protocol section 6).
+
+Each program is written as a group-norm program, min sum_g ||zeta_g|| s.t. y_n f(x_n) >= 1, whose
+dual is
+
+    max 1'lam   s.t.   lam' Q_g lam <= 1 for every group g,   lam >= 0,
+    Q_g = (yy' o K) o (E_g E_g'),
+
+with K the N x N kernel and E_g the gate columns of group g. A quadratic norm ||w||^2 is the square
+of the one-group norm ||w||, so `svm-shallow`, `svm-l2`, `svm-hl` and `svm-gates` are the case
+G = 1 with the program's kernel (K o EE', K o E Mt^+ E', or the linear kernel on the features).
+
+We solve the dual with our own primal-dual interior-point method (Mehrotra predictor-corrector)
+on dense float64 N x N algebra in torch (GPU when available). No library exploits the structure
+that makes this cheap: sum_g a_g Q_g = (yy' o K) o (E diag(a) E') is one N x R x N product, so a
+Newton step costs that product plus one Cholesky, and memory stays at three N x N arrays, never
+H*N*N. cvxpy's primal has H*C*D variables and N*H*D constraint non-zeros instead.
+
+Primal recovery: zeta_g = s_g V_g with V = E' diag(lam o y) X and s_g the multiplier of group g's
+constraint; its margins are sum_g s_g (Q_g lam)_n = 1 + (dual slack), so it is feasible at
+convergence, and it is rescaled by its smallest margin when that is a hair below 1.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from .programs import GatedDesign, Solution, context_pinv
+
+TOLERANCE = 1e-6        # default certification: relative gap and 1 - smallest margin
+MAX_ITERS = 100
+TIGHTER = 1e-2          # iterate to a gap 100x below the tolerance, so the support set is resolved too
+STALL = 8               # stop when the best gap has not improved for this many iterations
+NOT_SEPARABLE = 1e-9    # normalized margin below which we call the data not separable
+
+
+def kernel_problem(design: GatedDesign, device: str = "cpu"):
+    """(Ky, E, col_group): Ky = yy' o kernel, and the gate columns with their group index
+    (E = None for the single-group quadratic programs, whose gates are folded into Ky)."""
+    t = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float64, device=device)
+    x, y, e = t(design.x_train), t(design.y_train), t(design.e_train)
+    ky = x @ x.T
+    ky.mul_(y[:, None]).mul_(y[None, :])
+    if design.norm == "group":
+        col_group = np.empty(design.rows, dtype=np.int64)
+        for g, cols in enumerate(design.groups):
+            col_group[cols] = g
+        return ky, e, torch.as_tensor(col_group, device=device)
+    if design.norm == "sq":
+        if e.shape[1] > 1:
+            ky.mul_(e @ e.T)
+    elif design.norm == "l2":
+        ky.mul_(e @ t(context_pinv(design.units, design.count)) @ e.T)
+    else:
+        raise ValueError(f"the dual solver does not cover norm {design.norm!r}")
+    return ky, None, None
+
+
+class _Groups:
+    """The products the interior-point method needs, for Q_g = Ky o (E_g E_g')."""
+
+    def __init__(self, ky: torch.Tensor, e: torch.Tensor | None, col_group: torch.Tensor | None):
+        self.ky, self.e = ky, e
+        if e is None:
+            self.count = 1
+        else:
+            self.count = int(col_group.max()) + 1
+            self.member = torch.zeros(e.shape[1], self.count, dtype=ky.dtype, device=ky.device)
+            self.member[torch.arange(e.shape[1]), col_group] = 1.0   # column -> group indicator
+
+    def u(self, lam: torch.Tensor) -> torch.Tensor:
+        """U[:, g] = Q_g lam (N x G)."""
+        if self.e is None:
+            return (self.ky @ lam)[:, None]
+        return ((self.ky @ (self.e * lam[:, None])) * self.e) @ self.member
+
+    def weighted(self, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """out = sum_g a_g Q_g = Ky o (E diag(a) E'): one N x R x N product."""
+        if self.e is None:
+            return torch.mul(self.ky, a[0], out=out)
+        torch.mm(self.e * (self.member @ a)[None, :], self.e.T, out=out)
+        return out.mul_(self.ky)
+
+    def radius(self) -> float:
+        """max_{n,g} sqrt(Q_g[n, n]): the largest gated input, the scale of margins."""
+        d = torch.diagonal(self.ky)
+        return float(d.max().sqrt()) if self.e is None else float((d[:, None] * self.e).max().sqrt())
+
+
+def _step(v: torch.Tensor, dv: torch.Tensor) -> float:
+    """Largest step a <= 1 keeping v + a dv >= 0."""
+    neg = dv < 0
+    return min(1.0, float((-v[neg] / dv[neg]).min())) if bool(neg.any()) else 1.0
+
+
+def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | None = None,
+               device: str | None = None) -> Solution:
+    """Solve the program through its dual; never raises on numerical trouble (see `status`)."""
+    tol = tol or TOLERANCE
+    max_iters = max_iters or MAX_ITERS
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    start = time.perf_counter()
+    quadratic = design.norm != "group"
+    grp = _Groups(*kernel_problem(design, device))
+    n, g = grp.ky.shape[0], grp.count
+    opts = dict(dtype=torch.float64, device=device)
+    one = torch.ones(n, **opts)
+
+    # Start strictly inside: lam uniform with every lam'Q_g lam <= 1/4.
+    f0 = (grp.u(one) * one[:, None]).sum(0)
+    lam = one * (0.25 / max(float(f0.max()), 1e-300)) ** 0.5
+    mu, s = one.clone(), torch.ones(g, **opts)
+    w = 0.5 - 0.5 * (grp.u(lam) * lam[:, None]).sum(0)
+    mat = torch.empty(n, n, **opts)
+    radius = grp.radius()
+    status, message, it = "failed", f"stopped after {max_iters} iterations", 0
+    best = None                                           # (gap, lam, s, iteration) of the best iterate
+    for it in range(1, max_iters + 1):
+        u = grp.u(lam)                                   # N x G
+        f = (u * lam[:, None]).sum(0)                     # lam' Q_g lam
+        margins = u @ s                                   # of the recovered primal zeta_g = s_g V_g
+        primal = float((s * f.clamp(min=0).sqrt()).sum())  # sum_g ||zeta_g||
+        dual = float(lam.sum()) / max(float(f.max().clamp(min=0).sqrt()), 1e-300)  # lam rescaled to feasible
+        m_min = float(margins.min())
+        if m_min > 0:
+            gap = 1 - dual * m_min / primal                  # zeta rescaled to margin >= 1
+            if quadratic:                                    # the objective is the squared norm
+                gap = 1 - (1 - gap) ** 2
+            if best is None or gap < best[0]:
+                best = (gap, lam.clone(), s.clone(), it)
+            elif it - best[3] >= STALL:
+                message = f"no progress in the last {STALL} iterations"
+                break
+            if gap <= tol * TIGHTER:
+                break
+        if dual * radius > 1 / NOT_SEPARABLE:
+            status = "infeasible"
+            message = ("the training data is not separable under this program's architecture (the dual is "
+                       f"unbounded: any separating predictor has normalized margin below {NOT_SEPARABLE:g})")
+            break
+        # Newton matrix: sum_g s_g Q_g + U diag(s/w) U' + diag(mu/lam), one Cholesky per iteration
+        rd = -1 + margins - mu
+        rp = 0.5 * f - 0.5 + w
+        nu = float((s @ w + mu @ lam) / (n + g))
+        grp.weighted(s, mat)
+        mat.addmm_(u * (s / w)[None, :], u.T)
+        mat.diagonal().add_(mu / lam)
+        chol, info = torch.linalg.cholesky_ex(mat)
+        jitter = 1e-14 * float(mat.diagonal().max())
+        while int(info) != 0 and jitter < 1e-4 * float(mat.diagonal().max()):
+            mat.diagonal().add_(jitter)
+            chol, info = torch.linalg.cholesky_ex(mat)
+            jitter *= 100
+        if int(info) != 0:
+            message = f"the Newton system is singular at iteration {it}"
+            break
+
+        def direction(r_s, r_mu):
+            rhs = -rd + r_mu / lam - u @ ((r_s + s * rp) / w)
+            dl = torch.cholesky_solve(rhs[:, None], chol)[:, 0]
+            dmu = (r_mu - mu * dl) / lam
+            dw = -rp - u.T @ dl
+            ds = (r_s - s * dw) / w
+            return dl, dmu, ds, dw
+
+        def max_step(dl, dmu, ds, dw):
+            return min(_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw))
+
+        dl, dmu, ds, dw = direction(-s * w, -mu * lam)          # predictor (affine scaling)
+        a = max_step(dl, dmu, ds, dw)
+        nu_aff = float(((s + a * ds) @ (w + a * dw) + (mu + a * dmu) @ (lam + a * dl)) / (n + g))
+        sigma = (nu_aff / nu) ** 3
+        dl, dmu, ds, dw = direction(sigma * nu - s * w - ds * dw, sigma * nu - mu * lam - dmu * dl)  # corrector
+        a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
+        lam, mu, s, w = lam + a * dl, mu + a * dmu, s + a * ds, w + a * dw
+    seconds = time.perf_counter() - start
+    if status == "infeasible" or best is None:
+        return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
+    gap, lam, s, it = best
+    status, message = ("optimal", "") if gap <= tol else ("inaccurate", f"relative gap {gap:.1e} > {tol:g}: {message}")
+    return _recover(design, lam.cpu().numpy(), s.cpu().numpy(), status, message, seconds, it)
+
+
+def _recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, message: str,
+             seconds: float, iterations: int) -> Solution:
+    """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
+    from .programs import decision, norm_value
+
+    v = design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)   # (R, D)
+    if design.norm == "group":
+        zeta = np.zeros_like(v)
+        for gi, cols in enumerate(design.groups):
+            zeta[cols] = s[gi] * v[cols]
+    elif design.norm == "sq":
+        zeta = s[0] * v
+    else:  # l2: zeta = M^+ V
+        zeta = s[0] * (context_pinv(design.units, design.count) @ v)
+    m = decision(zeta, design.x_train, design.e_train) * design.y_train
+    if 0 < m.min() < 1:
+        zeta = zeta / m.min()
+    return Solution(zeta, status, norm_value(design, zeta), seconds, "dual", message,
+                    iterations=iterations, lam=lam)

@@ -1,0 +1,141 @@
+"""The dual (kernel) solver against independent peers: cvxpy's primal with Clarabel at tight
+tolerances, and scikit-learn's SVC on the protocol's kernels (protocol section 6)."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.svm import SVC
+
+from gbcli.config import validate
+from gbcli.contexts import one_hot
+from gbcli.dual import solve_dual
+from gbcli.models import ReLUNet
+from gbcli.pipeline import build_design, prepare
+from gbcli.programs import GatedDesign, certificate, decision, solve_primal, unit_groups
+
+
+def digits_design(objective, kind="gln", units=3, count=2, train=150, seed=1, relu_seed=None):
+    """A real design on scikit-learn's digits (D = 65), built by the pipeline like `fit-svm` does."""
+    cfg = validate({"dataset": {"name": "digits", "train_size": train, "val_size": 800, "data_seed": seed},
+                    "model": {"kind": kind, "hidden_units": units}, "contexts": {"count": count, "seed": seed},
+                    "svm": {"objectives": [objective]}}, "test")
+    problem = prepare(cfg)
+    relu = None
+    if objective in ("svm-lc", "svm-hl", "svm-gates"):
+        g = torch.Generator().manual_seed(relu_seed or seed)
+        relu = ReLUNet(units, problem.dataset.dim).double()
+        with torch.no_grad():
+            relu.w1.copy_(torch.randn(units, problem.dataset.dim, generator=g, dtype=torch.float64))
+            relu.w_gate = relu.w1.detach().clone()
+    return build_design(objective, cfg, problem, relu)
+
+
+CASES = [  # (objective, model kind, H, C, N, seed): every norm and design the dual covers
+    ("svm-gln", "gln", 3, 2, 150, 1), ("svm-gln", "gln", 2, 4, 150, 2), ("svm-gln", "gln", 4, 2, 200, 3),
+    ("svm-gln-reference", "gln", 4, 2, 150, 1), ("svm-gln-reference", "gln", 3, 4, 150, 2),
+    ("svm-l2", "gln", 3, 2, 150, 1), ("svm-l2", "gln", 2, 4, 150, 2), ("svm-l2", "gln", 4, 2, 200, 3),
+    ("svm-shallow", "shallow", 1, 8, 150, 1), ("svm-shallow", "shallow", 1, 32, 150, 2),
+    ("svm-rc", "frelu", 6, 2, 150, 1), ("svm-lc", "relu", 5, 2, 150, 2),
+    ("svm-hl", "relu", 300, 2, 120, 1), ("svm-gates", "relu", 300, 2, 120, 2),
+]
+
+
+@pytest.mark.parametrize("objective,kind,units,count,train,seed", CASES)
+def test_dual_agrees_with_clarabel_primal(objective, kind, units, count, train, seed):
+    design = digits_design(objective, kind, units, count, train, seed)
+    dual = solve_dual(design)
+    primal = solve_primal(design, "clarabel", eps=1e-8)
+    assert dual.status == "optimal" and primal.status == "optimal", (dual.message, primal.message)
+    assert dual.value == pytest.approx(primal.value, rel=1e-5)
+    cert = certificate(design, dual)
+    assert cert["certified"] and cert["rel_gap"] <= 1e-6 and cert["min_margin"] >= 1 - 1e-6
+    assert cert["dual_objective"] <= cert["primal_objective"] * (1 + 1e-12)      # weak duality holds
+    # the same predictor: validation signs agree on at least 99.9% of points
+    agree = np.mean(np.sign(decision(dual.zeta, design.x_val, design.e_val))
+                    == np.sign(decision(primal.zeta, design.x_val, design.e_val)))
+    assert agree >= 0.999
+
+
+def test_clarabel_multipliers_certify_the_primal_too():
+    design = digits_design("svm-gln", "gln", 3, 2, 150, 1)
+    cert = certificate(design, solve_primal(design, "clarabel", eps=1e-8))
+    assert cert["certified"] and 0 <= cert["rel_gap"] <= 1e-6
+
+
+def svc_peer(gram, gram_val, y):
+    """SVC has a bias; the bias-free program is recovered exactly on the doubled set {(phi, y), (-phi, -y)}:
+    its optimal bias is 0 by symmetry, and its w is the bias-free optimum of the original set."""
+    big = np.block([[gram, -gram], [-gram, gram]])
+    svc = SVC(kernel="precomputed", C=1e10, tol=1e-10, max_iter=-1).fit(big, np.concatenate([y, -y]))
+    alpha = np.zeros(2 * len(y))
+    alpha[svc.support_] = np.abs(svc.dual_coef_[0])
+    return svc, alpha[:len(y)] + alpha[len(y):], svc.decision_function(np.hstack([gram_val, -gram_val]))
+
+
+def protocol_kernel(objective, design):
+    """The kernels of protocol section 6, written from the formulas, not from gbcli.dual."""
+    x, xv = design.x_train, design.x_val
+    if objective in ("svm-hl", "svm-gates"):
+        return x @ x.T, xv @ x.T
+    if objective == "svm-shallow":   # <x,x'> [same global context]
+        return (x @ x.T) * (design.e_train @ design.e_train.T), (xv @ x.T) * (design.e_val @ design.e_train.T)
+    h, c = design.units, design.count          # svm-l2: <x,x'> (1 + C s - H) / C^2
+    s, sv = design.e_train @ design.e_train.T, design.e_val @ design.e_train.T
+    return (x @ x.T) * (1 + c * s - h) / c ** 2, (xv @ x.T) * (1 + c * sv - h) / c ** 2
+
+
+@pytest.mark.parametrize("objective,kind,units,count,seed", [
+    ("svm-l2", "gln", 3, 2, 1), ("svm-l2", "gln", 2, 4, 2), ("svm-shallow", "shallow", 1, 16, 1),
+    ("svm-hl", "relu", 300, 2, 1), ("svm-gates", "relu", 300, 2, 2)])
+def test_quadratic_programs_match_sklearn_svc(objective, kind, units, count, seed):
+    design = digits_design(objective, kind, units, count, 120, seed)
+    sol = solve_dual(design)
+    assert sol.status == "optimal"
+    gram, gram_val = protocol_kernel(objective, design)
+    svc, alpha, svc_val = svc_peer(gram, gram_val, design.y_train)
+    assert abs(svc.intercept_[0]) < 1e-4 * np.abs(svc_val).max()
+    # objective: ||w||^2 = alpha' (yy' o G) alpha
+    ya = alpha * design.y_train
+    assert sol.value == pytest.approx(float(ya @ gram @ ya), rel=1e-4)
+    # same support set (multipliers clearly above zero) and the same validation predictions
+    ours = sol.lam / sol.lam.max() > 1e-4
+    theirs = alpha / alpha.max() > 1e-4
+    assert ours.sum() >= 2 and np.array_equal(ours, theirs)
+    val = decision(sol.zeta, design.x_val, design.e_val)
+    assert np.mean(np.sign(val) == np.sign(svc_val)) >= 0.999
+    np.testing.assert_allclose(val, svc_val, rtol=1e-3, atol=1e-3 * np.abs(val).max())
+
+
+def crafted(norm, conflict):
+    """Linear XOR (sq norm, one context) or a GLN design with two identical inputs of opposite labels."""
+    if not conflict:
+        x = np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
+        y = np.array([1.0, 1.0, -1.0, -1.0])
+        return GatedDesign(x, y, np.ones((4, 1)), x, np.ones((4, 1)), norm)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 5))
+    x[7] = x[3]
+    ctx = rng.integers(0, 2, size=(30, 3))
+    ctx[7] = ctx[3]
+    y = np.sign(rng.normal(size=30))
+    y[7] = -y[3]
+    e = one_hot(ctx, 2)
+    return GatedDesign(x, y, e, x, e, norm, unit_groups(3, 2), 3, 2)
+
+
+@pytest.mark.parametrize("norm,conflict", [("sq", False), ("group", True), ("l2", True)])
+def test_not_separable_is_reported_infeasible(norm, conflict):
+    sol = solve_dual(crafted(norm, conflict))
+    assert sol.status == "infeasible" and sol.zeta is None
+    assert "not separable" in sol.message
+    assert sol.iterations < 100      # detected, not run out
+
+
+def test_barely_separable_is_not_called_infeasible():
+    # margin 1e-3 of the data radius: separable, with a huge but finite norm
+    x = np.array([[1.0, 1e-3], [-1.0, 1e-3], [1.0, -1e-3], [-1.0, -1e-3]])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    design = GatedDesign(x, y, np.ones((4, 1)), x, np.ones((4, 1)), "sq")
+    sol = solve_dual(design)
+    assert sol.status == "optimal"
+    assert sol.value == pytest.approx(1e6, rel=1e-6)    # w = (0, 1000)
