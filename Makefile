@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test clean
+.PHONY: install demo test bench-solvers clean
 
 # torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
 $(STAMP): pyproject.toml
@@ -23,6 +23,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# the solver benchmark of BENCHMARKS.md (needs MNIST: GB_DATA_DIR, about 10 minutes)
+bench-solvers: install
+	$(BIN)/python benchmarks/solvers.py --markdown runs/bench/solvers.md
 
 clean:
 	rm -rf runs $(VENV)

@@ -1,0 +1,161 @@
+"""Benchmark: the dual solver against cvxpy + ECOS / Clarabel / OSQP on the same MNIST programs.
+
+    GB_DATA_DIR=../shared/data .venv/bin/python benchmarks/solvers.py            # or: make bench-solvers
+
+Every (problem, solver) pair runs in its own child process, so its peak memory (ru_maxrss) is its
+own; the table lists seconds (solve only, the design is built before the clock starts), peak RSS
+of the child, objective, relative gap, smallest margin and the speed ratio against the dual.
+Primal solvers are skipped on problems whose constraint matrix has more than --primal-max-nnz
+non-zeros (N*H*D for the GLN programs): they need far more than 20 minutes there (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PROBLEMS = {  # name: (objective, model kind, H, C, N)
+    "gln-10-2-500": ("svm-gln", "gln", 10, 2, 500),
+    "l2-10-2-500": ("svm-l2", "gln", 10, 2, 500),
+    "gln-50-2-1000": ("svm-gln", "gln", 50, 2, 1000),
+    "l2-50-2-1000": ("svm-l2", "gln", 50, 2, 1000),
+    "gln-100-4-2000": ("svm-gln", "gln", 100, 4, 2000),
+    "l2-100-4-2000": ("svm-l2", "gln", 100, 4, 2000),
+    "lc-100-2000": ("svm-lc", "relu", 100, 2, 2000),
+    "gln-50-2-10000": ("svm-gln", "gln", 50, 2, 10000),
+}
+SOLVERS = ["dual", "ecos", "clarabel", "osqp"]
+
+
+def config_of(name: str):
+    from gbcli.config import load_config
+
+    obj, kind, h, c, n = PROBLEMS[name]
+    return load_config(ROOT / "configs" / "mnist-gln-small.yaml", (
+        f"name=bench-{kind}-{h}-{c}-{n}", f"model.kind={kind}", f"model.hidden_units={h}", f"contexts.count={c}",
+        f"dataset.train_size={n}", f"svm.objectives=[{obj}]"))
+
+
+def run_dir(name: str) -> Path:
+    _, kind, h, c, n = PROBLEMS[name]
+    return ROOT / "runs" / "bench" / f"{kind}-{h}-{c}-{n}"
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def one(name: str, solver: str) -> dict:
+    """Child process: build the design, solve, certify; one JSON line on stdout."""
+    from gbcli.dual import solve_dual
+    from gbcli.pipeline import build_design, load_relu, prepare
+    from gbcli.programs import certificate, solve_primal
+
+    cfg = config_of(name)
+    obj = PROBLEMS[name][0]
+    relu = load_relu(run_dir(name), cfg) if obj == "svm-lc" else None
+    design = build_design(obj, cfg, prepare(cfg), relu)
+    before = rss_mb()
+    start = time.perf_counter()
+    sol = solve_dual(design) if solver == "dual" else solve_primal(design, solver)
+    seconds = time.perf_counter() - start
+    cert = certificate(design, sol)
+    return {"problem": name, "objective_name": obj, "solver": solver, "seconds": seconds, "status": sol.status,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "before_mb": before,
+            "objective": sol.value, "rel_gap": cert["rel_gap"], "min_margin": cert["min_margin"],
+            "certified": cert["certified"], "iterations": sol.iterations, "message": sol.message}
+
+
+def nnz(name: str) -> int:
+    _, kind, h, c, n = PROBLEMS[name]
+    return n * (h + 1 if kind == "relu" else h) * 785   # one D-block per active gate and point (upper bound)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", default=",".join(PROBLEMS), help="comma-separated, from: " + ", ".join(PROBLEMS))
+    ap.add_argument("--solvers", default=",".join(SOLVERS))
+    ap.add_argument("--primal-max-nnz", type=float, default=1e7)
+    ap.add_argument("--timeout", type=float, default=1200, help="seconds per child before it is killed")
+    ap.add_argument("--markdown", type=Path, help="also write the table as Markdown to this file")
+    ap.add_argument("--one", nargs=2, metavar=("PROBLEM", "SOLVER"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(*args.one)))
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from gbcli.pipeline import train_gd
+
+    console = Console(width=170)
+    rows = []
+    for name in args.problems.split(","):
+        obj = PROBLEMS[name][0]
+        if obj == "svm-lc" and not (run_dir(name) / "gd" / "summary.json").is_file():
+            console.print(f"{name}: training the gd-relu whose gates svm-lc uses ...")
+            train_gd(config_of(name), run_dir(name), progress=False)
+        for solver in args.solvers.split(","):
+            if solver == "osqp" and obj != "svm-l2":
+                continue     # OSQP solves quadratic programs only
+            if solver != "dual" and nnz(name) > args.primal_max_nnz:
+                rows.append({"problem": name, "objective_name": obj, "solver": solver, "status": "skipped",
+                             "message": f"{nnz(name) / 1e6:.0f}M constraint non-zeros > {args.primal_max_nnz / 1e6:.0f}M"})
+                console.print(f"{name} {solver}: skipped ({rows[-1]['message']})")
+                continue
+            console.print(f"{name} {solver} ...", end=" ")
+            try:
+                proc = subprocess.run([sys.executable, __file__, "--one", name, solver], capture_output=True,
+                                      text=True, timeout=args.timeout)
+                row = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {
+                    "problem": name, "objective_name": obj, "solver": solver, "status": "crashed",
+                    "message": (proc.stderr.strip().splitlines() or ["?"])[-1]}
+            except subprocess.TimeoutExpired:
+                row = {"problem": name, "objective_name": obj, "solver": solver, "status": "timeout",
+                       "message": f"killed after {args.timeout:.0f} s"}
+            rows.append(row)
+            console.print(f"{row['status']} {row.get('seconds', float('nan')):.2f} s")
+    dual_s = {r["problem"]: r["seconds"] for r in rows if r["solver"] == "dual" and "seconds" in r}
+    cols = ["problem", "objective", "solver", "status", "seconds", "peak MB", "objective value", "rel gap",
+            "min margin", "iters", "x dual"]
+    lines = []
+    for r in rows:
+        s = r.get("seconds")
+        ratio = s / dual_s[r["problem"]] if s is not None and r["problem"] in dual_s else None
+        lines.append([r["problem"], r["objective_name"], r["solver"], r["status"],
+                      _f(s, ".2f"), _f(r.get("peak_mb"), ".0f"), _f(r.get("objective"), ".7g"),
+                      _f(r.get("rel_gap"), ".1e"), _f(r.get("min_margin"), ".7f"),
+                      str(r.get("iterations") or ""), _f(ratio, ".0f") if r["solver"] != "dual" else ""])
+    table = Table(title="max-margin solvers on MNIST (2-core CPU)")
+    for c in cols:
+        table.add_column(c)
+    for line in lines:
+        table.add_row(*line)
+    console.print(table)
+    for r in rows:
+        if r.get("message"):
+            console.print(f"  {r['problem']} {r['solver']}: {r['message']}")
+    if args.markdown:
+        md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        md += ["| " + " | ".join(line) + " |" for line in lines]
+        args.markdown.write_text("\n".join(md) + "\n")
+
+
+def _f(v, spec: str) -> str:
+    return "" if v is None or v != v else format(v, spec)
+
+
+if __name__ == "__main__":
+    main()
