@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test bench-solvers clean
+.PHONY: install demo test bench-solvers paper clean
 
 # torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
 $(STAMP): pyproject.toml
@@ -27,6 +27,14 @@ test: install
 # the solver benchmark of BENCHMARKS.md (needs MNIST: GB_DATA_DIR, about 10 minutes)
 bench-solvers: install
 	$(BIN)/python benchmarks/solvers.py --markdown runs/bench/solvers.md
+
+# the three published grids on full MNIST (protocol section 8; hours on 2 cores, see results/paper/)
+JOBS ?= 2
+paper: install
+	for g in fig2 shallow fig3; do \
+	  $(BIN)/gb sweep configs/paper/$$g.yaml --jobs $(JOBS) -q; \
+	  mkdir -p results/paper/$$g && cp -r runs/paper-$$g/tables runs/paper-$$g/figures results/paper/$$g/; \
+	done
 
 clean:
 	rm -rf runs $(VENV)

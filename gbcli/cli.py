@@ -100,12 +100,32 @@ def compare_cmd(run_dir: Path):
 
 
 @app.command("sweep")
-def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt):
-    """Run a grid of configurations (the config's `grid:` axes) and aggregate the tables."""
+def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
+              executor: Optional[str] = typer.Option(None, "--executor", help="local | slurm (default: sweep.executor)"),
+              jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="points at once (default: sweep.jobs)"),
+              partition: Optional[str] = typer.Option(None, "--partition", help="slurm partition"),
+              time_min: Optional[int] = typer.Option(None, "--time", min=1, help="slurm minutes per point"),
+              cpus: Optional[int] = typer.Option(None, "--cpus", min=1, help="slurm CPUs per point"),
+              mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point")):
+    """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
+    Exit code 1 when a point failed (see tables/failures.csv)."""
     from .sweep import run_sweep
 
-    errors, incons = run_sweep(config, out, tuple(set_), progress=not quiet, echo=_echo)
-    _print_tables(errors, incons)
+    if executor not in (None, "local", "slurm"):
+        raise GbError(f"--executor: {executor!r} is not one of local, slurm")
+    slurm = {k: v for k, v in {"partition": partition, "time_min": time_min, "cpus": cpus,
+                               "mem_gb": mem_gb}.items() if v is not None}
+    errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, slurm, progress=not quiet,
+                                         echo=_echo)
+    if len(errors):
+        from .tables import overview, rich_table
+
+        view = overview(errors, incons)
+        console.print(rich_table(view, "sweep overview (mean over points)", list(view.columns)))
+    if len(failures):
+        for _, f in failures.iterrows():
+            _echo(f"failed: point {f['point']} ({f['status']} at {f['stage']}): {f['message']} [log: {f['log']}]")
+        raise typer.Exit(1)
 
 
 @data_app.command("fetch")
@@ -143,6 +163,8 @@ def main() -> None:
     """Entry point: one-line errors and exit code 2 for bad input, never a traceback."""
     try:
         code = app(standalone_mode=False)
+    except typer.Exit as exc:   # sweep: 1 when a point failed
+        sys.exit(exc.exit_code)
     except GbError as exc:
         _fail(str(exc))
     except CLICK_ERRORS as exc:

@@ -131,7 +131,7 @@ class SvmConfig(_Section):
     """Convex max-margin programs to solve (protocol section 5)."""
 
     objectives: list[Objective] = Field(default_factory=list)
-    solver: Optional[Solver] = Field(None, description="default: dual for every objective but svm-l2-reference (osqp)")
+    solver: Optional[Solver] = Field(None, description="default: dual (certified); ecos, osqp, clarabel, scs solve the primal through cvxpy")
     max_iters: Optional[StrictInt] = Field(None, ge=1)
     eps: Optional[float] = Field(None, gt=0, description="solver tolerance (default: the solver's own; dual: 1e-6)")
     certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
@@ -139,6 +139,17 @@ class SvmConfig(_Section):
 
 class OutputConfig(_Section):
     dir: Optional[str] = None
+
+
+class SweepConfig(_Section):
+    """How `gb sweep` runs its points (not part of a point's identity); the command line overrides these."""
+
+    executor: Literal["local", "slurm"] = "local"
+    jobs: StrictInt = Field(1, ge=1, description="local: processes at once; slurm: array tasks at once")
+    partition: Optional[str] = Field(None, description="slurm partition (default: the cluster's default)")
+    time_min: StrictInt = Field(60, ge=1, description="slurm time limit per point, minutes")
+    cpus: StrictInt = Field(1, ge=1, description="slurm CPUs per point")
+    mem_gb: float = Field(4, gt=0, description="slurm memory per point, GB")
 
 
 class Config(_Section):
@@ -151,6 +162,8 @@ class Config(_Section):
     svm: SvmConfig = Field(default_factory=SvmConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     grid: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes: dotted key -> values (full product)")
+    zip: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes varied together (equal lengths)")
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
 
     @model_validator(mode="after")
     def _resolve(self) -> "Config":
@@ -188,7 +201,7 @@ class Config(_Section):
         return self.model.hidden_units if self.model.kind in ("gln", "relu", "frelu") else 1
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"grid"} if self.grid is None else set())
+        return self.model_dump(mode="json", exclude={k for k in ("grid", "zip") if getattr(self, k) is None})
 
 
 # ---------------------------------------------------------------- loading

@@ -28,7 +28,7 @@ import time
 import numpy as np
 import torch
 
-from .programs import GatedDesign, Solution, context_pinv
+from .programs import GatedDesign, Solution, context_pinv, decision, norm_value, reference_null_and_pinv
 
 TOLERANCE = 1e-6        # default certification: relative gap and 1 - smallest margin
 MAX_ITERS = 100
@@ -100,13 +100,23 @@ def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | N
                device: str | None = None) -> Solution:
     """Solve the program through its dual; never raises on numerical trouble (see `status`)."""
     tol = tol or TOLERANCE
-    max_iters = max_iters or MAX_ITERS
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if design.norm == "l2-reference":
+        return solve_l2_reference(design, tol, max_iters, device)
     start = time.perf_counter()
-    quadratic = design.norm != "group"
     grp = _Groups(*kernel_problem(design, device))
+    status, message, lam, s, it = interior_point(grp, design.norm != "group", tol, max_iters or MAX_ITERS)
+    seconds = time.perf_counter() - start
+    if lam is None:
+        return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
+    return _recover(design, lam, s, status, message, seconds, it)
+
+
+def interior_point(grp: _Groups, quadratic: bool, tol: float, max_iters: int):
+    """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
+    lam, s as numpy arrays (None when infeasible or failed)."""
     n, g = grp.ky.shape[0], grp.count
-    opts = dict(dtype=torch.float64, device=device)
+    opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
     one = torch.ones(n, **opts)
 
     # Start strictly inside: lam uniform with every lam'Q_g lam <= 1/4.
@@ -176,19 +186,67 @@ def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | N
         dl, dmu, ds, dw = direction(sigma * nu - s * w - ds * dw, sigma * nu - mu * lam - dmu * dl)  # corrector
         a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
         lam, mu, s, w = lam + a * dl, mu + a * dmu, s + a * ds, w + a * dw
-    seconds = time.perf_counter() - start
     if status == "infeasible" or best is None:
-        return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
+        return status, message, None, None, it
     gap, lam, s, it = best
     status, message = ("optimal", "") if gap <= tol else ("inaccurate", f"relative gap {gap:.1e} > {tol:g}: {message}")
-    return _recover(design, lam.cpu().numpy(), s.cpu().numpy(), status, message, seconds, it)
+    return status, message, lam.cpu().numpy(), s.cpu().numpy(), it
+
+
+def solve_l2_reference(design: GatedDesign, tol: float, max_iters: int | None, device: str) -> Solution:
+    """svm-l2-reference, exactly, through a reduction we derived for it (protocol section 5 calls
+    the program degenerate; this is what the degeneracy is).
+
+    ||A_ref zeta||^2 vanishes on zeta = B eta (B: the H-1 null directions of A_ref), and the
+    predictor sees that part through c_n = B' e_n. A point with c_n != 0 can get any margin from
+    the null part for free; only the points with c_n = 0 (their contexts hit each row class mod H
+    exactly once) constrain the objective. When the free points' null-space features are linearly
+    independent (checked: a Cholesky), the optimum is a kernel SVM on the constrained points, with
+    kernel <x,x'> e'(A'A)^+ e'. The program does not determine the rest of the predictor; we take
+    the minimum-norm null part that lifts each free point's margin to max(1, its margin)."""
+    start = time.perf_counter()
+    x, y, e = design.x_train, design.y_train, design.e_train
+    null, pinv = reference_null_and_pinv(design.units, design.count)
+    cn = e @ null
+    free = np.abs(cn).max(1) > 1e-9
+    fixed = ~free
+    gram = x @ x.T
+    lam = np.zeros(len(y))
+    status, message, it = "optimal", "", 0
+    if fixed.any():
+        ky = gram[np.ix_(fixed, fixed)] * (e[fixed] @ pinv @ e[fixed].T) * np.outer(y[fixed], y[fixed])
+        grp = _Groups(torch.as_tensor(ky, device=device), None, None)
+        status, message, lam_f, s, it = interior_point(grp, True, tol, max_iters or MAX_ITERS)
+        if lam_f is None:
+            return Solution(None, status, float("nan"), time.perf_counter() - start, "dual", message, iterations=it)
+        lam[fixed] = s[0] * lam_f
+    zeta = pinv @ (e.T @ ((lam * y)[:, None] * x))
+    if free.any():
+        m = decision(zeta, x, e) * y
+        w = gram[np.ix_(free, free)] * (cn[free] @ cn[free].T) * np.outer(y[free], y[free])
+        chol, info = torch.linalg.cholesky_ex(torch.as_tensor(w))
+        if int(info) != 0:   # rare on images (D large); then the general program, in primal form
+            from .programs import solve_primal
+
+            sol = solve_primal(design, "clarabel")
+            sol.message = ("the free points' null-space features are dependent, so the reduction does not "
+                           "apply: solved in primal form with Clarabel" + (f"; {sol.message}" if sol.message else ""))
+            return sol
+        t = torch.as_tensor(np.maximum(1 - m[free], 0))[:, None]
+        beta = torch.cholesky_solve(t, chol)[:, 0].numpy()
+        zeta = zeta + null @ ((cn[free] * (beta * y[free])[:, None]).T @ x[free])
+    m = decision(zeta, x, e) * y
+    if 0 < m.min() < 1:
+        zeta = zeta / m.min()
+    note = (f"the objective constrains {int(fixed.sum())} of {len(y)} training points; the rest of the "
+            "predictor is the minimum-norm null-space part, which the program does not determine")
+    return Solution(zeta, status, norm_value(design, zeta), time.perf_counter() - start, "dual",
+                    f"{message}; {note}" if message else note, iterations=it, lam=lam)
 
 
 def _recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, message: str,
              seconds: float, iterations: int) -> Solution:
     """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
-    from .programs import decision, norm_value
-
     v = design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)   # (R, D)
     if design.norm == "group":
         zeta = np.zeros_like(v)

@@ -157,9 +157,6 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, ru
     ReLU net when an objective needs it."""
     if not objectives:
         raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
-    if solver == "dual" and "svm-l2-reference" in objectives:
-        raise GbError("--solver dual: svm-l2-reference has no kernel dual (its quadratic form is singular on "
-                      "the predictor, protocol section 5); solve it with osqp, clarabel, ecos or scs")
     if solver == "osqp":
         cones = [o for o in objectives if NORM_OF[o] not in QUADRATIC]
         if cones:

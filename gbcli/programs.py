@@ -30,9 +30,9 @@ NORM_OF = {
     "svm-gln": "group", "svm-gln-reference": "group", "svm-rc": "group", "svm-lc": "group",
 }
 QUADRATIC = {"sq", "l2", "l2-reference"}
-# the dual solver (gbcli.dual) covers every norm but the degenerate l2-reference, which has no
-# kernel dual and is solved in primal form as the published code did (protocol section 5)
-DEFAULT_SOLVER = {"sq": "dual", "l2": "dual", "l2-reference": "osqp", "group": "dual"}
+# the dual solver (gbcli.dual) covers every norm; the degenerate l2-reference through an exact
+# reduction to the few training points its objective constrains (gbcli.dual.solve_l2_reference)
+DEFAULT_SOLVER = {"sq": "dual", "l2": "dual", "l2-reference": "dual", "group": "dual"}
 DEFAULT_MAX_ITERS = {"osqp": 10_000, "ecos": 200, "clarabel": 200, "scs": 100_000, "dual": 100}
 CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
 
@@ -87,6 +87,15 @@ def context_pinv(units: int, count: int) -> np.ndarray:
     """Mt^+ = J/(HC)^2 + (I - P)/C, the pseudo-inverse of svm-l2's Mt (the svm-l2 kernel is E Mt^+ E')."""
     r = units * count
     return np.ones((r, r)) / r ** 2 + (np.eye(r) - context_mean(units, count).toarray()) / count
+
+
+def reference_null_and_pinv(units: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(B, (A'A)^+) for the published code's A_ref: B spans its null space (H - 1 columns:
+    sum_i u_i 1_{g_i} with sum u = 0, g_i the rows {i, i+H, ...}); the pseudo-inverse acts on the rest."""
+    a = reference_matrix(units, count)
+    ev, vec = np.linalg.eigh(a.T @ a)
+    zero = ev < 1e-9 * ev.max()
+    return vec[:, zero], (vec[:, ~zero] / ev[~zero]) @ vec[:, ~zero].T
 
 
 def norm_value(design: GatedDesign, zeta: np.ndarray) -> float:
@@ -151,10 +160,13 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
         dn = np.linalg.norm(v)
     elif design.norm == "l2":
         dn = np.sqrt(max(float(np.sum(v * (context_pinv(design.units, design.count) @ v))), 0.0))
-    else:
-        return float("nan")   # l2-reference: no dual (its quadratic form is singular on the predictor)
-    if dn == 0:
-        return float("nan")
+    else:  # l2-reference: lam certifies only when it puts no weight on the null space of A_ref
+        null, pinv = reference_null_and_pinv(design.units, design.count)
+        if np.linalg.norm(null.T @ v) > 1e-9 * max(np.linalg.norm(v), 1e-300):
+            return float("nan")
+        dn = np.sqrt(max(float(np.sum(v * (pinv @ v))), 0.0))
+    if dn == 0:   # lam = 0: the trivial bound (every norm is >= 0)
+        return 0.0 if not lam.any() else float("nan")
     bound = lam.sum() / dn
     return float(bound ** 2 if design.norm in QUADRATIC else bound)
 
@@ -170,7 +182,7 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
     margins = decision(sol.zeta, design.x_train, design.e_train) * design.y_train
     primal = norm_value(design, sol.zeta)
     dual = dual_bound(design, sol.lam) if sol.lam is not None else float("nan")
-    gap = (primal - dual) / abs(primal) if primal else float("nan")
+    gap = (primal - dual) / max(abs(primal), 1e-12)   # absolute below 1e-12 (an optimum of 0 is possible)
     out.update(primal_objective=primal, dual_objective=dual, rel_gap=gap, min_margin=float(margins.min()),
                certified=bool(abs(gap) <= tol and margins.min() >= 1 - tol))
     return out

@@ -116,3 +116,51 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return "" if np.isnan(v) else f"{v:.4g}"
     return str(v)
+
+
+CONFIG_KEYS = ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init", "momentum"]
+SEED_KEYS = ["data_seed", "context_seed", "init_seed"]
+USABLE_STATUSES = ("ok", "optimal", "inaccurate")
+
+
+def pair_key(errors: pd.DataFrame, incons: pd.DataFrame) -> list[str]:
+    """Columns that identify a grid point in both tables: `point` (sweeps), else config + seeds."""
+    if "point" in errors.columns and "point" in incons.columns:
+        return ["point"]
+    return [k for k in CONFIG_KEYS + SEED_KEYS if k != "predictor"]
+
+
+def summarize(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
+    """Mean and std (ddof=1) over seeds of every configuration's errors and inconsistency.
+
+    Statistics use the usable rows (status ok, optimal or inaccurate); n_seeds counts every row
+    of the configuration and n_failed those with another status (failed, infeasible, nan).
+    Inconsistency columns are NaN for GD predictors.
+    """
+    key = pair_key(errors, incons)
+    inc = (incons.rename(columns={"predictor_a": "predictor"})
+           .drop_duplicates(key + ["predictor"])[key + ["predictor", "inconsistency", "expected_if_uncorrelated"]])
+    rows = errors.merge(inc, on=key + ["predictor"], how="left")
+    usable = rows["status"].isin(USABLE_STATUSES)
+    stats = ["val_error", "train_error", "inconsistency", "expected_if_uncorrelated"]
+    rows[stats] = rows[stats].astype(float).where(usable, np.nan)
+    rows["failed"] = ~usable
+    out = rows.groupby(CONFIG_KEYS, dropna=False, sort=False).agg(
+        n_seeds=("status", "size"), val_error_mean=("val_error", "mean"), val_error_std=("val_error", "std"),
+        train_error_mean=("train_error", "mean"), train_error_std=("train_error", "std"),
+        inconsistency_mean=("inconsistency", "mean"), inconsistency_std=("inconsistency", "std"),
+        expected_if_uncorrelated_mean=("expected_if_uncorrelated", "mean"), n_failed=("failed", "sum"),
+    ).reset_index()
+    out["n_failed"] = out["n_failed"].astype(int)
+    return out.sort_values(CONFIG_KEYS, kind="mergesort", na_position="last").reset_index(drop=True)
+
+
+def overview(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
+    """One line per predictor: points, mean train/validation error, mean inconsistency with GD."""
+    view = errors.groupby("predictor", sort=True).agg(points=("val_error", "size"), train_error=("train_error", "mean"),
+                                                      val_error=("val_error", "mean")).reset_index()
+    if len(incons):
+        inc = incons.groupby("predictor_a").agg(inconsistency=("inconsistency", "mean"),
+                                                expected_if_uncorrelated=("expected_if_uncorrelated", "mean"))
+        view = view.join(inc, on="predictor")
+    return view

@@ -121,7 +121,7 @@ setup_munge() {
     chmod 0400 /etc/munge/munge.key
     if [[ -z "$(running_pid munged)" ]]; then
         rm -f /run/munge/munged.pid
-        runuser -u munge -- munged || die "munged failed to start (see /var/log/munge/munged.log)"
+        runuser -u munge -- munged 9>&- || die "munged failed to start (see /var/log/munge/munged.log)"
         local pid
         pid="$(daemon_pid munged /run/munge/munged.pid)" || die "munged exited right after start (see /var/log/munge/munged.log)"
         record munged "$pid"
@@ -194,7 +194,7 @@ start_daemon() {
     local name="$1" pidfile="$2"; shift 2
     [[ -z "$(running_pid "$name")" ]] || return 0
     rm -f "$pidfile"
-    "$@" || die "$name failed to start (see $LOG_DIR/$name.log)"
+    "$@" 9>&- || die "$name failed to start (see $LOG_DIR/$name.log)"
     local pid
     pid="$(daemon_pid "$name" "$pidfile")" || die "$name exited right after start (see $LOG_DIR/$name.log)"
     record "$name" "$pid"
@@ -208,6 +208,7 @@ local_daemons_ok() {
 }
 
 # Serialize start/stop of concurrent callers (e.g. CI and a developer).
+# Daemons are started with fd 9 closed so they do not inherit the lock.
 take_lock() {
     mkdir -p "$STATE_DIR"
     exec 9>"$STATE_DIR/lock"

@@ -103,8 +103,6 @@ CASES = [
                  id="svm-lc-without-trained-relu"),
     pytest.param(svm("--objective", "svm-gln", "--solver", "osqp", expect=("--solver osqp", "svm-gln", "group norm")),
                  id="osqp-for-group-norm"),
-    pytest.param(svm("--objective", "svm-l2-reference", "--solver", "dual",
-                     expect=("--solver dual", "svm-l2-reference", "no kernel dual")), id="dual-for-l2-reference"),
     pytest.param(svm("--objective", "svm-l2", "--solver", "nonsense", expect=("svm.solver:", "'nonsense'")),
                  id="unknown-solver"),
     pytest.param(svm("--objective", "nonsense", expect=("svm.objectives", "'nonsense'")), id="unknown-objective"),

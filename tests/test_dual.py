@@ -56,6 +56,27 @@ def test_dual_agrees_with_clarabel_primal(objective, kind, units, count, train, 
     assert agree >= 0.999
 
 
+@pytest.mark.parametrize("units,count,seed", [(5, 2, 3), (6, 2, 1), (8, 2, 2)])
+def test_l2_reference_reduction_reaches_the_primal_optimum(units, count, seed):
+    # the reference objective constrains only the points whose null-space features vanish; the
+    # reduced SVM's optimum must equal the full primal's, and its certificate must hold
+    design = digits_design("svm-l2-reference", "gln", units, count, 150, seed)
+    dual = solve_dual(design)
+    primal = solve_primal(design, "clarabel", eps=1e-8)
+    assert dual.status == "optimal" and dual.solver == "dual" and "constrains" in dual.message
+    assert dual.value == pytest.approx(primal.value, rel=1e-5)
+    cert = certificate(design, dual)
+    assert cert["certified"] and cert["min_margin"] >= 1 - 1e-6
+
+
+def test_l2_reference_falls_back_to_the_primal_when_the_reduction_does_not_apply():
+    # digits has D = 65: with H = 4 the free points' null-space features are dependent
+    design = digits_design("svm-l2-reference", "gln", 4, 2, 150, 1)
+    sol = solve_dual(design)
+    assert sol.solver == "clarabel" and "reduction does not apply" in sol.message
+    assert sol.status in ("optimal", "inaccurate") and sol.zeta is not None
+
+
 def test_clarabel_multipliers_certify_the_primal_too():
     design = digits_design("svm-gln", "gln", 3, 2, 150, 1)
     cert = certificate(design, solve_primal(design, "clarabel", eps=1e-8))

@@ -161,12 +161,12 @@ def test_sweep_runs_every_point_and_skips_finished_ones(tmp_path):
                                   "training": {"epochs": 5}, "svm": {"objectives": ["svm-gln"]},
                                   "grid": {"contexts.seed": [1, 2], "model.hidden_units": [2, 3]}})
     lines = []
-    errors, incons = run_sweep(cfg, tmp_path / "out", progress=False, echo=lines.append)
-    assert len(errors) == 8 and len(incons) == 4 and errors.point.nunique() == 4
+    errors, incons, failures = run_sweep(cfg, tmp_path / "out", progress=False, echo=lines.append)
+    assert len(failures) == 0 and len(errors) == 8 and len(incons) == 4 and errors.point.nunique() == 4
     assert sorted(set(zip(errors.context_seed, errors.hidden_units))) == [(1, 2), (1, 3), (2, 2), (2, 3)]
     lines.clear()
-    errors2, _ = run_sweep(cfg, tmp_path / "out", progress=False, echo=lines.append)
-    assert lines[0].endswith("4 points, 4 done, running 0")
+    errors2, _, _ = run_sweep(cfg, tmp_path / "out", progress=False, echo=lines.append)
+    assert "4 points, 4 done, running 0" in lines[0]
     pd.testing.assert_frame_equal(errors, errors2)
 
 

@@ -1,0 +1,153 @@
+"""summarize (mean/std over seeds) and the sweep figures (protocol section 8)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from gbcli.figures import NAMES, make_figures, plot_sweep
+from gbcli.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, summarize
+
+BASE = {"gd-gln": 0.10, "svm-gln": 0.12, "svm-l2": 0.15}
+
+
+def _val(pred, h, n, seed, mom):
+    """Known validation errors: base + 0.01 seed + 0.001 H/10 - 0.02 [N=1000] + 0.005 [momentum 0.9 and GD]."""
+    return BASE[pred] + 0.01 * seed + 0.001 * h / 10 - 0.02 * (n == 1000) + 0.005 * (mom == 0.9 and pred == "gd-gln")
+
+
+def sweep_tables(model="gln", units=(10, 20), gd="gd-gln", svms=("svm-gln", "svm-l2")):
+    """A Figure-2-like sweep: units x N in {500, 1000} x context_seed in {1, 2} x momentum in {0, 0.9}.
+
+    One point's svm-l2 failed (H=10, N=500, seed 2, momentum 0) and one svm-gln is inaccurate.
+    """
+    err, inc = [], []
+    for u, n, seed, mom in itertools.product(units, (500, 1000), (1, 2), (0.0, 0.9)):
+        h, c = (1, 2 ** u) if model == "shallow" else (u, 2)
+        point = f"p{u}-{n}-{seed}-{mom}"
+        meta = {"model": model, "hidden_units": h, "contexts": c, "train_size": n, "data_seed": 1,
+                "context_seed": seed, "init_seed": seed, "median_init": True, "momentum": mom, "point": point}
+        gd_err = _val("gd-gln", u, n, seed, mom)
+        err.append({**meta, "predictor": gd, "train_error": 0.0, "val_error": gd_err, "status": "ok"})
+        for s in svms:
+            v = _val(s if s in BASE else "svm-gln", u, n, seed, mom)
+            status = "optimal"
+            if s == "svm-l2" and (u, n, seed, mom) == (10, 500, 2, 0.0):
+                status, v = "failed", float("nan")
+            if s == "svm-gln" and (u, n, seed, mom) == (20, 1000, 1, 0.9):
+                status = "inaccurate"
+            err.append({**meta, "predictor": s, "train_error": 0.01 * seed, "val_error": v, "status": status,
+                        "solver": "dual"})
+            if status != "failed":
+                inc.append({**meta, "predictor_a": s, "predictor_b": gd, "inconsistency": 0.05 + 0.02 * seed,
+                            "gd_val_error": gd_err, "svm_val_error": v,
+                            "expected_if_uncorrelated": 2 * gd_err * (1 - gd_err)})
+    return (pd.DataFrame(err).reindex(columns=["point"] + ERROR_COLUMNS),
+            pd.DataFrame(inc).reindex(columns=["point"] + INCONSISTENCY_COLUMNS))
+
+
+def _row(s, **cfg):
+    sel = np.ones(len(s), bool)
+    for k, v in cfg.items():
+        sel &= (s[k] == v).to_numpy()
+    assert sel.sum() == 1, cfg
+    return s[sel].iloc[0]
+
+
+def test_summarize_means_and_stds():
+    s = summarize(*sweep_tables())
+    # 3 predictors x 2 H x 2 N x 2 momenta configurations, 2 seeds each
+    assert len(s) == 24 and (s["n_seeds"] == 2).all()
+    gd = _row(s, predictor="gd-gln", hidden_units=20, train_size=1000, momentum=0.9)
+    mean = 0.10 + 0.015 + 0.002 - 0.02 + 0.005
+    assert gd["val_error_mean"] == pytest.approx(mean)
+    assert gd["val_error_std"] == pytest.approx(0.01 / math.sqrt(2))
+    assert gd["n_failed"] == 0 and math.isnan(gd["inconsistency_mean"]) and math.isnan(gd["expected_if_uncorrelated_mean"])
+    svm = _row(s, predictor="svm-gln", hidden_units=10, train_size=500, momentum=0.0)
+    assert svm["val_error_mean"] == pytest.approx(0.12 + 0.015 + 0.001)
+    assert svm["train_error_mean"] == pytest.approx(0.015)
+    assert svm["train_error_std"] == pytest.approx(0.01 / math.sqrt(2))
+    assert svm["inconsistency_mean"] == pytest.approx(0.08)
+    assert svm["inconsistency_std"] == pytest.approx(0.02 / math.sqrt(2))
+    p1, p2 = 0.10 + 0.01 + 0.001, 0.10 + 0.02 + 0.001
+    assert svm["expected_if_uncorrelated_mean"] == pytest.approx((2 * p1 * (1 - p1) + 2 * p2 * (1 - p2)) / 2)
+    # the failed svm-l2 seed: counted, excluded from the statistics (one seed left: std NaN)
+    bad = _row(s, predictor="svm-l2", hidden_units=10, train_size=500, momentum=0.0)
+    assert bad["n_seeds"] == 2 and bad["n_failed"] == 1
+    assert bad["val_error_mean"] == pytest.approx(0.15 + 0.01 + 0.001)
+    assert math.isnan(bad["val_error_std"]) and bad["inconsistency_mean"] == pytest.approx(0.07)
+    # an inaccurate solve is usable, not failed
+    inacc = _row(s, predictor="svm-gln", hidden_units=20, train_size=1000, momentum=0.9)
+    assert inacc["n_failed"] == 0 and inacc["val_error_mean"] == pytest.approx(0.12 + 0.015 + 0.002 - 0.02)
+    assert s["n_failed"].sum() == 1
+
+
+def test_summarize_is_deterministic_and_works_without_point_column():
+    errors, incons = sweep_tables()
+    a = summarize(errors, incons)
+    b = summarize(errors.sample(frac=1, random_state=0).drop(columns="point"),
+                  incons.sample(frac=1, random_state=1).drop(columns="point"))
+    pd.testing.assert_frame_equal(a, b)
+    assert list(a["predictor"].iloc[[0, -1]]) == ["gd-gln", "svm-l2"]
+
+
+def _check_png(path):
+    img = mpimg.imread(path)
+    assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 200
+    assert float(np.var(img[..., :3])) > 0
+
+
+def test_plot_sweep_writes_five_nonblank_pngs(tmp_path):
+    errors, incons = sweep_tables()
+    paths = plot_sweep(errors, incons, tmp_path, title="test sweep")
+    assert sorted(p.name for p in paths) == sorted(f"{n}.png" for n in [*NAMES.values(), "panels"])
+    for p in paths:
+        assert p.parent == tmp_path / "figures"
+        _check_png(p)
+    assert not list((tmp_path / "figures").glob(".*tmp"))  # no temp files left behind
+
+
+def test_figure_contents():
+    errors, incons = sweep_tables()
+    figs = make_figures(errors, incons)
+    d = figs[NAMES["d"]].axes
+    assert len(d) == 2 and all(ax.get_xscale() == "log" for ax in d)  # one subplot per N
+    assert d[0].get_xlabel() == "hidden units H (log2 scale)"
+    labels = {t.get_text() for t in d[0].get_legend().get_texts()}
+    assert labels == {"gd-gln (momentum 0)", "gd-gln (momentum 0.9)", "svm-gln", "svm-l2"}
+    # (a): failed solve left out: 32 pairs - 1
+    a = figs[NAMES["a"]].axes[0]
+    assert sum(len(c.get_offsets()) for c in a.collections) == 31
+    # (c): one bar per legend label; the best GD (momentum 0) is H=10, N=1000
+    c = figs[NAMES["c"]].axes[0]
+    assert [t.get_text() for t in c.get_yticklabels()] == ["gd-gln (momentum 0)", "gd-gln (momentum 0.9)",
+                                                           "svm-gln", "svm-l2"]
+    assert "H=10, C=2, N=1000, median_init=True" in {t.get_text() for t in c.texts}
+
+
+def test_shallow_model_uses_hyperplanes_on_panel_d(tmp_path):
+    errors, incons = sweep_tables(model="shallow", units=(0, 1, 3), gd="gd-shallow", svms=("svm-shallow",))
+    figs = make_figures(errors, incons)
+    for ax in figs[NAMES["d"]].axes + [figs["panels"].axes[3]]:
+        assert ax.get_xlabel() == "hyperplanes k = log2(C)" and ax.get_xscale() == "linear"
+        xs = sorted({x for line in ax.get_lines() for x in line.get_xdata()})
+        assert xs == [0, 1, 3]
+    assert any("k=" in t.get_text() for t in figs[NAMES["c"]].axes[0].texts)
+    for p in plot_sweep(errors, incons, tmp_path):
+        _check_png(p)
+
+
+def test_no_usable_results_is_a_note_not_a_crash(tmp_path):
+    errors, incons = sweep_tables()
+    errors["status"] = np.where(errors["predictor"].str.startswith("gd-"), "nan", "failed")
+    figs = make_figures(errors, incons)
+    for key in ("a", "b", "c", "d"):
+        texts = [t.get_text() for ax in figs[NAMES[key]].axes for t in ax.texts]
+        assert any("no usable results" in t for t in texts), key
+    for p in plot_sweep(errors, incons, tmp_path):
+        _check_png(p)

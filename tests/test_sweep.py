@@ -1,0 +1,156 @@
+"""gb sweep: parallel points, resume after kill -9, failure recording, the lock, and a real Slurm."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from gbcli.sweep import expand, point_id, sweep_lock
+
+BASE = {"dataset": {"name": "digits", "train_size": 150, "val_size": 300},
+        "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1},
+        "training": {"epochs": 30}, "svm": {"objectives": ["svm-gln", "svm-l2"]}}
+
+
+def write(tmp_path, grid, zipped=None, name="grid", **extra):
+    body = {**BASE, "name": name, "grid": grid, **extra}
+    if zipped:
+        body["zip"] = zipped
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def gb(tmp_path, *args, **kw):
+    return subprocess.run([sys.executable, "-m", "gbcli.cli", *args], cwd=tmp_path, capture_output=True,
+                          text=True, **kw)
+
+
+def snapshot(point_dir: Path) -> dict:
+    return {p.relative_to(point_dir): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(point_dir.rglob("*")) if p.is_file() and p.name != "log.txt"}
+
+
+def test_zip_axes_vary_together_and_grid_multiplies(tmp_path):
+    path = write(tmp_path, {"training.momentum": [0.0, 0.9]},
+                 zipped={"contexts.seed": [1, 2, 3], "dataset.data_seed": [4, 5, 6]})
+    _, points = expand(path)
+    pairs = sorted((p.training.momentum, p.contexts.seed, p.dataset.data_seed) for p in points)
+    assert pairs == sorted((m, s, s + 3) for m in (0.0, 0.9) for s in (1, 2, 3))
+    assert len({point_id(p) for p in points}) == 6
+
+
+def test_local_pool_runs_every_point_and_aggregates(tmp_path):
+    path = write(tmp_path, {"contexts.seed": [1, 2], "training.momentum": [0.0, 0.9]})
+    proc = gb(tmp_path, "sweep", str(path), "--jobs", "2", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "4 points, 0 done, running 4 (local, 2 at a time)" in proc.stdout
+    tables = tmp_path / "runs/grid/tables"
+    errors = pd.read_csv(tables / "errors.csv")
+    assert len(errors) == 4 * 3 and not errors.duplicated(["point", "predictor"]).any()
+    summary = pd.read_csv(tables / "summary.csv")
+    # one configuration per (predictor, momentum), each over the two context seeds
+    assert len(summary) == 3 * 2 and (summary.n_seeds == 2).all() and (summary.n_failed == 0).all()
+    gd = errors[errors.predictor == "gd-gln"]
+    for m, grp in gd.groupby("momentum"):
+        row = summary[(summary.predictor == "gd-gln") & (summary.momentum == m)].iloc[0]
+        assert row.val_error_mean == pytest.approx(grp.val_error.mean())
+    assert len(pd.read_csv(tables / "failures.csv")) == 0
+    assert sorted(p.name for p in (tmp_path / "runs/grid/figures").glob("*.png")) == [
+        "a_gd_vs_svm_error.png", "b_inconsistency_vs_gd_error.png", "c_best_configuration.png",
+        "d_error_vs_units.png", "panels.png"]
+    again = gb(tmp_path, "sweep", str(path), "-q")
+    assert again.returncode == 0 and "4 points, 4 done, running 0" in again.stdout
+
+
+def test_kill_minus_nine_then_rerun_completes_without_duplicates(tmp_path):
+    path = write(tmp_path, {"contexts.seed": [1, 2, 3, 4, 5, 6]}, training={"epochs": 150})
+    out = tmp_path / "runs/grid"
+    proc = subprocess.Popen([sys.executable, "-m", "gbcli.cli", "sweep", str(path), "-q"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while len(list(out.glob("points/*/tables/errors.csv"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = sorted(p.parents[1] for p in out.glob("points/*/tables/errors.csv"))
+    assert 2 <= len(done) < 6, "the kill should land in the middle of the sweep"
+    before = {d.name: snapshot(d) for d in done}
+    time.sleep(1.5)  # the killed sweep's worker dies with it: nothing changes in the directory afterwards
+    assert {d.name: snapshot(d) for d in done} == before
+
+    rerun = gb(tmp_path, "sweep", str(path), "-q")
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"6 points, {len(done)} done, running {6 - len(done)}" in rerun.stdout
+    assert {d.name: snapshot(d) for d in done} == before     # finished points untouched, byte for byte
+    errors = pd.read_csv(out / "tables/errors.csv")
+    assert len(errors) == 6 * 3 and not errors.duplicated(["point", "predictor"]).any()
+    assert errors.val_error.notna().all()
+    assert not list(out.rglob("*.tmp")), "no half-written files left behind"
+
+
+def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
+    # one iteration of the dual solver cannot certify anything: that point fails at fit-svm
+    path = write(tmp_path, {"svm.max_iters": [1, 100]})
+    proc = gb(tmp_path, "sweep", str(path), "-q")
+    assert proc.returncode == 1
+    assert "1 of 2 points done, 1 failed" in proc.stdout
+    failures = pd.read_csv(tmp_path / "runs/grid/tables/failures.csv")
+    assert len(failures) == 1 and failures.stage[0] == "fit-svm" and "not certified" in failures.message[0]
+    log = Path(failures.log[0])
+    assert log.is_file() and "FAILED at fit-svm" in log.read_text()
+    errors = pd.read_csv(tmp_path / "runs/grid/tables/errors.csv")
+    assert errors.point.nunique() == 1 and len(errors) == 3
+    assert failures.point[0] not in set(errors.point)
+
+
+def test_second_sweep_on_the_same_directory_is_refused(tmp_path):
+    path = write(tmp_path, {"contexts.seed": [1, 2]})
+    with sweep_lock(tmp_path / "runs/grid"):
+        proc = gb(tmp_path, "sweep", str(path), "-q")
+    assert proc.returncode == 2
+    assert "another sweep is running on this directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs/grid/points").exists()
+
+
+def test_invalid_grid_point_is_refused_before_anything_runs(tmp_path):
+    path = write(tmp_path, {"contexts.count": [2, 3]})
+    proc = gb(tmp_path, "sweep", str(path), "-q")
+    assert proc.returncode == 2 and "contexts.count" in proc.stderr and "power of two" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def slurm_answers() -> str | None:
+    if not shutil.which("sinfo"):
+        return "no Slurm installed (scripts/slurm-cluster.sh start installs and starts one)"
+    try:
+        ok = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "the Slurm controller does not answer"
+    if ok.returncode != 0 or not ok.stdout.strip():
+        return "the Slurm controller does not answer (scripts/slurm-cluster.sh start)"
+    return None
+
+
+@pytest.mark.slurm
+def test_slurm_executor_runs_a_real_job_array(tmp_path):
+    why = slurm_answers()
+    if why:
+        pytest.skip(why)
+    path = write(tmp_path, {"contexts.seed": [1, 2], "training.momentum": [0.0, 0.9]}, name="slurmgrid")
+    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--jobs", "2", "--cpus", "1", "--mem", "2",
+              "--time", "10", "-q", timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "submitted Slurm array" in proc.stdout
+    errors = pd.read_csv(tmp_path / "runs/slurmgrid/tables/errors.csv")
+    assert errors.point.nunique() == 4 and len(errors) == 12
+    assert (errors[errors.predictor != "gd-gln"].status == "optimal").all()
+    # each point ran inside a Slurm task: its log names a Slurm job
+    assert list((tmp_path / "runs/slurmgrid/slurm").rglob("*_log.out"))
