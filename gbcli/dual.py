@@ -221,6 +221,8 @@ def solve_l2_reference(design: GatedDesign, tol: float, max_iters: int | None, d
             return Solution(None, status, float("nan"), time.perf_counter() - start, "dual", message, iterations=it)
         lam[fixed] = s[0] * lam_f
     zeta = pinv @ (e.T @ ((lam * y)[:, None] * x))
+    if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
+        zeta = zeta / (decision(zeta, x[fixed], e[fixed]) * y[fixed]).min()
     if free.any():
         m = decision(zeta, x, e) * y
         w = gram[np.ix_(free, free)] * (cn[free] @ cn[free].T) * np.outer(y[free], y[free])
@@ -257,7 +259,7 @@ def _recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, m
     else:  # l2: zeta = M^+ V
         zeta = s[0] * (context_pinv(design.units, design.count) @ v)
     m = decision(zeta, design.x_train, design.e_train) * design.y_train
-    if 0 < m.min() < 1:
+    if m.min() > 0:   # the stopping test assumed this rescaling (it may scale up as well as down)
         zeta = zeta / m.min()
     return Solution(zeta, status, norm_value(design, zeta), seconds, "dual", message,
                     iterations=iterations, lam=lam)

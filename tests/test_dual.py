@@ -160,3 +160,13 @@ def test_barely_separable_is_not_called_infeasible():
     sol = solve_dual(design)
     assert sol.status == "optimal"
     assert sol.value == pytest.approx(1e6, rel=1e-6)    # w = (0, 1000)
+
+
+def test_early_stop_is_rescaled_to_the_optimum():
+    # one training point: every dual iterate is optimal after rescaling, so the solver stops at
+    # once; the recovered primal must still be scaled to margin 1 (optimum 1/||x||^2 = 0.01)
+    x = np.array([[10.0, 0.0]])
+    design = GatedDesign(x, np.array([1.0]), np.ones((1, 1)), x, np.ones((1, 1)), "sq")
+    sol = solve_dual(design)
+    assert sol.value == pytest.approx(0.01, rel=1e-9)
+    assert certificate(design, sol)["certified"]
