@@ -28,7 +28,7 @@ import time
 import numpy as np
 import torch
 
-from .programs import GatedDesign, Solution, context_pinv, decision, norm_value, reference_null_and_pinv
+from .programs import GatedDesign, Solution, combination, context_pinv, decision, norm_value, reference_null_and_pinv
 
 TOLERANCE = 1e-6        # default certification: relative gap and 1 - smallest margin
 MAX_ITERS = 100
@@ -220,7 +220,7 @@ def solve_l2_reference(design: GatedDesign, tol: float, max_iters: int | None, d
         if lam_f is None:
             return Solution(None, status, float("nan"), time.perf_counter() - start, "dual", message, iterations=it)
         lam[fixed] = s[0] * lam_f
-    zeta = pinv @ (e.T @ ((lam * y)[:, None] * x))
+    zeta = pinv @ combination(design, lam)
     if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
         zeta = zeta / (decision(zeta, x[fixed], e[fixed]) * y[fixed]).min()
     if free.any():
@@ -249,7 +249,7 @@ def solve_l2_reference(design: GatedDesign, tol: float, max_iters: int | None, d
 def _recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, message: str,
              seconds: float, iterations: int) -> Solution:
     """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
-    v = design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)   # (R, D)
+    v = combination(design, lam)   # (R, D)
     if design.norm == "group":
         zeta = np.zeros_like(v)
         for gi, cols in enumerate(design.groups):

@@ -145,6 +145,11 @@ class Solution:
     lam: np.ndarray | None = None    # (N,) margin multipliers: a dual certificate
 
 
+def combination(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
+    """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs."""
+    return design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)
+
+
 def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
     """A lower bound on the program's optimum from any lam >= 0 (weak duality).
 
@@ -153,7 +158,7 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
     group norms, Frobenius for `sq`, sqrt(tr V' Mt^+ V) for `l2`; squared for the quadratic norms.
     The bound does not depend on the scale of lam, so any solver's multipliers can be checked."""
     lam = np.clip(lam, 0, None)
-    v = design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)
+    v = combination(design, lam)
     if design.norm == "group":
         dn = max(np.linalg.norm(v[g]) for g in design.groups)
     elif design.norm == "sq":

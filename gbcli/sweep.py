@@ -113,7 +113,7 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
             bad = []
             for o in cfg.svm.objectives:
                 r = read_json(run_dir / "svm" / o / "result.json")
-                if r["status"] not in ("optimal", "infeasible") or not (r["certified"] or r["status"] == "infeasible"):
+                if not (r["status"] == "infeasible" or (r["status"] == "optimal" and r["certified"])):
                     bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
                                + (f" ({r['message']})" if r["message"] else ""))
             if bad:
