@@ -99,6 +99,18 @@ def compare_cmd(run_dir: Path):
     _echo(f"tables -> {run_dir / 'tables'}")
 
 
+@app.command("plot")
+def plot_cmd(run_dir: Path):
+    """Draw the four panels of protocol section 8 from the tables of a sweep or run directory
+    (RUN_DIR/tables/{errors,inconsistency}.csv) into RUN_DIR/figures/."""
+    from .figures import plot_sweep
+    from .tables import read_tables
+
+    errors, incons = read_tables(run_dir)
+    for path in plot_sweep(errors, incons, run_dir):
+        _echo(f"figure -> {path}")
+
+
 @app.command("sweep")
 def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
               executor: Optional[str] = typer.Option(None, "--executor", help="local | slurm (default: sweep.executor)"),

@@ -23,7 +23,7 @@ PRESET_DIR = Path(__file__).parent / "presets"
 ModelKind = Literal["gln", "shallow", "relu", "frelu", "linear"]
 Objective = Literal[
     "svm-shallow", "svm-l2", "svm-gln", "svm-l2-reference", "svm-gln-reference",
-    "svm-rc", "svm-lc", "svm-hl", "svm-gates",
+    "svm-rc", "svm-lc", "svm-hl", "svm-gates", "svm-l1",
 ]
 Solver = Literal["dual", "ecos", "osqp", "clarabel", "scs"]
 
@@ -33,7 +33,7 @@ OBJECTIVES_FOR_MODEL: dict[str, tuple[str, ...]] = {
     "shallow": ("svm-shallow",),
     "relu": ("svm-rc", "svm-lc", "svm-hl", "svm-gates"),
     "frelu": ("svm-rc", "svm-lc", "svm-hl", "svm-gates"),
-    "linear": ("svm-shallow",),
+    "linear": ("svm-shallow", "svm-l1"),
 }
 
 
@@ -60,6 +60,9 @@ class DatasetConfig(_Section):
     synthetic_seed: int = 0
     margin: float = Field(0.0, ge=0)
     bias: bool = False
+    max_norm: Optional[float] = Field(
+        None, gt=0, description="rescale all points by one constant so the largest norm is this "
+                                "(paper 004: ||x|| <= 1)")
 
 
 class ModelConfig(_Section):
@@ -118,6 +121,18 @@ class TrainingConfig(_Section):
     batch_seed: int = 1
     device: Literal["cpu", "cuda"] = "cpu"
     log_points: StrictInt = Field(50, ge=2)
+    log_spacing: Literal["linear", "log"] = Field(
+        "linear", description="log: geometrically spaced logged steps, for log-x plots of long runs")
+    # loss-normalized: eta_t = lr / R(w_t), R the mean loss of the batch the step is taken on (the
+    # full training set when batch_size is null, as in paper 004), taken as lr * grad log R in log
+    # space. homogeneous-normalized: eta_t = lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model
+    # (the same for L = 1): with L = 2, lr / R alone grows ||w|| geometrically and the margins'
+    # relative change per step with it, until the steps oscillate; this keeps it like the linear case.
+    step_rule: Literal["constant", "loss-normalized", "homogeneous-normalized"] = "constant"
+    descent: Literal["gradient", "coordinate"] = Field(
+        "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update; linear only")
+    track: list[Literal["margin", "kkt", "agreement"]] = Field(
+        default_factory=list, description="theory instruments logged to metrics.csv (gbcli.theory)")
 
     @field_validator("epochs")
     @classmethod
@@ -185,8 +200,23 @@ class Config(_Section):
                 raise ValueError(
                     f"svm.objectives: {obj} does not describe a {self.model.kind} model "
                     f"(use one of {', '.join(allowed)})")
+        if t.track:
+            # The instruments are defined for exactly homogeneous models: an output bias shifts every
+            # margin by a constant, so neither min y f / ||w||^L nor the KKT conditions of
+            # min ||w||^2 s.t. y f >= 1 describe the trained predictor; we refuse rather than
+            # silently measure a different (bias-free) predictor.
+            if self.model.kind in ("gln", "shallow") and self.model.output_bias:
+                raise ValueError("training.track: the instruments need an exactly homogeneous model; "
+                                 "set model.output_bias: false")
+            if {"margin", "agreement"} & set(t.track) and self.model.kind in ("relu", "frelu"):
+                raise ValueError(f"training.track: margin and agreement need a matching convex program, which a "
+                                 f"{self.model.kind} model does not have (kkt works for every model)")
+        if t.descent == "coordinate" and self.model.kind != "linear":
+            raise ValueError("training.descent: coordinate descent is for model.kind linear")
         if self.model.kind == "shallow" and self.model.hidden_units != 1 and "hidden_units" in self.model.model_fields_set:
             raise ValueError("model.hidden_units: a shallow GLN has exactly one unit (set contexts.count instead)")
+        if self.model.kind == "shallow":   # resolved, so a dumped config validates again (sweep points)
+            self.model.hidden_units = 1
         return self
 
     @property

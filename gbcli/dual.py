@@ -28,13 +28,13 @@ import time
 import numpy as np
 import torch
 
-from .programs import GatedDesign, Solution, combination, context_pinv, decision, norm_value, reference_null_and_pinv
+from .programs import (NOT_SEPARABLE, GatedDesign, Solution, combination, context_pinv, decision, norm_value,
+                       reference_null_and_pinv)
 
 TOLERANCE = 1e-6        # default certification: relative gap and 1 - smallest margin
 MAX_ITERS = 100
 TIGHTER = 1e-2          # iterate to a gap 100x below the tolerance, so the support set is resolved too
 STALL = 8               # stop when the best gap has not improved for this many iterations
-NOT_SEPARABLE = 1e-9    # normalized margin below which we call the data not separable
 
 
 def kernel_problem(design: GatedDesign, device: str = "cpu"):
@@ -107,14 +107,15 @@ def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | N
     grp = _Groups(*kernel_problem(design, device))
     status, message, lam, s, it = interior_point(grp, design.norm != "group", tol, max_iters or MAX_ITERS)
     seconds = time.perf_counter() - start
-    if lam is None:
-        return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
+    if s is None:   # infeasible (lam is the dual ray that certifies it) or failed
+        return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it, lam=lam)
     return _recover(design, lam, s, status, message, seconds, it)
 
 
 def interior_point(grp: _Groups, quadratic: bool, tol: float, max_iters: int):
     """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
-    lam, s as numpy arrays (None when infeasible or failed)."""
+    lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; both None
+    when failed)."""
     n, g = grp.ky.shape[0], grp.count
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
     one = torch.ones(n, **opts)
@@ -186,7 +187,9 @@ def interior_point(grp: _Groups, quadratic: bool, tol: float, max_iters: int):
         dl, dmu, ds, dw = direction(sigma * nu - s * w - ds * dw, sigma * nu - mu * lam - dmu * dl)  # corrector
         a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
         lam, mu, s, w = lam + a * dl, mu + a * dmu, s + a * ds, w + a * dw
-    if status == "infeasible" or best is None:
+    if status == "infeasible":
+        return status, message, lam.cpu().numpy(), None, it
+    if best is None:
         return status, message, None, None, it
     gap, lam, s, it = best
     status, message = ("optimal", "") if gap <= tol else ("inaccurate", f"relative gap {gap:.1e} > {tol:g}: {message}")
@@ -217,7 +220,7 @@ def solve_l2_reference(design: GatedDesign, tol: float, max_iters: int | None, d
         ky = gram[np.ix_(fixed, fixed)] * (e[fixed] @ pinv @ e[fixed].T) * np.outer(y[fixed], y[fixed])
         grp = _Groups(torch.as_tensor(ky, device=device), None, None)
         status, message, lam_f, s, it = interior_point(grp, True, tol, max_iters or MAX_ITERS)
-        if lam_f is None:
+        if s is None:
             return Solution(None, status, float("nan"), time.perf_counter() - start, "dual", message, iterations=it)
         lam[fixed] = s[0] * lam_f
     zeta = pinv @ combination(design, lam)

@@ -192,4 +192,143 @@ def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, 
         path = Path(out_dir) / "figures" / f"{stem}.png"
         atomic_write_bytes(path, buf.getvalue())
         paths.append(path)
-    return paths
+    return paths + plot_sweep_training(out_dir)   # training curves, when the points track instruments
+
+
+# ------------------------------------------------------------ training curves (gbcli.theory)
+
+# tracked column, axis label, y scale; x is the step on a log axis
+TRAINING_PANELS = (("margin_ratio", "normalized margin / best (matching program)", "linear"),
+                   ("margin_gap", "margin gap: best - normalized margin", "log"),
+                   ("kkt_residual", "KKT residual (relative)", "log"),
+                   ("kkt_complementarity_rel", "KKT complementarity (relative)", "log"),
+                   ("inconsistency", "inconsistency with the matching program", "linear"))
+SLOPE_DECADES = 2.0   # the margin-gap slope is fitted over the last two decades of steps
+
+
+def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
+    """Least-squares slope of log(margin gap) against log(step) over the last `decades` of steps
+    (paper 004: -1 with loss-normalized steps; about -1/ln t, i.e. near 0, with a constant step)."""
+    if "margin_gap" not in metrics:
+        return float("nan")
+    m = metrics[(metrics["step"] > 0) & (metrics["margin_gap"] > 0)]
+    m = m[m["step"] >= m["step"].max() / 10 ** decades]
+    if len(m) < 3:
+        return float("nan")
+    return float(np.polyfit(np.log(m["step"]), np.log(m["margin_gap"]), 1)[0])
+
+
+def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
+    """One panel per tracked metric against the step (log axis), one line per run; None when no
+    run has tracked columns. The inconsistency panel also shows each run's GD validation error."""
+    cols = [p for p in TRAINING_PANELS if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
+    if not cols:
+        return None
+    ncols = min(len(cols), 3)
+    nrows = -(-len(cols) // ncols)
+    fig = Figure(figsize=(5.2 * ncols, 4.0 * nrows), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in grid[len(cols):]:
+        ax.set_axis_off()
+    axes = grid[:len(cols)]
+    for i, (label, m) in enumerate(runs.items()):
+        m = m[m["step"] > 0]
+        for ax, (col, _, _) in zip(axes, cols):
+            if col not in m:
+                continue
+            name = label
+            if col == "margin_gap" and np.isfinite(slope := gap_slope(m)):
+                name = f"{label} (slope {slope:.2f})"
+            ax.plot(m["step"], m[col], color=f"C{i % 10}", label=name, lw=1.4)
+            if col == "inconsistency":
+                ax.plot(m["step"], m["val_error"], color=f"C{i % 10}", ls=":", lw=1, label=f"{label}: GD val error")
+    for ax, (col, ylabel, scale) in zip(axes, cols):
+        ax.set_xscale("log")
+        ax.set_yscale(scale)
+        ax.set_xlabel("step")
+        ax.set_title(ylabel, fontsize=9)
+        if col == "margin_ratio":
+            ax.axhline(1.0, color="k", ls="--", lw=0.8)
+            ax.set_ylim(max(ax.get_ylim()[0], -0.5), 1.05)
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def save_png(fig: Figure, path: str | Path) -> Path:
+    """Render with Agg and write atomically."""
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def plot_run_training(run_dir: str | Path) -> Path | None:
+    """`figures/training.png` of a run whose gd/metrics.csv has tracked columns (else nothing)."""
+    path = Path(run_dir) / "gd" / "metrics.csv"
+    if not path.is_file():
+        return None
+    fig = training_figure({Path(run_dir).name: pd.read_csv(path)}, title=str(run_dir))
+    return None if fig is None else save_png(fig, Path(run_dir) / "figures" / "training.png")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _naming_keys(varied: list[str], runs: dict) -> list[str]:
+    """The fewest varied keys that tell the points apart (zip axes vary together), the step rule
+    and the descent first."""
+    order = sorted(varied, key=lambda k: (k not in ("training.step_rule", "training.descent"), k))
+    keys: list[str] = []
+    for k in order:
+        seen = lambda ks: len({tuple(repr(c.get(x)) for x in ks) for _, c in runs.values()})
+        if seen(keys + [k]) > seen(keys):
+            keys.append(k)
+        if seen(keys) == len(runs):
+            break
+    return keys
+
+
+def plot_sweep_training(out_dir: str | Path) -> list[Path]:
+    """For a sweep whose points track theory instruments: `figures/training.png` with every point's
+    curves, `tables/training.csv` (all logged rows) and `tables/training_summary.csv` (last row and
+    the fitted margin-gap slope of each point). Points are labelled by the config values that differ
+    between them."""
+    import yaml
+
+    from .io import write_csv
+    from .theory import TRACKED_COLUMNS
+
+    out_dir = Path(out_dir)
+    runs = {}
+    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
+        m = pd.read_csv(metrics)
+        if any(c in m for c in TRACKED_COLUMNS):
+            cfg = _flat(yaml.safe_load((metrics.parent / "config.yaml").read_text()))
+            runs[metrics.parent.parent.name] = (m, cfg)
+    if not runs:
+        return []
+    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
+    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in _naming_keys(varied, runs)) or p
+             for p, (_, c) in runs.items()}
+    rows, summary = [], []
+    for p, (m, cfg) in runs.items():
+        rows.append(m.assign(point=p, run=label[p]))
+        last = m.iloc[-1]
+        summary.append({"point": p, "run": label[p], **{k: cfg.get(k) for k in varied}, "steps": int(last["step"]),
+                        "val_error": last["val_error"], "normalized_margin": last["normalized_margin"],
+                        **{c: last[c] for c in TRACKED_COLUMNS if c in m}, "gap_slope": gap_slope(m)})
+    write_csv(out_dir / "tables" / "training.csv", pd.concat(rows, ignore_index=True))
+    write_csv(out_dir / "tables" / "training_summary.csv", pd.DataFrame(summary))
+    fig = training_figure({label[p]: m for p, (m, _) in runs.items()}, title=out_dir.name)
+    return [save_png(fig, out_dir / "figures" / "training.png")]

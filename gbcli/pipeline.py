@@ -15,6 +15,7 @@ when that file exists.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .models import ReLUNet, build_model
 from .dual import solve_dual
 from .programs import (DEFAULT_SOLVER, NORM_OF, QUADRATIC, GatedDesign, certificate, decision,
                        reference_groups, solve_primal, unit_groups)
+from .theory import TRACKED_COLUMNS, Tracker, matching_objective
 from .training import error, train
 
 NEEDS_TRAINED_RELU = ("svm-lc", "svm-hl", "svm-gates")
@@ -50,9 +52,14 @@ class Problem:
 def dataset_of(cfg: Config) -> Dataset:
     """Load the configured dataset (raises GbError for missing files or impossible sizes)."""
     d = cfg.dataset
-    return load_dataset(d.name, train_size=d.train_size, val_size=d.val_size, data_seed=d.data_seed,
-                        data_dir=d.data_dir, positive_classes=d.positive_classes, n_samples=d.n_samples,
-                        dim=d.dim, synthetic_seed=d.synthetic_seed, margin=d.margin, bias=d.bias)
+    ds = load_dataset(d.name, train_size=d.train_size, val_size=d.val_size, data_seed=d.data_seed,
+                      data_dir=d.data_dir, positive_classes=d.positive_classes, n_samples=d.n_samples,
+                      dim=d.dim, synthetic_seed=d.synthetic_seed, margin=d.margin, bias=d.bias)
+    if d.max_norm is None:
+        return ds
+    # one constant for every point, so the geometry (and separability) is unchanged
+    s = d.max_norm / np.linalg.norm(ds.x_pool, axis=1).max()
+    return dataclasses.replace(ds, x_train=ds.x_train * s, x_val=ds.x_val * s, x_pool=ds.x_pool * s)
 
 
 def prepare(cfg: Config) -> Problem:
@@ -74,8 +81,9 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     ds = problem.dataset
     torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
     model = build_model(cfg, ds.dim)
+    tracker = make_tracker(cfg, problem)
     res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
-                progress=progress)
+                progress=progress, tracker=tracker)
     out = Path(run_dir) / "gd"
     atomic_write_text(out / "config.yaml", dump_config(cfg))
     write_csv(out / "metrics.csv", res.metrics)
@@ -91,8 +99,28 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
         "weight_norm": float(last["weight_norm"]), "normalized_margin": float(last["normalized_margin"]),
         "steps": res.steps, "seconds": res.seconds, "status": "ok" if np.isfinite(last["train_loss"]) else "nan",
     }
+    if tracker is not None:
+        summary["track"] = {**tracker.info, **{k: float(last[k]) for k in TRACKED_COLUMNS if k in last}}
     write_json(out / "summary.json", summary)
     return summary
+
+
+def make_tracker(cfg: Config, problem: Problem) -> Tracker | None:
+    """The instruments of `training.track`; margin and agreement solve the matching program once here."""
+    t = cfg.training
+    if not t.track:
+        return None
+    solution = design = None
+    if {"margin", "agreement"} & set(t.track):
+        objective = matching_objective(cfg.model.kind, t.descent)
+        design = build_design(objective, cfg, problem)
+        use = DEFAULT_SOLVER[design.norm]
+        solution = (solve_dual(design, cfg.svm.eps, cfg.svm.max_iters) if use == "dual"
+                    else solve_primal(design, use, cfg.svm.max_iters, cfg.svm.eps))
+        if solution.zeta is None:
+            raise GbError(f"training.track: the matching program {objective} has no solution "
+                          f"({solution.status}: {solution.message})")
+    return Tracker(t.track, cfg.model.homogeneity, t.descent, design, solution)
 
 
 def load_relu(run_dir: str | Path, cfg: Config) -> ReLUNet:
@@ -124,15 +152,24 @@ def build_design(objective: str, cfg: Config, problem: Problem, relu: ReLUNet | 
     if objective in ("svm-shallow", "svm-l2", "svm-gln", "svm-l2-reference", "svm-gln-reference"):
         if problem.ctx_train is None:  # linear model: one context
             et, ev = np.ones((len(xt), 1)), np.ones((len(xv), 1))
+        elif objective == "svm-shallow":
+            # one predictor per global context; a context without training points gets zero weights,
+            # so only the used ones are columns (C = 2^15 would make a 12000 x 32768 one-hot)
+            used = np.unique(problem.ctx_train[:, 0])
+            col = np.full(c, -1)
+            col[used] = np.arange(len(used))
+            et = ctxs.one_hot(col[problem.ctx_train[:, :1]], len(used))
+            ev = np.zeros((len(xv), len(used)))
+            seen = col[problem.ctx_val[:, 0]] >= 0
+            ev[np.flatnonzero(seen), col[problem.ctx_val[seen, 0]]] = 1.0
         else:
             et, ev = ctxs.one_hot(problem.ctx_train, c), ctxs.one_hot(problem.ctx_val, c)
         if objective == "svm-shallow":
-            # one predictor per global context; a context without training points gets zero weights
-            # anyway, so keep only the used ones (C = 2^k can far exceed N)
-            used = et.any(0)
-            return GatedDesign(xt, ds.y_train, et[:, used], xv, ev[:, used], norm, [], h, c)
+            return GatedDesign(xt, ds.y_train, et, xv, ev, norm, [], h, c)
         groups = reference_groups(h, c) if objective == "svm-gln-reference" else unit_groups(h, c)
         return GatedDesign(xt, ds.y_train, et, xv, ev, norm, groups, h, c)
+    if objective == "svm-l1":   # linear model: one always-on context
+        return GatedDesign(xt, ds.y_train, np.ones((len(xt), 1)), xv, np.ones((len(xv), 1)), norm)
     if objective == "svm-rc":
         gates = ctxs.random_relu_gates(h, ds.x_pool, cfg.contexts.seed)
         gt, gv = gates.local_contexts(xt), gates.local_contexts(xv)
@@ -157,6 +194,9 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, ru
     ReLU net when an objective needs it."""
     if not objectives:
         raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
+    if solver == "dual" and "svm-l1" in objectives:
+        raise GbError("--solver dual: svm-l1 is a linear program, which the dual solver does not cover "
+                      "(use clarabel, ecos or scs)")
     if solver == "osqp":
         cones = [o for o in objectives if NORM_OF[o] not in QUADRATIC]
         if cones:
@@ -185,7 +225,10 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
             sol = solve_primal(design, use, cfg.svm.max_iters, cfg.svm.eps)
         results.append(_record(obj, cfg, design, sol, run_dir / "svm" / obj, problem.dataset))
         r = results[-1]
-        if r["status"] in ("infeasible", "failed"):
+        if r["status"] == "infeasible" and r["certified"]:
+            echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
+                 f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
+        elif r["status"] in ("infeasible", "failed"):
             echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)")
         else:
             cert = "certified" if r["certified"] else "NOT certified"

@@ -12,6 +12,8 @@ The programs differ only in the design and in the norm:
                (the L2 norm of all C^H predictors divided by C^(H-2); svm-l2)
 - `group`:     sum over groups of ||zeta_group||_F         (svm-gln, svm-rc, svm-lc, svm-gln-reference)
 - `l2-reference`: ||A_ref zeta||^2 with the published code's A_ref (svm-l2-reference)
+- `l1`:        sum of |zeta| entries, an LP: the l1 margin that coordinate descent / AdaBoost
+               maximize (paper 004; svm-l1, linear model)
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ NORM_OF = {
     "svm-shallow": "sq", "svm-hl": "sq", "svm-gates": "sq",
     "svm-l2": "l2", "svm-l2-reference": "l2-reference",
     "svm-gln": "group", "svm-gln-reference": "group", "svm-rc": "group", "svm-lc": "group",
+    "svm-l1": "l1",
 }
 QUADRATIC = {"sq", "l2", "l2-reference"}
-# the dual solver (gbcli.dual) covers every norm; the degenerate l2-reference through an exact
-# reduction to the few training points its objective constrains (gbcli.dual.solve_l2_reference)
-DEFAULT_SOLVER = {"sq": "dual", "l2": "dual", "l2-reference": "dual", "group": "dual"}
+# the dual solver (gbcli.dual) covers every norm but l1 (an LP: Clarabel); the degenerate
+# l2-reference through an exact reduction to the few training points its objective constrains
+# (gbcli.dual.solve_l2_reference)
+DEFAULT_SOLVER = {"sq": "dual", "l2": "dual", "l2-reference": "dual", "group": "dual", "l1": "clarabel"}
 DEFAULT_MAX_ITERS = {"osqp": 10_000, "ecos": 200, "clarabel": 200, "scs": 100_000, "dual": 100}
+NOT_SEPARABLE = 1e-9  # relative margin below which the data counts as not separable (certified infeasible)
 CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
 
 
@@ -105,6 +110,8 @@ def norm_value(design: GatedDesign, zeta: np.ndarray) -> float:
         return float((zeta ** 2).sum())
     if n == "group":
         return float(sum(np.linalg.norm(zeta[g]) for g in design.groups))
+    if n == "l1":
+        return float(np.abs(zeta).sum())
     h, c = design.units, design.count
     s = zeta.sum(0)
     if n == "l2":
@@ -163,6 +170,8 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
         dn = max(np.linalg.norm(v[g]) for g in design.groups)
     elif design.norm == "sq":
         dn = np.linalg.norm(v)
+    elif design.norm == "l1":   # the dual of the l1 norm is the max norm
+        dn = np.abs(v).max()
     elif design.norm == "l2":
         dn = np.sqrt(max(float(np.sum(v * (context_pinv(design.units, design.count) @ v))), 0.0))
     else:  # l2-reference: lam certifies only when it puts no weight on the null space of A_ref
@@ -176,6 +185,37 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
     return float(bound ** 2 if design.norm in QUADRATIC else bound)
 
 
+def input_radius(design: GatedDesign) -> float:
+    """max_n of the dual norm of point n's gated input, so |f(x_n)| <= ||zeta|| * radius."""
+    xn, e = np.linalg.norm(design.x_train, axis=1), design.e_train
+    if design.norm == "group":
+        en = np.max([np.linalg.norm(e[:, g], axis=1) for g in design.groups], axis=0)
+    elif design.norm == "l1":
+        xn, en = np.abs(design.x_train).max(1), np.abs(e).max(1)
+    elif design.norm in ("l2", "l2-reference"):
+        pinv = (context_pinv(design.units, design.count) if design.norm == "l2"
+                else reference_null_and_pinv(design.units, design.count)[1])
+        en = np.sqrt(np.clip(np.einsum("nr,rs,ns->n", e, pinv, e), 0, None))
+    else:
+        en = np.linalg.norm(e, axis=1)
+    return float((xn * en).max())
+
+
+def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
+    """From a dual ray lam >= 0: an upper bound on min_n y_n f(x_n) / (||zeta|| * input_radius) over
+    every predictor zeta (weak duality: 1'lam min_n y_n f(x_n) <= <V, zeta> <= ||V||_* ||zeta||).
+    Below NOT_SEPARABLE it certifies that the program is (numerically) infeasible."""
+    bound = dual_bound(design, lam)
+    if np.isnan(bound) and design.norm != "l2-reference" and np.any(lam > 0):
+        return 0.0   # V(lam) = 0 exactly: sum_n lam_n y_n f(x_n) = 0 for every predictor
+    if design.norm in QUADRATIC:
+        bound = np.sqrt(bound)
+    radius = input_radius(design)
+    if radius == 0:   # every gated input is zero: no predictor has a positive margin
+        return 0.0
+    return float(1 / (bound * radius)) if bound > 0 else float("inf")
+
+
 def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) -> dict:
     """Primal objective, dual objective, relative gap and smallest training margin of a solution,
     and whether they meet the tolerance (relative gap <= tol, smallest margin >= 1 - tol)."""
@@ -183,6 +223,10 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
     out = {"primal_objective": float("nan"), "dual_objective": float("nan"), "rel_gap": float("nan"),
            "min_margin": float("nan"), "iterations": sol.iterations, "certified": False, "tolerance": tol}
     if sol.zeta is None:
+        if sol.status == "infeasible" and sol.lam is not None:   # certified by a dual ray
+            rel = relative_margin_bound(design, sol.lam)
+            out.update(dual_objective=dual_bound(design, sol.lam), relative_margin_bound=rel,
+                       certified=bool(rel <= NOT_SEPARABLE))
         return out
     margins = decision(sol.zeta, design.x_train, design.e_train) * design.y_train
     primal = norm_value(design, sol.zeta)
@@ -226,6 +270,8 @@ def solve_primal(design: GatedDesign, solver: str, max_iters: int | None = None,
     h, c = design.units, design.count
     if design.norm == "sq":
         objective = cp.sum_squares(z)
+    elif design.norm == "l1":
+        objective = cp.norm1(z)
     elif design.norm == "group":
         objective = sum(cp.norm(cp.hstack([zm[i] for i in g])) if len(g) > 1 else cp.norm(zm[int(g[0])])
                         for g in design.groups)

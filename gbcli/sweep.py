@@ -4,7 +4,7 @@ Each point gets a stable id (a hash of its resolved config) and its own run dire
 `OUT/points/<id>/`, where it runs `train-gd`, its `fit-svm` objectives and `compare`, logging to
 `log.txt`. A point is done when `tables/errors.csv` exists (written last, atomically), so a rerun
 skips finished points and redoes only unfinished stages. A point that fails (exception, NaN loss,
-a solve that is not certified) writes `failed.json` and the sweep goes on. The sweep then writes
+a solve without a certificate of optimality or infeasibility) writes `failed.json` and the sweep goes on. The sweep then writes
 `OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`.
 
 Points run in a local process pool (`executor: local`, `jobs` processes, torch threads split
@@ -33,9 +33,24 @@ from .io import read_json, write_csv, write_json
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
 
 
+def _non_default(values: dict, defaults: dict) -> dict:
+    """The entries of `values` that differ from `defaults` (recursively)."""
+    out = {}
+    for k, v in values.items():
+        d = defaults.get(k, object())
+        if isinstance(v, dict) and isinstance(d, dict):
+            v = _non_default(v, d)
+            if v:
+                out[k] = v
+        elif v != d:
+            out[k] = v
+    return out
+
+
 def point_id(cfg: Config) -> str:
-    """Stable id of a grid point: a hash of everything that defines its results."""
-    d = cfg.to_dict()
+    """Stable id of a grid point: a hash of the resolved config's values that differ from the
+    defaults, so a new config key (with a default) leaves existing sweeps' ids unchanged."""
+    d = _non_default(cfg.to_dict(), Config.model_construct().model_dump(mode="json"))
     for k in NOT_IDENTITY:
         d.pop(k, None)
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
@@ -113,7 +128,7 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
             bad = []
             for o in cfg.svm.objectives:
                 r = read_json(run_dir / "svm" / o / "result.json")
-                if not (r["status"] == "infeasible" or (r["status"] == "optimal" and r["certified"])):
+                if not (r["status"] in ("optimal", "infeasible") and r["certified"]):
                     bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
                                + (f" ({r['message']})" if r["message"] else ""))
             if bad:

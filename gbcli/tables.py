@@ -94,9 +94,28 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame) -> None:
+    """tables/errors.csv and tables/inconsistency.csv; when the run tracked theory instruments
+    (training.track), also figures/training.png (`gb compare` draws it through here)."""
+    from .figures import plot_run_training
+
     out = Path(out_dir) / "tables"
+    plot_run_training(out_dir)
     write_csv(out / "errors.csv", errors)
     write_csv(out / "inconsistency.csv", incons)
+
+
+def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The error and inconsistency tables written by `compare` or `sweep` (GbError when missing)."""
+    frames = []
+    for name in ("errors", "inconsistency"):
+        path = Path(out_dir) / "tables" / f"{name}.csv"
+        if not path.is_file():
+            raise GbError(f"{path}: not found (run `gb compare` on a run or `gb sweep` first)")
+        try:
+            frames.append(pd.read_csv(path))
+        except pd.errors.EmptyDataError:
+            raise GbError(f"{path}: is empty (no finished points to plot)") from None
+    return frames[0], frames[1]
 
 
 def rich_table(frame: pd.DataFrame, title: str, columns: list[str]):
@@ -156,11 +175,14 @@ def summarize(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
 
 
 def overview(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
-    """One line per predictor: points, mean train/validation error, mean inconsistency with GD."""
-    view = errors.groupby("predictor", sort=True).agg(points=("val_error", "size"), train_error=("train_error", "mean"),
-                                                      val_error=("val_error", "mean")).reset_index()
+    """One line per predictor (and momentum, when the points differ in it): points, mean train and
+    validation error, mean inconsistency with the GD network."""
+    by = ["predictor"] + (["momentum"] if "momentum" in errors and errors["momentum"].nunique() > 1 else [])
+    view = errors.groupby(by, sort=True).agg(points=("val_error", "size"), train_error=("train_error", "mean"),
+                                             val_error=("val_error", "mean")).reset_index()
     if len(incons):
-        inc = incons.groupby("predictor_a").agg(inconsistency=("inconsistency", "mean"),
-                                                expected_if_uncorrelated=("expected_if_uncorrelated", "mean"))
-        view = view.join(inc, on="predictor")
+        inc = (incons.rename(columns={"predictor_a": "predictor"}).groupby(by)
+               .agg(inconsistency=("inconsistency", "mean"),
+                    expected_if_uncorrelated=("expected_if_uncorrelated", "mean")).reset_index())
+        view = view.merge(inc, on=by, how="left")
     return view

@@ -20,6 +20,7 @@ from torch import nn
 from .config import Config
 from .errors import GbError
 from .models import ReLUNet, weight_norm
+from .theory import Tracker, log_mean_loss
 
 
 def loss_fn(margins: torch.Tensor, kind: str) -> torch.Tensor:
@@ -28,6 +29,20 @@ def loss_fn(margins: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "logistic":
         return F.softplus(-margins).mean()
     return torch.exp(torch.logsumexp(-margins, 0) - math.log(margins.numel()))
+
+
+def steepest_coordinate(model: nn.Module) -> None:
+    """Keep only the largest gradient coordinate: steepest descent in the l1 norm, i.e. greedy
+    coordinate descent (AdaBoost's update, whose limit is the l1 max-margin direction)."""
+    g = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    keep = int(g.abs().argmax())
+    for p in model.parameters():
+        flat = p.grad.reshape(-1)
+        mask = torch.zeros_like(flat)
+        if 0 <= keep < flat.numel():
+            mask[keep] = 1.0
+        keep -= flat.numel()
+        p.grad.mul_(mask.reshape(p.grad.shape))
 
 
 def error(out: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> float:
@@ -45,8 +60,10 @@ class TrainResult:
 
 
 def train(model: nn.Module, cfg: Config, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
-          x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True) -> TrainResult:
-    """Train `model` in place as configured; returns the metric log and the final outputs."""
+          x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True,
+          tracker: Tracker | None = None) -> TrainResult:
+    """Train `model` in place as configured; returns the metric log and the final outputs.
+    `tracker` (gbcli.theory) adds its instruments' columns at every logged step."""
     t = cfg.training
     device = torch.device(t.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -61,6 +78,12 @@ def train(model: nn.Module, cfg: Config, x_train: np.ndarray, y_train: np.ndarra
     per_epoch = math.ceil(n / batch)
     total = t.epochs * per_epoch
     log_at = set(np.unique(np.linspace(0, total, t.log_points).round().astype(int)).tolist())
+    if t.log_spacing == "log":   # step 0, then geometric steps up to the last
+        log_at = {0} | set(np.unique(np.geomspace(1, total, t.log_points - 1).round().astype(int)).tolist())
+    normalized = t.step_rule != "constant"
+    objective = log_mean_loss if normalized else loss_fn   # lr * grad log R = (lr / R) * grad R
+    if hasattr(model, "restrict"):   # shallow GLN: train only the contexts that hold training points
+        model.restrict(ct, sparse_grad=t.momentum == 0)
     opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum)
     gen = torch.Generator().manual_seed(t.batch_seed)
     degree = cfg.model.homogeneity
@@ -78,6 +101,10 @@ def train(model: nn.Module, cfg: Config, x_train: np.ndarray, y_train: np.ndarra
                 "weight_norm": norm,
                 "normalized_margin": float(m.min()) / norm ** degree if norm > 0 else float("nan"),
             })
+            if normalized:   # R itself underflows in long loss-normalized runs; log R does not
+                rows[-1]["log_train_loss"] = float(log_mean_loss(m.double(), t.loss))
+        if tracker is not None:
+            rows[-1].update(tracker.measure(model, xt, yt, ct, m, out_v))
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -99,9 +126,14 @@ def train(model: nn.Module, cfg: Config, x_train: np.ndarray, y_train: np.ndarra
                     log(step, epoch + i / per_epoch, lr)
                     bar.update(task, loss=rows[-1]["train_loss"])
                 idx = perm[i * batch:(i + 1) * batch]
-                loss = loss_fn(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
+                loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
+                if t.descent == "coordinate":
+                    steepest_coordinate(model)
+                if t.step_rule == "homogeneous-normalized" and degree > 1:
+                    for g in opt.param_groups:
+                        g["lr"] = lr / weight_norm(model) ** (2 * degree - 2)
                 opt.step()
                 step += 1
                 bar.advance(task)

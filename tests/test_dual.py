@@ -11,7 +11,7 @@ from gbcli.contexts import one_hot
 from gbcli.dual import solve_dual
 from gbcli.models import ReLUNet
 from gbcli.pipeline import build_design, prepare
-from gbcli.programs import GatedDesign, certificate, decision, solve_primal, unit_groups
+from gbcli.programs import GatedDesign, certificate, decision, relative_margin_bound, solve_primal, unit_groups
 
 
 def digits_design(objective, kind="gln", units=3, count=2, train=150, seed=1, relu_seed=None):
@@ -150,6 +150,20 @@ def test_not_separable_is_reported_infeasible(norm, conflict):
     assert sol.status == "infeasible" and sol.zeta is None
     assert "not separable" in sol.message
     assert sol.iterations < 100      # detected, not run out
+    # the dual ray certifies it: no predictor has a relative margin above 1e-9 (independent check)
+    cert = certificate(crafted(norm, conflict), sol)
+    assert cert["certified"] and cert["relative_margin_bound"] <= 1e-9
+
+
+def test_relative_margin_bound_is_loose_on_separable_data():
+    # the same bound from a separable set's optimal multipliers is the true relative margin, far above 1e-9
+    x = np.array([[1.0, 1e-3], [-1.0, 1e-3], [1.0, -1e-3], [-1.0, -1e-3]])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    design = GatedDesign(x, y, np.ones((4, 1)), x, np.ones((4, 1)), "sq")
+    sol = solve_dual(design)
+    bound = relative_margin_bound(design, sol.lam)
+    # the max-margin w = (0, 1000) has relative margin 1 / (1000 * ||x||) = 1e-3 / sqrt(1 + 1e-6)
+    assert bound == pytest.approx(1e-3 / np.sqrt(1 + 1e-6), rel=1e-5)
 
 
 def test_barely_separable_is_not_called_infeasible():

@@ -151,3 +151,39 @@ def test_no_usable_results_is_a_note_not_a_crash(tmp_path):
         assert any("no usable results" in t for t in texts), key
     for p in plot_sweep(errors, incons, tmp_path):
         _check_png(p)
+
+
+def test_gb_plot_redraws_the_panels_from_a_directorys_tables(tmp_path):
+    import subprocess
+    import sys
+
+    from gbcli.io import write_csv
+
+    errors, incons = sweep_tables()
+    write_csv(tmp_path / "tables" / "errors.csv", errors)
+    write_csv(tmp_path / "tables" / "inconsistency.csv", incons)
+    gb = [sys.executable, "-c", "from gbcli.cli import main; main()", "plot"]
+    done = subprocess.run([*gb, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for name in [*NAMES.values(), "panels"]:
+        img = mpimg.imread(tmp_path / "figures" / f"{name}.png")
+        assert img.shape[0] > 100 and img[..., :3].std() > 0.01   # drawn, not blank
+    missing = subprocess.run([*gb, str(tmp_path / "nothing")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "errors.csv: not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_overview_splits_by_momentum_and_averages_every_point():
+    from gbcli.tables import overview
+
+    errors, incons = sweep_tables()
+    view = overview(errors, incons)
+    assert len(view) == 3 * 2                                       # 3 predictors x 2 momenta
+    row = view[(view.predictor == "gd-gln") & (view.momentum == 0.9)].iloc[0]
+    expect = errors[(errors.predictor == "gd-gln") & (errors.momentum == 0.9)].val_error.mean()
+    assert row.points == 8 and row.val_error == pytest.approx(expect)
+    svm = view[(view.predictor == "svm-gln") & (view.momentum == 0.0)].iloc[0]
+    assert svm.inconsistency == pytest.approx(incons[(incons.predictor_a == "svm-gln")
+                                                     & (incons.momentum == 0.0)].inconsistency.mean())
+    single = overview(errors[errors.momentum == 0.0], incons[incons.momentum == 0.0])
+    assert "momentum" not in single.columns and len(single) == 3

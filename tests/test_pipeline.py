@@ -183,3 +183,35 @@ def test_losses_stay_finite_at_extreme_margins(kind):
     assert float(loss_fn(small, kind)) == pytest.approx(float(expected))
     if kind == "logistic":  # linear, not overflowing, for very wrong predictions
         assert float(loss_fn(torch.tensor([-1e4]), kind)) == pytest.approx(1e4)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_shallow_gln_trains_only_used_contexts_on_the_dense_trajectory(momentum):
+    """restrict() must not change SGD's trajectory: compare with the dense (C, D) weight trained
+    by the same steps, on a problem where most contexts hold no training point."""
+    from gbcli.models import ShallowGLN
+
+    g = torch.Generator().manual_seed(0)
+    count, dim, n = 64, 7, 40
+    x, y = torch.randn(n, dim, generator=g), torch.randint(0, 2, (n,), generator=g) * 2.0 - 1
+    ctx = torch.randint(0, 10, (n, 1), generator=g)          # contexts 10..63 never used
+    xv, cv = torch.randn(30, dim, generator=g), torch.randint(0, count, (30, 1), generator=g)
+    dense, sparse = ShallowGLN(count, dim), ShallowGLN(count, dim)
+    with torch.no_grad():
+        dense.w.normal_(generator=g)
+        sparse.w.copy_(dense.w)
+    init = dense.w.detach().clone()
+    sparse.restrict(ctx, sparse_grad=momentum == 0)
+    assert sparse.w.shape[0] == len(torch.unique(ctx))
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=momentum) for m in (dense, sparse)]
+    for step in range(30):
+        idx = torch.arange(step % 4 * 10, step % 4 * 10 + 10)
+        for m, opt in zip((dense, sparse), opts):
+            loss = torch.nn.functional.softplus(-y[idx] * m(x[idx], ctx[idx])).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    torch.testing.assert_close(sparse.full_weight(), dense.w.detach())
+    torch.testing.assert_close(sparse(xv, cv), dense(xv, cv))
+    moved = (sparse.full_weight() - init).abs().amax(1) > 0
+    assert moved[torch.unique(ctx)].all() and not moved[10:].any()
