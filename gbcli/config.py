@@ -20,10 +20,13 @@ from .errors import GbError
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
-ModelKind = Literal["gln", "shallow", "relu", "frelu", "linear"]
+ModelKind = Literal["gln", "shallow", "relu", "frelu", "linear", "leaky", "diagonal", "conv"]
 Objective = Literal[
     "svm-shallow", "svm-l2", "svm-gln", "svm-l2-reference", "svm-gln-reference",
     "svm-rc", "svm-lc", "svm-hl", "svm-gates", "svm-l1",
+    "svm-pos", "svm-neg", "svm-par",
+    # paper 003: Problem 2 in parameter space (min ||theta||^2 s.t. y f >= 1), gbcli.nonconvex
+    "nonconvex-global", "local-search", "local-search-global",
 ]
 Solver = Literal["dual", "ecos", "osqp", "clarabel", "scs"]
 
@@ -31,10 +34,18 @@ Solver = Literal["dual", "ecos", "osqp", "clarabel", "scs"]
 OBJECTIVES_FOR_MODEL: dict[str, tuple[str, ...]] = {
     "gln": ("svm-l2", "svm-gln", "svm-l2-reference", "svm-gln-reference"),
     "shallow": ("svm-shallow",),
-    "relu": ("svm-rc", "svm-lc", "svm-hl", "svm-gates"),
+    "relu": ("svm-rc", "svm-lc", "svm-hl", "svm-gates", "svm-pos", "svm-neg"),
     "frelu": ("svm-rc", "svm-lc", "svm-hl", "svm-gates"),
     "linear": ("svm-shallow", "svm-l1"),
+    # paper 002: svm-par is the leaky net's limit in the perfect agreement regime; svm-shallow (no
+    # contexts: the plain linear SVM) checks that the data is linearly separable
+    "leaky": ("svm-par", "svm-shallow"),
 }
+# paper 003: Problem 2 in parameter space, for the small explicit networks (gbcli.nonconvex)
+NONCONVEX_OBJECTIVES = ("nonconvex-global", "local-search", "local-search-global")
+OBJECTIVES_FOR_MODEL["relu"] += NONCONVEX_OBJECTIVES
+OBJECTIVES_FOR_MODEL["diagonal"] = NONCONVEX_OBJECTIVES
+OBJECTIVES_FOR_MODEL["conv"] = NONCONVEX_OBJECTIVES
 
 
 # points in each source set (the synthetic sets have dataset.n_samples)
@@ -48,18 +59,23 @@ class _Section(BaseModel):
 class DatasetConfig(_Section):
     """Which data, how much of it, and how it is split (protocol section 2)."""
 
-    name: Literal["mnist", "fashion-mnist", "digits", "linear-teacher", "orthogonal"] = "digits"
+    name: Literal["mnist", "fashion-mnist", "digits", "linear-teacher", "orthogonal", "points"] = "digits"
     train_size: StrictInt = Field(500, ge=1)
     val_size: Optional[StrictInt] = Field(None, ge=1, description="default: the last min(12000, rest) points")
     data_seed: int = 1
     data_dir: Optional[str] = None
     positive_classes: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4])
+    classes: Optional[list[int]] = Field(
+        None, description="image sets: keep only these classes (e.g. a digit pair [3, 5]); set val_size too")
     # synthetic sets only
     n_samples: StrictInt = Field(500, ge=2)
     dim: StrictInt = Field(20, ge=1)
     synthetic_seed: int = 0
     margin: float = Field(0.0, ge=0)
     bias: bool = False
+    # points: explicit training points (paper 003's constructions); validation = the same points
+    x: Optional[list[list[float]]] = Field(None, description="points: the inputs, one list per point")
+    y: Optional[list[int]] = Field(None, description="points: the labels, +1 or -1")
     max_norm: Optional[float] = Field(
         None, gt=0, description="rescale all points by one constant so the largest norm is this "
                                 "(paper 004: ||x|| <= 1)")
@@ -71,11 +87,21 @@ class ModelConfig(_Section):
     kind: ModelKind = "gln"
     hidden_units: StrictInt = Field(10, ge=1, description="H: hidden units (gln, relu, frelu)")
     output_bias: bool = Field(True, description="scalar output bias of gln/shallow (published runs kept it)")
-    init: Optional[Literal["orthogonal", "kaiming", "normal"]] = Field(
-        None, description="default: orthogonal for gln/shallow/linear, kaiming for relu/frelu")
+    init: Optional[Literal["orthogonal", "kaiming", "normal", "balanced"]] = Field(
+        None, description="default: orthogonal for gln/shallow/linear, kaiming for relu/frelu, normal for leaky; "
+                          "balanced (relu/frelu, paper 001): normal first layer, |w2_j| = ||w1_j|| with random signs")
     init_seed: Optional[int] = Field(None, description="default: contexts.seed for gln/shallow, 1 otherwise")
     init_scale: float = Field(1.0, gt=0)
     freeze_gates_after: StrictInt = Field(0, ge=0, description="frelu: epochs of ordinary ReLU training before the gates freeze")
+    # paper 003's small networks (gbcli.nonconvex): diagonal of depth m, shared-filter convolution
+    depth: StrictInt = Field(2, ge=2, description="diagonal: number of layers m")
+    activation: Literal["linear", "relu"] = Field("relu", description="diagonal, conv: the hidden activation")
+    patches: StrictInt = Field(2, ge=1, description="conv: disjoint patches the input is split into")
+    weights: Optional[dict[str, Any]] = Field(
+        None, description="explicit initial weights by parameter name (relu: w1, w2; diagonal: w; conv: w, v)")
+    # paper 002 (kind leaky): hidden_units = 2k units max(alpha z, z), output weights fixed to +v, -v
+    leaky_alpha: float = Field(0.2, gt=0, lt=1, description="leaky: slope alpha of max(alpha z, z)")
+    output_weight: float = Field(1.0, gt=0, description="leaky: v, the fixed output weight (+v first k units, -v last k)")
 
     @property
     def predictor(self) -> str:
@@ -84,7 +110,9 @@ class ModelConfig(_Section):
     @property
     def homogeneity(self) -> int:
         """Degree L of the network in its weights (the output bias aside)."""
-        return 1 if self.kind in ("shallow", "linear") else 2
+        if self.kind == "diagonal":
+            return self.depth
+        return 1 if self.kind in ("shallow", "linear", "leaky") else 2   # leaky: only layer 1 is trained
 
 
 class ContextsConfig(_Section):
@@ -131,7 +159,7 @@ class TrainingConfig(_Section):
     step_rule: Literal["constant", "loss-normalized", "homogeneous-normalized"] = "constant"
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update; linear only")
-    track: list[Literal["margin", "kkt", "agreement"]] = Field(
+    track: list[Literal["margin", "kkt", "agreement", "rank", "alignment", "clusters"]] = Field(
         default_factory=list, description="theory instruments logged to metrics.csv (gbcli.theory)")
 
     @field_validator("epochs")
@@ -150,6 +178,18 @@ class SvmConfig(_Section):
     max_iters: Optional[StrictInt] = Field(None, ge=1)
     eps: Optional[float] = Field(None, gt=0, description="solver tolerance (default: the solver's own; dual: 1e-6)")
     certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
+    # paper 003's non-convex objectives (gbcli.nonconvex)
+    restarts: StrictInt = Field(40, ge=1, description="nonconvex-global, local-search: random starts of each SLSQP solve")
+    radii: list[float] = Field(default_factory=lambda: [0.3, 0.1, 0.03, 0.01, 0.003, 0.001],
+                               description="local-search: the distances eps to search within")
+    search_seed: int = Field(0, description="nonconvex-global, local-search: seed of the random starts")
+
+    @field_validator("radii")
+    @classmethod
+    def _positive_radii(cls, v: list[float]) -> list[float]:
+        if not v or any(not r > 0 for r in v):
+            raise ValueError(f"must be a non-empty list of positive distances, got {v}")
+        return v
 
 
 class OutputConfig(_Section):
@@ -208,15 +248,70 @@ class Config(_Section):
             if self.model.kind in ("gln", "shallow") and self.model.output_bias:
                 raise ValueError("training.track: the instruments need an exactly homogeneous model; "
                                  "set model.output_bias: false")
-            if {"margin", "agreement"} & set(t.track) and self.model.kind in ("relu", "frelu"):
+            if {"margin", "agreement"} & set(t.track) and self.model.kind in ("relu", "frelu", "diagonal", "conv"):
                 raise ValueError(f"training.track: margin and agreement need a matching convex program, which a "
                                  f"{self.model.kind} model does not have (kkt works for every model)")
+            self._check_paper_instruments()
+        self._check_paper_models()
         if t.descent == "coordinate" and self.model.kind != "linear":
             raise ValueError("training.descent: coordinate descent is for model.kind linear")
         if self.model.kind == "shallow" and self.model.hidden_units != 1 and "hidden_units" in self.model.model_fields_set:
             raise ValueError("model.hidden_units: a shallow GLN has exactly one unit (set contexts.count instead)")
         if self.model.kind == "shallow":   # resolved, so a dumped config validates again (sweep points)
             self.model.hidden_units = 1
+        return self
+
+    def _check_paper_instruments(self) -> None:
+        """Papers 001 / 002: which instruments fit which model."""
+        kind, track = self.model.kind, set(self.training.track)
+        if "alignment" in track and kind != "relu":
+            raise ValueError("training.track: alignment (neurons against svm-pos / svm-neg) is for model.kind relu")
+        if "clusters" in track and kind != "leaky":
+            raise ValueError("training.track: clusters (the two neuron groups of paper 002) is for model.kind leaky")
+        if "rank" in track and kind not in ("relu", "frelu", "leaky"):
+            raise ValueError("training.track: rank (singular values of the first layer) is for relu, frelu and leaky")
+        if "margin" in track and kind == "leaky":
+            raise ValueError("training.track: margin has no best value for a leaky net (use agreement and clusters)")
+
+    def _check_paper_models(self) -> None:
+        """Papers 001 / 002: the leaky net, balanced init and digit-pair datasets."""
+        m, d = self.model, self.dataset
+        if m.kind == "leaky" and m.hidden_units % 2:
+            raise ValueError(f"model.hidden_units: a leaky net has 2k units (k per output sign), got {m.hidden_units}")
+        if m.init == "balanced" and m.kind not in ("relu", "frelu"):
+            raise ValueError("model.init: balanced is for relu and frelu models")
+        if d.classes is not None:
+            if d.name not in ("mnist", "fashion-mnist", "digits"):
+                raise ValueError("dataset.classes: only image sets have classes")
+            if not 2 <= len(set(d.classes)) <= 10 or any(not 0 <= c <= 9 for c in d.classes):
+                raise ValueError(f"dataset.classes: need at least two distinct classes in 0..9, got {d.classes}")
+            if not set(d.classes) & set(d.positive_classes) or set(d.classes) <= set(d.positive_classes):
+                raise ValueError(f"dataset.classes: {d.classes} must have both positive and negative classes "
+                                 f"(dataset.positive_classes = {d.positive_classes})")
+
+    @model_validator(mode="after")
+    def _explicit_points(self) -> "Config":
+        """`points`: x and y given, one label per point, equal lengths; the split is every point
+        for training and the same points for validation (the constructions have nothing else)."""
+        d = self.dataset
+        if d.name != "points":
+            for key in ("x", "y"):
+                if getattr(d, key) is not None:
+                    raise ValueError(f"dataset.{key}: only for dataset.name points (got dataset.name {d.name})")
+            return self
+        if not d.x or d.y is None:
+            raise ValueError("dataset.x, dataset.y: dataset.name points needs both (the inputs and their labels)")
+        if len({len(r) for r in d.x}) != 1 or not d.x[0]:
+            raise ValueError("dataset.x: every point needs the same (non-zero) number of coordinates")
+        if len(d.y) != len(d.x):
+            raise ValueError(f"dataset.y: {len(d.y)} labels for {len(d.x)} points")
+        if any(v not in (-1, 1) for v in d.y):
+            raise ValueError(f"dataset.y: labels must be +1 or -1, got {d.y}")
+        n = len(d.x)
+        if d.train_size != n:   # only when different: assignment re-runs this validator
+            d.train_size = n
+        if d.val_size != n:
+            d.val_size = n
         return self
 
     @property
@@ -228,7 +323,7 @@ class Config(_Section):
     @property
     def units(self) -> int:
         """Number of gated units H (1 for the shallow GLN and the linear model)."""
-        return self.model.hidden_units if self.model.kind in ("gln", "relu", "frelu") else 1
+        return self.model.hidden_units if self.model.kind in ("gln", "relu", "frelu", "leaky") else 1
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude={k for k in ("grid", "zip") if getattr(self, k) is None})

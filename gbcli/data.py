@@ -113,11 +113,13 @@ def load_dataset(
     synthetic_seed: int = 0,
     margin: float = 0.0,
     bias: bool = False,
+    classes: Sequence[int] | None = None,
 ) -> Dataset:
     """Load `name`, label it in {-1, +1} and split it with the seeded random_split rule.
 
     Image sets use `positive_classes` (digits in it get +1) and always end with a constant 1
     feature; synthetic sets use `n_samples`, `dim`, `synthetic_seed`, `margin` and `bias`.
+    `classes` (image sets) keeps only those classes before the split, e.g. an MNIST digit pair.
     """
     _check_name(name)
     train_size = _int(train_size, "dataset.train_size", low=1)
@@ -130,6 +132,8 @@ def load_dataset(
             x_pool, labels = _digits()
         else:
             x_pool, labels = _image_pool(name, _data_root(data_dir))
+        if classes is not None:   # paper 002: digit pairs
+            x_pool, labels = _keep_classes(x_pool, labels, classes)
         y_pool = np.where(np.isin(labels, positive), 1.0, -1.0)
         unit = "images"
     else:
@@ -251,6 +255,15 @@ def _orthogonal(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         ys.append(s[keep])
         count += int(keep.sum())
     return np.concatenate(xs)[:n], np.concatenate(ys)[:n]
+
+
+def _keep_classes(x: np.ndarray, labels: np.ndarray, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose label is in `classes` (read-only copies, like the cached pool)."""
+    keep = np.isin(labels, _positive_classes(classes) if len(set(classes)) < 10 else list(range(10)))
+    x, labels = x[keep], labels[keep]
+    x.flags.writeable = False
+    labels.flags.writeable = False
+    return x, labels
 
 
 def _append_one(x: np.ndarray) -> np.ndarray:

@@ -147,7 +147,7 @@ def interior_point(grp: _Groups, quadratic: bool, tol: float, max_iters: int):
                 break
             if gap <= tol * TIGHTER:
                 break
-        if dual * radius > 1 / NOT_SEPARABLE:
+        if dual * radius > 1 / (NOT_SEPARABLE * TIGHTER):   # 100x past the certificate's threshold, as for the gap
             status = "infeasible"
             message = ("the training data is not separable under this program's architecture (the dual is "
                        f"unbounded: any separating predictor has normalized margin below {NOT_SEPARABLE:g})")

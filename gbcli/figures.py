@@ -192,7 +192,9 @@ def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, 
         path = Path(out_dir) / "figures" / f"{stem}.png"
         atomic_write_bytes(path, buf.getvalue())
         paths.append(path)
-    return paths + plot_sweep_training(out_dir)   # training curves, when the points track instruments
+    from .nonconvex import plot_sweep_kkt   # paper 003 sweeps: tables/kkt.csv, figures/kkt.png
+
+    return paths + plot_sweep_training(out_dir) + plot_sweep_kkt(out_dir) + plot_sweep_neurons(out_dir)
 
 
 # ------------------------------------------------------------ training curves (gbcli.theory)
@@ -202,7 +204,15 @@ TRAINING_PANELS = (("margin_ratio", "normalized margin / best (matching program)
                    ("margin_gap", "margin gap: best - normalized margin", "log"),
                    ("kkt_residual", "KKT residual (relative)", "log"),
                    ("kkt_complementarity_rel", "KKT complementarity (relative)", "log"),
-                   ("inconsistency", "inconsistency with the matching program", "linear"))
+                   ("inconsistency", "inconsistency with the matching program", "linear"),
+                   # papers 001 and 002 (gbcli.theory.PAPER_COLUMNS)
+                   ("sv3_ratio", "rank: s3 / s1 of the first layer", "log"),
+                   ("align_median", "median cosine of neurons with w+ / w- (svm-pos / svm-neg)", "linear"),
+                   ("mean_align_median", "median cosine of neurons with the class means", "linear"),
+                   ("cluster_radius_rel", "cluster radius r / mean unit norm", "log"),
+                   ("outside_linear", "fraction of train points outside the linear regime", "linear"),
+                   ("max_group_angle", "max angle within a group (degrees)", "linear"),
+                   ("par_cosine", "cos(w_bar - u_bar, svm-par direction)", "linear"))
 SLOPE_DECADES = 2.0   # the margin-gap slope is fitted over the last two decades of steps
 
 
@@ -332,3 +342,31 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     write_csv(out_dir / "tables" / "training_summary.csv", pd.DataFrame(summary))
     fig = training_figure({label[p]: m for p, (m, _) in runs.items()}, title=out_dir.name)
     return [save_png(fig, out_dir / "figures" / "training.png")]
+
+
+def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
+    """Paper 001, for a sweep whose points track `alignment`: `tables/neurons.csv` (every point's final
+    per-neuron cosines) and `figures/neurons.png`, one histogram per point of the cosines with w+- and,
+    next to them, with the class means (close to w+- but not them)."""
+    out_dir = Path(out_dir)
+    frames = [pd.read_csv(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob("points/*/gd/neurons.csv"))]
+    if not frames:
+        return []
+    from .io import write_csv
+
+    table = pd.concat(frames, ignore_index=True)
+    write_csv(out_dir / "tables" / "neurons.csv", table)
+    points = list(dict.fromkeys(table["point"]))
+    fig = Figure(figsize=(4.6 * len(points), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(points), squeeze=False)[0]
+    bins = np.linspace(min(0.8, float(table[["align", "mean_align"]].min().min())), 1.0, 41)
+    for ax, p in zip(axes, points):
+        t = table[table["point"] == p]
+        ax.hist(t["align"], bins=bins, alpha=0.6, label=f"w+- (svm-pos/neg), median {t['align'].median():.3f}")
+        ax.hist(t["mean_align"], bins=bins, alpha=0.6, label=f"class means, median {t['mean_align'].median():.3f}")
+        ax.axvline(0.9, color="k", ls="--", lw=0.8)
+        ax.set_title(p, fontsize=8)
+        ax.set_xlabel("cosine of neuron w_j with its reference")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("neurons")
+    return [save_png(fig, out_dir / "figures" / "neurons.png")]

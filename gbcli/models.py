@@ -154,10 +154,42 @@ class Linear(nn.Module):
         return [self.w]
 
 
+class LeakyNet(nn.Module):
+    """Paper 002: 2k leaky units max(alpha z, z) without biases, output weights fixed to +v (first k
+    units, the w_i) and -v (last k, the u_i); only the first layer is trained, so the net is
+    1-homogeneous in its trained weights."""
+
+    def __init__(self, units: int, dim: int, alpha: float, v: float):
+        super().__init__()
+        self.alpha, k = alpha, units // 2
+        self.w1 = nn.Parameter(torch.empty(units, dim))
+        self.register_buffer("w2", torch.cat([torch.full((k,), v), torch.full((units - k,), -v)])[None])
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x @ self.w1.T, self.alpha)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        return self.hidden(x) @ self.w2[0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1]
+
+
+def balance(model: ReLUNet, gen: torch.Generator) -> None:
+    """Paper 001's balanced init: |w2_j| = ||w1_j||, with random signs."""
+    with torch.no_grad():
+        sign = torch.where(torch.rand(model.w2.shape[1], generator=gen) < 0.5, -1.0, 1.0)
+        model.w2.copy_((sign * model.w1.norm(dim=1))[None])
+
+
 def build_model(cfg: Config, dim: int) -> nn.Module:
     """The configured network with its seeded initialization (float32)."""
     m = cfg.model
-    scheme = m.init or ("kaiming" if m.kind in ("relu", "frelu") else "orthogonal")
+    if m.kind in ("diagonal", "conv"):   # paper 003's small networks: explicit weights (gbcli.nonconvex)
+        from .nonconvex import build_explicit
+
+        return build_explicit(cfg, dim)
+    scheme = m.init or ("kaiming" if m.kind in ("relu", "frelu") else "normal" if m.kind == "leaky" else "orthogonal")
     gen = torch.Generator().manual_seed(cfg.init_seed)
     if m.kind == "gln":
         model = DeepGLN(m.hidden_units, cfg.contexts.count, dim, m.output_bias)
@@ -165,10 +197,18 @@ def build_model(cfg: Config, dim: int) -> nn.Module:
         model = ShallowGLN(cfg.contexts.count, dim, m.output_bias)
     elif m.kind in ("relu", "frelu"):
         model = ReLUNet(m.hidden_units, dim)
+    elif m.kind == "leaky":
+        model = LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
     else:
         model = Linear(dim)
     for w in model.weights():
-        _init(w.data, scheme, gen, m.init_scale)
+        _init(w.data, "normal" if scheme == "balanced" else scheme, gen, m.init_scale)
+    if scheme == "balanced":
+        balance(model, gen)
+    if m.weights is not None:   # explicit initial weights (paper 003's 2-neuron ReLU net)
+        from .nonconvex import set_weights
+
+        set_weights(model, m.weights)
     if m.kind == "frelu" and m.freeze_gates_after == 0:
         model.freeze_gates()
     return model

@@ -34,6 +34,7 @@ from .dual import solve_dual
 from .programs import (DEFAULT_SOLVER, NORM_OF, QUADRATIC, GatedDesign, certificate, decision,
                        reference_groups, solve_primal, unit_groups)
 from .theory import TRACKED_COLUMNS, Tracker, matching_objective
+from .nonconvex import NONCONVEX, fit_nonconvex
 from .training import error, train
 
 NEEDS_TRAINED_RELU = ("svm-lc", "svm-hl", "svm-gates")
@@ -52,9 +53,14 @@ class Problem:
 def dataset_of(cfg: Config) -> Dataset:
     """Load the configured dataset (raises GbError for missing files or impossible sizes)."""
     d = cfg.dataset
+    if d.name == "points":   # paper 003's explicit points (gbcli.nonconvex)
+        from .nonconvex import points_dataset
+
+        return points_dataset(d.x, d.y)
     ds = load_dataset(d.name, train_size=d.train_size, val_size=d.val_size, data_seed=d.data_seed,
                       data_dir=d.data_dir, positive_classes=d.positive_classes, n_samples=d.n_samples,
-                      dim=d.dim, synthetic_seed=d.synthetic_seed, margin=d.margin, bias=d.bias)
+                      dim=d.dim, synthetic_seed=d.synthetic_seed, margin=d.margin, bias=d.bias,
+                      classes=d.classes)
     if d.max_norm is None:
         return ds
     # one constant for every point, so the geometry (and separability) is unchanged
@@ -101,6 +107,9 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     }
     if tracker is not None:
         summary["track"] = {**tracker.info, **{k: float(last[k]) for k in TRACKED_COLUMNS if k in last}}
+        neurons = tracker.neurons(model.cpu())
+        if neurons is not None:   # paper 001: the final per-neuron alignments
+            write_csv(out / "neurons.csv", neurons)
     write_json(out / "summary.json", summary)
     return summary
 
@@ -111,7 +120,7 @@ def make_tracker(cfg: Config, problem: Problem) -> Tracker | None:
     if not t.track:
         return None
     solution = design = None
-    if {"margin", "agreement"} & set(t.track):
+    if {"margin", "agreement"} & set(t.track) or "clusters" in t.track:
         objective = matching_objective(cfg.model.kind, t.descent)
         design = build_design(objective, cfg, problem)
         use = DEFAULT_SOLVER[design.norm]
@@ -120,7 +129,36 @@ def make_tracker(cfg: Config, problem: Problem) -> Tracker | None:
         if solution.zeta is None:
             raise GbError(f"training.track: the matching program {objective} has no solution "
                           f"({solution.status}: {solution.message})")
-    return Tracker(t.track, cfg.model.homogeneity, t.descent, design, solution)
+    tracker = Tracker(t.track, cfg.model.homogeneity, t.descent, design, solution,
+                      references=alignment_references(cfg, problem) if "alignment" in t.track else None,
+                      x_val=problem.dataset.x_val)
+    if cfg.model.kind == "leaky":   # svm-par's optimum bounds only perfectly clustered nets in the PAR
+        k, v = cfg.model.hidden_units // 2, cfg.model.output_weight
+        del tracker.info["best_normalized_margin"]
+        tracker.info["par_normalized_margin"] = v * np.sqrt(k) / np.sqrt(solution.value)
+        # the PAR's gate signs at the svm-par solution (the theorem's limit only if they hold):
+        # positives <w,x> > 0 > <u,x>, negatives <w,x> < 0 < <u,x>
+        yx = problem.dataset.y_train[:, None] * (problem.dataset.x_train @ solution.zeta.T)
+        tracker.info["par_consistent"] = float(np.mean((yx[:, 0] > 0) & (yx[:, 1] < 0)))
+        tracker.best = None
+    if tracker.references is not None:
+        tracker.info.update(tracker.references.pop("info"))
+    return tracker
+
+
+def alignment_references(cfg: Config, problem: Problem) -> dict:
+    """Paper 001's reference directions: w+ (svm-pos), w- (svm-neg) and the class means mu+, mu-."""
+    ds, refs, info = problem.dataset, {}, {}
+    for obj, key in (("svm-pos", "pos"), ("svm-neg", "neg")):
+        sol = solve_dual(build_design(obj, cfg, problem), cfg.svm.eps, cfg.svm.max_iters)
+        if sol.zeta is None:
+            raise GbError(f"training.track: alignment needs {obj}, which has no solution ({sol.status}: {sol.message})")
+        s = 1.0 if key == "pos" else -1.0
+        refs[f"w_{key}"], refs[f"mean_{key}"] = sol.zeta[0], ds.x_train[ds.y_train == s].mean(0)
+        info[f"{obj}_objective"] = sol.value
+        info[f"cos_w_{key}_mean_{key}"] = float(refs[f"w_{key}"] @ refs[f"mean_{key}"] / (
+            np.linalg.norm(refs[f"w_{key}"]) * np.linalg.norm(refs[f"mean_{key}"])))
+    return {**refs, "info": info}
 
 
 def load_relu(run_dir: str | Path, cfg: Config) -> ReLUNet:
@@ -147,6 +185,8 @@ def load_relu(run_dir: str | Path, cfg: Config) -> ReLUNet:
 def build_design(objective: str, cfg: Config, problem: Problem, relu: ReLUNet | None = None) -> GatedDesign:
     """The gated design of `objective` for this run (protocol section 5)."""
     ds, norm = problem.dataset, NORM_OF[objective]
+    if objective in PAPER_OBJECTIVES:
+        return paper_design(objective, cfg, ds)
     xt, xv = ds.x_train, ds.x_val
     h, c = cfg.units, cfg.contexts.count
     if objective in ("svm-shallow", "svm-l2", "svm-gln", "svm-l2-reference", "svm-gln-reference"):
@@ -189,6 +229,32 @@ def build_design(objective: str, cfg: Config, problem: Problem, relu: ReLUNet | 
     return GatedDesign(xt, ds.y_train, et, xv, ev, norm, [np.array([r]) for r in range(h + 1)], h + 1, 1)
 
 
+PAPER_OBJECTIVES = ("svm-pos", "svm-neg", "svm-par")
+
+
+def paper_design(objective: str, cfg: Config, ds: Dataset) -> GatedDesign:
+    """Linear SVMs (norm sq) of papers 001 and 002 as gated designs.
+
+    - svm-pos (001): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only. svm-neg: w- the
+      same on the negatives, written with label -1 and gate -1 so that the design's decision
+      -<w-, x> is a classifier of the task (positive on the positives), like svm-pos's <w+, x>.
+    - svm-par (002): min ||w||^2 + ||u||^2 s.t. <w,x> - alpha<u,x> >= 1 (positives),
+      alpha<w,x> - <u,x> <= -1 (negatives): a linear SVM in the lifted feature, rows zeta = (w, u)
+      with gates (1, -alpha) on positives and (alpha, -1) on negatives. On new points the limit
+      net sigma(<w,x>) - sigma(<u,x>) has the sign of <w - u, x> (sigma is increasing), so the
+      validation gates are (1, -1): signs (errors, inconsistency) are exact, magnitudes are not."""
+    x, y, xv = ds.x_train, ds.y_train, ds.x_val
+    if objective in ("svm-pos", "svm-neg"):
+        s = 1.0 if objective == "svm-pos" else -1.0
+        xs = x[y == s]
+        if not len(xs):
+            raise GbError(f"svm.objectives: {objective} needs training points with label {s:+.0f}, there are none")
+        return GatedDesign(xs, np.full(len(xs), s), np.full((len(xs), 1), s), xv, np.full((len(xv), 1), s), "sq")
+    a = cfg.model.leaky_alpha
+    et = np.where(y[:, None] > 0, [1.0, -a], [a, -1.0])
+    return GatedDesign(x, y, et, xv, np.tile([1.0, -1.0], (len(xv), 1)), "sq")
+
+
 def check_svm_request(cfg: Config, objectives: list[str], solver: str | None, run_dir: Path) -> ReLUNet | None:
     """Refuse impossible requests before anything is computed or written; returns the trained
     ReLU net when an objective needs it."""
@@ -214,7 +280,12 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     relu = check_svm_request(cfg, objectives, solver, run_dir)
     problem = problem or prepare(cfg)
     results = []
+    if "local-search" in objectives and not (run_dir / "gd" / "summary.json").is_file():
+        raise GbError(f"{run_dir / 'gd'}: local-search starts from GD's limit: run `gb train-gd` first")
     for obj in objectives:
+        if obj in NONCONVEX:   # paper 003: Problem 2 in parameter space, not a convex program
+            results.append(fit_nonconvex(obj, cfg, run_dir, problem, echo))
+            continue
         design = build_design(obj, cfg, problem, relu)
         use = solver or DEFAULT_SOLVER[design.norm]
         echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
@@ -246,7 +317,8 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
     if sol.zeta is not None:
         train_out = decision(sol.zeta, design.x_train, design.e_train)
         val_out = decision(sol.zeta, design.x_val, design.e_val)
-        result.update(train_error=error(train_out, ds.y_train), val_error=error(val_out, ds.y_val))
+        # design.y_train: svm-pos / svm-neg constrain one class only (the same as ds.y_train otherwise)
+        result.update(train_error=error(train_out, design.y_train), val_error=error(val_out, ds.y_val))
         write_npz(out / "predictions.npz", train_out=train_out, val_out=val_out)
         write_npz(out / "solution.npz", zeta=sol.zeta,
                   **({} if sol.lam is None else {"lam": sol.lam}))

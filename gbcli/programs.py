@@ -31,6 +31,7 @@ NORM_OF = {
     "svm-l2": "l2", "svm-l2-reference": "l2-reference",
     "svm-gln": "group", "svm-gln-reference": "group", "svm-rc": "group", "svm-lc": "group",
     "svm-l1": "l1",
+    "svm-pos": "sq", "svm-neg": "sq", "svm-par": "sq",   # papers 001 and 002: linear SVMs (pipeline.paper_design)
 }
 QUADRATIC = {"sq", "l2", "l2-reference"}
 # the dual solver (gbcli.dual) covers every norm but l1 (an LP: Clarabel); the degenerate

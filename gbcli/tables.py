@@ -54,7 +54,7 @@ def _meta(config_path: Path) -> dict:
         m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
     except (KeyError, TypeError):
         raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
-    units = m["hidden_units"] if m["kind"] in ("gln", "relu", "frelu") else 1
+    units = m["hidden_units"] if m["kind"] in ("gln", "relu", "frelu", "leaky") else 1
     init_seed = m["init_seed"] if m["init_seed"] is not None else (c["seed"] if m["kind"] in ("gln", "shallow") else 1)
     return {"model": m["kind"], "hidden_units": units, "contexts": c["count"], "train_size": d["train_size"],
             "data_seed": d["data_seed"], "context_seed": c["seed"], "init_seed": init_seed,
@@ -100,6 +100,9 @@ def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame
 
     out = Path(out_dir) / "tables"
     plot_run_training(out_dir)
+    from .nonconvex import write_kkt_table   # paper 003 runs: tables/kkt.csv (nothing otherwise)
+
+    write_kkt_table(out_dir)
     write_csv(out / "errors.csv", errors)
     write_csv(out / "inconsistency.csv", incons)
 

@@ -24,6 +24,23 @@ written as extra columns of `gd/metrics.csv`:
   matching convex predictor disagree in sign.
 
 The instruments need an exactly homogeneous model: see `Config` (model.output_bias: false).
+
+Instruments of papers 001 and 002 (`rank`, `alignment`, `clusters`; see `PAPER_COLUMNS`):
+
+- rank: singular values s_1 >= s_2 >= ... of the first-layer matrix W; `sv1..sv3`, `sv3_ratio` =
+  s_3 / s_1 and `numerical_rank` = #{i: s_i > RANK_TOL s_1} (paper 001: W ends rank 2).
+- alignment (relu): each neuron's cosine with w+ (svm-pos) when its output weight a_j > 0, with w-
+  (svm-neg) when a_j < 0: `align_median`, `align_above_090` (fraction of neurons above 0.9); the
+  same against the class means mu+ / mu- (`mean_align_*`), which are close to w+- but not them.
+  The final per-neuron values go to gd/neurons.csv.
+- clusters (leaky, paper 002): with w_bar / u_bar the means of the +v / -v units, `cluster_radius`
+  r = max distance of a unit to its group mean (and `cluster_radius_rel` = r / mean unit norm);
+  `outside_linear` (train) and `outside_linear_val`: fraction of points with
+  |<w_bar - u_bar, x>| <= 2 r ||x||, outside the linear regime where sign f(x) = sign <w_bar - u_bar, x>
+  (protocol section 9; the strict Lipschitz bound has alpha |...| on the left, see results/theory);
+  `max_group_angle` (degrees); `linear_sign_mismatch_val`, the fraction of validation points where
+  sign f != sign <w_bar - u_bar, x>; `par_cosine`, cos(w_bar - u_bar, w* - u*) with (w*, u*) the
+  svm-par solution.
 """
 
 from __future__ import annotations
@@ -40,8 +57,14 @@ from torch import nn
 TRACKABLE = ("margin", "kkt", "agreement")
 TRACKED_COLUMNS = ("margin_ratio", "margin_gap", "kkt_residual", "kkt_complementarity", "kkt_complementarity_rel",
                    "inconsistency")
+PAPER_COLUMNS = ("sv1", "sv2", "sv3", "sv3_ratio", "numerical_rank",
+                 "align_median", "align_above_090", "mean_align_median", "mean_align_above_090",
+                 "cluster_radius", "cluster_radius_rel", "outside_linear", "outside_linear_val", "max_group_angle",
+                 "linear_sign_mismatch_val", "par_cosine")
+TRACKED_COLUMNS = TRACKED_COLUMNS + PAPER_COLUMNS
+RANK_TOL = 0.05   # numerical rank: singular values above 5% of the largest
 # the convex program whose optimum is a model's max-margin limit (protocol section 5)
-MATCHING_OBJECTIVE = {"gln": "svm-gln", "shallow": "svm-shallow", "linear": "svm-shallow"}
+MATCHING_OBJECTIVE = {"gln": "svm-gln", "shallow": "svm-shallow", "linear": "svm-shallow", "leaky": "svm-par"}
 
 
 def matching_objective(kind: str, descent: str = "gradient") -> str | None:
@@ -124,13 +147,74 @@ def inconsistency(out_a: np.ndarray, out_b: np.ndarray) -> float:
     return float(np.mean(np.sign(out_a) != np.sign(out_b)))
 
 
-class Tracker:
-    """The configured instruments, with the matching program solved once at the start of training."""
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine of each row of a with b (0 for a zero row)."""
+    na = np.linalg.norm(a, axis=-1) * np.linalg.norm(b)
+    return np.divide(a @ b, na, out=np.zeros(a.shape[:-1]), where=na > 0)
 
-    def __init__(self, track: list[str], degree: int, descent: str = "gradient", design=None, solution=None):
+
+def rank_measures(w1: np.ndarray) -> dict:
+    """Singular values of the first layer and its numerical rank (paper 001)."""
+    s = np.linalg.svd(w1, compute_uv=False)
+    s3 = np.pad(s, (0, max(0, 3 - len(s))))[:3]
+    return {"sv1": s3[0], "sv2": s3[1], "sv3": s3[2], "sv3_ratio": s3[2] / s[0] if s[0] > 0 else float("nan"),
+            "numerical_rank": int((s > RANK_TOL * s[0]).sum())}
+
+
+def neuron_table(w1: np.ndarray, a: np.ndarray, refs: dict) -> "pd.DataFrame":
+    """Per neuron: output weight a_j, ||w_j||, cosine with w+ or w- by the sign of a_j, and with mu+ / mu-."""
+    import pandas as pd
+
+    pos = a > 0
+    align = np.where(pos, _cos(w1, refs["w_pos"]), _cos(w1, refs["w_neg"]))
+    mean = np.where(pos, _cos(w1, refs["mean_pos"]), _cos(w1, refs["mean_neg"]))
+    return pd.DataFrame({"neuron": np.arange(len(a)), "a": a, "w_norm": np.linalg.norm(w1, axis=1),
+                         "align": align, "mean_align": mean})
+
+
+def alignment_measures(table) -> dict:
+    return {"align_median": float(table["align"].median()), "align_above_090": float((table["align"] > 0.9).mean()),
+            "mean_align_median": float(table["mean_align"].median()),
+            "mean_align_above_090": float((table["mean_align"] > 0.9).mean())}
+
+
+def cluster_measures(model: nn.Module, x: np.ndarray, x_val: np.ndarray, par_direction: np.ndarray | None) -> dict:
+    """Paper 002's cluster radius, linear regime and group angles (see the module docstring)."""
+    w1 = model.w1.detach().double().cpu().numpy()
+    k = len(w1) // 2
+    groups = (w1[:k], w1[k:])
+    means = [g.mean(0) for g in groups]
+    r = max(np.linalg.norm(g - m, axis=1).max() for g, m in zip(groups, means))
+    direction = means[0] - means[1]
+    outside = lambda z: float(np.mean(np.abs(z @ direction) <= 2 * r * np.linalg.norm(z, axis=1)))
+    angle = 0.0
+    for g in groups:
+        u = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300)
+        angle = max(angle, float(np.degrees(np.arccos(np.clip((u @ u.T).min(), -1, 1)))))
+    with torch.no_grad():
+        f = model(torch.as_tensor(x_val, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
+    row = {"cluster_radius": float(r), "cluster_radius_rel": float(r / np.linalg.norm(w1, axis=1).mean()),
+           "outside_linear": outside(x), "outside_linear_val": outside(x_val), "max_group_angle": angle,
+           "linear_sign_mismatch_val": float(np.mean(np.sign(f) != np.sign(x_val @ direction)))}
+    if par_direction is not None:
+        row["par_cosine"] = float(_cos(direction, par_direction))
+    return row
+
+
+class Tracker:
+    """The configured instruments, with the matching program solved once at the start of training.
+    `references` (alignment: w_pos, w_neg, mean_pos, mean_neg) and `x_val` (clusters) serve the
+    instruments of papers 001 and 002."""
+
+    def __init__(self, track: list[str], degree: int, descent: str = "gradient", design=None, solution=None,
+                 references: dict | None = None, x_val: np.ndarray | None = None):
         self.track, self.degree, self.descent = list(track), degree, descent
         self.best = self.svm_val = None
         self.info: dict = {}
+        self.references, self.x_val = references, x_val
+        self.par_direction = None
+        if solution is not None and solution.zeta.shape[0] == 2 and design.e_val.shape[1] == 2:   # svm-par: (w, u)
+            self.par_direction = solution.zeta[0] - solution.zeta[1]
         if solution is not None:
             from .programs import decision
 
@@ -156,4 +240,17 @@ class Tracker:
             row.update(kkt_residual(model, x, y, ctx, self.degree))
         if "agreement" in self.track:
             row["inconsistency"] = inconsistency(val_out.double().cpu().numpy(), self.svm_val)
+        if "rank" in self.track:
+            row.update(rank_measures(model.w1.detach().double().cpu().numpy()))
+        if "alignment" in self.track:
+            row.update(alignment_measures(self.neurons(model)))
+        if "clusters" in self.track:
+            row.update(cluster_measures(model, x.double().cpu().numpy(), self.x_val, self.par_direction))
         return row
+
+    def neurons(self, model: nn.Module):
+        """The per-neuron alignment table (alignment tracked), else None."""
+        if "alignment" not in self.track:
+            return None
+        w1 = model.w1.detach().double().cpu().numpy()
+        return neuron_table(w1, model.w2.detach().double().cpu().numpy()[0], self.references)
