@@ -106,10 +106,39 @@ def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | N
     start = time.perf_counter()
     grp = _Groups(*kernel_problem(design, device))
     status, message, lam, s, it = interior_point(grp, design.norm != "group", tol, max_iters or MAX_ITERS)
+    if status == "infeasible":
+        lam = polish_ray(design, lam)
     seconds = time.perf_counter() - start
     if s is None:   # infeasible (lam is the dual ray that certifies it) or failed
         return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it, lam=lam)
     return _recover(design, lam, s, status, message, seconds, it)
+
+
+POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl / svm-gates (H <= 100)
+
+
+def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
+    """Sharpen an infeasibility ray: min ||sum_n lam_n y_n phi_n|| over lam >= 0, 1'lam = 1, by NNLS
+    in feature space (phi_n = e_n (x) x_n). The interior-point method sees the ray through the
+    quadratic form lam'Q lam, whose rounding error (eps |lam|'|Q||lam|) hides how small V(lam) is;
+    computed in feature space, V of an exactly conflicting set (e.g. equal gate patterns with
+    opposite labels) comes out at rounding level. Returns the better of the two rays."""
+    from scipy.optimize import nnls
+
+    from .programs import relative_margin_bound
+
+    n, r = design.e_train.shape
+    if r * design.x_train.shape[1] > POLISH_MAX_FEATURES:
+        return lam
+    phi = (design.e_train[:, :, None] * design.x_train[:, None, :]).reshape(n, -1) * design.y_train[:, None]
+    rho = float(np.abs(phi).max()) or 1.0
+    a = np.vstack([phi.T, np.full((1, n), rho)])
+    b = np.zeros(len(a))
+    b[-1] = rho
+    polished, _ = nnls(a, b, maxiter=50 * n)
+    if not polished.any():
+        return lam
+    return min((lam, polished), key=lambda v: relative_margin_bound(design, v))
 
 
 def interior_point(grp: _Groups, quadratic: bool, tol: float, max_iters: int):

@@ -155,6 +155,21 @@ def test_not_separable_is_reported_infeasible(norm, conflict):
     assert cert["certified"] and cert["relative_margin_bound"] <= 1e-9
 
 
+def test_gate_patterns_with_label_conflicts_are_certified_infeasible_exactly():
+    # svm-gates-like features: 300 random 0/1 patterns of 6 gates, so equal patterns with opposite
+    # labels occur; the polished ray proves infeasibility to rounding level, not just below 1e-9
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 2, size=(300, 6)).astype(float)
+    y = np.where(rng.random(300) < 0.5, -1.0, 1.0)
+    design = GatedDesign(x, y, np.ones((300, 1)), x, np.ones((300, 1)), "sq")
+    sol = solve_dual(design)
+    cert = certificate(design, sol)
+    assert sol.status == "infeasible" and cert["certified"]
+    assert cert["relative_margin_bound"] < 1e-14
+    lam = sol.lam / sol.lam.sum()
+    assert np.abs((lam * y) @ x).max() < 1e-13 and lam.min() >= 0   # the ray itself: V(lam) = 0
+
+
 def test_relative_margin_bound_is_loose_on_separable_data():
     # the same bound from a separable set's optimal multipliers is the true relative margin, far above 1e-9
     x = np.array([[1.0, 1e-3], [-1.0, 1e-3], [1.0, -1e-3], [-1.0, -1e-3]])
