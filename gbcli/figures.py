@@ -99,8 +99,9 @@ def best_configurations(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFr
 
 
 def _config_text(r) -> str:
-    units = (f"k={int(np.log2(r['contexts']))}" if r["model"] == "shallow"
-             else f"H={r['hidden_units']}, C={r['contexts']}")
+    if r["model"] not in ("gln", "shallow"):   # no hyperplane contexts: C and median_init mean nothing
+        return f"H={r['hidden_units']}, N={r['train_size']}"
+    units = f"k={int(np.log2(r['contexts']))}" if r["model"] == "shallow" else f"H={r['hidden_units']}, C={r['contexts']}"
     return f"{units}, N={r['train_size']}, median_init={r['median_init']}"
 
 

@@ -178,11 +178,13 @@ def summarize(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
 
 
 def overview(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
-    """One line per predictor (and momentum, when the points differ in it): points, mean train and
-    validation error, mean inconsistency with the GD network."""
+    """One line per predictor (and momentum, when the points differ in it): points, how many of
+    them are certified infeasible, mean train and validation error (over the solved points), mean
+    inconsistency with the GD network."""
     by = ["predictor"] + (["momentum"] if "momentum" in errors and errors["momentum"].nunique() > 1 else [])
-    view = errors.groupby(by, sort=True).agg(points=("val_error", "size"), train_error=("train_error", "mean"),
-                                             val_error=("val_error", "mean")).reset_index()
+    view = (errors.assign(infeasible=errors["status"] == "infeasible").groupby(by, sort=True)
+            .agg(points=("val_error", "size"), infeasible=("infeasible", "sum"), train_error=("train_error", "mean"),
+                 val_error=("val_error", "mean")).reset_index())
     if len(incons):
         inc = (incons.rename(columns={"predictor_a": "predictor"}).groupby(by)
                .agg(inconsistency=("inconsistency", "mean"),

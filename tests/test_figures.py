@@ -181,7 +181,7 @@ def test_overview_splits_by_momentum_and_averages_every_point():
     assert len(view) == 3 * 2                                       # 3 predictors x 2 momenta
     row = view[(view.predictor == "gd-gln") & (view.momentum == 0.9)].iloc[0]
     expect = errors[(errors.predictor == "gd-gln") & (errors.momentum == 0.9)].val_error.mean()
-    assert row.points == 8 and row.val_error == pytest.approx(expect)
+    assert row.points == 8 and row.infeasible == 0 and row.val_error == pytest.approx(expect)
     svm = view[(view.predictor == "svm-gln") & (view.momentum == 0.0)].iloc[0]
     assert svm.inconsistency == pytest.approx(incons[(incons.predictor_a == "svm-gln")
                                                      & (incons.momentum == 0.0)].inconsistency.mean())
