@@ -255,7 +255,8 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
                 ax.plot(m["step"], m["val_error"], color=f"C{i % 10}", ls=":", lw=1, label=f"{label}: GD val error")
     for ax, (col, ylabel, scale) in zip(axes, cols):
         ax.set_xscale("log")
-        ax.set_yscale(scale)
+        positive = any((line.get_ydata() > 0).any() for line in ax.get_lines())
+        ax.set_yscale(scale if positive else "linear")   # a residual that is exactly 0 has no log scale
         ax.set_xlabel("step")
         ax.set_title(ylabel, fontsize=9)
         if col == "margin_ratio":
