@@ -91,10 +91,9 @@ def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = Se
 @app.command("compare")
 def compare_cmd(run_dir: Path):
     """Write and print the error and inconsistency tables of a run directory."""
-    from .tables import compare, write_tables
+    from .pipeline import compare_run
 
-    errors, incons = compare(run_dir)
-    write_tables(run_dir, errors, incons)
+    errors, incons = compare_run(run_dir)
     _print_tables(errors, incons)
     _echo(f"tables -> {run_dir / 'tables'}")
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .programs import (NOT_SEPARABLE, GatedDesign, Solution, combination, context_pinv, decision, norm_value,
-                       reference_null_and_pinv)
+                       reference_null_and_pinv, relative_margin_bound)
 
 TOLERANCE = 1e-6        # default certification: relative gap and 1 - smallest margin
 MAX_ITERS = 100
@@ -124,8 +124,6 @@ def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
     computed in feature space, V of an exactly conflicting set (e.g. equal gate patterns with
     opposite labels) comes out at rounding level. Returns the better of the two rays."""
     from scipy.optimize import nnls
-
-    from .programs import relative_margin_bound
 
     n, r = design.e_train.shape
     if r * design.x_train.shape[1] > POLISH_MAX_FEATURES:

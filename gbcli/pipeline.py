@@ -161,6 +161,21 @@ def alignment_references(cfg: Config, problem: Problem) -> dict:
     return {**refs, "info": info}
 
 
+def compare_run(run_dir: str | Path):
+    """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
+    tracked instruments' figure (figures/training.png) and paper 003's tables/kkt.csv.
+    errors.csv is written last: a sweep counts the point as done when it exists."""
+    from .figures import plot_run_training
+    from .nonconvex import write_kkt_table
+    from .tables import compare, write_tables
+
+    errors, incons = compare(run_dir)
+    plot_run_training(run_dir)
+    write_kkt_table(run_dir)
+    write_tables(run_dir, errors, incons)
+    return errors, incons
+
+
 def load_relu(run_dir: str | Path, cfg: Config) -> ReLUNet:
     """The trained gd-relu / gd-frelu of a run directory (for svm-lc, svm-hl, svm-gates)."""
     path = Path(run_dir) / "gd" / "model.pt"

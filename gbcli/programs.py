@@ -180,8 +180,8 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
         if np.linalg.norm(null.T @ v) > 1e-9 * max(np.linalg.norm(v), 1e-300):
             return float("nan")
         dn = np.sqrt(max(float(np.sum(v * (pinv @ v))), 0.0))
-    if dn == 0:   # lam = 0: the trivial bound (every norm is >= 0)
-        return 0.0 if not lam.any() else float("nan")
+    if dn == 0:   # lam = 0: the trivial bound; V(lam) = 0 with lam != 0: no feasible point at all
+        return 0.0 if not lam.any() else float("inf")
     bound = lam.sum() / dn
     return float(bound ** 2 if design.norm in QUADRATIC else bound)
 
@@ -207,14 +207,12 @@ def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
     every predictor zeta (weak duality: 1'lam min_n y_n f(x_n) <= <V, zeta> <= ||V||_* ||zeta||).
     Below NOT_SEPARABLE it certifies that the program is (numerically) infeasible."""
     bound = dual_bound(design, lam)
-    if np.isnan(bound) and design.norm != "l2-reference" and np.any(lam > 0):
-        return 0.0   # V(lam) = 0 exactly: sum_n lam_n y_n f(x_n) = 0 for every predictor
     if design.norm in QUADRATIC:
         bound = np.sqrt(bound)
     radius = input_radius(design)
     if radius == 0:   # every gated input is zero: no predictor has a positive margin
         return 0.0
-    return float(1 / (bound * radius)) if bound > 0 else float("inf")
+    return float(1 / (bound * radius)) if bound > 0 else float("inf")   # bound = inf (V = 0) gives 0
 
 
 def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) -> dict:

@@ -98,8 +98,7 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
     import torch
 
     from .config import Config
-    from .pipeline import fit_svm, prepare, train_gd
-    from .tables import compare, write_tables
+    from .pipeline import compare_run, fit_svm, prepare, train_gd
 
     if threads:
         torch.set_num_threads(threads)
@@ -134,7 +133,7 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
             if bad:
                 raise PointFailure("fit-svm", "; ".join(bad))
             stage = "compare"
-            write_tables(run_dir, *compare(run_dir))
+            compare_run(run_dir)
             (run_dir / "failed.json").unlink(missing_ok=True)
             echo(f"done in {time.time() - start:.1f} s")
             return {"status": "done", "seconds": time.time() - start}

@@ -94,15 +94,7 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame) -> None:
-    """tables/errors.csv and tables/inconsistency.csv; when the run tracked theory instruments
-    (training.track), also figures/training.png (`gb compare` draws it through here)."""
-    from .figures import plot_run_training
-
     out = Path(out_dir) / "tables"
-    plot_run_training(out_dir)
-    from .nonconvex import write_kkt_table   # paper 003 runs: tables/kkt.csv (nothing otherwise)
-
-    write_kkt_table(out_dir)
     write_csv(out / "errors.csv", errors)
     write_csv(out / "inconsistency.csv", incons)
 

@@ -16,9 +16,8 @@ from gbcli.dual import solve_dual
 from gbcli.errors import GbError
 from gbcli.figures import gap_slope
 from gbcli.models import build_model
-from gbcli.pipeline import build_design, fit_svm, make_tracker, prepare, train_gd
+from gbcli.pipeline import build_design, compare_run, fit_svm, make_tracker, prepare, train_gd
 from gbcli.programs import solve_primal
-from gbcli.tables import compare, write_tables
 from gbcli.theory import kkt_residual, log_mean_loss
 from gbcli.training import loss_fn, train
 
@@ -188,7 +187,7 @@ def test_tracked_columns_reach_metrics_and_the_training_figure(tmp_path):
     for col in ("margin_ratio", "margin_gap", "kkt_residual", "kkt_complementarity", "inconsistency"):
         assert col in m and len(m) == 6
     assert m["inconsistency"].between(0, 1).all() and (m["margin_ratio"] <= 1 + 1e-6).all()
-    write_tables(tmp_path, *compare(tmp_path))       # what `gb compare` does
+    compare_run(tmp_path)       # what `gb compare` does
     assert (tmp_path / "figures" / "training.png").stat().st_size > 10_000
 
 

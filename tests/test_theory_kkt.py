@@ -1,6 +1,6 @@
 """Paper 003 (Vardi, Shamir & Srebro): GD's limit is a KKT point of Problem 2 that is not a local
 (let alone global) optimum, on the paper's explicit constructions, through the library API
-(`train_gd`, `fit_svm`, `tables.compare`) exactly as `gb train-gd / fit-svm / compare` run it.
+(`train_gd`, `fit_svm`, `compare_run`) exactly as `gb train-gd / fit-svm / compare` run it.
 
 Each construction is trained for real and Problem 2 is solved for real (SLSQP); the only numbers
 written here are the paper's closed forms (8 and 16/sqrt(17) for the 2-neuron ReLU net, 2 and 1
@@ -19,8 +19,7 @@ import torch
 from gbcli.config import validate
 from gbcli.models import build_model
 from gbcli.nonconvex import Problem2, flat_theta
-from gbcli.pipeline import fit_svm, train_gd
-from gbcli.tables import compare, write_tables
+from gbcli.pipeline import compare_run, fit_svm, train_gd
 
 S2 = 1 / math.sqrt(2)
 RADII = [0.1, 0.01, 0.001]
@@ -62,7 +61,7 @@ def runs(tmp_path_factory):
         cfg, d = config(name), tmp_path_factory.mktemp(name)
         train_gd(cfg, d, progress=False)
         fit_svm(cfg, d, progress=False, echo=lambda m: None)
-        write_tables(d, *compare(d))
+        compare_run(d)
         out[name] = pd.read_csv(d / "tables" / "kkt.csv").iloc[0]
     return out
 
