@@ -62,14 +62,14 @@ def rss_mb() -> float:
 
 def one(name: str, solver: str) -> dict:
     """Child process: build the design, solve, certify; one JSON line on stdout."""
-    from gbcli.dual import solve_dual
-    from gbcli.pipeline import build_design, load_relu, prepare
-    from gbcli.programs import certificate, solve_primal
+    from gbcli.programs import certificate, solve_dual, solve_primal
+    from gbcli.runs.stages import build_design, load_trained, prepare
 
     cfg = config_of(name)
     obj = PROBLEMS[name][0]
-    relu = load_relu(run_dir(name), cfg) if obj == "svm-lc" else None
-    design = build_design(obj, cfg, prepare(cfg), relu)
+    problem = prepare(cfg)
+    relu = load_trained(run_dir(name), cfg, problem.dataset.dim, obj) if obj == "svm-lc" else None
+    design = build_design(obj, cfg, problem, relu)
     before = rss_mb()
     start = time.perf_counter()
     sol = solve_dual(design) if solver == "dual" else solve_primal(design, solver)
@@ -102,7 +102,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from gbcli.pipeline import train_gd
+    from gbcli.runs.stages import train_gd
 
     console = Console(width=170)
     rows = []

@@ -1,7 +1,58 @@
 """gb: a laboratory for the implicit bias of gradient descent.
 
-The library API (usable from a notebook) lives in the submodules: `config`, `data`,
-`contexts`, `models`, `training`, `programs`, `tables`, `sweep`; `cli` is a thin layer on top.
+The library API, for notebooks and scripts (the `gb` command line is a thin layer over it):
+
+    import gbcli
+    cfg = gbcli.load_config("configs/quickstart.yaml")
+    gbcli.train_gd(cfg, "runs/quickstart")
+    gbcli.fit_svm(cfg, "runs/quickstart")
+    errors, inconsistency = gbcli.compare_run("runs/quickstart")
+    errors, inconsistency = gbcli.read_tables("runs/quickstart")
+
+and the certified max-margin solvers on any data, without a config:
+
+    from gbcli import KernelSVM, GroupNormSVM
+    svm = KernelSVM().fit(X, y)            # hard-margin SVM without bias, certified
+    svm.certificate_["certified"], svm.predict(X_new)
+
+Layout (each package's docstring says more):
+
+- `config`: the config schema (model and dataset sections discriminated by kind) and reading;
+- `data`: dataset files, loaders and the config's dataset kinds;
+- `models`: one module per model kind (parameters, network, gating, programs, instruments);
+- `programs`: designs, norms (one class each), certificates, registered solvers, estimators;
+- `training`: the gradient-descent loop and the losses;
+- `instruments`: theory instruments tracked during training;
+- `runs`: the stages of a run, sweeps and their executors (local pool, Slurm);
+- `reports`: tables and figures;
+- `experiments`: the papers' own programs, instruments and reports;
+- `registry`: every model kind, instrument and report, listed once.
 """
 
-__version__ = "0.1.0"
+import importlib
+
+__version__ = "0.2.0"
+
+# name -> the module that defines it. Resolved on first use (PEP 562), so `import gbcli` and the
+# `gb` command's argument errors stay fast: torch and the solvers load only when a name is used.
+_API = {
+    "Config": "gbcli.config", "load_config": "gbcli.config", "validate": "gbcli.config",
+    "GbError": "gbcli.errors",
+    "KernelSVM": "gbcli.programs.estimators", "GroupNormSVM": "gbcli.programs.estimators",
+    "MODELS": "gbcli.registry",
+    "read_tables": "gbcli.reports.tables",
+    "prepare": "gbcli.runs.stages", "build_model": "gbcli.runs.stages", "build_design": "gbcli.runs.stages",
+    "train_gd": "gbcli.runs.stages", "fit_svm": "gbcli.runs.stages", "compare_run": "gbcli.runs.stages",
+    "run_sweep": "gbcli.runs.sweep",
+}
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'gbcli' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_API))

@@ -1,4 +1,7 @@
-"""The `gb` command line: a thin layer over the library API (`pipeline`, `tables`, `sweep`, `data`)."""
+"""The `gb` command line: a thin layer over the library API (`gbcli.runs`, `gbcli.reports`, `gbcli.data`).
+
+The heavy modules (torch, the registry) are imported inside the commands, once the arguments are
+parsed, so `gb --help` and argument errors answer at once; nothing imports this module."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import click
 import typer
 from rich.console import Console
 
-from .errors import GbError
+from gbcli.errors import GbError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="gb: train GD networks, solve their max-margin programs, compare them.")
@@ -31,13 +34,13 @@ def _echo(msg: str) -> None:
 
 
 def _load(config: Path, overrides: List[str]):
-    from .config import load_config
+    from gbcli.config import load_config
 
     return load_config(config, tuple(overrides))
 
 
 def _print_tables(errors, incons) -> None:
-    from .tables import ERROR_COLUMNS, rich_table
+    from gbcli.reports.tables import rich_table
 
     show = ["predictor", "hidden_units", "contexts", "train_size", "train_error", "val_error", "status",
             "objective", "solve_seconds", "rel_gap", "certified"]
@@ -54,11 +57,11 @@ def _print_tables(errors, incons) -> None:
 @app.command("train-gd")
 def train_gd_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt):
     """Train the configured network by gradient descent."""
-    from .config import run_dir_for
+    from gbcli.config import run_dir_for
 
     cfg = _load(config, set_)
     run_dir = run_dir_for(cfg, out)
-    from .pipeline import train_gd  # torch: only once the input is known to be valid
+    from gbcli.runs.stages import train_gd  # torch: only once the input is known to be valid
 
     s = train_gd(cfg, run_dir, progress=not quiet)
     _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
@@ -68,10 +71,10 @@ def train_gd_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = S
 @app.command("fit-svm")
 def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt,
                 objective: List[str] = typer.Option([], "--objective", help="objective to solve (repeatable)"),
-                solver: Optional[str] = typer.Option(None, "--solver", help="dual | ecos | osqp | clarabel | scs"),
+                solver: Optional[str] = typer.Option(None, "--solver", help="dual | ecos | osqp | clarabel | scs (each declares the norms it solves)"),
                 quiet: bool = QuietOpt):
     """Solve the matching convex max-margin programs."""
-    from .config import run_dir_for
+    from gbcli.config import run_dir_for
 
     overrides = list(set_)
     if objective:
@@ -80,7 +83,7 @@ def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = Se
         overrides.append(f"svm.solver={solver}")
     cfg = _load(config, overrides)
     run_dir = run_dir_for(cfg, out)
-    from .pipeline import fit_svm  # torch: only once the input is known to be valid
+    from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
 
     results = fit_svm(cfg, run_dir, progress=not quiet, echo=_echo)
     bad = [r["predictor"] for r in results if r["status"] != "optimal"]
@@ -91,7 +94,7 @@ def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = Se
 @app.command("compare")
 def compare_cmd(run_dir: Path):
     """Write and print the error and inconsistency tables of a run directory."""
-    from .pipeline import compare_run
+    from gbcli.runs.stages import compare_run
 
     errors, incons = compare_run(run_dir)
     _print_tables(errors, incons)
@@ -102,11 +105,11 @@ def compare_cmd(run_dir: Path):
 def plot_cmd(run_dir: Path):
     """Draw the four panels of protocol section 8 from the tables of a sweep or run directory
     (RUN_DIR/tables/{errors,inconsistency}.csv) into RUN_DIR/figures/."""
-    from .figures import plot_sweep
-    from .tables import read_tables
+    from gbcli.reports.tables import read_tables
+    from gbcli.runs.sweep import draw_figures
 
     errors, incons = read_tables(run_dir)
-    for path in plot_sweep(errors, incons, run_dir):
+    for path in draw_figures(errors, incons, run_dir):
         _echo(f"figure -> {path}")
 
 
@@ -120,7 +123,7 @@ def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetO
               mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point")):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
     Exit code 1 when a point failed (see tables/failures.csv)."""
-    from .sweep import run_sweep
+    from gbcli.runs.sweep import run_sweep
 
     if executor not in (None, "local", "slurm"):
         raise GbError(f"--executor: {executor!r} is not one of local, slurm")
@@ -129,7 +132,7 @@ def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetO
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, slurm, progress=not quiet,
                                          echo=_echo)
     if len(errors):
-        from .tables import overview, rich_table
+        from gbcli.reports.tables import overview, rich_table
 
         view = overview(errors, incons)
         console.print(rich_table(view, "sweep overview (mean over points)", list(view.columns)))
@@ -142,7 +145,7 @@ def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetO
 @data_app.command("fetch")
 def data_fetch(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-dir")):
     """Download a dataset's files into the data directory (needs internet)."""
-    from .data import fetch
+    from gbcli.data.sources import fetch
 
     path = fetch(name, data_dir)
     _echo(f"{name}: files in {path}")
@@ -151,7 +154,7 @@ def data_fetch(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-
 @data_app.command("verify")
 def data_verify(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-dir")):
     """Check a dataset's files against their published checksums."""
-    from .data import verify
+    from gbcli.data.sources import verify
 
     status = verify(name, data_dir)
     for f, s in status.items():

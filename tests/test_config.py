@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from gbcli.config import load_config, run_dir_for
-from gbcli.sweep import expand, point_id
+from gbcli.runs.sweep import expand, point_id
 
 
 @pytest.mark.parametrize("n,epochs", [(500, 800), (1000, 400), (2000, 200)])

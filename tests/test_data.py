@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from gbcli import data
+from gbcli.data import sources as data
 from gbcli.errors import GbError
 
 MNIST_FILES = [f"{base}.gz" for base in data.CHECKSUMS["mnist"]]

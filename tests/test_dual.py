@@ -7,10 +7,10 @@ import torch
 from sklearn.svm import SVC
 
 from gbcli.config import validate
-from gbcli.contexts import one_hot
-from gbcli.dual import solve_dual
-from gbcli.models import ReLUNet
-from gbcli.pipeline import build_design, prepare
+from gbcli.models.gating import one_hot
+from gbcli.programs import solve_dual
+from gbcli.models.relu import ReLUNet
+from gbcli.runs.stages import build_design, prepare
 from gbcli.programs import GatedDesign, certificate, decision, relative_margin_bound, solve_primal, unit_groups
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gbcli.figures import NAMES, make_figures, plot_sweep
-from gbcli.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, summarize
+from gbcli.reports.figures import NAMES, make_figures, plot_sweep
+from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, summarize
 
 BASE = {"gd-gln": 0.10, "svm-gln": 0.12, "svm-l2": 0.15}
 
@@ -174,7 +174,7 @@ def test_gb_plot_redraws_the_panels_from_a_directorys_tables(tmp_path):
 
 
 def test_overview_splits_by_momentum_and_averages_every_point():
-    from gbcli.tables import overview
+    from gbcli.reports.tables import overview
 
     errors, incons = sweep_tables()
     view = overview(errors, incons)

@@ -11,10 +11,11 @@ import torch
 import yaml
 
 from gbcli.config import load_config
-from gbcli.models import DeepGLN, build_model
-from gbcli.pipeline import fit_svm, prepare, train_gd
-from gbcli.sweep import run_sweep
-from gbcli.tables import compare, write_tables
+from gbcli.models.gln import DeepGLN
+from gbcli.runs.stages import build_model
+from gbcli.runs.stages import fit_svm, prepare, train_gd
+from gbcli.runs.sweep import run_sweep
+from gbcli.reports.tables import compare, write_tables
 
 
 def write_config(tmp_path, body: dict, name="cfg"):
@@ -172,7 +173,7 @@ def test_sweep_runs_every_point_and_skips_finished_ones(tmp_path):
 
 @pytest.mark.parametrize("kind", ["logistic", "exponential"])
 def test_losses_stay_finite_at_extreme_margins(kind):
-    from gbcli.training import loss_fn
+    from gbcli.training.losses import loss_fn
 
     m = torch.tensor([1e4, 5e3, 200.0], requires_grad=True)   # far past float32's exp range
     loss = loss_fn(m, kind)
@@ -189,7 +190,7 @@ def test_losses_stay_finite_at_extreme_margins(kind):
 def test_shallow_gln_trains_only_used_contexts_on_the_dense_trajectory(momentum):
     """restrict() must not change SGD's trajectory: compare with the dense (C, D) weight trained
     by the same steps, on a problem where most contexts hold no training point."""
-    from gbcli.models import ShallowGLN
+    from gbcli.models.shallow import ShallowGLN
 
     g = torch.Generator().manual_seed(0)
     count, dim, n = 64, 7, 40

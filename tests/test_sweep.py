@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from gbcli.sweep import expand, point_id, sweep_lock
+from gbcli.runs.sweep import expand, point_id, sweep_lock
 
 BASE = {"dataset": {"name": "digits", "train_size": 150, "val_size": 300},
         "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1},

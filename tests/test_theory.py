@@ -12,14 +12,16 @@ import torch
 from scipy.optimize import linprog
 
 from gbcli.config import validate
-from gbcli.dual import solve_dual
+from gbcli.programs import solve_dual
 from gbcli.errors import GbError
-from gbcli.figures import gap_slope
-from gbcli.models import build_model
-from gbcli.pipeline import build_design, compare_run, fit_svm, make_tracker, prepare, train_gd
+from gbcli.reports.figures import gap_slope
+from gbcli.runs.stages import build_model
+from gbcli.runs.stages import build_design, compare_run, fit_svm, make_tracker, prepare, train_gd
 from gbcli.programs import solve_primal
-from gbcli.theory import kkt_residual, log_mean_loss
-from gbcli.training import loss_fn, train
+from gbcli.instruments.core import kkt_residual
+from gbcli.training.losses import log_mean_loss
+from gbcli.training.loop import train
+from gbcli.training.losses import loss_fn
 
 TEACHER = {"name": "linear-teacher", "n_samples": 300, "train_size": 40, "val_size": 200, "dim": 60,
            "margin": 0.3, "max_norm": 1.0}

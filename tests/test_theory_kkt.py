@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from gbcli.config import validate
-from gbcli.models import build_model
-from gbcli.nonconvex import Problem2, flat_theta
-from gbcli.pipeline import compare_run, fit_svm, train_gd
+from gbcli.runs.stages import build_model
+from gbcli.experiments.paper003 import Problem2, flat_theta
+from gbcli.runs.stages import compare_run, fit_svm, train_gd
 
 S2 = 1 / math.sqrt(2)
 RADII = [0.1, 0.01, 0.001]

@@ -11,8 +11,8 @@ import pytest
 
 from gbcli.config import validate
 from gbcli.errors import GbError
-from gbcli.models import build_model
-from gbcli.pipeline import build_design, fit_svm, prepare, train_gd
+from gbcli.runs.stages import build_model
+from gbcli.runs.stages import build_design, fit_svm, prepare, train_gd
 
 ORTHOGONAL = {"name": "orthogonal", "n_samples": 400, "train_size": 200, "val_size": 200, "dim": 20}
 TEACHER = {"name": "linear-teacher", "n_samples": 600, "train_size": 100, "val_size": 500, "dim": 10, "margin": 1.0}

@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from .errors import GbError
-from .io import read_json, write_csv
+from gbcli.errors import GbError
+from gbcli.io import read_json, write_csv
+from gbcli.metrics import expected_if_uncorrelated, inconsistency
+from gbcli.registry import MODELS
 
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
                  "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
@@ -23,21 +25,6 @@ ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size",
 INCONSISTENCY_COLUMNS = ["predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error",
                          "expected_if_uncorrelated", "model", "hidden_units", "contexts", "train_size",
                          "data_seed", "context_seed", "init_seed", "median_init", "momentum"]
-
-
-def labels(out: np.ndarray) -> np.ndarray:
-    """Predicted labels sign(f): +1, -1, and 0 for a tie."""
-    return np.sign(out)
-
-
-def inconsistency(out_a: np.ndarray, out_b: np.ndarray) -> float:
-    """Fraction of points on which two predictors' labels differ."""
-    return float(np.mean(labels(out_a) != labels(out_b)))
-
-
-def expected_if_uncorrelated(p: float) -> float:
-    """2p(1-p): inconsistency of two predictors with error p that are otherwise independent."""
-    return 2 * p * (1 - p)
 
 
 def _read(path: Path, parse):
@@ -54,11 +41,30 @@ def _meta(config_path: Path) -> dict:
         m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
     except (KeyError, TypeError):
         raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
-    units = m["hidden_units"] if m["kind"] in ("gln", "relu", "frelu", "leaky") else 1
-    init_seed = m["init_seed"] if m["init_seed"] is not None else (c["seed"] if m["kind"] in ("gln", "shallow") else 1)
+    spec = MODELS.get(m.get("kind")) if isinstance(m, dict) else None
+    if spec is None:
+        raise GbError(f"{config_path}: model.kind {m.get('kind') if isinstance(m, dict) else m!r} is not a known "
+                      f"model; rerun the stage") from None
+    try:
+        params = spec.Params.model_validate({k: v for k, v in m.items() if k in spec.Params.model_fields})
+        units = spec.units(params)
+        init_seed = params.init_seed if params.init_seed is not None else spec.default_init_seed(_Resolved(cfg))
+    except Exception:
+        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
     return {"model": m["kind"], "hidden_units": units, "contexts": c["count"], "train_size": d["train_size"],
             "data_seed": d["data_seed"], "context_seed": c["seed"], "init_seed": init_seed,
             "median_init": c["median_init"], "momentum": t["momentum"]}
+
+
+class _Resolved:
+    """Attribute access to a dumped config's sections (what a spec's default_init_seed reads)."""
+
+    def __init__(self, d: dict):
+        self._d = d
+
+    def __getattr__(self, key):
+        v = self._d[key]
+        return _Resolved(v) if isinstance(v, dict) else v
 
 
 def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:

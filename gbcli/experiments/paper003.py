@@ -4,11 +4,9 @@ Problem 2 is the max-margin problem in parameter space, min ||theta||^2 s.t. y_i
 GD on a homogeneous net converges in direction to a KKT point of it; the paper builds small
 networks where that point is not even a local optimum. This module holds
 
-- the paper's small networks (`model.kind` diagonal and conv; the 2-neuron fully connected ReLU
-  net is the existing `relu` kind) with explicit initial weights (`model.weights`), and the
-  `points` dataset (explicit x, y; validation = the same points);
-- Problem 2 for them in numpy (margins and their Jacobian in closed form, the ReLU taken with
-  derivative 0 at 0, as torch does), solved by scipy's SLSQP:
+- Problem 2 for the paper's small networks (each network's module in `gbcli.models` gives its
+  margins and their Jacobian in closed form, in numpy, the ReLU taken with derivative 0 at 0, as
+  torch does), solved by scipy's SLSQP:
   `nonconvex-global`: the best of `svm.restarts` solves from random starts (no certificate of
   global optimality: the README compares it with the paper's closed forms);
   `local-search`: around GD's limit theta~ (scaled to margin 1), for each eps in `svm.radii`,
@@ -21,17 +19,21 @@ networks where that point is not even a local optimum. This module holds
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+import yaml
+from matplotlib.figure import Figure
 from scipy.optimize import minimize
 from torch import nn
 
-from .errors import GbError
+from gbcli.io import read_json, write_csv
+from gbcli.errors import GbError
+from gbcli.models.base import ModelSpec, Program, set_weights
+from gbcli.reports.render import save_png
 
 NONCONVEX = ("nonconvex-global", "local-search", "local-search-global")
 FEASIBLE_TOL = 1e-9     # a solve's point counts as feasible when every margin is >= 1 - this (then rescaled to 1)
@@ -40,91 +42,16 @@ KKT_TOL = 1e-3          # GD's limit counts as a KKT point when its relative KKT
 SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's limit counts as the global optimum
 
 
-# ------------------------------------------------------------------ data
+# ------------------------------------------------------------------ activations of the small networks
 
 
-def points_dataset(x: list[list[float]], y: list[int]):
-    """The `points` dataset: the given points, used for training and (lacking anything else) validation."""
-    from .data import Dataset
-
-    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    idx = np.arange(len(ya))
-    return Dataset("points", xa, ya, xa.copy(), ya.copy(), xa, idx, idx)
-
-
-# ------------------------------------------------------------------ networks
-
-
-def _act(z: torch.Tensor, activation: str) -> torch.Tensor:
+def activate(z: torch.Tensor, activation: str) -> torch.Tensor:
     return torch.relu(z) if activation == "relu" else z
 
 
-class DiagonalNet(nn.Module):
-    """Depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>."""
-
-    def __init__(self, depth: int, dim: int, activation: str):
-        super().__init__()
-        self.activation = activation
-        self.w = nn.Parameter(torch.empty(depth, dim))
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        h = x
-        for j in range(self.w.shape[0] - 1):
-            h = _act(self.w[j] * h, self.activation)
-        return h @ self.w[-1]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w]
-
-
-class SharedFilterConv(nn.Module):
-    """Convolution with disjoint patches and one shared filter: f(x) = sum_j v_j sigma(<w, x^(j)>)."""
-
-    def __init__(self, patches: int, dim: int, activation: str):
-        super().__init__()
-        if dim % patches:
-            raise GbError(f"model.patches: {patches} patches do not split inputs of dimension {dim}")
-        self.activation, self.patches = activation, patches
-        self.w = nn.Parameter(torch.empty(dim // patches))
-        self.v = nn.Parameter(torch.empty(patches))
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        pre = x.reshape(len(x), self.patches, -1) @ self.w
-        return _act(pre, self.activation) @ self.v
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w, self.v]
-
-
-def build_explicit(cfg, dim: int) -> nn.Module:
-    """A diagonal or conv network with the explicit initial weights of `model.weights` (required)."""
-    m = cfg.model
-    model = (DiagonalNet(m.depth, dim, m.activation) if m.kind == "diagonal"
-             else SharedFilterConv(m.patches, dim, m.activation))
-    if m.weights is None:
-        raise GbError(f"model.weights: a {m.kind} network starts from explicit weights "
-                      f"({', '.join(n for n, _ in model.named_parameters())}); give them in the config")
-    set_weights(model, m.weights)
-    return model
-
-
-def set_weights(model: nn.Module, weights: dict) -> None:
-    """Copy explicit initial weights (name -> nested list) into the model's parameters, checking names and shapes."""
-    params = dict(model.named_parameters())
-    unknown = sorted(set(weights) - set(params))
-    if unknown:
-        raise GbError(f"model.weights.{unknown[0]}: not a parameter of this network (it has {', '.join(params)})")
-    for name, p in params.items():
-        if name not in weights:
-            raise GbError(f"model.weights.{name}: missing (explicit weights need every parameter: {', '.join(params)})")
-        try:
-            value = torch.as_tensor(np.asarray(weights[name], dtype=float), dtype=p.dtype)
-        except (TypeError, ValueError):
-            raise GbError(f"model.weights.{name}: not a (nested) list of numbers") from None
-        if tuple(value.shape) != tuple(p.shape):
-            raise GbError(f"model.weights.{name}: shape {tuple(value.shape)}, the network needs {tuple(p.shape)}")
-        with torch.no_grad():
-            p.copy_(value)
+def gate(z: np.ndarray, activation: str) -> np.ndarray:
+    """The activation's derivative as a 0/1 gate (ReLU: 0 at 0, as torch)."""
+    return (z > 0).astype(float) if activation == "relu" else np.ones_like(z)
 
 
 # ------------------------------------------------------------------ Problem 2 in numpy
@@ -132,11 +59,12 @@ def set_weights(model: nn.Module, weights: dict) -> None:
 
 class Problem2:
     """min ||theta||^2 s.t. y_i f_theta(x_i) >= 1 for one of the small networks, on flat float64 theta
-    (the model's parameters in `named_parameters` order). `margins_jac` gives y_i f(x_i) and its Jacobian."""
+    (the model's parameters in `named_parameters` order). `margins_jac` gives y_i f(x_i) and its
+    Jacobian, from the model spec's closed form (`numpy_margins`)."""
 
     def __init__(self, cfg, model: nn.Module, x: np.ndarray, y: np.ndarray):
-        self.kind, self.x, self.y = cfg.model.kind, np.asarray(x, float), np.asarray(y, float)
-        self.activation, self.degree = cfg.model.activation, cfg.model.homogeneity
+        self.cfg, self.spec, self.x, self.y = cfg, cfg.spec, np.asarray(x, float), np.asarray(y, float)
+        self.degree = cfg.model.homogeneity
         self.shapes = [tuple(p.shape) for _, p in model.named_parameters()]
         self.size = int(sum(np.prod(s) for s in self.shapes))
 
@@ -148,40 +76,9 @@ class Problem2:
             i += k
         return out
 
-    def _gate(self, z: np.ndarray) -> np.ndarray:
-        return (z > 0).astype(float) if self.activation == "relu" else np.ones_like(z)
-
     def margins_jac(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x, y = self.x, self.y
-        if self.kind == "relu":        # f = sum_h v_h relu(<w_h, x>)
-            w1, w2 = self.split(theta)
-            pre = x @ w1.T
-            g = (pre > 0).astype(float)
-            f = (pre * g) @ w2[0]
-            jw = (g * w2[0])[:, :, None] * x[:, None, :]           # (n, H, d)
-            jac = np.hstack([jw.reshape(len(x), -1), pre * g])
-        elif self.kind == "diagonal":  # f = sum_k x_k w_mk prod_{j<m} w_jk, times the gates of the prefix products
-            (w,) = self.split(theta)
-            m = w.shape[0]
-            gates = np.ones_like(x)
-            h = x.copy()
-            for j in range(m - 1):
-                z = w[j] * h
-                gates = gates * self._gate(z)
-                h = z * self._gate(z)
-            f = h @ w[-1]
-            jac = np.empty((len(x), m, w.shape[1]))
-            for j in range(m):
-                jac[:, j, :] = x * gates * np.prod(np.delete(w, j, axis=0), axis=0)
-            jac = jac.reshape(len(x), -1)
-        else:                          # conv: f = sum_j v_j sigma(<w, x^(j)>)
-            w, v = self.split(theta)
-            patches = x.reshape(len(x), len(v), -1)
-            pre = patches @ w
-            g = self._gate(pre)
-            f = (pre * g) @ v
-            jac = np.hstack([np.einsum("nj,njp->np", g * v, patches), pre * g])
-        return y * f, y[:, None] * jac
+        f, jac = self.spec.numpy_margins(self.split(theta), self.x, self.cfg)
+        return self.y * f, self.y[:, None] * jac
 
     def margins(self, theta: np.ndarray) -> np.ndarray:
         return self.margins_jac(theta)[0]
@@ -243,51 +140,35 @@ def flat_theta(model: nn.Module) -> np.ndarray:
     return torch.cat([p.detach().double().reshape(-1) for _, p in model.named_parameters()]).numpy()
 
 
-def load_trained(cfg, run_dir: Path, dim: int) -> nn.Module:
-    """The trained network of `run_dir/gd/model.pt` (local-search starts from its direction)."""
-    from .models import build_model
-
-    path = Path(run_dir) / "gd" / "model.pt"
-    if not (Path(run_dir) / "gd" / "summary.json").is_file():
-        raise GbError(f"{path}: local-search starts from GD's limit: run `gb train-gd` first")
-    state = torch.load(path, weights_only=False)
-    if state["kind"] != cfg.model.kind:
-        raise GbError(f"{path}: holds a gd-{state['kind']}, but the config's model.kind is {cfg.model.kind}")
-    model = build_model(cfg, dim)
-    try:
-        model.load_state_dict(state["state_dict"])
-    except RuntimeError:
-        raise GbError(f"{path}: does not match the configured network (rerun `gb train-gd`)") from None
-    return model.double()
 
 
-# ------------------------------------------------------------------ fit-svm
+# ------------------------------------------------------------------ the programs (fit-svm)
 
 
-def fit_nonconvex(obj: str, cfg, run_dir: Path, problem, echo=print) -> dict:
-    """Solve one of NONCONVEX and write `run_dir/svm/<obj>/` (result.json, solution.npz, predictions.npz).
+def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=print) -> tuple[dict, dict]:
+    """Solve one of NONCONVEX; returns the result record and the arrays to save
+    ({"predictions": {...}, "solution": {...}}, empty when nothing was found).
 
     `status` is optimal when a feasible point was found; `certified` means only that: the reported
     point is feasible and (global) at least two restarts agree, (local) the search centre is
     feasible. Neither certifies optimality: Problem 2 is not convex."""
-    from .config import dump_config
-    from .io import atomic_write_text, write_json, write_npz
-    from .models import build_model
-
     ds, s = problem.dataset, cfg.svm
-    p2 = Problem2(cfg, build_model(cfg, ds.dim), ds.x_train, ds.y_train)
+    shape_model = spec.network(cfg, ds.dim)   # only the parameter shapes are used
+    p2 = Problem2(cfg, shape_model, ds.x_train, ds.y_train)
     start = time.perf_counter()
-    result = {"predictor": obj, "solver": "slsqp", "restarts": s.restarts, "search_seed": s.search_seed}
+    result = {"predictor": obj, "solver": "slsqp", "restarts": s.restarts, "search_seed": s.search_seed,
+              "degree": cfg.model.homogeneity}
+    center, value = None, float("nan")
     if obj == "nonconvex-global" or obj == "local-search-global":
         g = p2.global_search(s.restarts, s.search_seed)
         center, value = g["theta"], g["value"]
         result.update(global_norm_sq=value, feasible_restarts=g["feasible_restarts"], hits=g["hits"])
     if obj.startswith("local-search"):
         if obj == "local-search":
-            center = p2.to_margin_one(flat_theta(load_trained(cfg, run_dir, ds.dim)))
+            center = p2.to_margin_one(flat_theta(trained))
             if center is None:
-                raise GbError(f"{run_dir}/gd: GD's network does not classify every training point correctly, "
-                              f"so it has no direction at margin 1 to search around (train longer)")
+                raise GbError("gd: GD's network does not classify every training point correctly, "
+                              "so it has no direction at margin 1 to search around (train longer)")
         rows = [] if center is None else p2.local_search(center, s.radii, s.restarts, s.search_seed)
         value = float("nan") if center is None else float(center @ center)
         result.update(center_norm_sq=value, radii=[r["eps"] for r in rows],
@@ -302,20 +183,52 @@ def fit_nonconvex(obj: str, cfg, run_dir: Path, problem, echo=print) -> dict:
                   rel_gap=float("nan"), iterations=None, train_error=float("nan"), val_error=float("nan"))
     feasible = margins is not None and margins.min() >= 1 - s.certify_tol
     result["certified"] = bool(feasible and (obj != "nonconvex-global" or result["hits"] >= 2))
-    out = Path(run_dir) / "svm" / obj
-    atomic_write_text(out / "config.yaml", dump_config(cfg))
+    arrays = {}
     if theta is not None:
         f_train = p2.margins(theta) * ds.y_train                        # f itself: margins / y
-        f_val = Problem2(cfg, build_model(cfg, ds.dim), ds.x_val, ds.y_val).margins(theta) * ds.y_val
+        f_val = Problem2(cfg, shape_model, ds.x_val, ds.y_val).margins(theta) * ds.y_val
         result.update(train_error=float(np.mean(f_train * ds.y_train <= 0)), val_error=float(np.mean(f_val * ds.y_val <= 0)))
-        write_npz(out / "predictions.npz", train_out=f_train, val_out=f_val)
-        write_npz(out / "solution.npz", theta=theta)
-    write_json(out / "result.json", result)
+        arrays = {"predictions": {"train_out": f_train, "val_out": f_val}, "solution": {"theta": theta}}
     echo(f"fit-svm {obj}: ||theta||^2 at margin 1 = {value:.6g}"
          + (f"; smaller point found within eps = {[e for e, f in zip(result['radii'], result['smaller_found']) if f]}"
             if obj.startswith("local-search") else f" ({result.get('hits')} of {s.restarts} restarts)")
          + f" ({result['solve_seconds']:.1f} s)")
-    return result
+    return result, arrays
+
+
+def programs() -> dict:
+    """Problem 2 and the local searches, as programs of a model (gbcli.models.base.Program)."""
+    options = ("restarts", "radii", "search_seed")
+    return {
+        "nonconvex-global": Program("nonconvex-global", fit=fit_nonconvex, options=options,
+                                    description="Problem 2: the best of svm.restarts SLSQP solves"),
+        "local-search": Program("local-search", fit=fit_nonconvex, options=options, needs_trained=True,
+                                description="Problem 2 within eps of GD's limit"),
+        "local-search-global": Program("local-search-global", fit=fit_nonconvex, options=options,
+                                       description="Problem 2 within eps of the best global point (a control)"),
+    }
+
+
+class ConstructionSpec(ModelSpec):
+    """The paper's small networks (diagonal, conv): explicit initial weights, Problem 2 as their
+    programs, and a construction as the contract test's example (`example_model`, `example_x`)."""
+
+    example_x: list[list[float]] = []
+
+    def build(self, cfg, dim):
+        model = self.network(cfg, dim)
+        set_weights(model, cfg.model.weights)
+        return model
+
+    def example(self, program):
+        return example(program, {"kind": self.kind, **self.example_model}, self.example_x)
+
+
+def example(program: str, model: dict, x: list[list[float]]) -> dict:
+    """A tiny raw config of one of the constructions (all labels +1), for the contract test."""
+    return {"name": "example-construction", "dataset": {"name": "points", "x": x, "y": [1] * len(x)}, "model": model,
+            "training": {"batch_size": None, "epochs": 20, "lr": 0.1, "log_points": 2},
+            "svm": {"objectives": [program], "restarts": 3, "radii": [0.1]}}
 
 
 # ------------------------------------------------------------------ tables and figure
@@ -324,10 +237,6 @@ def fit_nonconvex(obj: str, cfg, run_dir: Path, problem, echo=print) -> dict:
 def kkt_row(run_dir: str | Path) -> dict | None:
     """The paper's Tables 1-2 entry for one run: GD's limit (||theta||^2 at margin 1, KKT residual),
     the global value found, and the local search around GD's limit (and around the global point)."""
-    import yaml
-
-    from .io import read_json
-
     run_dir = Path(run_dir)
     res = {o: read_json(run_dir / "svm" / o / "result.json") for o in NONCONVEX
            if (run_dir / "svm" / o / "result.json").is_file()}
@@ -337,10 +246,11 @@ def kkt_row(run_dir: str | Path) -> dict | None:
     cfg = yaml.safe_load((run_dir / "gd" / "config.yaml").read_text())
     gd = read_json(gd_path)
     m, t = cfg["model"], cfg["training"]
-    degree = m["depth"] if m["kind"] == "diagonal" else 2
+    g_res = next(iter(res.values()))
+    degree = g_res.get("degree", m.get("depth", 2))   # runs before `degree` was recorded: depth (diagonal) or 2
     gamma = gd["normalized_margin"]
-    row = {"construction": cfg["name"], "model": m["kind"], "activation": "relu" if m["kind"] == "relu" else m["activation"],
-           "depth": degree if m["kind"] == "diagonal" else 2, "loss": t["loss"], "step_rule": t["step_rule"],
+    row = {"construction": cfg["name"], "model": m["kind"], "activation": m.get("activation", "relu"),  # ReLU nets: no key
+           "depth": m.get("depth", 2), "loss": t["loss"], "step_rule": t["step_rule"],
            "steps": gd["steps"], "gd_norm_sq": gamma ** (-2.0 / degree) if gamma > 0 else float("nan"),
            "kkt_residual": gd.get("track", {}).get("kkt_residual", float("nan"))}
     g = res.get("nonconvex-global", res.get("local-search-global"))
@@ -363,8 +273,6 @@ def kkt_row(run_dir: str | Path) -> dict | None:
 
 def write_kkt_table(run_dir: str | Path) -> Path | None:
     """`tables/kkt.csv` of a run with non-convex results (`gb compare` writes it through here)."""
-    from .io import write_csv
-
     row = kkt_row(run_dir)
     if row is None:
         return None
@@ -377,11 +285,6 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     """For a sweep of the paper-003 constructions: `tables/kkt.csv` (every point's row) and
     `figures/kkt.png`: (a) ||theta||^2 at margin 1 along training over the global value found;
     (b) the decrease of ||theta||^2 found within eps of GD's limit (and of the global point) vs eps."""
-    from matplotlib.figure import Figure
-
-    from .figures import save_png
-    from .io import write_csv
-
     out_dir = Path(out_dir)
     rows = [dict(point=p.parent.parent.name, **pd.read_csv(p).iloc[0].to_dict())
             for p in sorted(out_dir.glob("points/*/tables/kkt.csv"))]
@@ -416,3 +319,9 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     ax_a.legend(fontsize=7)
     ax_b.legend(fontsize=7)
     return [save_png(fig, out_dir / "figures" / "kkt.png")]
+
+
+# the reports this experiment adds to `gb compare` (a run) and to a sweep's aggregation
+RUN_REPORTS = (write_kkt_table,)
+SWEEP_REPORTS = (plot_sweep_kkt,)
+INSTRUMENTS = {}

@@ -2,24 +2,25 @@
 
 (a) each SVM's validation error against the GD network's; (b) inconsistency against GD error,
 with the 2p(1-p) expected of an uncorrelated predictor; (c) the best configuration of every
-predictor; (d) validation error against hidden units H (hyperplanes k for the shallow model).
+predictor; (d) validation error against hidden units H (hyperplanes k for models with global contexts).
 Only usable results are drawn: GD rows with status ok, SVM rows optimal or inaccurate.
 Figures are plain matplotlib Figure objects rendered with Agg, so no display is needed.
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
+import yaml
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from .io import atomic_write_bytes
-from .tables import USABLE_STATUSES, pair_key, summarize
+from gbcli.io import write_csv
+from gbcli.registry import INSTRUMENTS, MODELS
+from gbcli.reports.render import save_png
+from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
 
 NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",
          "d": "d_error_vs_units"}
@@ -99,10 +100,14 @@ def best_configurations(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFr
 
 
 def _config_text(r) -> str:
-    if r["model"] not in ("gln", "shallow"):   # no hyperplane contexts: C and median_init mean nothing
-        return f"H={r['hidden_units']}, N={r['train_size']}"
-    units = f"k={int(np.log2(r['contexts']))}" if r["model"] == "shallow" else f"H={r['hidden_units']}, C={r['contexts']}"
-    return f"{units}, N={r['train_size']}, median_init={r['median_init']}"
+    """The configuration of a row in the model's own words (its spec's `describe`)."""
+    spec = MODELS.get(r["model"])
+    return spec.describe(r) if spec is not None else f"H={r['hidden_units']}, N={r['train_size']}"
+
+
+def by_hyperplanes(frame: pd.DataFrame) -> pd.Series:
+    """Rows whose model puts hyperplanes k = log2 C, not hidden units, on panel (d)'s x axis."""
+    return frame["model"].map(lambda k: getattr(MODELS.get(k), "figure_axis", "units") == "hyperplanes").astype(bool)
 
 
 def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
@@ -122,23 +127,23 @@ def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     ax.set_xlabel("validation error (mean ± std over seeds)")
 
 
-def panel_d(ax, rows: pd.DataFrame, style: dict, shallow: bool) -> None:
-    """Mean validation error against H (log2 axis), or hyperplanes k = log2 C for the shallow model.
+def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
+    """Mean validation error against H (log2 axis), or hyperplanes k = log2 C (models whose spec says so).
 
     One line per legend label (and per N when `rows` holds several); other settings are averaged.
     """
-    ax.set_title("(d) validation error vs " + ("hyperplanes" if shallow else "hidden units"))
-    ax.set_xlabel("hyperplanes k = log2(C)" if shallow else "hidden units H (log2 scale)")
+    ax.set_title("(d) validation error vs " + ("hyperplanes" if by_k else "hidden units"))
+    ax.set_xlabel("hyperplanes k = log2(C)" if by_k else "hidden units H (log2 scale)")
     if rows.empty:
         return _no_data(ax, "panel (d)")
-    rows = rows.assign(x=np.log2(rows["contexts"]) if shallow else rows["hidden_units"], series=series(rows))
+    rows = rows.assign(x=np.log2(rows["contexts"]) if by_k else rows["hidden_units"], series=series(rows))
     several_n = rows["train_size"].nunique() > 1
     for j, ((name, n), g) in enumerate(rows.groupby(["series", "train_size"])):
         m = g.groupby("x")["val_error"].mean()
         ax.plot(m.index, m.values, color=style[name][0], marker=style[name][1],
                 ls=["-", "--", ":", "-."][sorted(rows["train_size"].unique()).index(n) % 4],
                 label=f"{name}, N={n}" if several_n else name)
-    if shallow:
+    if by_k:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     else:
         ax.set_xscale("log", base=2)
@@ -153,7 +158,8 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     ok, pairs = usable(errors), usable_pairs(errors, incons)
     style = _style(list(series(errors)) + list(errors["predictor"]))
     best = best_configurations(errors, incons)
-    kinds = [k for k in (False, True) if ((ok["model"] == "shallow") == k).any()] or [False]
+    hyper = by_hyperplanes(ok)
+    kinds = [k for k in (False, True) if (hyper == k).any()] or [False]
     figs = {}
     for key, draw in (("a", lambda ax: panel_a(ax, pairs, style)), ("b", lambda ax: panel_b(ax, pairs, style)),
                       ("c", lambda ax: panel_c(ax, best, style))):
@@ -163,9 +169,9 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     ns = sorted(ok["train_size"].unique()) or [None]
     fig = Figure(figsize=(5 * len(ns), 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), len(ns), squeeze=False)
-    for i, shallow in enumerate(kinds):
+    for i, by_k in enumerate(kinds):
         for j, n in enumerate(ns):
-            panel_d(axes[i, j], ok[((ok["model"] == "shallow") == shallow) & (ok["train_size"] == n)], style, shallow)
+            panel_d(axes[i, j], ok[(hyper == by_k) & (ok["train_size"] == n)], style, by_k)
             axes[i, j].set_title(axes[i, j].get_title() + (f", N={n}" if n is not None else ""))
     figs[NAMES["d"]] = fig
     fig = Figure(figsize=(14, 10), layout="constrained")
@@ -173,9 +179,9 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     panel_a(axes[0, 0], pairs, style)
     panel_b(axes[0, 1], pairs, style)
     panel_c(axes[1, 0], best, style)
-    panel_d(axes[1, 1], ok[(ok["model"] == "shallow") == kinds[0]], style, kinds[0])
+    panel_d(axes[1, 1], ok[hyper == kinds[0]], style, kinds[0])
     if len(kinds) > 1:
-        axes[1, 1].set_title(axes[1, 1].get_title() + f"\n(shallow model: see {NAMES['d']}.png)", fontsize=10)
+        axes[1, 1].set_title(axes[1, 1].get_title() + f"\n(models by hyperplanes: see {NAMES['d']}.png)", fontsize=10)
     figs["panels"] = fig
     if title:
         for fig in figs.values():
@@ -184,36 +190,26 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
 
 
 def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, title: str | None = None) -> list[Path]:
-    """Write the five PNGs into out_dir/figures/ atomically; return their paths."""
-    paths = []
-    for stem, fig in make_figures(errors, incons, title).items():
-        FigureCanvasAgg(fig)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=120)
-        path = Path(out_dir) / "figures" / f"{stem}.png"
-        atomic_write_bytes(path, buf.getvalue())
-        paths.append(path)
-    from .nonconvex import plot_sweep_kkt   # paper 003 sweeps: tables/kkt.csv, figures/kkt.png
-
-    return paths + plot_sweep_training(out_dir) + plot_sweep_kkt(out_dir) + plot_sweep_neurons(out_dir)
+    """Write the five PNGs into out_dir/figures/ atomically, and the training curves of a sweep
+    whose points track instruments; return their paths."""
+    paths = [save_png(fig, Path(out_dir) / "figures" / f"{stem}.png")
+             for stem, fig in make_figures(errors, incons, title).items()]
+    return paths + plot_sweep_training(out_dir)
 
 
 # ------------------------------------------------------------ training curves (gbcli.theory)
 
 # tracked column, axis label, y scale; x is the step on a log axis
-TRAINING_PANELS = (("margin_ratio", "normalized margin / best (matching program)", "linear"),
-                   ("margin_gap", "margin gap: best - normalized margin", "log"),
-                   ("kkt_residual", "KKT residual (relative)", "log"),
-                   ("kkt_complementarity_rel", "KKT complementarity (relative)", "log"),
-                   ("inconsistency", "inconsistency with the matching program", "linear"),
-                   # papers 001 and 002 (gbcli.theory.PAPER_COLUMNS)
-                   ("sv3_ratio", "rank: s3 / s1 of the first layer", "log"),
-                   ("align_median", "median cosine of neurons with w+ / w- (svm-pos / svm-neg)", "linear"),
-                   ("mean_align_median", "median cosine of neurons with the class means", "linear"),
-                   ("cluster_radius_rel", "cluster radius r / mean unit norm", "log"),
-                   ("outside_linear", "fraction of train points outside the linear regime", "linear"),
-                   ("max_group_angle", "max angle within a group (degrees)", "linear"),
-                   ("par_cosine", "cos(w_bar - u_bar, svm-par direction)", "linear"))
+def tracked_columns() -> tuple:   # noqa: N802 -- reads like the constant it replaces
+    """Every registered instrument's columns."""
+    return tuple(c for ins in INSTRUMENTS.values() for c in ins.columns)
+
+
+def training_panels() -> tuple:
+    """(column, axis label, y scale) of every registered instrument's panels, in registry order."""
+    return tuple(p for ins in INSTRUMENTS.values() for p in ins.panels)
+
+
 SLOPE_DECADES = 2.0   # the margin-gap slope is fitted over the last two decades of steps
 
 
@@ -232,7 +228,7 @@ def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
     """One panel per tracked metric against the step (log axis), one line per run; None when no
     run has tracked columns. The inconsistency panel also shows each run's GD validation error."""
-    cols = [p for p in TRAINING_PANELS if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
+    cols = [p for p in training_panels() if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
     if not cols:
         return None
     ncols = min(len(cols), 3)
@@ -266,15 +262,6 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     if title:
         fig.suptitle(title)
     return fig
-
-
-def save_png(fig: Figure, path: str | Path) -> Path:
-    """Render with Agg and write atomically."""
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
 
 
 def plot_run_training(run_dir: str | Path) -> Path | None:
@@ -315,16 +302,11 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     curves, `tables/training.csv` (all logged rows) and `tables/training_summary.csv` (last row and
     the fitted margin-gap slope of each point). Points are labelled by the config values that differ
     between them."""
-    import yaml
-
-    from .io import write_csv
-    from .theory import TRACKED_COLUMNS
-
     out_dir = Path(out_dir)
     runs = {}
     for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
         m = pd.read_csv(metrics)
-        if any(c in m for c in TRACKED_COLUMNS):
+        if any(c in m for c in tracked_columns()):
             cfg = _flat(yaml.safe_load((metrics.parent / "config.yaml").read_text()))
             runs[metrics.parent.parent.name] = (m, cfg)
     if not runs:
@@ -339,36 +321,8 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
         last = m.iloc[-1]
         summary.append({"point": p, "run": label[p], **{k: cfg.get(k) for k in varied}, "steps": int(last["step"]),
                         "val_error": last["val_error"], "normalized_margin": last["normalized_margin"],
-                        **{c: last[c] for c in TRACKED_COLUMNS if c in m}, "gap_slope": gap_slope(m)})
+                        **{c: last[c] for c in tracked_columns() if c in m}, "gap_slope": gap_slope(m)})
     write_csv(out_dir / "tables" / "training.csv", pd.concat(rows, ignore_index=True))
     write_csv(out_dir / "tables" / "training_summary.csv", pd.DataFrame(summary))
     fig = training_figure({label[p]: m for p, (m, _) in runs.items()}, title=out_dir.name)
     return [save_png(fig, out_dir / "figures" / "training.png")]
-
-
-def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
-    """Paper 001, for a sweep whose points track `alignment`: `tables/neurons.csv` (every point's final
-    per-neuron cosines) and `figures/neurons.png`, one histogram per point of the cosines with w+- and,
-    next to them, with the class means (close to w+- but not them)."""
-    out_dir = Path(out_dir)
-    frames = [pd.read_csv(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob("points/*/gd/neurons.csv"))]
-    if not frames:
-        return []
-    from .io import write_csv
-
-    table = pd.concat(frames, ignore_index=True)
-    write_csv(out_dir / "tables" / "neurons.csv", table)
-    points = list(dict.fromkeys(table["point"]))
-    fig = Figure(figsize=(4.6 * len(points), 3.6), layout="constrained")
-    axes = fig.subplots(1, len(points), squeeze=False)[0]
-    bins = np.linspace(min(0.8, float(table[["align", "mean_align"]].min().min())), 1.0, 41)
-    for ax, p in zip(axes, points):
-        t = table[table["point"] == p]
-        ax.hist(t["align"], bins=bins, alpha=0.6, label=f"w+- (svm-pos/neg), median {t['align'].median():.3f}")
-        ax.hist(t["mean_align"], bins=bins, alpha=0.6, label=f"class means, median {t['mean_align'].median():.3f}")
-        ax.axvline(0.9, color="k", ls="--", lw=0.8)
-        ax.set_title(p, fontsize=8)
-        ax.set_xlabel("cosine of neuron w_j with its reference")
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel("neurons")
-    return [save_png(fig, out_dir / "figures" / "neurons.png")]

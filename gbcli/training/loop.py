@@ -14,21 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .config import Config
-from .errors import GbError
-from .models import ReLUNet, weight_norm
-from .theory import Tracker, log_mean_loss
-
-
-def loss_fn(margins: torch.Tensor, kind: str) -> torch.Tensor:
-    """Mean loss of the margins y f(x), computed in log space so it neither overflows nor
-    underflows early: logistic = softplus(-m), exponential = exp(logsumexp(-m) - log n)."""
-    if kind == "logistic":
-        return F.softplus(-margins).mean()
-    return torch.exp(torch.logsumexp(-margins, 0) - math.log(margins.numel()))
+from gbcli.errors import GbError
+from gbcli.metrics import error
+from gbcli.models.base import weight_norm
+from gbcli.registry import spec_of
+from gbcli.training.losses import log_mean_loss, loss_fn
 
 
 def steepest_coordinate(model: nn.Module) -> None:
@@ -45,11 +37,6 @@ def steepest_coordinate(model: nn.Module) -> None:
         p.grad.mul_(mask.reshape(p.grad.shape))
 
 
-def error(out: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> float:
-    """Fraction misclassified by sign(out); ties (out = 0) count as errors."""
-    return float(((out * y) <= 0).float().mean()) if isinstance(out, torch.Tensor) else float(np.mean(out * y <= 0))
-
-
 @dataclass
 class TrainResult:
     metrics: pd.DataFrame
@@ -59,11 +46,13 @@ class TrainResult:
     steps: int
 
 
-def train(model: nn.Module, cfg: Config, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
+def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
           x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True,
-          tracker: Tracker | None = None) -> TrainResult:
+          tracker=None, spec=None) -> TrainResult:
     """Train `model` in place as configured; returns the metric log and the final outputs.
-    `tracker` (gbcli.theory) adds its instruments' columns at every logged step."""
+    `tracker` (gbcli.instruments) adds its instruments' columns at every logged step; `spec` (the
+    model's spec, default: from the registry) gets its per-epoch hook (FReLU freezes its gates)."""
+    spec = spec or spec_of(cfg)
     t = cfg.training
     device = torch.device(t.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -118,8 +107,7 @@ def train(model: nn.Module, cfg: Config, x_train: np.ndarray, y_train: np.ndarra
             lr = t.lr * t.lr_decay ** sum(epoch >= m for m in t.lr_milestones)
             for g in opt.param_groups:
                 g["lr"] = lr
-            if isinstance(model, ReLUNet) and cfg.model.kind == "frelu" and epoch == cfg.model.freeze_gates_after and not model.frozen:
-                model.freeze_gates()
+            spec.on_epoch(model, cfg, epoch)
             perm = torch.randperm(n, generator=gen).to(device)
             for i in range(per_epoch):
                 if step in log_at:

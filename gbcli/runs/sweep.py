@@ -25,10 +25,16 @@ import traceback
 from pathlib import Path
 
 import pandas as pd
+import torch
 
-from .config import Config, apply_preset, read_config, set_path, validate
-from .errors import GbError
-from .io import read_json, write_csv, write_json
+from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
+from gbcli.errors import GbError
+from gbcli.io import read_json, write_csv, write_json
+from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS
+from gbcli.reports.figures import plot_sweep
+from gbcli.reports.tables import summarize
+from gbcli.runs.executors import check_slurm, run_local, run_slurm
+from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
 
@@ -47,10 +53,42 @@ def _non_default(values: dict, defaults: dict) -> dict:
     return out
 
 
+# The defaults that point ids were hashed against before the config became per-kind sections: a
+# key keeps the default it had then, so every point valid under both schemas keeps its id (and
+# existing sweep directories stay resumable); keys added since compare with their own default.
+ID_DEFAULTS = {
+    "dataset": {"name": "digits", "train_size": 500, "val_size": None, "data_seed": 1, "data_dir": None,
+                "positive_classes": [0, 1, 2, 3, 4], "classes": None, "n_samples": 500, "dim": 20,
+                "synthetic_seed": 0, "margin": 0.0, "bias": False, "x": None, "y": None, "max_norm": None},
+    "model": {"kind": DEFAULT_KIND, "hidden_units": 10, "output_bias": True, "init": None, "init_seed": None,
+              "init_scale": 1.0, "freeze_gates_after": 0, "depth": 2, "activation": "relu", "patches": 2,
+              "weights": None, "leaky_alpha": 0.2, "output_weight": 1.0},
+    "contexts": {"count": 2, "seed": 1, "median_init": True, "normal_std": 36.0, "offset_std": 9.0},
+    "training": {"batch_size": 128, "lr": 0.04, "momentum": 0.0, "epochs": 100, "lr_milestones": [],
+                 "lr_decay": 0.25, "loss": "logistic", "batch_seed": 1, "device": "cpu", "log_points": 50,
+                 "log_spacing": "linear", "step_rule": "constant", "descent": "gradient", "track": []},
+    "svm": {"objectives": [], "solver": None, "max_iters": None, "eps": None, "certify_tol": 1e-06,
+            "restarts": 40, "radii": [0.3, 0.1, 0.03, 0.01, 0.003, 0.001], "search_seed": 0},
+}
+
+
+def id_defaults(cfg: Config) -> dict:
+    """The defaults a point's values are compared with: ID_DEFAULTS, then the current defaults of
+    the point's model kind and dataset (for keys added since)."""
+    current = Config.model_construct().model_dump(mode="json")
+    current["model"] = MODELS[cfg.model.kind].Params.model_construct().model_dump(mode="json")
+    current["dataset"] = type(cfg.dataset).model_construct().model_dump(mode="json")
+    out = {}
+    for section in set(current) | set(ID_DEFAULTS):
+        cur, old = current.get(section), ID_DEFAULTS.get(section)
+        out[section] = {**cur, **old} if isinstance(cur, dict) and isinstance(old, dict) else (old if old is not None else cur)
+    return out
+
+
 def point_id(cfg: Config) -> str:
     """Stable id of a grid point: a hash of the resolved config's values that differ from the
-    defaults, so a new config key (with a default) leaves existing sweeps' ids unchanged."""
-    d = _non_default(cfg.to_dict(), Config.model_construct().model_dump(mode="json"))
+    defaults (`id_defaults`), so a new config key (with a default) leaves existing sweeps' ids unchanged."""
+    d = _non_default(cfg.to_dict(), id_defaults(cfg))
     for k in NOT_IDENTITY:
         d.pop(k, None)
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
@@ -95,11 +133,6 @@ def is_done(run_dir: Path) -> bool:
 def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
     """Run one point (in a worker process or a Slurm task); never raises: failures are recorded
     in `failed.json` and returned."""
-    import torch
-
-    from .config import Config
-    from .pipeline import compare_run, fit_svm, prepare, train_gd
-
     if threads:
         torch.set_num_threads(threads)
     run_dir = Path(run_dir)
@@ -156,18 +189,6 @@ class PointFailure(Exception):
         self.stage, self.message = stage, message
 
 
-def _die_with_parent() -> None:
-    """Worker initializer: on Linux, get SIGKILLed when the sweep process dies (kill -9 included),
-    so no orphan keeps writing into a directory that a rerun owns."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
 # ------------------------------------------------------------------ the sweep
 
 
@@ -195,9 +216,6 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
               executor: str | None = None, jobs: int | None = None, slurm: dict | None = None,
               progress: bool = True, echo=print) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures)."""
-    from .config import run_dir_for
-    from .pipeline import dataset_of
-
     base, points = expand(path, overrides)
     executor = executor or base.sweep.executor
     jobs = jobs or base.sweep.jobs
@@ -206,122 +224,33 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
     for cfg in {json.dumps(p.dataset.model_dump(), sort_keys=True): p for p in points}.values():
         dataset_of(cfg)
     if executor == "slurm":
-        _check_slurm()
+        check_slurm()
     with sweep_lock(out):
         dirs = {point_id(p): out / "points" / point_id(p) for p in points}
         todo = [p for p in points if not is_done(dirs[point_id(p)])]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
         if todo:
-            run = _run_slurm if executor == "slurm" else _run_local
-            run(todo, dirs, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
+            tasks = [(p.to_dict(), str(dirs[point_id(p)])) for p in todo]
+            if executor == "slurm":
+                run_slurm(run_point, tasks, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
+            else:
+                run_local(run_point, tasks, jobs, progress, echo)
         return aggregate(out, points, echo)
 
 
-def _tasks(todo: list[Config], dirs: dict, threads: int) -> list[tuple]:
-    return [(p.model_dump(mode="json"), str(dirs[point_id(p)]), threads) for p in todo]
-
-
-def _run_local(todo, dirs, jobs, _opts, out, progress, echo) -> None:
-    """A pool of `jobs` processes; torch threads split so jobs x threads <= cores."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    tasks = _tasks(todo, dirs, threads)
-    with _Progress(len(todo), progress, echo) as bar, ProcessPoolExecutor(
-            jobs, mp_context=mp.get_context("spawn"), initializer=_die_with_parent) as pool:
-        futures = {pool.submit(run_point, *t): t for t in tasks}
-        bar.running(min(jobs, len(tasks)))
-        for fut in as_completed(futures):
-            bar.finished(fut.result(), Path(futures[fut][1]).name)
-            bar.running(min(jobs, len(tasks) - bar.count))
-
-
-def _check_slurm() -> None:
-    import shutil
-    import subprocess
-
-    if not shutil.which("sbatch"):
-        raise GbError("--executor slurm: no `sbatch` on PATH (is Slurm installed? scripts/slurm-cluster.sh "
-                      "start brings up a single-node cluster)")
-    if subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode != 0:
-        raise GbError("--executor slurm: the Slurm controller does not answer (`sinfo` fails)")
-
-
-def _run_slurm(todo, dirs, jobs, opts, out, progress, echo) -> None:
-    """One submitit job array; the sweep process waits and shows progress."""
-    import submitit
-
-    ex = submitit.AutoExecutor(folder=out / "slurm" / "%j")
-    params = {"timeout_min": opts["time_min"], "cpus_per_task": opts["cpus"], "mem_gb": opts["mem_gb"],
-              "slurm_array_parallelism": jobs}
-    if opts.get("partition"):
-        params["slurm_partition"] = opts["partition"]
-    ex.update_parameters(**params)
-    tasks = _tasks(todo, dirs, opts["cpus"])
-    submitted = ex.map_array(run_point, *map(list, zip(*tasks)))
-    echo(f"submitted Slurm array {submitted[0].job_id.split('_')[0]} ({len(submitted)} tasks)")
-    pending = dict(zip(submitted, tasks))
-    with _Progress(len(tasks), progress, echo) as bar:
-        while pending:
-            for job in [j for j in pending if j.done()]:
-                task = pending.pop(job)
-                try:
-                    result = job.result()
-                except Exception as exc:  # the task died (time limit, memory, node): record it
-                    result = {"status": "failed", "stage": "slurm", "log": str(job.paths.stderr),
-                              "message": f"Slurm task {job.job_id}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-                    write_json(Path(task[1]) / "failed.json", result)
-                bar.finished(result, Path(task[1]).name)
-            bar.running(len(pending))
-            if pending:
-                time.sleep(1)
-
-
-class _Progress:
-    """Points done / failed / running and an ETA: a rich bar on a terminal, log lines otherwise."""
-
-    def __init__(self, total: int, show: bool, echo):
-        self.total, self.show, self.echo = total, show, echo
-        self.count = self.failed = 0
-
-    def __enter__(self):
-        if self.show:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(TextColumn("points"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("failed {task.fields[failed]}, running {task.fields[running]}"),
-                                TextColumn("ETA"), TimeRemainingColumn())
-            self.bar.__enter__()
-            self.task = self.bar.add_task("sweep", total=self.total, failed=0, running=0)
-        return self
-
-    def __exit__(self, *exc):
-        if self.show:
-            self.bar.__exit__(*exc)
-
-    def running(self, n: int) -> None:
-        if self.show:
-            self.bar.update(self.task, running=n)
-
-    def finished(self, result: dict, pid: str) -> None:
-        self.count += 1
-        self.failed += result["status"] != "done"
-        if self.show:
-            self.bar.update(self.task, advance=1, failed=self.failed)
-        if result["status"] != "done":
-            self.echo(f"point {pid} FAILED at {result['stage']}: {result['message']} (log: {result['log']})")
-        elif not self.show:
-            self.echo(f"[{self.count}/{self.total}] point {pid} done ({result['seconds']:.0f} s)")
+def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) -> list[Path]:
+    """The four panels (and training curves), then the experiments' own tables and figures
+    (gbcli.experiments), of a sweep or run directory; returns the figures' paths."""
+    paths = plot_sweep(errors, incons, out)
+    for report in SWEEP_REPORTS:
+        paths += report(out)
+    return paths
 
 
 def aggregate(out: Path, points: list[Config], echo=print) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Concatenate the finished points' tables (one block per point: no duplicates however often the
     sweep was interrupted), list the failures, write OUT/tables/ and OUT/figures/."""
-    from .figures import plot_sweep
-    from .tables import summarize
-
     errs, incs, fails = [], [], []
     for cfg in points:
         pid = point_id(cfg)
@@ -342,7 +271,7 @@ def aggregate(out: Path, points: list[Config], echo=print) -> tuple[pd.DataFrame
     write_csv(tables / "failures.csv", failures)
     if errs:
         write_csv(tables / "summary.csv", summarize(errors, incons))
-        plot_sweep(errors, incons, out)
+        draw_figures(errors, incons, out)
     echo(f"{len(points) - len(fails)} of {len(points)} points done, {len(fails)} failed"
          + (f": see {tables / 'failures.csv'}" if fails else ""))
     return errors, incons, failures

@@ -1,0 +1,190 @@
+"""Reading configs: YAML files, presets, `--set` overrides, validation into a `Config` with
+one-line errors naming the key, and the run directory of a config."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+import yaml
+from pydantic import ValidationError
+
+from gbcli.config.schema import Config
+from gbcli.errors import GbError
+from gbcli.schema import Section
+
+PRESET_DIR = Path(__file__).parent / "presets"
+UNION_SECTIONS = ("model", "dataset")   # their second error-location element is the union's tag
+OWN_KEY = re.compile(r"^[a-z_]+(\.[a-z_0-9]+)+(, [a-z_.]+)*: ")   # our messages that start with their key
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """Recursively merge `over` into a copy of `base` (dicts merge, everything else replaces)."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`training.lr=0.01` -> (['training', 'lr'], 0.01); the value is read as YAML."""
+    if "=" not in text:
+        raise GbError(f"--set {text}: expected key.path=value")
+    key, value = text.split("=", 1)
+    path = [p for p in key.strip().split(".")]
+    if not all(path):
+        raise GbError(f"--set {text}: empty key")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError:
+        parsed = value
+    return path, parsed
+
+
+def set_path(d: dict, path: list[str], value: Any) -> dict:
+    """Return a copy of `d` with the nested key `path` set to `value`."""
+    out = copy.deepcopy(d)
+    node = out
+    for p in path[:-1]:
+        if not isinstance(node.get(p, {}), dict):
+            raise GbError(f"--set {'.'.join(path)}: {p} is not a section")
+        node = node.setdefault(p, {})
+    node[path[-1]] = value
+    return out
+
+
+def read_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise GbError(f"{path}: config file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise GbError(f"{path}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise GbError(f"{path}: cannot read the config ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]  # ReaderError: no .problem
+        raise GbError(f"{path}: not valid YAML{where}: {problem}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise GbError(f"{path}: a config must be a mapping of sections, got {type(raw).__name__}")
+    return raw
+
+
+def apply_preset(raw: dict, source: str = "config") -> dict:
+    """Merge the named preset (if any) under the user's values."""
+    preset = raw.get("preset")
+    if preset is None:
+        return raw
+    file = PRESET_DIR / f"{preset}.yaml"
+    if not isinstance(preset, str) or not file.is_file():
+        known = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))
+        raise GbError(f"{source}: preset: unknown preset {preset!r} (known: {known})")
+    return deep_merge(yaml.safe_load(file.read_text()), raw)
+
+
+def _validated(raw: dict, source: str) -> Config:
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise GbError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def validate(raw: dict, source: str = "config") -> Config:
+    """Validate a raw dict (preset already applied) into a resolved Config, or raise a one-line
+    GbError. Derived values (`paper` schedule, default validation size) are filled in and the
+    result validated again, so a dumped config validates to the same Config."""
+    cfg = _validated(raw, source)
+    updates = cfg.resolution()
+    return _validated(deep_merge(raw, updates), source) if updates else cfg
+
+
+def _config_key(loc: tuple) -> str:
+    """The dotted config key of an error location, without pydantic's union-member tags
+    (`training.epochs.int` -> `training.epochs`, `model.gln.leaky_alpha` -> `model.leaky_alpha`)."""
+    parts, section, tag_next = [], Config, False
+    for i, p in enumerate(loc):
+        if tag_next:  # the member of a Union field that failed: not part of the key
+            tag_next = False
+            continue
+        parts.append(str(p))
+        if i == 0 and p in UNION_SECTIONS:
+            tag_next, section = True, None
+            continue
+        field = section.model_fields.get(p) if section is not None and isinstance(p, str) else None
+        ann = field.annotation if field is not None else None
+        section = ann if isinstance(ann, type) and issubclass(ann, Section) else None
+        tag_next = get_origin(ann) is Union and type(None) not in get_args(ann)
+    return ".".join(parts)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    err = errors[0]
+    loc = _config_key(err["loc"])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown key"
+    if kind == "union_tag_invalid":
+        field = "kind" if loc == "model" else "name"
+        ctx = err.get("ctx", {})
+        return f"{loc}.{field}: unknown {field} {ctx.get('tag')!r} (one of {ctx.get('expected_tags')})"
+    if kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in UNION_SECTIONS):
+        return f"{loc}: must be a mapping of keys, got {err.get('input')!r}"
+    msg = err["msg"]
+    own = msg.startswith("Value error, ")  # our validators' messages already show the value
+    if own:
+        msg = msg[len("Value error, "):]
+        if not loc or OWN_KEY.match(msg):   # messages that carry their key
+            return msg
+    if kind == "missing":
+        return f"{loc}: required key is missing"
+    # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
+    alternatives = [e["msg"] for e in errors[1:] if e["loc"] != err["loc"] and _config_key(e["loc"]) == loc]
+    for alt in alternatives:
+        msg += f"; or {alt[0].lower() + alt[1:]}"
+    got = err.get("input")
+    shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+    return f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg
+
+
+def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+    """The raw config dict of a file with `--set` overrides applied (named after the file by default)."""
+    raw = read_yaml(path)
+    raw.setdefault("name", Path(path).stem)
+    for text in overrides:
+        key, value = parse_override(text)
+        raw = set_path(raw, key, value)
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read, override, preset-merge and validate a config file."""
+    return validate(apply_preset(read_config(path, overrides), str(path)), str(path))
+
+
+def run_dir_for(cfg: Config, out: str | Path | None) -> Path:
+    """The run directory: --out, else output.dir, else runs/<name>."""
+    if out is not None:
+        path, key = Path(out), "--out"
+    elif cfg.output.dir:
+        path, key = Path(cfg.output.dir), "output.dir"
+    else:
+        path, key = Path("runs") / cfg.name, "name"
+    blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:  # refuse now rather than fail at the first write, after the work
+        raise GbError(f"{key}: {blocker} exists and is not a directory")
+    return path
+
+
+def dump_config(cfg: Config) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

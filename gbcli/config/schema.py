@@ -1,0 +1,270 @@
+"""The config schema: one section per concept, validated by pydantic.
+
+The `model` section is a union over the registered model kinds, discriminated by `model.kind`
+(each kind's keys are declared in its own module, `gbcli.models.<kind>.Params`); the `dataset`
+section is a union discriminated by `dataset.name` (`gbcli.data.datasets`). A key that the chosen
+kind does not have is refused. Validators only check: values derived from others (the `paper`
+schedule, the default validation size) are resolved by `gbcli.config.loading.validate`, which
+validates the resolved values again.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import Discriminator, Field, StrictInt, Tag, field_validator, model_validator
+
+from gbcli.data.datasets import DATASETS
+from gbcli.programs.solvers import SOLVERS
+from gbcli.registry import DEFAULT_KIND, INSTRUMENTS, MODELS, kinds_with_instrument, programs
+from gbcli.schema import Section
+
+SEED = dict(ge=0, lt=2 ** 63)   # seeds: integers in [0, 2**63) (torch and numpy take them)
+DEFAULT_DATASET = "digits"
+GENERAL_SVM_KEYS = ("objectives", "solver", "max_iters", "eps", "certify_tol")
+
+
+def _tag(key: str, default: str):
+    """The discriminator of a union section: its `key`, or the default when the section omits it."""
+
+    def tag(value: Any) -> str | None:
+        if isinstance(value, dict):
+            return value.get(key, default)
+        return getattr(value, key, None)
+
+    return tag
+
+
+def _union(classes: dict[str, type], key: str, default: str):
+    """A section that is one of `classes` (tag -> class), chosen by its `key`."""
+    members = tuple(Annotated[cls, Tag(tag)] for tag, cls in classes.items())
+    return Annotated[Union[members], Discriminator(_tag(key, default))]
+
+
+ModelSection = _union({k: s.Params for k, s in MODELS.items()}, "kind", DEFAULT_KIND)
+DatasetSection = _union(DATASETS, "name", DEFAULT_DATASET)
+
+
+class ContextsConfig(Section):
+    """Hyperplane gating (protocol section 3); `count` is C per unit (global count for shallow)."""
+
+    count: StrictInt = Field(2, ge=1, le=2 ** 20)
+    seed: StrictInt = Field(1, **SEED)
+    median_init: bool = True
+    normal_std: float = Field(36.0, gt=0, allow_inf_nan=False)
+    offset_std: float = Field(9.0, ge=0, allow_inf_nan=False)
+
+    @field_validator("count")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(f"must be a power of two (each context is a pattern of hyperplane sides), got {v}")
+        return v
+
+    @property
+    def hyperplanes(self) -> int:
+        return int(math.log2(self.count))
+
+
+class TrainingConfig(Section):
+    """Gradient descent (protocol section 4). `paper` values are resolved from the train size."""
+
+    batch_size: Optional[StrictInt] = Field(128, ge=1, description="null: full-batch GD")
+    lr: float = Field(0.04, gt=0, allow_inf_nan=False)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    epochs: Union[StrictInt, Literal["paper"]] = 100
+    lr_milestones: Union[list[StrictInt], Literal["paper"]] = Field(default_factory=list)
+    lr_decay: float = Field(0.25, gt=0, allow_inf_nan=False)
+    loss: Literal["logistic", "exponential"] = "logistic"
+    batch_seed: StrictInt = Field(1, **SEED)
+    device: Literal["cpu", "cuda"] = "cpu"
+    log_points: StrictInt = Field(50, ge=2)
+    log_spacing: Literal["linear", "log"] = Field(
+        "linear", description="log: geometrically spaced logged steps, for log-x plots of long runs")
+    # loss-normalized: eta_t = lr / R(w_t), R the mean loss of the batch the step is taken on (the
+    # full training set when batch_size is null, as in paper 004), taken as lr * grad log R in log
+    # space. homogeneous-normalized: eta_t = lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model
+    # (the same for L = 1): with L = 2, lr / R alone grows ||w|| geometrically and the margins'
+    # relative change per step with it, until the steps oscillate; this keeps it like the linear case.
+    step_rule: Literal["constant", "loss-normalized", "homogeneous-normalized"] = "constant"
+    descent: Literal["gradient", "coordinate"] = Field(
+        "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
+    track: list[str] = Field(default_factory=list, description="instruments logged to metrics.csv (gbcli.instruments)")
+
+    @field_validator("epochs")
+    @classmethod
+    def _positive_epochs(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+    @field_validator("track")
+    @classmethod
+    def _known_instruments(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name not in INSTRUMENTS:
+                raise ValueError(f"training.track: {name!r} is not an instrument (known: {', '.join(INSTRUMENTS)})")
+        return v
+
+
+class SvmConfig(Section):
+    """Max-margin programs to solve (protocol section 5). `restarts`, `radii` and `search_seed`
+    belong to paper 003's non-convex programs and are refused for models without them."""
+
+    objectives: list[str] = Field(default_factory=list)
+    solver: Optional[str] = Field(None, description="default: each norm's default solver (dual, certified)")
+    max_iters: Optional[StrictInt] = Field(None, ge=1)
+    eps: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+                                 description="solver tolerance (default: the solver's own; dual: 1e-6)")
+    certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
+    restarts: StrictInt = Field(40, ge=1, le=100_000, description="nonconvex-global, local-search: random starts of each SLSQP solve")
+    radii: list[float] = Field(default_factory=lambda: [0.3, 0.1, 0.03, 0.01, 0.003, 0.001],
+                               description="local-search: the distances eps to search within")
+    search_seed: StrictInt = Field(0, **SEED, description="nonconvex-global, local-search: seed of the random starts")
+
+    @field_validator("radii")
+    @classmethod
+    def _positive_radii(cls, v: list[float]) -> list[float]:
+        if not v or any(not (r > 0 and math.isfinite(r)) for r in v):
+            raise ValueError(f"must be a non-empty list of positive distances, got {v}")
+        return v
+
+    @field_validator("solver")
+    @classmethod
+    def _known_solver(cls, v):
+        if v is not None and v not in SOLVERS:
+            raise ValueError(f"svm.solver: {v!r} is not a solver (known: {', '.join(SOLVERS)})")
+        return v
+
+    @field_validator("objectives")
+    @classmethod
+    def _known_objectives(cls, v):
+        known = programs()
+        for o in v:
+            if o not in known:
+                raise ValueError(f"svm.objectives: {o!r} is not a program (known: {', '.join(known)})")
+        return v
+
+
+class OutputConfig(Section):
+    dir: Optional[str] = None
+
+
+class SweepConfig(Section):
+    """How `gb sweep` runs its points (not part of a point's identity); the command line overrides these."""
+
+    executor: Literal["local", "slurm"] = "local"
+    jobs: StrictInt = Field(1, ge=1, le=1024, description="local: processes at once; slurm: array tasks at once")
+    partition: Optional[str] = Field(None, description="slurm partition (default: the cluster's default)")
+    time_min: StrictInt = Field(60, ge=1, description="slurm time limit per point, minutes")
+    cpus: StrictInt = Field(1, ge=1, le=1024, description="slurm CPUs per point")
+    mem_gb: float = Field(4, gt=0, allow_inf_nan=False, description="slurm memory per point, GB")
+
+
+class Config(Section):
+    name: str = "run"
+    preset: Optional[Literal["paper"]] = None
+    dataset: DatasetSection = Field(default_factory=lambda: DATASETS[DEFAULT_DATASET]())
+    model: ModelSection = Field(default_factory=lambda: MODELS[DEFAULT_KIND].Params())
+    contexts: ContextsConfig = Field(default_factory=ContextsConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    svm: SvmConfig = Field(default_factory=SvmConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    grid: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes: dotted key -> values (full product)")
+    zip: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes varied together (equal lengths)")
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Config":
+        """Cross-section checks (no field is changed here)."""
+        spec = self.spec
+        t = self.training
+        if isinstance(t.epochs, int) and isinstance(t.lr_milestones, list):
+            bad = [m for m in t.lr_milestones if not 0 < m < t.epochs]
+            if bad:
+                raise ValueError(f"training.lr_milestones: epochs {bad} are outside 1..{t.epochs - 1}")
+        for obj in self.svm.objectives:
+            if obj not in spec.programs:
+                raise ValueError(f"svm.objectives: {obj} does not describe a {self.model.kind} model "
+                                 f"(use one of {', '.join(spec.programs)})")
+        for key in sorted(self.svm.explicitly_set() - set(GENERAL_SVM_KEYS) - self.svm_options()):
+            raise ValueError(f"svm.{key}: unknown key for a {self.model.kind} model (none of its programs "
+                             f"uses it)")
+        if t.track:
+            self._check_instruments()
+        if t.descent == "coordinate" and not spec.coordinate_descent:
+            able = ", ".join(k for k, s in MODELS.items() if s.coordinate_descent)
+            raise ValueError(f"training.descent: coordinate descent is for model.kind {able}")
+        spec.check(self)
+        return self
+
+    def _check_instruments(self) -> None:
+        spec, track = self.spec, self.training.track
+        # The instruments are defined for exactly homogeneous models: an output bias shifts every
+        # margin by a constant, so neither min y f / ||w||^L nor the KKT conditions of
+        # min ||w||^2 s.t. y f >= 1 describe the trained predictor; we refuse rather than
+        # silently measure a different (bias-free) predictor.
+        if not spec.homogeneous(self.model):
+            raise ValueError("training.track: the instruments need an exactly homogeneous model; "
+                             "set model.output_bias: false")
+        for name in track:
+            ins = INSTRUMENTS[name]
+            if ins.needs_matching and spec.matching_program(self) is None:
+                raise ValueError(f"training.track: {name} needs a matching convex program, which a "
+                                 f"{self.model.kind} model does not have (kkt works for every model)")
+            if name not in spec.instruments:
+                raise ValueError(f"training.track: {name} ({ins.description}) is for model.kind "
+                                 f"{', '.join(kinds_with_instrument(name))}")
+
+    @property
+    def spec(self):
+        """The model kind's spec (gbcli.models)."""
+        return MODELS[self.model.kind]
+
+    @property
+    def init_seed(self) -> int:
+        return self.spec.init_seed(self)
+
+    @property
+    def units(self) -> int:
+        """Number of gated units H (1 for the shallow GLN and the linear model)."""
+        return self.spec.units(self.model)
+
+    def resolution(self) -> dict:
+        """The values derived from others, as a nested dict of updates ({} when nothing is left to
+        resolve): the default validation size, the `paper` schedule, a points set's sizes."""
+        upd: dict = {}
+        d, t = self.dataset, self.training
+        if d.val_size is None or d.train_size is None:
+            ds = {}
+            if d.train_size is None:
+                ds["train_size"] = d.source_size()
+            if d.val_size is None:
+                ds["val_size"] = d.default_val_size() if d.train_size is not None else d.source_size()
+            upd["dataset"] = ds
+        # The published schedule: 200*2000/N epochs, lr x0.25 at half (3200 steps at batch 128).
+        n = d.train_size if d.train_size is not None else d.source_size()
+        epochs = max(1, round(200 * 2000 / n)) if t.epochs == "paper" else t.epochs
+        tr = {}
+        if t.epochs == "paper":
+            tr["epochs"] = epochs
+        if t.lr_milestones == "paper":
+            tr["lr_milestones"] = [epochs // 2]
+        if tr:
+            upd["training"] = tr
+        return upd
+
+    def svm_options(self) -> set[str]:
+        """The svm keys of this model's programs' own options (e.g. paper 003's restarts)."""
+        return {o for p in self.spec.programs.values() for o in p.options}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config as plain data: what is saved next to every result (and validates
+        to the same Config). The svm keys that no program of the model uses are left out."""
+        unused = set(SvmConfig.model_fields) - set(GENERAL_SVM_KEYS) - self.svm_options()
+        exclude: dict = {k: True for k in ("grid", "zip") if getattr(self, k) is None}
+        if unused:
+            exclude["svm"] = unused
+        return self.model_dump(mode="json", exclude=exclude)
+

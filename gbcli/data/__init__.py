@@ -1,0 +1,1 @@
+"""Data: the dataset files and loaders (`sources`) and the config's dataset kinds (`datasets`)."""

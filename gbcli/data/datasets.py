@@ -1,0 +1,157 @@
+"""The `dataset` section of a config: one parameter class per kind of set, discriminated by
+`dataset.name`, each with the keys that mean something for it and a `load()`.
+
+- image sets (`mnist`, `fashion-mnist`, `digits`): labels from `positive_classes`, optional
+  `classes` (e.g. a digit pair);
+- synthetic sets (`linear-teacher`, `orthogonal`): `n_samples` points of dimension `dim`;
+- `points` (paper 003): explicit training points, also used as the validation set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, Optional
+
+import numpy as np
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
+
+from gbcli.data.sources import Dataset, load_dataset
+from gbcli.schema import Section
+
+SEED = dict(ge=0, lt=2 ** 63)
+SOURCE_SIZES = {"mnist": 60000, "fashion-mnist": 60000, "digits": 1797}
+VAL_DEFAULT = 12000   # protocol: 12,000 validation points, or what the set has left
+
+
+class DatasetParams(Section):
+    name: str
+    train_size: StrictInt = Field(500, ge=1)
+    val_size: Optional[StrictInt] = Field(None, ge=1, description="default: the last min(12000, rest) points")
+    data_seed: StrictInt = Field(1, **SEED)
+
+    def source_size(self) -> int:
+        raise NotImplementedError
+
+    def default_val_size(self) -> int:
+        return max(1, min(VAL_DEFAULT, self.source_size() - self.train_size))
+
+    def load(self) -> Dataset:
+        raise NotImplementedError
+
+
+def rescaled(ds: Dataset, max_norm: float | None) -> Dataset:
+    """All points rescaled by one constant so the largest norm is `max_norm` (the geometry, and so
+    separability, is unchanged)."""
+    if max_norm is None:
+        return ds
+    s = max_norm / np.linalg.norm(ds.x_pool, axis=1).max()
+    return dataclasses.replace(ds, x_train=ds.x_train * s, x_val=ds.x_val * s, x_pool=ds.x_pool * s)
+
+
+MAX_NORM = Field(None, gt=0, allow_inf_nan=False,
+                 description="rescale all points by one constant so the largest norm is this (paper 004: ||x|| <= 1)")
+
+
+class ImageSet(DatasetParams):
+    """MNIST, Fashion-MNIST (IDX files, checksummed) or scikit-learn's bundled 8x8 digits."""
+
+    name: Literal["mnist", "fashion-mnist", "digits"] = "digits"
+    data_dir: Optional[str] = Field(None, description="default: $GB_DATA_DIR, else ~/.cache/gb/data")
+    positive_classes: list[StrictInt] = Field(default_factory=lambda: [0, 1, 2, 3, 4])
+    classes: Optional[list[StrictInt]] = Field(
+        None, description="keep only these classes (e.g. a digit pair [3, 5]); set val_size too")
+    max_norm: Optional[float] = MAX_NORM
+
+    @model_validator(mode="after")
+    def _classes(self) -> "ImageSet":
+        c = self.classes
+        if c is not None:
+            if not 2 <= len(set(c)) <= 10 or any(not 0 <= k <= 9 for k in c):
+                raise ValueError(f"dataset.classes: need at least two distinct classes in 0..9, got {c}")
+            if not set(c) & set(self.positive_classes) or set(c) <= set(self.positive_classes):
+                raise ValueError(f"dataset.classes: {c} must have both positive and negative classes "
+                                 f"(dataset.positive_classes = {self.positive_classes})")
+        return self
+
+    def source_size(self) -> int:
+        return SOURCE_SIZES[self.name]
+
+    def load(self) -> Dataset:
+        ds = load_dataset(self.name, train_size=self.train_size, val_size=self.val_size, data_seed=self.data_seed,
+                          data_dir=self.data_dir, positive_classes=self.positive_classes, classes=self.classes)
+        return rescaled(ds, self.max_norm)
+
+
+class SyntheticSet(DatasetParams):
+    n_samples: StrictInt = Field(500, ge=2, le=10_000_000)
+    dim: StrictInt = Field(20, ge=1, le=100_000)
+    synthetic_seed: StrictInt = Field(0, **SEED)
+    bias: StrictBool = Field(False, description="append a constant 1 feature")
+    max_norm: Optional[float] = MAX_NORM
+
+    def source_size(self) -> int:
+        return self.n_samples
+
+    def load(self) -> Dataset:
+        extra = {"margin": self.margin} if hasattr(self, "margin") else {}
+        ds = load_dataset(self.name, train_size=self.train_size, val_size=self.val_size, data_seed=self.data_seed,
+                          n_samples=self.n_samples, dim=self.dim, synthetic_seed=self.synthetic_seed, bias=self.bias,
+                          **extra)
+        return rescaled(ds, self.max_norm)
+
+
+class LinearTeacher(SyntheticSet):
+    """Gaussian inputs labelled by a random linear teacher, points within `margin` of it dropped."""
+
+    name: Literal["linear-teacher"] = "linear-teacher"
+    margin: float = Field(0.0, ge=0, allow_inf_nan=False)
+
+
+class Orthogonal(SyntheticSet):
+    """An orthogonally separable set (paper 001)."""
+
+    name: Literal["orthogonal"] = "orthogonal"
+
+
+class Points(DatasetParams):
+    """Explicit training points (paper 003's constructions); validation = the same points."""
+
+    name: Literal["points"] = "points"
+    x: list[list[float]] = Field(description="the inputs, one list per point")
+    y: list[StrictInt] = Field(description="the labels, +1 or -1")
+    train_size: Optional[StrictInt] = Field(None, ge=1, description="resolved: the number of points")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Points":
+        if not self.x:
+            raise ValueError("dataset.x: needs at least one point")
+        if len({len(r) for r in self.x}) != 1 or not self.x[0]:
+            raise ValueError("dataset.x: every point needs the same (non-zero) number of coordinates")
+        if not all(np.isfinite(v) for r in self.x for v in r):
+            raise ValueError("dataset.x: every coordinate must be a finite number")
+        if len(self.y) != len(self.x):
+            raise ValueError(f"dataset.y: {len(self.y)} labels for {len(self.x)} points")
+        if any(v not in (-1, 1) for v in self.y):
+            raise ValueError(f"dataset.y: labels must be +1 or -1, got {self.y}")
+        for key in ("train_size", "val_size"):
+            v = getattr(self, key)
+            if v is not None and v != len(self.x):
+                raise ValueError(f"dataset.{key}: a points set uses all its {len(self.x)} points, got {v}")
+        return self
+
+    def source_size(self) -> int:
+        return len(self.x)
+
+    def default_val_size(self) -> int:
+        return len(self.x)
+
+    def load(self) -> Dataset:
+        xa, ya = np.asarray(self.x, dtype=float), np.asarray(self.y, dtype=float)
+        idx = np.arange(len(ya))
+        return Dataset("points", xa, ya, xa.copy(), ya.copy(), xa, idx, idx)
+
+
+# dataset.name -> its parameter class (the config's `dataset` section is a union over these)
+DATASETS: dict[str, type[DatasetParams]] = {"mnist": ImageSet, "fashion-mnist": ImageSet, "digits": ImageSet,
+                                            "linear-teacher": LinearTeacher, "orthogonal": Orthogonal,
+                                            "points": Points}

@@ -1,0 +1,50 @@
+"""What an instrument is: a named measurement of a model during training (`training.track`),
+evaluated at the logged steps and written as columns of `gd/metrics.csv`.
+
+Instruments are registered in `gbcli.registry` (the general ones from `gbcli.instruments.core`,
+the papers' from `gbcli.experiments`); a model spec lists the instruments that apply to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+from torch import nn
+
+
+@dataclass
+class TrackContext:
+    """What an instrument's setup may use: the config, the model's spec, the problem, and
+    `solve(objective)` -> (design, solution) for any of the model's convex programs."""
+
+    cfg: Any
+    spec: Any
+    problem: Any
+    solve: Callable[[str], tuple]
+
+
+class Instrument:
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    columns: ClassVar[tuple[str, ...]] = ()
+    needs_matching: ClassVar[bool] = False   # uses the model's matching program (solved once)
+    # (column, axis label, y scale) of the panels this instrument adds to the training figure
+    panels: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+
+    def setup(self, tracker, context: TrackContext) -> dict:
+        """Once before training; returns values for summary.json's `track`."""
+        return {}
+
+    def measure(self, tracker, model: nn.Module, x, y, ctx, margins, val_out) -> dict:
+        raise NotImplementedError
+
+    def final_tables(self, tracker, model: nn.Module) -> dict:
+        """Tables written next to the run's metrics at the end (file stem -> DataFrame)."""
+        return {}
+
+
+def first_layer(model: nn.Module) -> np.ndarray:
+    """The first-layer weight matrix W (rows: neurons), float64."""
+    return model.w1.detach().double().cpu().numpy()

@@ -1,0 +1,158 @@
+"""The general theory instruments for a trained homogeneous model (protocol section 7).
+
+- margin: `margin_ratio` = normalized margin / the best one the matching convex program allows,
+  and `margin_gap` = best - normalized margin. A degree-L model's normalized margin is
+  min_n y_n f(x_n) / ||w||^L; the best value comes from the model spec
+  (`best_normalized_margin`), e.g. 1 / (2 opt) for the deep GLN and 1 / sqrt(opt) when the
+  program's objective is ||w||^2 itself. A model trained by coordinate descent is compared in the
+  l1 geometry: margin min y<w,x> / ||w||_1.
+- kkt: `kkt_residual`, `kkt_complementarity` and `kkt_complementarity_rel`. w is rescaled to margin
+  1 and lam >= 0 fitted by non-negative least squares to w = sum_n lam_n y_n grad_w f(x_n)
+  (stationarity of min ||w||^2 / 2 s.t. y f >= 1), with one more row asking
+  sum_n lam_n (margin_n - 1) = 0: when N exceeds the number of weights, many lam fit w equally
+  well and plain NNLS may spread them over points far from the margin; the extra row picks the
+  multipliers on the support, so an exact KKT point scores 0 on both. We report the relative
+  residual ||w - sum ...|| / ||w||, the complementarity sum_n lam_n (margin_n - 1) (protocol
+  section 7; it scales with ||w||^2) and its scale-free form divided by sum_n lam_n margin_n.
+- agreement: `inconsistency`, the fraction of validation points on which the network and the
+  matching convex predictor disagree in sign.
+
+The instruments need an exactly homogeneous model (the config refuses the others). The papers'
+own instruments live in `gbcli.experiments`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+from scipy.optimize import nnls
+from torch import nn
+from torch.func import functional_call, jacrev
+
+from gbcli.instruments.base import Instrument, TrackContext
+from gbcli.metrics import inconsistency
+from gbcli.programs.design import decision
+
+
+def flat_weights(model: nn.Module) -> torch.Tensor:
+    return torch.cat([w.detach().double().reshape(-1) for w in model.weights()])
+
+
+def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.Tensor | None,
+                 degree: int) -> dict:
+    """The KKT columns of the model's weights, rescaled to margin 1 (see the module docstring).
+
+    Per-sample gradients come from torch.func.jacrev (float64). Weights that are not parameters
+    (the shallow GLN's rows of contexts without training points) have zero gradient at every
+    training point, so they enter the residual whole. NNLS is solved on the R factor of the
+    (P + 1) x N system (same minimizer, an N-column problem). NaN while some margin is <= 0."""
+    net = copy.deepcopy(model).cpu().double()   # float64 on the CPU: scipy's NNLS takes it from here
+    x, y, ctx = x.cpu().double(), y.cpu().double(), None if ctx is None else ctx.cpu()
+    params = {k: p.detach() for k, p in net.named_parameters()}
+    with torch.no_grad():
+        q = y * net(x, ctx)
+    if float(q.min()) <= 0:
+        return dict.fromkeys(("kkt_residual", "kkt_complementarity", "kkt_complementarity_rel"), float("nan"))
+    scale = float(q.min()) ** (-1.0 / degree)    # f is degree-homogeneous: margins scale by scale^degree
+    params = {k: scale * p for k, p in params.items()}
+    jac = jacrev(lambda p: functional_call(net, p, (x, ctx)))(params)
+    n = len(y)
+    g = torch.cat([jac[k].reshape(n, -1) for k in params], 1) * y[:, None]   # row n: y_n grad f(x_n)
+    w = torch.cat([p.reshape(-1) for p in params.values()])
+    is_param = {id(p) for p in net.parameters()}
+    rest = sum(float((scale * v.detach().double()).pow(2).sum()) for v in net.weights() if id(v) not in is_param)
+    total = float(w.pow(2).sum()) + rest
+    excess = q / q.min() - 1                     # margin_n - 1 at margin 1
+    # weight of the complementarity row: lam ~ ||w||^2 / L, so this balances the two relative errors
+    a = torch.cat([g.T, (degree / math.sqrt(total)) * excess[None, :]])
+    b = torch.cat([w, w.new_zeros(1)])
+    qm, r = torch.linalg.qr(a)                   # a = Q R: min ||a lam - b|| = min ||R lam - Q'b||
+    lam, _ = nnls(r.numpy(), (qm.T @ b).numpy(), maxiter=50 * n)
+    lam = torch.as_tensor(lam)
+    comp = float(lam @ excess)
+    mass = float(lam @ (excess + 1))
+    return {"kkt_residual": math.sqrt((float((g.T @ lam - w).pow(2).sum()) + rest) / total),
+            "kkt_complementarity": comp, "kkt_complementarity_rel": comp / mass if mass > 0 else float("nan")}
+
+
+class Margin(Instrument):
+    name, needs_matching = "margin", True
+    description = "normalized margin against the matching program's best"
+    columns = ("margin_ratio", "margin_gap")
+    panels = (("margin_ratio", "normalized margin / best (matching program)", "linear"),
+              ("margin_gap", "margin gap: best - normalized margin", "log"))
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        norm = tracker.norm(model)
+        gamma = float(margins.double().min()) / norm if norm > 0 else float("nan")
+        return {"margin_ratio": gamma / tracker.best, "margin_gap": tracker.best - gamma}
+
+
+class Kkt(Instrument):
+    name = "kkt"
+    description = "KKT residual of the max-margin problem in parameter space"
+    columns = ("kkt_residual", "kkt_complementarity", "kkt_complementarity_rel")
+    panels = (("kkt_residual", "KKT residual (relative)", "log"),
+              ("kkt_complementarity_rel", "KKT complementarity (relative)", "log"))
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        return kkt_residual(model, x, y, ctx, tracker.degree)
+
+
+class Agreement(Instrument):
+    name, needs_matching = "agreement", True
+    description = "inconsistency with the matching program's predictor"
+    columns = ("inconsistency",)
+    panels = (("inconsistency", "inconsistency with the matching program", "linear"),)
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        return {"inconsistency": inconsistency(val_out.double().cpu().numpy(), tracker.svm_val)}
+
+
+INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement())}
+
+
+class Tracker:
+    """The configured instruments, with the model's matching program solved once at the start of
+    training (when an instrument needs it)."""
+
+    def __init__(self, instruments: list[Instrument], context: TrackContext, degree: int, descent: str = "gradient"):
+        self.instruments, self.degree, self.descent = list(instruments), degree, descent
+        self.cfg, self.problem = context.cfg, context.problem
+        self.best = self.svm_val = self.design = self.solution = None
+        self.info: dict = {}
+        if any(i.needs_matching for i in self.instruments):
+            objective = context.spec.matching_program(context.cfg)
+            self.design, self.solution = context.solve(objective)
+            self.svm_val = decision(self.solution.zeta, self.design.x_val, self.design.e_val)
+            extra = context.spec.matching_info(context.cfg, context.problem, self.solution)
+            self.best = extra.get("best_normalized_margin")
+            self.info = {"objective": self.solution.value, "status": self.solution.status, **extra}
+        for ins in self.instruments:
+            self.info.update(ins.setup(self, context))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(c for i in self.instruments for c in i.columns)
+
+    def norm(self, model: nn.Module) -> float:
+        """||w||^L in the model's geometry (l1 for coordinate descent, else l2)."""
+        w = flat_weights(model)
+        return float(w.abs().sum()) if self.descent == "coordinate" else float(w.pow(2).sum().sqrt()) ** self.degree
+
+    def measure(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.Tensor | None,
+                margins: torch.Tensor, val_out: torch.Tensor) -> dict:
+        """The tracked columns at the current weights."""
+        row = {}
+        for ins in self.instruments:
+            row.update(ins.measure(self, model, x, y, ctx, margins, val_out))
+        return row
+
+    def final_tables(self, model: nn.Module) -> dict:
+        out = {}
+        for ins in self.instruments:
+            out.update(ins.final_tables(self, model))
+        return out

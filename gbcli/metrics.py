@@ -1,0 +1,26 @@
+"""The metrics of protocol section 7, in one place: error, predicted labels and inconsistency."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def error(out: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> float:
+    """Fraction misclassified by sign(out); ties (out = 0) count as errors."""
+    return float(((out * y) <= 0).float().mean()) if isinstance(out, torch.Tensor) else float(np.mean(out * y <= 0))
+
+
+def labels(out: np.ndarray) -> np.ndarray:
+    """Predicted labels sign(f): +1, -1, and 0 for a tie."""
+    return np.sign(out)
+
+
+def inconsistency(out_a: np.ndarray, out_b: np.ndarray) -> float:
+    """Fraction of points on which two predictors' labels differ (a tie is its own label)."""
+    return float(np.mean(labels(out_a) != labels(out_b)))
+
+
+def expected_if_uncorrelated(p: float) -> float:
+    """2p(1-p): inconsistency of two predictors with error p that are otherwise independent."""
+    return 2 * p * (1 - p)

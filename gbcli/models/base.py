@@ -1,0 +1,231 @@
+"""What a model kind is: its parameters, its spec (build, gating, degree, programs, instruments,
+checkpoint loading) and the pieces every spec shares.
+
+A model kind lives in one module of this package that defines a `Params` section (pydantic, with
+`kind: Literal[...]` as the discriminator) and a `ModelSpec` subclass; `gbcli.registry` lists the
+specs. Nothing outside a model's own module branches on its kind: the config, the run stages,
+the instruments, tables and figures ask the spec.
+
+Every network is a torch module called as `model(x, ctx)`: `x` is (B, D) and `ctx` the (B, H)
+local contexts (ignored by models without contexts). `weights()` lists the homogeneous weights
+(the output bias excluded), so the normalized margin min y f / ||w||^L is defined for all of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Literal, Optional
+
+import numpy as np
+import torch
+from pydantic import Field, StrictInt
+from torch import nn
+
+from gbcli.data.sources import Dataset
+from gbcli.errors import GbError
+from gbcli.models.gating import Hyperplanes
+from gbcli.programs.design import GatedDesign
+from gbcli.schema import Section
+
+
+# ------------------------------------------------------------------ parameters
+
+
+class ModelParams(Section):
+    """Keys every model kind has; each kind's `Params` adds its own."""
+
+    kind: str
+    init_seed: Optional[StrictInt] = Field(None, ge=0, lt=2 ** 63,
+                                           description="default: contexts.seed for GLNs, 1 otherwise")
+    init_scale: float = Field(1.0, gt=0, allow_inf_nan=False, description="multiplies the initial weights")
+
+    @property
+    def predictor(self) -> str:
+        return f"gd-{self.kind}"
+
+    @property
+    def homogeneity(self) -> int:
+        """Degree L of the network in its trained weights (an output bias aside)."""
+        raise NotImplementedError
+
+
+InitScheme = Literal["orthogonal", "kaiming", "normal"]
+
+
+# ------------------------------------------------------------------ the data a run works on
+
+
+@dataclass
+class Problem:
+    """A dataset with the gating of the configured architecture."""
+
+    dataset: Dataset
+    hyperplanes: Hyperplanes | None = None   # GLN / shallow contexts
+    ctx_train: np.ndarray | None = None      # (N, H) local contexts
+    ctx_val: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Program:
+    """A max-margin program that describes a model's limit (protocol section 5).
+
+    Convex programs have a norm (`gbcli.programs.norms`) and a design function
+    `design(cfg, problem, trained) -> GatedDesign`, where `trained` is the run's trained network
+    when `needs_trained` (else None). Non-convex programs (paper 003) have `fit` instead:
+    `fit(name, cfg, spec, problem, trained, echo) -> (result, arrays)`."""
+
+    name: str
+    norm: str | None = None
+    design: Callable[..., GatedDesign] | None = None
+    needs_trained: bool = False
+    options: tuple[str, ...] = ()      # svm keys that only this program uses
+    fit: Callable[..., Any] | None = None
+    description: str = ""
+
+
+# ------------------------------------------------------------------ the spec
+
+
+class ModelSpec:
+    """Everything about one model kind. Subclasses set the class attributes and override what differs."""
+
+    kind: ClassVar[str]
+    Params: ClassVar[type[ModelParams]]
+    description: ClassVar[str] = ""
+    programs: ClassVar[dict[str, Program]] = {}
+    instruments: ClassVar[tuple[str, ...]] = ("kkt",)   # which `training.track` instruments apply
+    default_init: ClassVar[str] = "orthogonal"
+    coordinate_descent: ClassVar[bool] = False         # training.descent: coordinate is allowed
+    figure_axis: ClassVar[str] = "units"                # panel (d): x = hidden units, or "hyperplanes"
+
+    # ---- identity and sizes
+    def units(self, params: ModelParams) -> int:
+        """Number of gated units H (1 when the model has none)."""
+        return 1
+
+    def default_init_seed(self, cfg) -> int:
+        return 1
+
+    def init_seed(self, cfg) -> int:
+        return cfg.model.init_seed if cfg.model.init_seed is not None else self.default_init_seed(cfg)
+
+    def homogeneous(self, params: ModelParams) -> bool:
+        """Exactly homogeneous in its weights (the theory instruments need it)."""
+        return True
+
+    def check(self, cfg) -> None:
+        """Cross-section checks of a whole config; raise ValueError naming the key."""
+
+    # ---- data and network
+    def gating(self, cfg, dataset: Dataset) -> Problem:
+        """The problem this model trains on: the dataset and, for gated models, its contexts."""
+        return Problem(dataset)
+
+    def network(self, cfg, dim: int) -> nn.Module:
+        raise NotImplementedError
+
+    def build(self, cfg, dim: int) -> nn.Module:
+        """The configured network with its seeded initialization (float32)."""
+        model = self.network(cfg, dim)
+        scheme = self.init_scheme(cfg)
+        gen = torch.Generator().manual_seed(self.init_seed(cfg))
+        for w in model.weights():
+            init_tensor(w.data, scheme, gen, cfg.model.init_scale)
+        self.after_init(model, cfg, gen)
+        return model
+
+    def init_scheme(self, cfg) -> str:
+        """The scheme every weight tensor is drawn with (`model.init`, else the kind's default)."""
+        return getattr(cfg.model, "init", None) or self.default_init
+
+    def after_init(self, model: nn.Module, cfg, gen: torch.Generator) -> None:
+        """Hook after the generic initialization (balanced init, explicit weights, frozen gates)."""
+
+    def on_epoch(self, model: nn.Module, cfg, epoch: int) -> None:
+        """Hook at the start of every training epoch (FReLU freezes its gates here)."""
+
+    def load(self, state: dict, cfg, dim: int, path) -> nn.Module:
+        """The trained network of a checkpoint (`state`: what `save` returned), float64."""
+        model = self.network(cfg, dim)
+        try:
+            model.load_state_dict(state["state_dict"])
+        except (RuntimeError, KeyError, TypeError):
+            raise GbError(f"{path}: does not match the configured network (rerun `gb train-gd`)") from None
+        return model.double()
+
+    # ---- programs and instruments
+    def matching_program(self, cfg) -> str | None:
+        """The program whose optimum is GD's limit (the margin and agreement instruments)."""
+        return None
+
+    def best_normalized_margin(self, cfg, optimum: float) -> float | None:
+        """The largest normalized margin min y f / ||w||^L the model can have, from the matching
+        program's optimum."""
+        return None
+
+    def matching_info(self, cfg, problem: Problem, solution) -> dict:
+        """Values recorded in summary.json's `track` from the matching program's solution."""
+        return {"best_normalized_margin": self.best_normalized_margin(cfg, solution.value)}
+
+    def describe(self, row: dict) -> str:
+        """A configuration's short label in figures (row: a line of errors.csv)."""
+        return f"H={row['hidden_units']}, N={row['train_size']}"
+
+    # ---- the contract test (tests/test_contract.py) runs every model and program on this
+    example_model: ClassVar[dict] = {}
+
+    def example(self, program: str) -> dict:
+        """A tiny raw config of this model for `program`: trains in seconds, solves in less."""
+        return {"name": f"example-{self.kind}", "dataset": {"name": "digits", "train_size": 60, "val_size": 60},
+                "model": {"kind": self.kind, **self.example_model},
+                "training": {"epochs": 3, "batch_size": 20, "log_points": 2}, "svm": {"objectives": [program]}}
+
+
+# ------------------------------------------------------------------ shared helpers
+
+
+def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: float) -> torch.Tensor:
+    with torch.no_grad():
+        if scheme == "orthogonal":
+            nn.init.orthogonal_(tensor, generator=gen)
+        elif scheme == "kaiming":
+            nn.init.kaiming_normal_(tensor, nonlinearity="relu", generator=gen)
+        else:
+            tensor.normal_(0.0, 1.0 / tensor.shape[-1] ** 0.5, generator=gen)
+        tensor.mul_(scale)
+    return tensor
+
+
+def weight_norm(model: nn.Module) -> float:
+    """Euclidean norm of all homogeneous weights (a restricted shallow GLN's fixed rows included)."""
+    sq = sum((w.detach().double() ** 2).sum() for w in model.weights()) + getattr(model, "fixed_sq_norm", 0.0)
+    return float(torch.sqrt(sq))
+
+
+def set_weights(model: nn.Module, weights: dict) -> None:
+    """Copy explicit initial weights (name -> nested list) into the model's parameters, checking names and shapes."""
+    params = dict(model.named_parameters())
+    unknown = sorted(set(weights) - set(params))
+    if unknown:
+        raise GbError(f"model.weights.{unknown[0]}: not a parameter of this network (it has {', '.join(params)})")
+    for name, p in params.items():
+        if name not in weights:
+            raise GbError(f"model.weights.{name}: missing (explicit weights need every parameter: {', '.join(params)})")
+        try:
+            value = torch.as_tensor(np.asarray(weights[name], dtype=float), dtype=p.dtype)
+        except (TypeError, ValueError):
+            raise GbError(f"model.weights.{name}: not a (nested) list of numbers") from None
+        if tuple(value.shape) != tuple(p.shape):
+            raise GbError(f"model.weights.{name}: shape {tuple(value.shape)}, the network needs {tuple(p.shape)}")
+        with torch.no_grad():
+            p.copy_(value)
+
+
+def hidden_units_field(description: str = "H: hidden units"):
+    return Field(10, ge=1, description=description)
+
+
+def sqrt_margin(optimum: float) -> float:
+    """Best normalized margin when the program's objective is ||w||^2 itself (degree 1)."""
+    return 1.0 / math.sqrt(optimum)

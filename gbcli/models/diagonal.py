@@ -1,0 +1,82 @@
+"""Paper 003's depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>,
+started from explicit weights; its program is the non-convex Problem 2 (gbcli.experiments.paper003)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field, StrictInt
+from torch import nn
+
+from gbcli.experiments import paper003
+from gbcli.models.base import ModelParams
+
+
+class Params(ModelParams):
+    kind: Literal["diagonal"] = "diagonal"
+    depth: StrictInt = Field(2, ge=2, le=64, description="number of layers m")
+    activation: Literal["linear", "relu"] = Field("relu", description="the hidden activation")
+    weights: dict[str, Any] = Field(description="explicit initial weights by parameter name (w: m x d)")
+
+    @property
+    def homogeneity(self) -> int:
+        return self.depth
+
+
+class DiagonalNet(nn.Module):
+    """Depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>."""
+
+    def __init__(self, depth: int, dim: int, activation: str):
+        super().__init__()
+        self.activation = activation
+        self.w = nn.Parameter(torch.empty(depth, dim))
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        h = x
+        for j in range(self.w.shape[0] - 1):
+            h = paper003.activate(self.w[j] * h, self.activation)
+        return h @ self.w[-1]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w]
+
+
+def diagonal_margins(activation: str):
+    """f = sum_k x_k w_mk prod_{j<m} w_jk, times the gates of the prefix products, and its Jacobian."""
+
+    def margins(theta_parts: list[np.ndarray], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        (w,) = theta_parts
+        m = w.shape[0]
+        gates = np.ones_like(x)
+        h = x.copy()
+        for j in range(m - 1):
+            z = w[j] * h
+            gates = gates * paper003.gate(z, activation)
+            h = z * paper003.gate(z, activation)
+        f = h @ w[-1]
+        jac = np.empty((len(x), m, w.shape[1]))
+        for j in range(m):
+            jac[:, j, :] = x * gates * np.prod(np.delete(w, j, axis=0), axis=0)
+        return f, jac.reshape(len(x), -1)
+
+    return margins
+
+
+class Spec(paper003.ConstructionSpec):
+    kind, Params = "diagonal", Params
+    description = "paper 003: depth-m diagonal network, explicit initial weights"
+    programs = paper003.programs()
+
+    example_model = {"depth": 2, "activation": "linear", "weights": {"w": [[1.0, 0.0], [1.0, 0.0]]}}
+    example_x = [[1.0, 2.0]]
+
+    def network(self, cfg, dim):
+        return DiagonalNet(cfg.model.depth, dim, cfg.model.activation)
+
+    def numpy_margins(self, theta_parts, x, cfg):
+        return diagonal_margins(cfg.model.activation)(theta_parts, x)
+
+
+SPEC = Spec()

@@ -1,0 +1,36 @@
+"""The frozen-gate ReLU network (FReLU): a ReLU net whose gates [w_gate_h . x >= 0] are frozen
+from its first layer after `freeze_gates_after` epochs of ordinary ReLU training (0: at init);
+only the linear weights then move. Its programs are the ReLU's gate programs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictInt
+
+from gbcli.models import relu
+
+
+class Params(relu.Params):
+    kind: Literal["frelu"] = "frelu"
+    freeze_gates_after: StrictInt = Field(0, ge=0, description="epochs of ordinary ReLU training before the gates freeze")
+
+
+class Spec(relu.Spec):
+    kind, Params = "frelu", Params
+    description = "ReLU with frozen gates (freeze_gates_after epochs of warm-up)"
+    programs = dict(relu.GATE_PROGRAMS)
+    instruments = ("kkt", "rank")
+    example_model = {"hidden_units": 4, "freeze_gates_after": 1}
+
+    def after_init(self, model, cfg, gen):
+        super().after_init(model, cfg, gen)
+        if cfg.model.freeze_gates_after == 0:
+            model.freeze_gates()
+
+    def on_epoch(self, model, cfg, epoch):
+        if epoch == cfg.model.freeze_gates_after and not model.frozen:
+            model.freeze_gates()
+
+
+SPEC = Spec()

@@ -1,0 +1,102 @@
+"""Paper 002's leaky network: 2k leaky units max(alpha z, z) without biases, output weights fixed
+to +v (the first k units, the w_i) and -v (the last k, the u_i); only the first layer is trained,
+so the net is 1-homogeneous in its trained weights. In the perfect agreement regime (PAR) its
+limit is `svm-par`; `svm-shallow` (the plain linear SVM) checks that the data is linearly separable.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import Field, StrictInt, field_validator
+from torch import nn
+
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program
+from gbcli.models.linear import linear_design
+from gbcli.programs.design import GatedDesign
+
+
+class Params(ModelParams):
+    kind: Literal["leaky"] = "leaky"
+    hidden_units: StrictInt = Field(10, ge=1, description="2k: k units with output weight +v, k with -v")
+    init: Optional[InitScheme] = Field(None, description="default: normal")
+    leaky_alpha: float = Field(0.2, gt=0, lt=1, description="slope alpha of max(alpha z, z)")
+    output_weight: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                 description="v, the fixed output weight (+v first k units, -v last k)")
+
+    @field_validator("hidden_units")
+    @classmethod
+    def _even(cls, v: int) -> int:
+        if v % 2:
+            raise ValueError(f"a leaky net has 2k units (k per output sign), got {v}")
+        return v
+
+    @property
+    def homogeneity(self) -> int:
+        return 1   # only the first layer is trained
+
+
+class LeakyNet(nn.Module):
+    """2k leaky units max(alpha z, z), output weights fixed to +v (first k) and -v (last k)."""
+
+    def __init__(self, units: int, dim: int, alpha: float, v: float):
+        super().__init__()
+        self.alpha, k = alpha, units // 2
+        self.w1 = nn.Parameter(torch.empty(units, dim))
+        self.register_buffer("w2", torch.cat([torch.full((k,), v), torch.full((units - k,), -v)])[None])
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x @ self.w1.T, self.alpha)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        return self.hidden(x) @ self.w2[0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1]
+
+
+def par_design(cfg, problem: Problem, trained=None) -> GatedDesign:
+    """svm-par: min ||w||^2 + ||u||^2 s.t. <w,x> - alpha<u,x> >= 1 (positives),
+    alpha<w,x> - <u,x> <= -1 (negatives): a linear SVM in the lifted feature, rows zeta = (w, u)
+    with gates (1, -alpha) on positives and (alpha, -1) on negatives. On new points the limit
+    net sigma(<w,x>) - sigma(<u,x>) has the sign of <w - u, x> (sigma is increasing), so the
+    validation gates are (1, -1): signs (errors, inconsistency) are exact, magnitudes are not."""
+    ds, a = problem.dataset, cfg.model.leaky_alpha
+    et = np.where(ds.y_train[:, None] > 0, [1.0, -a], [a, -1.0])
+    return GatedDesign(ds.x_train, ds.y_train, et, ds.x_val, np.tile([1.0, -1.0], (len(ds.x_val), 1)), "sq")
+
+
+class Spec(ModelSpec):
+    kind, Params = "leaky", Params
+    description = "paper 002: 2k leaky units, output weights fixed to +-v"
+    programs = {"svm-par": Program("svm-par", "sq", par_design, description="the PAR limit (paper 002)"),
+                "svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
+    instruments = ("kkt", "agreement", "rank", "clusters")
+    default_init = "normal"
+    example_model = {"hidden_units": 4}
+
+    def units(self, params):
+        return params.hidden_units
+
+    def network(self, cfg, dim):
+        m = cfg.model
+        return LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
+
+    def matching_program(self, cfg):
+        return "svm-par"
+
+    def matching_info(self, cfg, problem, solution):
+        """svm-par's optimum bounds only perfectly clustered nets in the PAR; and the PAR's gate signs
+        at the svm-par solution (the theorem's limit only if they hold): positives <w,x> > 0 > <u,x>,
+        negatives <w,x> < 0 < <u,x>."""
+        k, v = cfg.model.hidden_units // 2, cfg.model.output_weight
+        ds = problem.dataset
+        yx = ds.y_train[:, None] * (ds.x_train @ solution.zeta.T)
+        return {"par_normalized_margin": v * np.sqrt(k) / np.sqrt(solution.value),
+                "par_consistent": float(np.mean((yx[:, 0] > 0) & (yx[:, 1] < 0)))}
+
+
+SPEC = Spec()

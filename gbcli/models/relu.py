@@ -1,0 +1,186 @@
+"""The two-layer ReLU network without biases, x -> H -> 1 (protocol section 4; papers 001 and 003).
+
+Its programs fix the ReLU's gates and ask for the max-margin linear weights behind them:
+`svm-rc` (random gates), `svm-lc` (the trained net's gates), `svm-hl` (a linear SVM on the trained
+hidden layer), `svm-gates` (a linear SVM on the gate pattern); paper 001's `svm-pos` / `svm-neg`
+(the one-class max-margin directions w+ / w-) and paper 003's non-convex Problem 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+import numpy as np
+import torch
+from pydantic import Field, StrictInt
+from torch import nn
+
+from gbcli.errors import GbError
+from gbcli.experiments import paper001, paper003
+from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, set_weights
+from gbcli.models.gating import random_relu_gates
+from gbcli.programs.design import GatedDesign, constant_gates, singleton_groups
+
+
+class Params(ModelParams):
+    kind: Literal["relu"] = "relu"
+    hidden_units: StrictInt = Field(10, ge=1, description="H: hidden units")
+    init: Optional[Literal["orthogonal", "kaiming", "normal", "balanced"]] = Field(
+        None, description="default: kaiming; balanced (paper 001): normal first layer, |w2_j| = ||w1_j|| "
+                          "with random signs")
+    weights: Optional[dict[str, Any]] = Field(None, description="explicit initial weights by parameter name (w1, w2)")
+
+    @property
+    def homogeneity(self) -> int:
+        return 2
+
+
+class ReLUNet(nn.Module):
+    """x -> H -> 1 ReLU network without biases (2-homogeneous).
+
+    With `frozen` set, unit h is gated by [w_gate_h . x >= 0] from a frozen copy of the first
+    layer (frozen-gate ReLU, FReLU); only the linear weights then move.
+    """
+
+    def __init__(self, units: int, dim: int):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.empty(units, dim))
+        self.w2 = nn.Parameter(torch.empty(1, units))
+        self.register_buffer("w_gate", torch.empty(0, dim))
+
+    @property
+    def frozen(self) -> bool:
+        return self.w_gate.shape[0] > 0
+
+    def freeze_gates(self) -> None:
+        self.w_gate = self.w1.detach().clone()
+
+    def gates(self, x: torch.Tensor) -> torch.Tensor:
+        return (x @ (self.w_gate if self.frozen else self.w1).T >= 0).to(x.dtype)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        pre = x @ self.w1.T
+        return pre * self.gates(x) if self.frozen else torch.relu(pre)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        return self.hidden(x) @ self.w2[0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1, self.w2]
+
+
+def _gates(net: ReLUNet, x: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return net.gates(torch.as_tensor(x, dtype=torch.float64)).numpy()
+
+
+def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem) -> GatedDesign:
+    """The FReLU design: an always-on unit plus one unit per gate, each its own group."""
+    ds = problem.dataset
+    et = np.hstack([constant_gates(len(gt)), gt]).astype(float)
+    ev = np.hstack([constant_gates(len(gv)), gv]).astype(float)
+    return GatedDesign(ds.x_train, ds.y_train, et, ds.x_val, ev, "group", singleton_groups(et.shape[1]), et.shape[1], 1)
+
+
+def random_gates_design(cfg, problem: Problem, trained=None) -> GatedDesign:
+    """svm-rc: H random gates (orthogonal normals, median offsets) seeded by contexts.seed."""
+    ds = problem.dataset
+    gates = random_relu_gates(cfg.model.hidden_units, ds.x_pool, cfg.contexts.seed)
+    return frelu_design(gates.local_contexts(ds.x_train), gates.local_contexts(ds.x_val), problem)
+
+
+def learned_gates_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
+    """svm-lc: the trained network's gates."""
+    ds = problem.dataset
+    return frelu_design(_gates(trained, ds.x_train), _gates(trained, ds.x_val), problem)
+
+
+def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
+    """svm-hl: a linear SVM on the trained hidden layer's outputs."""
+    ds = problem.dataset
+    with torch.no_grad():
+        to = lambda a: torch.as_tensor(a, dtype=torch.float64)
+        ft, fv = trained.hidden(to(ds.x_train)).numpy(), trained.hidden(to(ds.x_val)).numpy()
+    return GatedDesign(ft, ds.y_train, constant_gates(len(ft)), fv, constant_gates(len(fv)), "sq")
+
+
+def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
+    """svm-gates: a linear SVM on the trained network's 0/1 gate pattern."""
+    ds = problem.dataset
+    gt, gv = _gates(trained, ds.x_train), _gates(trained, ds.x_val)
+    return GatedDesign(gt.astype(float), ds.y_train, constant_gates(len(gt)), gv.astype(float),
+                       constant_gates(len(gv)), "sq")
+
+
+GATE_PROGRAMS = {
+    "svm-rc": Program("svm-rc", "group", random_gates_design, description="FReLU norm on random gates"),
+    "svm-lc": Program("svm-lc", "group", learned_gates_design, needs_trained=True,
+                      description="FReLU norm on the trained gates"),
+    "svm-hl": Program("svm-hl", "sq", hidden_layer_design, needs_trained=True,
+                      description="linear SVM on the trained hidden layer"),
+    "svm-gates": Program("svm-gates", "sq", gate_pattern_design, needs_trained=True,
+                         description="linear SVM on the trained gate pattern"),
+}
+
+
+def relu_margins(theta_parts: list[np.ndarray], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """f(x) = sum_h v_h relu(<w_h, x>) and its Jacobian in (w1, w2), in closed form (the ReLU with
+    derivative 0 at 0, as torch), for paper 003's Problem 2."""
+    w1, w2 = theta_parts
+    pre = x @ w1.T
+    g = (pre > 0).astype(float)
+    f = (pre * g) @ w2[0]
+    jw = (g * w2[0])[:, :, None] * x[:, None, :]           # (n, H, d)
+    return f, np.hstack([jw.reshape(len(x), -1), pre * g])
+
+
+class Spec(ModelSpec):
+    kind, Params = "relu", Params
+    description = "x -> H -> 1 ReLU, no biases"
+    programs = {**GATE_PROGRAMS, **paper001.PROGRAMS, **paper003.programs()}
+    instruments = ("kkt", "rank", "alignment")
+    default_init = "kaiming"
+    example_model = {"hidden_units": 4}
+
+    def example(self, program):
+        if program not in paper003.NONCONVEX:
+            return super().example(program)
+        # paper 003's Thm 3.2 construction: two points, GD's net classifies both from the start
+        cfg = paper003.example(program, {"kind": self.kind, "hidden_units": 2,
+                                         "weights": {"w1": [[0.1, 1.0], [-0.2, -1.0]], "w2": [[0.5, 0.4]]}},
+                               [[1.0, 0.25], [-1.0, 0.25]])
+        cfg["svm"]["restarts"] = 20   # random starts often stall at a dead neuron
+        return cfg
+
+    def units(self, params):
+        return params.hidden_units
+
+    def network(self, cfg, dim):
+        return ReLUNet(cfg.model.hidden_units, dim)
+
+    def init_scheme(self, cfg):
+        return "normal" if cfg.model.init == "balanced" else super().init_scheme(cfg)
+
+    def after_init(self, model, cfg, gen):
+        if cfg.model.init == "balanced":   # paper 001: |w2_j| = ||w1_j||, signs from the same generator
+            paper001.balance(model, gen)
+        if cfg.model.weights is not None:   # explicit initial weights (paper 003's 2-neuron ReLU net)
+            set_weights(model, cfg.model.weights)
+
+    def load(self, state, cfg, dim, path):
+        sd = state.get("state_dict", {})
+        if not isinstance(sd, dict) or "w1" not in sd:
+            raise GbError(f"{path}: not a checkpoint of a {cfg.model.predictor} (rerun `gb train-gd`)")
+        if sd["w1"].shape[0] != cfg.model.hidden_units:
+            raise GbError(f"{path}: has {sd['w1'].shape[0]} hidden units, the config has model.hidden_units = "
+                          f"{cfg.model.hidden_units}")
+        net = ReLUNet(sd["w1"].shape[0], sd["w1"].shape[1])
+        net.w_gate = sd["w_gate"]
+        net.load_state_dict(sd)
+        return net.double()
+
+    def numpy_margins(self, theta_parts, x, cfg):
+        return relu_margins(theta_parts, x)
+
+
+SPEC = Spec()

@@ -1,0 +1,32 @@
+"""Convex max-margin programs: designs, norms, certificates and solvers (protocol sections 5-6).
+
+- `design`: the data of a program (`GatedDesign`) and what a solver returns (`Solution`);
+- `norms`: one class per norm (value, dual norm, radius, cvxpy form, kernel, recovery);
+- `ipm`: our interior-point method on the multiple-kernel dual (the bare algorithm);
+- `certify`: the certificate every answer gets, whatever solver produced it;
+- `solvers`: registered solver classes that declare the norms they solve;
+- `estimators`: scikit-learn-style estimators over these, usable on any data without a config.
+
+Which design a program has is declared by the model it describes (`gbcli.models`).
+"""
+
+from gbcli.programs.certify import CERTIFY_TOL, certificate, dual_bound, input_radius, relative_margin_bound
+from gbcli.programs.design import (GatedDesign, Solution, combination, decision, margin_matrix, reference_groups,
+                                   unit_groups)
+from gbcli.programs.ipm import NOT_SEPARABLE
+from gbcli.programs.norms import (NORMS, context_mean, context_pinv, count_groups_matrix, l2_root, norm_of,
+                                  norm_value, reference_matrix, reference_null_and_pinv)
+from gbcli.programs.solvers import SOLVERS, check_solver, default_solver, solve
+from gbcli.programs.solvers.dual import solve_dual
+
+
+def solve_primal(design: GatedDesign, solver: str, max_iters: int | None = None, eps: float | None = None) -> Solution:
+    """Solve the program in primal form through cvxpy (`solver`: ecos, osqp, clarabel or scs)."""
+    return SOLVERS[solver].solve(design, max_iters, eps)
+
+
+__all__ = ["CERTIFY_TOL", "NOT_SEPARABLE", "NORMS", "SOLVERS", "GatedDesign", "Solution", "certificate",
+           "check_solver", "combination", "context_mean", "context_pinv", "count_groups_matrix", "decision",
+           "default_solver", "dual_bound", "input_radius", "l2_root", "margin_matrix", "norm_of", "norm_value",
+           "reference_groups", "reference_matrix", "reference_null_and_pinv", "relative_margin_bound", "solve",
+           "solve_dual", "solve_primal", "unit_groups"]

@@ -1,0 +1,74 @@
+"""Certificates: every solver's answer is checked the same way, whatever solver produced it.
+
+- A solution is certified when its relative duality gap and 1 - its smallest training margin are
+  both below the tolerance; the dual objective is a weak-duality bound computed from the solver's
+  margin multipliers lam (any lam >= 0 gives one).
+- An infeasibility is certified by a dual ray: an upper bound on every predictor's relative
+  margin below NOT_SEPARABLE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gbcli.programs.design import GatedDesign, Solution, combination, decision
+from gbcli.programs.ipm import NOT_SEPARABLE
+from gbcli.programs.norms import norm_of
+
+CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
+
+
+def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
+    """A lower bound on the program's optimum from any lam >= 0 (weak duality).
+
+    With V = E' diag(lam o y) X, every feasible zeta has 1'lam <= <V, zeta> <= ||V||_* ||zeta||, so
+    ||zeta|| >= 1'lam / ||V||_*, with ||.||_* the norm's dual norm; squared for the quadratic norms.
+    The bound does not depend on the scale of lam, so any solver's multipliers can be checked."""
+    lam = np.clip(lam, 0, None)
+    norm = norm_of(design)
+    dn = norm.dual(design, combination(design, lam))
+    if np.isnan(dn):
+        return float("nan")
+    if dn == 0:   # lam = 0: the trivial bound; V(lam) = 0 with lam != 0: no feasible point at all
+        return 0.0 if not lam.any() else float("inf")
+    bound = lam.sum() / dn
+    return float(bound ** 2 if norm.quadratic else bound)
+
+
+def input_radius(design: GatedDesign) -> float:
+    """max_n of the dual norm of point n's gated input, so |f(x_n)| <= ||zeta|| * radius."""
+    return norm_of(design).input_radius(design)
+
+
+def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
+    """From a dual ray lam >= 0: an upper bound on min_n y_n f(x_n) / (||zeta|| * input_radius) over
+    every predictor zeta (weak duality: 1'lam min_n y_n f(x_n) <= <V, zeta> <= ||V||_* ||zeta||).
+    Below NOT_SEPARABLE it certifies that the program is (numerically) infeasible."""
+    bound = dual_bound(design, lam)
+    if norm_of(design).quadratic:
+        bound = np.sqrt(bound)
+    radius = input_radius(design)
+    if radius == 0:   # every gated input is zero: no predictor has a positive margin
+        return 0.0
+    return float(1 / (bound * radius)) if bound > 0 else float("inf")   # bound = inf (V = 0) gives 0
+
+
+def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) -> dict:
+    """Primal objective, dual objective, relative gap and smallest training margin of a solution,
+    and whether they meet the tolerance (relative gap <= tol, smallest margin >= 1 - tol)."""
+    tol = tol or CERTIFY_TOL
+    out = {"primal_objective": float("nan"), "dual_objective": float("nan"), "rel_gap": float("nan"),
+           "min_margin": float("nan"), "iterations": sol.iterations, "certified": False, "tolerance": tol}
+    if sol.zeta is None:
+        if sol.status == "infeasible" and sol.lam is not None:   # certified by a dual ray
+            rel = relative_margin_bound(design, sol.lam)
+            out.update(dual_objective=dual_bound(design, sol.lam), relative_margin_bound=rel,
+                       certified=bool(rel <= NOT_SEPARABLE))
+        return out
+    margins = decision(sol.zeta, design.x_train, design.e_train) * design.y_train
+    primal = norm_of(design).value(design, sol.zeta)
+    dual = dual_bound(design, sol.lam) if sol.lam is not None else float("nan")
+    gap = (primal - dual) / max(abs(primal), 1e-12)   # absolute below 1e-12 (an optimum of 0 is possible)
+    out.update(primal_objective=primal, dual_objective=dual, rel_gap=gap, min_margin=float(margins.min()),
+               certified=bool(abs(gap) <= tol and margins.min() >= 1 - tol))
+    return out

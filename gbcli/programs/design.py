@@ -1,0 +1,92 @@
+"""The data of a convex max-margin program (protocol section 5) and what every solver returns.
+
+Every program has the same shape. A gated design assigns each input x_n a row of gates
+E[n, r] (one-hot per unit for GLN contexts, 0/1 for ReLU gates, a constant column for an
+always-on unit), the predictor is f(x_n) = sum_r E[n, r] <zeta_r, x_n>, and the program is
+
+    min  norm(zeta)   s.t.   y_n f(x_n) >= 1  for every training point n.
+
+Programs differ only in the design (built by the model that the program describes, see
+`gbcli.models`) and in the norm (`gbcli.programs.norms`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass
+class GatedDesign:
+    """The data of one program: inputs, labels, gates and the norm's structure."""
+
+    x_train: np.ndarray          # (N, D)
+    y_train: np.ndarray          # (N,) in {-1, +1}
+    e_train: np.ndarray          # (N, R) gates
+    x_val: np.ndarray            # (M, D)
+    e_val: np.ndarray            # (M, R)
+    norm: str                    # the name of a registered norm (gbcli.programs.norms.NORMS)
+    groups: list[np.ndarray] = field(default_factory=list)  # row indices of each group (group norms)
+    units: int = 1               # H (for the l2 norms)
+    count: int = 1               # C (for the l2 norms)
+
+    @property
+    def rows(self) -> int:
+        return self.e_train.shape[1]
+
+
+@dataclass
+class Solution:
+    """A solver's outcome: the primal zeta and, when the solver gives one, the dual lam."""
+
+    zeta: np.ndarray | None
+    status: str        # optimal | inaccurate | infeasible | failed
+    value: float
+    seconds: float
+    solver: str
+    message: str = ""
+    iterations: int | None = None
+    lam: np.ndarray | None = None    # (N,) margin multipliers: a dual certificate
+
+
+def unit_groups(units: int, count: int) -> list[np.ndarray]:
+    """The GLN norm's groups: the C rows h*C .. h*C+C-1 of each unit h."""
+    return [np.arange(h * count, (h + 1) * count) for h in range(units)]
+
+
+def reference_groups(units: int, count: int) -> list[np.ndarray]:
+    """The published code's groups {i, i+H, i+2H, ...} (a column-major reshape of row-major rows)."""
+    return [np.arange(i, units * count, units) for i in range(units)]
+
+
+def singleton_groups(rows: int) -> list[np.ndarray]:
+    """One group per row (a unit per gate: the FReLU norm)."""
+    return [np.array([r]) for r in range(rows)]
+
+
+def decision(zeta: np.ndarray, x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """f(x_n) = sum_r E[n, r] <zeta_r, x_n>."""
+    return ((x @ zeta.T) * e).sum(1)
+
+
+def combination(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
+    """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs."""
+    return design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)
+
+
+def margin_matrix(design: GatedDesign) -> sp.csr_matrix:
+    """Sparse A with (A vec(zeta))_n = y_n f(x_n), vec row-major: one block of D per nonzero gate."""
+    x, y, e = design.x_train, design.y_train, design.e_train
+    n, d = x.shape
+    rn, rr = np.nonzero(e)
+    data = (y[rn] * e[rn, rr])[:, None] * x[rn]
+    cols = rr[:, None] * d + np.arange(d)
+    rows = np.repeat(rn, d)
+    return sp.csr_matrix((data.ravel(), (rows, cols.ravel())), shape=(n, design.rows * d))
+
+
+def constant_gates(n: int) -> np.ndarray:
+    """One always-on context: a plain linear predictor as a gated design."""
+    return np.ones((n, 1))

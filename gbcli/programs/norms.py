@@ -1,0 +1,315 @@
+"""The norms of the max-margin programs, one class each (protocol sections 5 and 6).
+
+A norm knows everything the solvers and the certificate ask of it: its value at zeta, the dual
+norm of a multiplier combination V (weak duality), the radius of the gated inputs, its cvxpy
+expression (primal solvers), its kernel form (the dual solver) and how the primal is recovered
+from the dual. Solvers ask `NORMS[design.norm]`; nothing branches on a norm's name.
+
+- `sq`:           sum_r ||zeta_r||^2                      (svm-shallow, svm-hl, svm-gates, ...)
+- `l2`:           zeta' M zeta = ||sum_r zeta_r||^2 + C ||(I - P) zeta||^2
+                  (the L2 norm of all C^H predictors divided by C^(H-2); svm-l2)
+- `group`:        sum over groups of ||zeta_group||_F      (svm-gln, svm-rc, svm-lc, ...)
+- `l2-reference`: ||A_ref zeta||^2 with the published code's A_ref (svm-l2-reference)
+- `l1`:           sum of |zeta| entries, an LP: the l1 margin that coordinate descent / AdaBoost
+                  maximize (paper 004; svm-l1)
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from gbcli.programs.design import GatedDesign, combination, decision
+from gbcli.programs.ipm import Kernel, interior_point
+
+
+# ------------------------------------------------------------------ the matrices of the l2 norms
+
+
+def context_mean(units: int, count: int) -> sp.csr_matrix:
+    """P = I_H (x) (1/C) 1 1': replaces each row by the mean of its unit's C rows."""
+    return sp.kron(sp.identity(units), np.full((count, count), 1.0 / count), format="csr")
+
+
+def l2_root(units: int, count: int) -> np.ndarray:
+    """A square root of Mt (Mt[(h,c),(h',c')] = 1 + C[h=h'][c=c'] - [h=h']): A = J/sqrt(HC) + sqrt(C)(I - P)."""
+    r = units * count
+    return np.ones((r, r)) / np.sqrt(r) + np.sqrt(count) * (np.eye(r) - context_mean(units, count).toarray())
+
+
+def context_pinv(units: int, count: int) -> np.ndarray:
+    """Mt^+ = J/(HC)^2 + (I - P)/C, the pseudo-inverse of svm-l2's Mt (the svm-l2 kernel is E Mt^+ E')."""
+    r = units * count
+    return np.ones((r, r)) / r ** 2 + (np.eye(r) - context_mean(units, count).toarray()) / count
+
+
+def count_groups_matrix(units: int, count: int) -> np.ndarray:
+    """T of the reference objective: T[r, r'] = [r = r' mod H]."""
+    idx = np.arange(units * count)
+    return (idx[:, None] % units == idx[None, :] % units).astype(float)
+
+
+def reference_matrix(units: int, count: int) -> np.ndarray:
+    """The published code's A_ref: (1/HC) J - T + C I, T summing rows in the groups {i, i+H, ...}."""
+    r = units * count
+    return np.ones((r, r)) / r - count_groups_matrix(units, count) + count * np.eye(r)
+
+
+def reference_null_and_pinv(units: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(B, (A'A)^+) for the published code's A_ref: B spans its null space (H - 1 columns:
+    sum_i u_i 1_{g_i} with sum u = 0, g_i the rows {i, i+H, ...}); the pseudo-inverse acts on the rest."""
+    a = reference_matrix(units, count)
+    ev, vec = np.linalg.eigh(a.T @ a)
+    zero = ev < 1e-9 * ev.max()
+    return vec[:, zero], (vec[:, ~zero] / ev[~zero]) @ vec[:, ~zero].T
+
+
+# ------------------------------------------------------------------ the norms
+
+
+class Norm:
+    """Base class: a norm of zeta (or its square, for the quadratic ones)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]            # for messages: "minimizes <description>"
+    quadratic: ClassVar[bool] = False     # the objective is the squared norm (a QP)
+    default_solver: ClassVar[str] = "dual"
+    has_reduction: ClassVar[bool] = False  # an exact route through the dual of its own (solve_reduced)
+
+    def value(self, design: GatedDesign, zeta: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def dual(self, design: GatedDesign, v: np.ndarray) -> float:
+        """The dual norm ||V||_* (of the norm itself, not of its square); NaN when V cannot certify."""
+        raise NotImplementedError
+
+    def gate_radius(self, design: GatedDesign) -> np.ndarray:
+        """Per training point: the dual norm of its gates, so |f(x_n)| <= ||zeta|| ||x_n|| radius_n."""
+        return np.linalg.norm(design.e_train, axis=1)
+
+    def input_radius(self, design: GatedDesign) -> float:
+        """max_n of the dual norm of point n's gated input."""
+        return float((np.linalg.norm(design.x_train, axis=1) * self.gate_radius(design)).max())
+
+    def cvxpy(self, design: GatedDesign, z, zm):
+        """The objective as a cvxpy expression of the flat variable z (zm: its R x D reshape)."""
+        raise NotImplementedError
+
+    def kernel(self, design: GatedDesign, ky: torch.Tensor, e: torch.Tensor):
+        """(Ky, E, col_group) for the dual solver, given Ky = yy' o XX' and the gates E: the
+        single-group norms fold their gates into Ky (E None); group norms keep E and name each
+        column's group. None when the dual solver does not cover this norm."""
+        return None
+
+    def recover(self, design: GatedDesign, v: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """The primal zeta from V = combination(lam) and the group multipliers s."""
+        raise NotImplementedError
+
+    def solve_reduced(self, design: GatedDesign, tol: float, max_iters: int | None, device: str):
+        """Norms with `has_reduction`: their own exact route through the dual (see ReferenceL2)."""
+        raise NotImplementedError
+
+
+class SquaredL2(Norm):
+    name, description, quadratic = "sq", "the squared l2 norm", True
+
+    def value(self, design, zeta):
+        return float((zeta ** 2).sum())
+
+    def dual(self, design, v):
+        return float(np.linalg.norm(v))
+
+    def cvxpy(self, design, z, zm):
+        import cvxpy as cp   # cvxpy is slow to import and only the primal solvers need it
+
+        return cp.sum_squares(z)
+
+    def kernel(self, design, ky, e):
+        if e.shape[1] > 1:
+            ky.mul_(e @ e.T)
+        return ky, None, None
+
+    def recover(self, design, v, s):
+        return s[0] * v
+
+
+class ContextL2(Norm):
+    """svm-l2: the L2 norm of all C^H context predictors (protocol section 5), a quadratic form."""
+
+    name, description, quadratic = "l2", "the quadratic context norm zeta' M zeta", True
+
+    def value(self, design, zeta):
+        h, c = design.units, design.count
+        s = zeta.sum(0)
+        dev = zeta - context_mean(h, c) @ zeta
+        return float(s @ s + c * (dev ** 2).sum())
+
+    def dual(self, design, v):
+        return float(np.sqrt(max(float(np.sum(v * (context_pinv(design.units, design.count) @ v))), 0.0)))
+
+    def gate_radius(self, design):
+        pinv = context_pinv(design.units, design.count)
+        return np.sqrt(np.clip(np.einsum("nr,rs,ns->n", design.e_train, pinv, design.e_train), 0, None))
+
+    def cvxpy(self, design, z, zm):
+        import cvxpy as cp
+
+        h, c = design.units, design.count
+        # zeta' M zeta = ||s||^2 + C ||(I - P) zeta||^2, with s the sum of all rows
+        dev = (sp.identity(design.rows, format="csr") - context_mean(h, c)) @ zm
+        return cp.sum_squares(cp.sum(zm, axis=0)) + c * cp.sum_squares(dev)
+
+    def kernel(self, design, ky, e):
+        pinv = torch.as_tensor(context_pinv(design.units, design.count), dtype=ky.dtype, device=ky.device)
+        ky.mul_(e @ pinv @ e.T)
+        return ky, None, None
+
+    def recover(self, design, v, s):
+        return s[0] * (context_pinv(design.units, design.count) @ v)
+
+
+class GroupNorm(Norm):
+    """Sum of the groups' Frobenius norms: the GLN norm (groups = units) and the FReLU norm."""
+
+    name, description = "group", "a group norm"
+
+    def value(self, design, zeta):
+        return float(sum(np.linalg.norm(zeta[g]) for g in design.groups))
+
+    def dual(self, design, v):
+        return float(max(np.linalg.norm(v[g]) for g in design.groups))
+
+    def gate_radius(self, design):
+        e = design.e_train
+        return np.max([np.linalg.norm(e[:, g], axis=1) for g in design.groups], axis=0)
+
+    def cvxpy(self, design, z, zm):
+        import cvxpy as cp
+
+        return sum(cp.norm(cp.hstack([zm[i] for i in g])) if len(g) > 1 else cp.norm(zm[int(g[0])])
+                   for g in design.groups)
+
+    def kernel(self, design, ky, e):
+        col_group = np.empty(design.rows, dtype=np.int64)
+        for g, cols in enumerate(design.groups):
+            col_group[cols] = g
+        return ky, e, torch.as_tensor(col_group, device=ky.device)
+
+    def recover(self, design, v, s):
+        zeta = np.zeros_like(v)
+        for gi, cols in enumerate(design.groups):
+            zeta[cols] = s[gi] * v[cols]
+        return zeta
+
+
+class L1(Norm):
+    """Sum of absolute entries: an LP, which the dual solver does not cover."""
+
+    name, description, default_solver = "l1", "the l1 norm (a linear program)", "clarabel"
+
+    def value(self, design, zeta):
+        return float(np.abs(zeta).sum())
+
+    def dual(self, design, v):   # the dual of the l1 norm is the max norm
+        return float(np.abs(v).max())
+
+    def input_radius(self, design):
+        return float((np.abs(design.x_train).max(1) * np.abs(design.e_train).max(1)).max())
+
+    def cvxpy(self, design, z, zm):
+        import cvxpy as cp
+
+        return cp.norm1(z)
+
+
+class ReferenceL2(Norm):
+    """svm-l2-reference: ||A_ref zeta||^2 with the published code's (degenerate) A_ref."""
+
+    name, description, quadratic = "l2-reference", "the published code's quadratic norm", True
+    has_reduction = True
+
+    def value(self, design, zeta):
+        return float(((reference_matrix(design.units, design.count) @ zeta) ** 2).sum())
+
+    def dual(self, design, v):
+        # lam certifies only when it puts no weight on the null space of A_ref
+        null, pinv = reference_null_and_pinv(design.units, design.count)
+        if np.linalg.norm(null.T @ v) > 1e-9 * max(np.linalg.norm(v), 1e-300):
+            return float("nan")
+        return float(np.sqrt(max(float(np.sum(v * (pinv @ v))), 0.0)))
+
+    def gate_radius(self, design):
+        pinv = reference_null_and_pinv(design.units, design.count)[1]
+        return np.sqrt(np.clip(np.einsum("nr,rs,ns->n", design.e_train, pinv, design.e_train), 0, None))
+
+    def cvxpy(self, design, z, zm):
+        import cvxpy as cp
+
+        h, c = design.units, design.count
+        # ||A_ref zeta||^2 = ||(C I - T) zeta||^2 + ||s||^2 / (HC): the cross term vanishes
+        # because every column of T sums to C.
+        t = sp.csr_matrix(count_groups_matrix(h, c))
+        return (cp.sum_squares((c * sp.identity(design.rows, format="csr") - t) @ zm)
+                + cp.sum_squares(cp.sum(zm, axis=0)) / (h * c))
+
+    def solve_reduced(self, design, tol, max_iters, device):
+        """The exact reduction of this program (we derived it; protocol section 5 calls the program
+        degenerate, this is what the degeneracy is).
+
+        ||A_ref zeta||^2 vanishes on zeta = B eta (B: the H-1 null directions of A_ref), and the
+        predictor sees that part through c_n = B' e_n. A point with c_n != 0 can get any margin from
+        the null part for free; only the points with c_n = 0 (their contexts hit each row class mod
+        H exactly once) constrain the objective. When the free points' null-space features are
+        linearly independent (checked: a Cholesky), the optimum is a kernel SVM on the constrained
+        points, with kernel <x,x'> e'(A'A)^+ e'. The program does not determine the rest of the
+        predictor; we take the minimum-norm null part that lifts each free point's margin to
+        max(1, its margin). Returns (zeta, status, message, lam, iterations), or None when the
+        reduction does not apply."""
+        x, y, e = design.x_train, design.y_train, design.e_train
+        null, pinv = reference_null_and_pinv(design.units, design.count)
+        cn = e @ null
+        free = np.abs(cn).max(1) > 1e-9
+        fixed = ~free
+        gram = x @ x.T
+        lam = np.zeros(len(y))
+        status, message, it = "optimal", "", 0
+        if fixed.any():
+            ky = gram[np.ix_(fixed, fixed)] * (e[fixed] @ pinv @ e[fixed].T) * np.outer(y[fixed], y[fixed])
+            status, message, lam_f, s, it = interior_point(Kernel(torch.as_tensor(ky, device=device)), True, tol,
+                                                           max_iters)
+            if s is None:
+                return None, status, message, None, it
+            lam[fixed] = s[0] * lam_f
+        zeta = pinv @ combination(design, lam)
+        if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
+            zeta = zeta / (decision(zeta, x[fixed], e[fixed]) * y[fixed]).min()
+        if free.any():
+            m = decision(zeta, x, e) * y
+            w = gram[np.ix_(free, free)] * (cn[free] @ cn[free].T) * np.outer(y[free], y[free])
+            chol, info = torch.linalg.cholesky_ex(torch.as_tensor(w))
+            if int(info) != 0:   # rare on images (D large): the caller solves the primal instead
+                return None
+            t = torch.as_tensor(np.maximum(1 - m[free], 0))[:, None]
+            beta = torch.cholesky_solve(t, chol)[:, 0].numpy()
+            zeta = zeta + null @ ((cn[free] * (beta * y[free])[:, None]).T @ x[free])
+        m = decision(zeta, x, e) * y
+        if 0 < m.min() < 1:
+            zeta = zeta / m.min()
+        note = (f"the objective constrains {int(fixed.sum())} of {len(y)} training points; the rest of the "
+                "predictor is the minimum-norm null-space part, which the program does not determine")
+        return zeta, status, f"{message}; {note}" if message else note, lam, it
+
+
+NORMS: dict[str, Norm] = {n.name: n for n in (SquaredL2(), ContextL2(), GroupNorm(), L1(), ReferenceL2())}
+
+
+def norm_of(design: GatedDesign) -> Norm:
+    return NORMS[design.norm]
+
+
+def norm_value(design: GatedDesign, zeta: np.ndarray) -> float:
+    """The program's objective at `zeta` ((R, D) array)."""
+    return norm_of(design).value(design, zeta)

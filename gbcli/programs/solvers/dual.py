@@ -1,0 +1,120 @@
+"""The dual (kernel) solver: every program whose norm has a kernel form (protocol section 6).
+
+Each program is written as a group-norm program, min sum_g ||zeta_g|| s.t. y_n f(x_n) >= 1, whose
+dual is
+
+    max 1'lam   s.t.   lam' Q_g lam <= 1 for every group g,   lam >= 0,
+    Q_g = (yy' o K) o (E_g E_g'),
+
+with K the N x N kernel and E_g the gate columns of group g. A quadratic norm ||w||^2 is the square
+of the one-group norm ||w||, so `svm-shallow`, `svm-l2`, `svm-hl` and `svm-gates` are the case
+G = 1 with the program's kernel (K o EE', K o E Mt^+ E', or the linear kernel on the features).
+The interior-point method itself is `gbcli.programs.ipm`; the norm supplies the kernel and the
+primal recovery.
+
+Primal recovery: zeta_g = s_g V_g with V = E' diag(lam o y) X and s_g the multiplier of group g's
+constraint; its margins are sum_g s_g (Q_g lam)_n = 1 + (dual slack), so it is feasible at
+convergence, and it is rescaled by its smallest margin when that is a hair below 1.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from scipy.optimize import nnls
+
+from gbcli.programs.certify import CERTIFY_TOL, relative_margin_bound
+from gbcli.programs.design import GatedDesign, Solution, combination, decision
+from gbcli.programs.ipm import Kernel, interior_point
+from gbcli.programs.norms import norm_of
+from gbcli.programs.solvers.base import Solver
+from gbcli.programs.solvers.primal import Clarabel
+
+POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl / svm-gates (H <= 100)
+
+
+def kernel_problem(design: GatedDesign, device: str = "cpu"):
+    """(Ky, E, col_group): Ky = yy' o kernel, and the gate columns with their group index
+    (E = None for the single-group quadratic programs, whose gates are folded into Ky)."""
+    t = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float64, device=device)
+    x, y, e = t(design.x_train), t(design.y_train), t(design.e_train)
+    ky = x @ x.T
+    ky.mul_(y[:, None]).mul_(y[None, :])
+    out = norm_of(design).kernel(design, ky, e)
+    if out is None:
+        raise ValueError(f"the dual solver does not cover norm {design.norm!r}")
+    return out
+
+
+def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
+    """Sharpen an infeasibility ray: min ||sum_n lam_n y_n phi_n|| over lam >= 0, 1'lam = 1, by NNLS
+    in feature space (phi_n = e_n (x) x_n). The interior-point method sees the ray through the
+    quadratic form lam'Q lam, whose rounding error (eps |lam|'|Q||lam|) hides how small V(lam) is;
+    computed in feature space, V of an exactly conflicting set (e.g. equal gate patterns with
+    opposite labels) comes out at rounding level. Returns the better of the two rays."""
+    n, r = design.e_train.shape
+    if r * design.x_train.shape[1] > POLISH_MAX_FEATURES:
+        return lam
+    phi = (design.e_train[:, :, None] * design.x_train[:, None, :]).reshape(n, -1) * design.y_train[:, None]
+    rho = float(np.abs(phi).max()) or 1.0
+    a = np.vstack([phi.T, np.full((1, n), rho)])
+    b = np.zeros(len(a))
+    b[-1] = rho
+    polished, _ = nnls(a, b, maxiter=50 * n)
+    if not polished.any():
+        return lam
+    return min((lam, polished), key=lambda v: relative_margin_bound(design, v))
+
+
+def recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, message: str,
+            seconds: float, iterations: int) -> Solution:
+    """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
+    norm = norm_of(design)
+    zeta = norm.recover(design, combination(design, lam), s)
+    m = decision(zeta, design.x_train, design.e_train) * design.y_train
+    if m.min() > 0:   # the stopping test assumed this rescaling (it may scale up as well as down)
+        zeta = zeta / m.min()
+    return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message,
+                    iterations=iterations, lam=lam)
+
+
+class DualSolver(Solver):
+    """Our interior-point method on the N-dimensional dual: certified, the default."""
+
+    name, default_max_iters = "dual", 100
+    norms = frozenset({"sq", "l2", "group", "l2-reference"})
+    description = "interior point on the kernel dual (certified; every norm but l1)"
+
+    def solve(self, design, max_iters=None, eps=None, device: str | None = None) -> Solution:
+        tol = eps or CERTIFY_TOL
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        norm = norm_of(design)
+        start = time.perf_counter()
+        if norm.has_reduction:   # an exact route of the norm's own (svm-l2-reference)
+            reduced = norm.solve_reduced(design, tol, max_iters, device)
+            if reduced is None:   # the reduction does not apply: the general program, in primal form
+                sol = Clarabel().solve(design)
+                sol.message = ("the free points' null-space features are dependent, so the reduction does not "
+                               "apply: solved in primal form with Clarabel" + (f"; {sol.message}" if sol.message else ""))
+                return sol
+            zeta, status, message, lam, it = reduced
+            seconds = time.perf_counter() - start
+            if zeta is None:
+                return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
+            return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam)
+        grp = Kernel(*kernel_problem(design, device))
+        status, message, lam, s, it = interior_point(grp, norm.quadratic, tol, max_iters)
+        if status == "infeasible":
+            lam = polish_ray(design, lam)
+        seconds = time.perf_counter() - start
+        if s is None:   # infeasible (lam is the dual ray that certifies it) or failed
+            return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it, lam=lam)
+        return recover(design, lam, s, status, message, seconds, it)
+
+
+def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | None = None,
+               device: str | None = None) -> Solution:
+    """Solve the program through its dual; never raises on numerical trouble (see `status`)."""
+    return DualSolver().solve(design, max_iters, tol, device)

@@ -1,0 +1,93 @@
+"""Primal solvers through cvxpy: ECOS, OSQP, Clarabel and SCS, one registered class each.
+
+The primal has R*D variables (zeta, row-major) and one margin constraint per training point; the
+objective is the norm's own cvxpy expression (`gbcli.programs.norms`). The margin constraints'
+dual values are the multipliers lam that `gbcli.programs.certify` checks, as for every solver.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from gbcli.programs.design import GatedDesign, Solution, margin_matrix
+from gbcli.programs.norms import norm_of
+from gbcli.programs.solvers.base import Solver
+
+ALL_NORMS = frozenset({"sq", "l2", "group", "l2-reference", "l1"})
+QUADRATIC_NORMS = frozenset({"sq", "l2", "l2-reference"})
+STATUS = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
+          "infeasible": "infeasible", "infeasible_inaccurate": "infeasible"}
+
+
+class CvxpySolver(Solver):
+    """A cvxpy back end; subclasses name it and map `max_iters` / `eps` to its own options."""
+
+    def options(self, max_iters: int | None, eps: float | None) -> dict:
+        raise NotImplementedError
+
+    def solve(self, design: GatedDesign, max_iters: int | None = None, eps: float | None = None) -> Solution:
+        import cvxpy as cp   # slow to import; only the primal solvers need it
+
+        r, d = design.rows, design.x_train.shape[1]
+        z = cp.Variable(r * d)
+        zm = cp.reshape(z, (r, d), order="C")
+        norm = norm_of(design)
+        margins = margin_matrix(design) @ z >= 1
+        problem = cp.Problem(cp.Minimize(norm.cvxpy(design, z, zm)), [margins])
+        start = time.perf_counter()
+        try:
+            with warnings.catch_warnings():  # cvxpy's "may be inaccurate" warning: we record the status instead
+                warnings.simplefilter("ignore")
+                problem.solve(solver=self.name.upper(), **self.options(max_iters, eps))
+        except Exception as exc:  # cvxpy.SolverError and friends: record, never crash the command
+            return Solution(None, "failed", float("nan"), time.perf_counter() - start, self.name,
+                            f"{type(exc).__name__}: {exc}".splitlines()[0])
+        seconds = time.perf_counter() - start
+        status = STATUS.get(problem.status, "failed")
+        if z.value is None:
+            why = ("the training data is not separable under this program's architecture"
+                   if status == "infeasible" else f"cvxpy status {problem.status}")
+            return Solution(None, status, float("nan"), seconds, self.name, why)
+        zeta = np.asarray(z.value).reshape(r, d)
+        lam = None if margins.dual_value is None else np.asarray(margins.dual_value, dtype=float).ravel()
+        return Solution(zeta, status, norm.value(design, zeta), seconds, self.name,
+                        "" if status == "optimal" else f"cvxpy status {problem.status}", lam=lam)
+
+
+class Ecos(CvxpySolver):
+    name, norms, default_max_iters = "ecos", ALL_NORMS, 200
+    description = "ECOS interior point on the primal (cvxpy)"
+
+    def options(self, max_iters, eps):
+        return {"max_iters": max_iters or self.default_max_iters,
+                **({"abstol": eps, "reltol": eps, "feastol": eps} if eps else {})}
+
+
+class Osqp(CvxpySolver):
+    """OSQP solves quadratic programs only: no group norm, no l1."""
+
+    name, norms, default_max_iters = "osqp", QUADRATIC_NORMS, 10_000
+    description = "OSQP (ADMM) on the primal, quadratic norms only (cvxpy)"
+
+    def options(self, max_iters, eps):
+        return {"max_iter": max_iters or self.default_max_iters, **({"eps_abs": eps, "eps_rel": eps} if eps else {})}
+
+
+class Clarabel(CvxpySolver):
+    name, norms, default_max_iters = "clarabel", ALL_NORMS, 200
+    description = "Clarabel interior point on the primal (cvxpy)"
+
+    def options(self, max_iters, eps):
+        return {"max_iter": max_iters or self.default_max_iters,
+                **({"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps} if eps else {})}
+
+
+class Scs(CvxpySolver):
+    name, norms, default_max_iters = "scs", ALL_NORMS, 100_000
+    description = "SCS (ADMM) on the primal (cvxpy)"
+
+    def options(self, max_iters, eps):
+        return {"max_iters": max_iters or self.default_max_iters, **({"eps_abs": eps, "eps_rel": eps} if eps else {})}

@@ -1,0 +1,1 @@
+"""Reports of finished runs and sweeps: tables (`tables`), figures (`figures`), PNG output (`render`)."""
