@@ -10,7 +10,7 @@ from __future__ import annotations
 from gbcli.errors import GbError
 from gbcli.experiments import paper001, paper002, paper003
 from gbcli.instruments import core
-from gbcli.models import conv, diagonal, frelu, gln, leaky, linear, relu, shallow
+from gbcli.models import conv, deep_linear, diagonal, frelu, gln, leaky, linear, relu, shallow
 from gbcli.models.base import ModelSpec, Program
 
 MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
@@ -22,6 +22,7 @@ MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
     leaky.SPEC,
     diagonal.SPEC,
     conv.SPEC,
+    deep_linear.SPEC,
 )}
 
 DEFAULT_KIND = gln.SPEC.kind   # a config without model.kind

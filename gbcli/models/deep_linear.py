@@ -1,0 +1,81 @@
+"""Deep linear networks (paper 004): x -> W_L ... W_1 x, with W_1 (width x D), W_2..W_{L-1}
+(width x width) and W_L (1 x width). The predictor is linear, w = W_1' ... W_L', and GD on
+separable data drives its direction to the linear max-margin SVM (`svm-shallow`, one context).
+
+A network of depth L is L-homogeneous: its best normalized margin min y f / ||theta||^L comes
+from the balanced factorization (every layer of norm ||w||^(1/L)): ||theta||^2 = L ||w||^(2/L), so
+the best value is 1 / (L^(L/2) ||w*||) with ||w*||^2 the SVM's optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Optional
+
+import torch
+from pydantic import Field, StrictInt
+from torch import nn
+
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Program
+from gbcli.models.linear import linear_design
+
+
+class Params(ModelParams):
+    kind: Literal["deep-linear"] = "deep-linear"
+    depth: StrictInt = Field(2, ge=2, le=16, description="L: number of weight matrices")
+    width: StrictInt = Field(10, ge=1, le=10_000, description="hidden width of the layers between input and output")
+    init: Optional[InitScheme] = Field(None, description="default: normal (std 1/sqrt(fan-in)) times init_scale")
+
+    @property
+    def homogeneity(self) -> int:
+        return self.depth
+
+
+class DeepLinear(nn.Module):
+    """f(x) = W_L ... W_1 x."""
+
+    def __init__(self, depth: int, width: int, dim: int):
+        super().__init__()
+        shapes = [(width, dim)] + [(width, width)] * (depth - 2) + [(1, width)]
+        self.layers = nn.ParameterList(nn.Parameter(torch.empty(*s)) for s in shapes)
+
+    def end_to_end(self) -> torch.Tensor:
+        """The linear predictor w (D,) = (W_L ... W_1)'."""
+        w = self.layers[0]
+        for layer in self.layers[1:]:
+            w = layer @ w
+        return w[0]
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        h = x
+        for layer in self.layers:
+            h = h @ layer.T
+        return h[:, 0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return list(self.layers)
+
+
+class Spec(ModelSpec):
+    kind, Params = "deep-linear", Params
+    description = "paper 004: x -> W_L ... W_1 x"
+    programs = {"svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
+    instruments = ("margin", "kkt", "agreement")
+    default_init = "normal"
+    example_model = {"depth": 3, "width": 4}
+
+    def network(self, cfg, dim):
+        return DeepLinear(cfg.model.depth, cfg.model.width, dim)
+
+    def matching_program(self, cfg):
+        return "svm-shallow"
+
+    def best_normalized_margin(self, cfg, optimum):
+        depth = cfg.model.depth
+        return 1.0 / (depth ** (depth / 2) * math.sqrt(optimum))
+
+    def describe(self, row):
+        return f"N={row['train_size']}"
+
+
+SPEC = Spec()
