@@ -24,9 +24,36 @@ if not console.is_terminal:  # logs and pipes: wide enough that table headers ar
     console = Console(width=160)
 err_console = Console(stderr=True)
 
-OutOpt = typer.Option(None, "--out", help="run directory (default: runs/<config name>)")
-SetOpt = typer.Option([], "--set", help="override a config value: key.path=value (repeatable)")
-QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
+OutOpt = typer.Option(None, "--out", metavar="DIR", help="run directory (default: output.dir, else runs/<config name>)")
+SetOpt = typer.Option([], "--set", metavar="KEY.PATH=VALUE",
+                      help="override a config value, e.g. --set training.momentum=0.9 (repeatable; the value is YAML)")
+QuietOpt = typer.Option(False, "--quiet", "-q", is_flag=True, metavar="", help="no progress bars (a flag)")
+ConfigArg = typer.Argument(..., help="the YAML config file (see README: Config)")
+RunDirArg = typer.Argument(..., help="a run directory (or a sweep's --out directory)")
+DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
+                          help="the data directory holding mnist/ and fashion-mnist/ (default: $GB_DATA_DIR, "
+                               "else ~/.cache/gb/data)")
+USABLE = ("ok", "optimal")   # statuses that are results; a certified infeasibility is an answer too
+
+
+def _failed(rows) -> list[str]:
+    """Predictors whose status is not a result: diverged, nan, inaccurate, failed, uncertified."""
+    return [f"{r['predictor']} ({r['status']})" for r in rows
+            if not (r["status"] in USABLE or (r["status"] == "infeasible" and bool(r.get("certified"))))]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from gbcli import __version__
+
+        console.print(f"gb {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", is_flag=True, is_eager=True, callback=_version, metavar="",
+                                       help="print the version and exit")):
+    """gb: train GD networks, solve their max-margin programs, compare them."""
 
 
 def _echo(msg: str) -> None:
@@ -55,7 +82,7 @@ def _print_tables(errors, incons) -> None:
 
 
 @app.command("train-gd")
-def train_gd_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt):
+def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt):
     """Train the configured network by gradient descent."""
     from gbcli.config import run_dir_for
 
@@ -66,11 +93,16 @@ def train_gd_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = S
     s = train_gd(cfg, run_dir, progress=not quiet)
     _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
           f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
+    if s["status"] != "ok":
+        err_console.print(f"gb: training {s['status']}: {s.get('message', '')} (status in {run_dir / 'gd' / 'summary.json'})",
+                          highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command("fit-svm")
-def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt,
-                objective: List[str] = typer.Option([], "--objective", help="objective to solve (repeatable)"),
+def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt,
+                objective: List[str] = typer.Option([], "--objective", metavar="NAME",
+                                                    help="a program to solve, e.g. svm-gln (repeatable; default: svm.objectives)"),
                 solver: Optional[str] = typer.Option(None, "--solver", help="dual | ecos | osqp | clarabel | scs (each declares the norms it solves)"),
                 quiet: bool = QuietOpt):
     """Solve the matching convex max-margin programs."""
@@ -86,23 +118,38 @@ def fit_svm_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = Se
     from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
 
     results = fit_svm(cfg, run_dir, progress=not quiet, echo=_echo)
-    bad = [r["predictor"] for r in results if r["status"] != "optimal"]
+    _echo(f"results -> {run_dir / 'svm'}")
+    bad = _failed(results)
     if bad:
-        _echo(f"[yellow]not solved to optimality: {', '.join(bad)} (see result.json)[/yellow]")
+        err_console.print(f"gb: warning: not a certified result: {', '.join(bad)} (see {run_dir / 'svm'}/*/result.json)",
+                          highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command("compare")
-def compare_cmd(run_dir: Path):
-    """Write and print the error and inconsistency tables of a run directory."""
+def compare_cmd(run_dir: Path = RunDirArg):
+    """Write and print the error and inconsistency tables of a run directory (of a finished sweep:
+    its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
+    from gbcli.reports.tables import read_tables
     from gbcli.runs.stages import compare_run
 
-    errors, incons = compare_run(run_dir)
-    _print_tables(errors, incons)
-    _echo(f"tables -> {run_dir / 'tables'}")
+    if (run_dir / "points").is_dir() and not (run_dir / "gd").exists():   # a sweep directory
+        errors, incons = read_tables(run_dir)
+        _print_tables(errors, incons)
+        _echo(f"a sweep: its aggregated tables are in {run_dir / 'tables'} (rerun `gb sweep` to update them)")
+    else:
+        errors, incons = compare_run(run_dir)
+        _print_tables(errors, incons)
+        _echo(f"tables -> {run_dir / 'tables'}")
+    bad = _failed(errors.to_dict("records"))
+    if bad:
+        err_console.print(f"gb: warning: rows that are not results: {', '.join(dict.fromkeys(bad))}",
+                          highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command("plot")
-def plot_cmd(run_dir: Path):
+def plot_cmd(run_dir: Path = RunDirArg):
     """Draw the four panels of protocol section 8 from the tables of a sweep or run directory
     (RUN_DIR/tables/{errors,inconsistency}.csv) into RUN_DIR/figures/."""
     from gbcli.reports.tables import read_tables
@@ -114,7 +161,7 @@ def plot_cmd(run_dir: Path):
 
 
 @app.command("sweep")
-def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
+def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
               executor: Optional[str] = typer.Option(None, "--executor", help="local | slurm (default: sweep.executor)"),
               jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="points at once (default: sweep.jobs)"),
               partition: Optional[str] = typer.Option(None, "--partition", help="slurm partition"),
@@ -143,7 +190,8 @@ def sweep_cmd(config: Path, out: Optional[Path] = OutOpt, set_: List[str] = SetO
 
 
 @data_app.command("fetch")
-def data_fetch(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-dir")):
+def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="mnist or fashion-mnist"),
+               data_dir: Optional[Path] = DataDirOpt):
     """Download a dataset's files into the data directory (needs internet)."""
     from gbcli.data.sources import fetch
 
@@ -152,10 +200,19 @@ def data_fetch(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-
 
 
 @data_app.command("verify")
-def data_verify(name: str, data_dir: Optional[Path] = typer.Option(None, "--data-dir")):
+def data_verify(name: str = typer.Argument(..., metavar="NAME", help="mnist, fashion-mnist or digits"),
+                data_dir: Optional[Path] = DataDirOpt):
     """Check a dataset's files against their published checksums."""
+    from gbcli.data.sources import data_dir as resolve_dir
     from gbcli.data.sources import verify
 
+    if name == "digits":
+        from gbcli.data.sources import load_dataset
+
+        load_dataset("digits", train_size=1, val_size=1)
+        _echo("digits: bundled with scikit-learn (no files to check): ok")
+        return
+    _echo(f"{name}: checking the files in {resolve_dir(data_dir) / name}")
     status = verify(name, data_dir)
     for f, s in status.items():
         _echo(f"{f}: {s}")
@@ -167,10 +224,10 @@ def data_verify(name: str, data_dir: Optional[Path] = typer.Option(None, "--data
 CLICK_ERRORS = (click.exceptions.ClickException, getattr(typer, "TyperException", click.exceptions.ClickException))
 
 
-def _fail(msg: str) -> None:
-    """Print `gb: error: msg` as one line on stderr and exit with code 2."""
+def _fail(msg: str, code: int = 2) -> None:
+    """Print `gb: error: msg` as one line on stderr and exit with `code` (2: bad input)."""
     err_console.print(f"gb: error: {' '.join(str(msg).split())}", highlight=False, markup=False, soft_wrap=True)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def main() -> None:
@@ -179,6 +236,9 @@ def main() -> None:
         code = app(standalone_mode=False)
     except typer.Exit as exc:   # sweep: 1 when a point failed
         sys.exit(exc.exit_code)
+    except OSError as exc:   # a full disk, a file that cannot be written: one line, not a traceback
+        where = exc.filename or ""
+        _fail(f"{where}: {exc.strerror or exc}" if where else f"{exc.strerror or exc}", code=1)
     except GbError as exc:
         _fail(str(exc))
     except CLICK_ERRORS as exc:

@@ -1,7 +1,8 @@
 """Atomic result files: write to a temporary file in the same directory, then rename.
 
 A reader (or a rerun after a crash) therefore sees either the old file or the complete new
-one, never a half-written file.
+one, never a half-written file. Files get the mode the umask allows (0666 & ~umask), like any
+file the user creates.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())   # mkstemp creates 0600; results are for colleagues too
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -30,6 +32,21 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def current_umask() -> int:
+    """The process umask (reading it means setting it; set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def clean_temp_files(directory: str | Path) -> None:
+    """Remove the temporary files that a process killed mid-write left in `directory` (recursively)."""
+    directory = Path(directory)
+    if directory.is_dir():
+        for stale in directory.rglob(".*.tmp"):
+            stale.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

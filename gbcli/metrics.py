@@ -7,8 +7,11 @@ import torch
 
 
 def error(out: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> float:
-    """Fraction misclassified by sign(out); ties (out = 0) count as errors."""
-    return float(((out * y) <= 0).float().mean()) if isinstance(out, torch.Tensor) else float(np.mean(out * y <= 0))
+    """Fraction misclassified by sign(out); ties (out = 0) and non-finite outputs (NaN, a diverged
+    network) count as errors: a point is correct only when y f(x) > 0 holds."""
+    if isinstance(out, torch.Tensor):
+        return float((~((out * y) > 0)).float().mean())
+    return float(np.mean(~(out * y > 0)))
 
 
 def labels(out: np.ndarray) -> np.ndarray:

@@ -78,7 +78,8 @@ def test_svm_pos_neg_par_match_an_independent_cvxpy_solve(tmp_path):
         assert res[obj]["objective"] == pytest.approx(p.value, rel=1e-5)
         assert np.allclose(ours, w.value, atol=1e-4 * np.abs(w.value).max())
 
-    cfg = leaky_config()
+    cfg = leaky_config()   # another problem: another run directory (one directory holds one problem)
+    tmp_path = tmp_path / "leaky"
     (r,) = fit_svm(cfg, tmp_path, ["svm-par"], echo=lambda m: None)
     ds, a = prepare(cfg).dataset, 0.2
     w, u = cp.Variable(10), cp.Variable(10)

@@ -4,6 +4,7 @@ one-line errors naming the key, and the run directory of a config."""
 from __future__ import annotations
 
 import copy
+import os
 import re
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
@@ -40,8 +41,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not all(path):
         raise GbError(f"--set {text}: empty key")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else None
-    except yaml.YAMLError:
+        parsed = load_yaml_text(value) if value.strip() else None
+    except yaml.constructor.ConstructorError as exc:
+        raise GbError(f"--set {text}: {exc.problem}") from None
+    except (yaml.YAMLError, RecursionError):
         parsed = value
     return path, parsed
 
@@ -58,12 +61,73 @@ def set_path(d: dict, path: list[str], value: Any) -> dict:
     return out
 
 
+MAX_DEPTH = 32          # nesting levels a config may have (ours has 4)
+MAX_INT_DIGITS = 40     # digits of an integer value (seeds are below 2**63: 19 digits)
+MAX_CONFIG_BYTES = 10_000_000
+
+
+class StrictLoader(yaml.SafeLoader):
+    """YAML for configs: a duplicated key, an alias, deep nesting or an oversized integer is an
+    error (PyYAML silently keeps the last duplicate, and would happily build a billion-laughs
+    alias bomb or a 5000-digit integer)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.constructor.ConstructorError(None, None, "YAML aliases (*name) are not supported in configs",
+                                                    mark)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.constructor.ConstructorError(None, None, f"nested more than {MAX_DEPTH} levels deep",
+                                                        self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (list, dict)):
+                raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value", key_node.start_mark)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node):
+        digits = sum(ch.isdigit() for ch in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(None, None, f"integer with {digits} digits is too large",
+                                                    node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+
+
+def load_yaml_text(text: str):
+    """Parse config text with StrictLoader (raises yaml.YAMLError)."""
+    loader = StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | Path) -> dict:
     path = Path(path)
+    if path.is_dir():
+        raise GbError(f"{path}: is a directory, not a config file")
     if not path.is_file():
         raise GbError(f"{path}: config file not found")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise GbError(f"{path}: {path.stat().st_size} bytes is too large for a config")
+        raw = load_yaml_text(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise GbError(f"{path}: not valid YAML: nested too deeply") from None
     except UnicodeDecodeError:
         raise GbError(f"{path}: not a UTF-8 text file") from None
     except OSError as exc:
@@ -89,7 +153,7 @@ def apply_preset(raw: dict, source: str = "config") -> dict:
     if not isinstance(preset, str) or not file.is_file():
         known = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))
         raise GbError(f"{source}: preset: unknown preset {preset!r} (known: {known})")
-    return deep_merge(yaml.safe_load(file.read_text()), raw)
+    return deep_merge(load_yaml_text(file.read_text()), raw)
 
 
 def _validated(raw: dict, source: str) -> Config:
@@ -160,7 +224,7 @@ def format_validation_error(exc: ValidationError) -> str:
 def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict:
     """The raw config dict of a file with `--set` overrides applied (named after the file by default)."""
     raw = read_yaml(path)
-    raw.setdefault("name", Path(path).stem)
+    raw.setdefault("name", re.sub(r"[^A-Za-z0-9._+-]", "-", Path(path).stem).lstrip("._+-")[:128] or "run")
     for text in overrides:
         key, value = parse_override(text)
         raw = set_path(raw, key, value)
@@ -175,15 +239,31 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 def run_dir_for(cfg: Config, out: str | Path | None) -> Path:
     """The run directory: --out, else output.dir, else runs/<name>."""
     if out is not None:
+        if not str(out).strip():
+            raise GbError("--out: an empty path (give a directory, e.g. runs/x)")
         path, key = Path(out), "--out"
-    elif cfg.output.dir:
+    elif cfg.output.dir is not None:
+        if not cfg.output.dir.strip():
+            raise GbError("output.dir: an empty path (give a directory, or leave the key out)")
         path, key = Path(cfg.output.dir), "output.dir"
     else:
         path, key = Path("runs") / cfg.name, "name"
     blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:  # refuse now rather than fail at the first write, after the work
         raise GbError(f"{key}: {blocker} exists and is not a directory")
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor or "."))
+    if not os.access(existing if existing.exists() else Path("."), os.W_OK | os.X_OK) or _read_only(existing):
+        raise GbError(f"{key}: {path}: cannot write here ({existing} is not writable)")
     return path
+
+
+def _read_only(path: Path) -> bool:
+    """A directory on a read-only or virtual file system (root ignores permission bits, not these)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return True
+    return bool(st.f_flag & os.ST_RDONLY) or str(path.resolve()).startswith(("/proc", "/sys"))
 
 
 def dump_config(cfg: Config) -> str:

@@ -13,6 +13,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, Optional, Union
 
+import os
+import re
+
+import torch
 from pydantic import Discriminator, Field, StrictInt, Tag, field_validator, model_validator
 
 from gbcli.data.datasets import DATASETS
@@ -21,6 +25,16 @@ from gbcli.registry import DEFAULT_KIND, INSTRUMENTS, MODELS, kinds_with_instrum
 from gbcli.schema import Section
 
 SEED = dict(ge=0, lt=2 ** 63)   # seeds: integers in [0, 2**63) (torch and numpy take them)
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+GB = 1024 ** 3
+
+
+def machine_memory() -> int:
+    """Physical memory of this machine in bytes (what a run may use at most)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):   # not a POSIX sysconf: assume 16 GB
+        return 16 * GB
 DEFAULT_DATASET = "digits"
 GENERAL_SVM_KEYS = ("objectives", "solver", "max_iters", "eps", "certify_tol")
 
@@ -79,7 +93,7 @@ class TrainingConfig(Section):
     loss: Literal["logistic", "exponential"] = "logistic"
     batch_seed: StrictInt = Field(1, **SEED)
     device: Literal["cpu", "cuda"] = "cpu"
-    log_points: StrictInt = Field(50, ge=2)
+    log_points: StrictInt = Field(50, ge=2, le=1_000_000)
     log_spacing: Literal["linear", "log"] = Field(
         "linear", description="log: geometrically spaced logged steps, for log-x plots of long runs")
     # loss-normalized: eta_t = lr / R(w_t), R the mean loss of the batch the step is taken on (the
@@ -175,6 +189,14 @@ class Config(Section):
     zip: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes varied together (equal lengths)")
     sweep: SweepConfig = Field(default_factory=SweepConfig)
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not PLAIN_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a plain name (letters, digits, '.', '_', '+', '-'; no '/', at "
+                             f"most 128 characters): it names the run directory runs/<name>")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
         """Cross-section checks (no field is changed here)."""
@@ -197,7 +219,36 @@ class Config(Section):
             able = ", ".join(k for k, s in MODELS.items() if s.coordinate_descent)
             raise ValueError(f"training.descent: coordinate descent is for model.kind {able}")
         spec.check(self)
+        if self.dataset.val_size is not None and self.dataset.train_size is not None:   # resolved
+            self._check_resources()
         return self
+
+    def _check_resources(self) -> None:
+        """Refuse, before anything is allocated, a run that needs more memory than the machine has:
+        the data, the network (weights, gradients, momentum) and a logged evaluation pass (the
+        programs' solvers are checked by `fit-svm`)."""
+        d, ram = self.dataset, machine_memory()
+        dim, n, m = d.feature_dim(), d.train_size, d.val_size
+        need = {"dataset": d.pool_bytes()}
+        if need["dataset"] > ram:
+            key = "dataset.n_samples" if hasattr(d, "n_samples") and d.n_samples > n + m else "dataset.dim"
+            raise ValueError(f"{key}: the dataset needs about {need['dataset'] / GB:.1f} GB, more than this machine's "
+                             f"{ram / GB:.0f} GB")
+        try:
+            with torch.device("meta"):   # shapes only: nothing is allocated
+                net = self.spec.network(self, dim)
+            params = sum(p.numel() for p in net.parameters()) + sum(b.numel() for b in net.buffers())
+            rows = max((p.shape[0] for p in net.parameters() if p.dim() == 2), default=1)
+        except Exception:   # a network that cannot be built from this config says so when it is built
+            return
+        need["network"] = 4 * params * 4 + 4 * (n + m) * rows * 3
+        if sum(need.values()) > ram:
+            sizes = {f"model.{k}": v for k, v in self.model.model_dump().items()
+                     if isinstance(v, int) and not isinstance(v, bool) and k != "init_seed"}
+            sizes["contexts.count"] = self.contexts.count
+            key = max(sizes, key=sizes.get) if sizes else "model"
+            raise ValueError(f"{key}: this network needs about {sum(need.values()) / GB:.1f} GB ({params:,} weights, "
+                             f"{n + m:,} points), more than this machine's {ram / GB:.0f} GB")
 
     def _check_instruments(self) -> None:
         spec, track = self.spec, self.training.track

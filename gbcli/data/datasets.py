@@ -13,13 +13,14 @@ import dataclasses
 from typing import Literal, Optional
 
 import numpy as np
-from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictInt, model_validator
 
 from gbcli.data.sources import Dataset, load_dataset
 from gbcli.schema import Section
 
 SEED = dict(ge=0, lt=2 ** 63)
 SOURCE_SIZES = {"mnist": 60000, "fashion-mnist": 60000, "digits": 1797}
+IMAGE_DIMS = {"mnist": 784, "fashion-mnist": 784, "digits": 64}
 VAL_DEFAULT = 12000   # protocol: 12,000 validation points, or what the set has left
 
 
@@ -31,6 +32,15 @@ class DatasetParams(Section):
 
     def source_size(self) -> int:
         raise NotImplementedError
+
+    def feature_dim(self) -> int:
+        """D: the inputs' dimension (known before loading, for memory estimates)."""
+        raise NotImplementedError
+
+    def pool_bytes(self) -> int:
+        """Memory the loaded set takes (float64 pool and the train / validation copies)."""
+        n = self.source_size()
+        return 8 * self.feature_dim() * (n + (self.train_size or n) + (self.val_size or n))
 
     def default_val_size(self) -> int:
         return max(1, min(VAL_DEFAULT, self.source_size() - self.train_size))
@@ -76,6 +86,9 @@ class ImageSet(DatasetParams):
     def source_size(self) -> int:
         return SOURCE_SIZES[self.name]
 
+    def feature_dim(self) -> int:
+        return IMAGE_DIMS[self.name] + 1   # a constant 1 feature is appended
+
     def load(self) -> Dataset:
         ds = load_dataset(self.name, train_size=self.train_size, val_size=self.val_size, data_seed=self.data_seed,
                           data_dir=self.data_dir, positive_classes=self.positive_classes, classes=self.classes)
@@ -91,6 +104,9 @@ class SyntheticSet(DatasetParams):
 
     def source_size(self) -> int:
         return self.n_samples
+
+    def feature_dim(self) -> int:
+        return self.dim + int(self.bias)
 
     def load(self) -> Dataset:
         extra = {"margin": self.margin} if hasattr(self, "margin") else {}
@@ -141,6 +157,9 @@ class Points(DatasetParams):
 
     def source_size(self) -> int:
         return len(self.x)
+
+    def feature_dim(self) -> int:
+        return len(self.x[0])
 
     def default_val_size(self) -> int:
         return len(self.x)

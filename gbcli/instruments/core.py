@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import math
 
-import numpy as np
 import torch
 from scipy.optimize import nnls
 from torch import nn

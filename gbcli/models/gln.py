@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-import numpy as np
 import torch
 from pydantic import Field, StrictInt
 from torch import nn

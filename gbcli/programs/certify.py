@@ -56,7 +56,7 @@ def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
 def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) -> dict:
     """Primal objective, dual objective, relative gap and smallest training margin of a solution,
     and whether they meet the tolerance (relative gap <= tol, smallest margin >= 1 - tol)."""
-    tol = tol or CERTIFY_TOL
+    tol = CERTIFY_TOL if tol is None else tol
     out = {"primal_objective": float("nan"), "dual_objective": float("nan"), "rel_gap": float("nan"),
            "min_margin": float("nan"), "iterations": sol.iterations, "certified": False, "tolerance": tol}
     if sol.zeta is None:

@@ -63,7 +63,7 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
     """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
     lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; both None
     when failed)."""
-    max_iters = max_iters or MAX_ITERS
+    max_iters = MAX_ITERS if max_iters is None else max_iters
     n, g = grp.ky.shape[0], grp.count
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
     one = torch.ones(n, **opts)

@@ -193,9 +193,13 @@ class GroupNorm(Norm):
                    for g in design.groups)
 
     def kernel(self, design, ky, e):
-        col_group = np.empty(design.rows, dtype=np.int64)
+        col_group = np.full(design.rows, -1, dtype=np.int64)
         for g, cols in enumerate(design.groups):
+            if (col_group[cols] >= 0).any():
+                raise ValueError(f"group {g} shares gate columns with an earlier group (groups must partition them)")
             col_group[cols] = g
+        if (col_group < 0).any():
+            raise ValueError(f"gate columns {np.flatnonzero(col_group < 0)[:5].tolist()} are in no group")
         return ky, e, torch.as_tensor(col_group, device=ky.device)
 
     def recover(self, design, v, s):

@@ -124,7 +124,8 @@ def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     ax.set_xlim(0, 1.6 * right.max())
     ax.set_yticks(y, best["series"], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("validation error (mean ± std over seeds)")
+    several = bool((best["n_seeds"] > 1).any()) if "n_seeds" in best else False
+    ax.set_xlabel("validation error (mean ± std over seeds)" if several else "validation error")
 
 
 def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
@@ -183,10 +184,20 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     if len(kinds) > 1:
         axes[1, 1].set_title(axes[1, 1].get_title() + f"\n(models by hyperplanes: see {NAMES['d']}.png)", fontsize=10)
     figs["panels"] = fig
-    if title:
-        for fig in figs.values():
+    for fig in figs.values():
+        plain_ticks(fig)
+        if title:
             fig.suptitle(title)
     return figs
+
+
+def plain_ticks(fig: Figure) -> None:
+    """Tick labels as the values themselves: no '+1e-3' offsets that make a reader add numbers."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            fmt = axis.get_major_formatter()
+            if hasattr(fmt, "set_useOffset"):
+                fmt.set_useOffset(False)
 
 
 def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, title: str | None = None) -> list[Path]:
@@ -259,6 +270,7 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
             ax.axhline(1.0, color="k", ls="--", lw=0.8)
             ax.set_ylim(max(ax.get_ylim()[0], -0.5), 1.05)
         ax.legend(fontsize=7)
+    plain_ticks(fig)
     if title:
         fig.suptitle(title)
     return fig

@@ -31,14 +31,51 @@ def _read(path: Path, parse):
     """Read a result file; a missing or corrupt one is a one-line GbError naming it."""
     try:
         return parse(path)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError, EOFError) as exc:
         raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+
+
+SUMMARY_KEYS = ("predictor", "train_error", "val_error", "status")
+RESULT_KEYS = ("predictor", "train_error", "val_error", "status")
+
+
+def _record(path: Path, keys: tuple[str, ...]) -> dict:
+    """A stage record (summary.json / result.json): a JSON object with at least `keys`."""
+    rec = _read(path, read_json)
+    if not isinstance(rec, dict):
+        raise GbError(f"{path}: not a gb stage record (a JSON {type(rec).__name__}, not an object); rerun the stage")
+    missing = [k for k in keys if k not in rec]
+    if missing:
+        raise GbError(f"{path}: not a gb stage record (missing {', '.join(missing)}); rerun the stage")
+    return rec
+
+
+def _outputs(path: Path, n: int | None = None) -> np.ndarray:
+    """The validation outputs of a predictions.npz (GbError naming the file when it is not one)."""
+    def load(p):
+        with np.load(p, allow_pickle=False) as z:
+            return np.asarray(z["val_out"], dtype=float)
+
+    try:
+        out = load(path)
+    except KeyError:
+        raise GbError(f"{path}: has no val_out array; rerun the stage") from None
+    except Exception as exc:   # truncated zip, foreign file: numpy raises a variety of errors
+        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+    if out.ndim != 1 or (n is not None and len(out) != n):
+        raise GbError(f"{path}: val_out has shape {out.shape}, expected ({n},); the stages do not belong together "
+                      f"(rerun them)")
+    return out
 
 
 def _meta(config_path: Path) -> dict:
     cfg = _read(config_path, lambda p: yaml.safe_load(p.read_text()))
+    if not isinstance(cfg, dict):
+        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage")
     try:
         m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
+        row = {"contexts": c["count"], "train_size": d["train_size"], "data_seed": d["data_seed"],
+               "context_seed": c["seed"], "median_init": c["median_init"], "momentum": t["momentum"]}
     except (KeyError, TypeError):
         raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
     spec = MODELS.get(m.get("kind")) if isinstance(m, dict) else None
@@ -51,9 +88,7 @@ def _meta(config_path: Path) -> dict:
         init_seed = params.init_seed if params.init_seed is not None else spec.default_init_seed(_Resolved(cfg))
     except Exception:
         raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
-    return {"model": m["kind"], "hidden_units": units, "contexts": c["count"], "train_size": d["train_size"],
-            "data_seed": d["data_seed"], "context_seed": c["seed"], "init_seed": init_seed,
-            "median_init": c["median_init"], "momentum": t["momentum"]}
+    return {"model": m["kind"], "hidden_units": units, **row, "init_seed": init_seed}
 
 
 class _Resolved:
@@ -75,13 +110,13 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     errors, pairs = [], []
     gd = None
     if (run_dir / "gd" / "summary.json").is_file():
-        s = _read(run_dir / "gd" / "summary.json", read_json)
+        s = _record(run_dir / "gd" / "summary.json", SUMMARY_KEYS)
         meta = _meta(run_dir / "gd" / "config.yaml")
-        gd = (s, np.load(run_dir / "gd" / "predictions.npz")["val_out"])
+        gd = (s, _outputs(run_dir / "gd" / "predictions.npz"))
         errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
                        "val_error": s["val_error"], "status": s["status"]})
     for result in sorted((run_dir / "svm").glob("*/result.json")):
-        r = _read(result, read_json)
+        r = _record(result, RESULT_KEYS)
         meta = _meta(result.parent / "config.yaml")
         errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "status", "objective",
                                                         "solve_seconds", "solver", "min_margin", "rel_gap",
@@ -91,7 +126,7 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             s, gd_val = gd
             p = s["val_error"]
             pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
-                          "inconsistency": inconsistency(np.load(preds)["val_out"], gd_val), "gd_val_error": p,
+                          "inconsistency": inconsistency(_outputs(preds, len(gd_val)), gd_val), "gd_val_error": p,
                           "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p)})
     if not errors:
         raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
@@ -105,6 +140,12 @@ def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame
     write_csv(out / "inconsistency.csv", incons)
 
 
+REQUIRED_COLUMNS = {"errors": ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init",
+                               "momentum", "train_error", "val_error", "status"],
+                    "inconsistency": ["predictor_a", "predictor_b", "inconsistency", "gd_val_error",
+                                      "expected_if_uncorrelated"]}
+
+
 def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The error and inconsistency tables written by `compare` or `sweep` (GbError when missing)."""
     frames = []
@@ -113,9 +154,16 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         if not path.is_file():
             raise GbError(f"{path}: not found (run `gb compare` on a run or `gb sweep` first)")
         try:
-            frames.append(pd.read_csv(path))
+            frame = pd.read_csv(path)
         except pd.errors.EmptyDataError:
             raise GbError(f"{path}: is empty (no finished points to plot)") from None
+        except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
+            raise GbError(f"{path}: not a gb table ({type(exc).__name__})") from None
+        need = REQUIRED_COLUMNS[name]
+        missing = [c for c in need if c not in frame.columns]
+        if missing:
+            raise GbError(f"{path}: not a gb {name} table (missing columns {', '.join(missing)})")
+        frames.append(frame)
     return frames[0], frames[1]
 
 

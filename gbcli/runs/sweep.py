@@ -14,8 +14,6 @@ on `OUT/.sweep.lock` keeps a second sweep off the same directory.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import itertools
 import json
@@ -32,7 +30,8 @@ from gbcli.errors import GbError
 from gbcli.io import read_json, write_csv, write_json
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS
 from gbcli.reports.figures import plot_sweep
-from gbcli.reports.tables import summarize
+from gbcli.reports.tables import read_tables, summarize
+from gbcli.runs.integrity import run_lock
 from gbcli.runs.executors import check_slurm, run_local, run_slurm
 from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd
 
@@ -131,56 +130,75 @@ def is_done(run_dir: Path) -> bool:
 
 
 def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
-    """Run one point (in a worker process or a Slurm task); never raises: failures are recorded
-    in `failed.json` and returned."""
+    """Run one point (in a worker process or a Slurm task); never raises: failures (an exception,
+    a diverged network, a result without a certificate, a full disk) are recorded in `failed.json`
+    when it can still be written, and returned in any case."""
     if threads:
         torch.set_num_threads(threads)
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in run_dir.rglob(".*.tmp"):   # temp files of a run killed mid-write
-        stale.unlink(missing_ok=True)
     log_path = run_dir / "log.txt"
     start, stage = time.time(), "prepare"
-    with open(log_path, "a") as log:
-        echo = lambda msg: (log.write(msg + "\n"), log.flush())
-        echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}")
+    log = None
+
+    def echo(msg: str) -> None:
         try:
-            cfg = Config.model_validate(cfg_dict)
-            problem = prepare(cfg)
-            stage = "train-gd"
-            if not (run_dir / "gd" / "summary.json").is_file():
-                train_gd(cfg, run_dir, progress=False, problem=problem)
-            summary = read_json(run_dir / "gd" / "summary.json")
-            if summary["status"] != "ok":
-                raise PointFailure("train-gd", f"training loss is {summary['train_loss']} (status {summary['status']})")
-            stage = "fit-svm"
-            todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()]
-            if todo:
-                fit_svm(cfg, run_dir, todo, progress=False, problem=problem, echo=echo)
-            bad = []
-            for o in cfg.svm.objectives:
-                r = read_json(run_dir / "svm" / o / "result.json")
-                if not (r["status"] in ("optimal", "infeasible") and r["certified"]):
-                    bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
-                               + (f" ({r['message']})" if r["message"] else ""))
-            if bad:
-                raise PointFailure("fit-svm", "; ".join(bad))
-            stage = "compare"
-            compare_run(run_dir)
-            (run_dir / "failed.json").unlink(missing_ok=True)
-            echo(f"done in {time.time() - start:.1f} s")
-            return {"status": "done", "seconds": time.time() - start}
-        except Exception as exc:  # record and go on: one bad point must not stop a grid
-            if isinstance(exc, PointFailure):
-                stage, message = exc.stage, exc.message
-            else:
-                message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                echo(traceback.format_exc())
-            echo(f"FAILED at {stage}: {message}")
-            record = {"status": "failed", "stage": stage, "message": message, "log": str(log_path.resolve()),
-                      "seconds": time.time() - start}
+            if log is not None:
+                log.write(msg + "\n")
+                log.flush()
+        except OSError:   # a full disk must not turn the record of a point into a crash
+            pass
+
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "a")
+        echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}")
+        cfg = Config.model_validate(cfg_dict)
+        problem = prepare(cfg)
+        stage = "train-gd"
+        if not (run_dir / "gd" / "summary.json").is_file():
+            train_gd(cfg, run_dir, progress=False, problem=problem)
+        summary = read_json(run_dir / "gd" / "summary.json")
+        if summary["status"] != "ok":
+            raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
+        stage = "fit-svm"
+        todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()]
+        if todo:
+            fit_svm(cfg, run_dir, todo, progress=False, problem=problem, echo=echo)
+        bad = []
+        for o in cfg.svm.objectives:
+            r = read_json(run_dir / "svm" / o / "result.json")
+            if not (r["status"] in ("optimal", "infeasible") and r["certified"]):
+                bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
+                           + (f" ({r['message']})" if r["message"] else ""))
+        if bad:
+            raise PointFailure("fit-svm", "; ".join(bad))
+        stage = "compare"
+        compare_run(run_dir)
+        (run_dir / "failed.json").unlink(missing_ok=True)
+        echo(f"done in {time.time() - start:.1f} s")
+        return {"status": "done", "seconds": time.time() - start}
+    except Exception as exc:  # record and go on: one bad point must not stop a grid
+        if isinstance(exc, PointFailure):
+            stage, message = exc.stage, exc.message
+        elif isinstance(exc, OSError):
+            message = f"{exc.filename or run_dir}: {exc.strerror or exc}"
+        else:
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            echo(traceback.format_exc())
+        echo(f"FAILED at {stage}: {message}")
+        record = {"status": "failed", "stage": stage, "message": message, "log": str(log_path.resolve()),
+                  "seconds": time.time() - start}
+        try:
             write_json(run_dir / "failed.json", record)
-            return record
+        except OSError as err:
+            record["message"] += f" (and failed.json could not be written: {err.strerror or err})"
+        return record
+    finally:
+        if log is not None:
+            try:
+                log.close()
+            except OSError:
+                pass
 
 
 class PointFailure(Exception):
@@ -192,24 +210,9 @@ class PointFailure(Exception):
 # ------------------------------------------------------------------ the sweep
 
 
-@contextlib.contextmanager
 def sweep_lock(out: Path):
     """Exclusive lock on OUT/.sweep.lock (released by the kernel if the process dies)."""
-    out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / ".sweep.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        other = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise GbError(f"{out}: another sweep is running on this directory (pid {other}); "
-                      f"wait for it or use another --out") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    try:
-        yield
-    finally:
-        os.close(fd)
+    return run_lock(out, name=".sweep.lock", busy="another sweep is running on this directory (pid {pid})")
 
 
 def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = (),
@@ -256,11 +259,22 @@ def aggregate(out: Path, points: list[Config], echo=print) -> tuple[pd.DataFrame
         pid = point_id(cfg)
         d = out / "points" / pid
         if is_done(d):
-            errs.append(pd.read_csv(d / "tables" / "errors.csv").assign(point=pid))
-            incs.append(pd.read_csv(d / "tables" / "inconsistency.csv").assign(point=pid))
+            try:
+                e, i = read_tables(d)
+            except GbError as exc:   # a corrupt point table: that point's failure, not the sweep's
+                fails.append({"point": pid, "status": "failed", "stage": "aggregate", "message": str(exc), "log": ""})
+                continue
+            errs.append(e.assign(point=pid))
+            incs.append(i.assign(point=pid))
         else:
-            rec = read_json(d / "failed.json") if (d / "failed.json").is_file() else {
-                "status": "not run", "stage": "", "message": "", "log": ""}
+            rec = {"status": "not run", "stage": "", "message": "", "log": ""}
+            if (d / "failed.json").is_file():
+                try:
+                    rec = read_json(d / "failed.json")
+                except (OSError, ValueError, UnicodeDecodeError):
+                    rec = {"status": "failed", "stage": "", "message": f"{d / 'failed.json'}: unreadable", "log": ""}
+                if not isinstance(rec, dict):
+                    rec = {"status": "failed", "stage": "", "message": f"{d / 'failed.json'}: not a record", "log": ""}
             fails.append({"point": pid, **{k: rec.get(k, "") for k in ("status", "stage", "message", "log")}})
     errors = pd.concat(errs, ignore_index=True) if errs else pd.DataFrame()
     incons = pd.concat(incs, ignore_index=True) if incs else pd.DataFrame()

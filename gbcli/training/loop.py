@@ -44,6 +44,7 @@ class TrainResult:
     val_out: np.ndarray
     seconds: float
     steps: int
+    diverged: str = ""     # why training stopped early: a non-finite loss, output or weight
 
 
 def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
@@ -78,7 +79,11 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     degree = cfg.model.homogeneity
     rows: list[dict] = []
 
-    def log(step: int, epoch: float, lr: float) -> None:
+    def finite() -> bool:
+        return all(bool(torch.isfinite(w).all()) for w in model.weights())
+
+    def log(step: int, epoch: float, lr: float) -> bool:
+        """Log the metrics at this step; False when the network is no longer finite."""
         with torch.no_grad():
             out_t, out_v = model(xt, ct), model(xv, cv)
             m = yt * out_t
@@ -92,18 +97,22 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
             })
             if normalized:   # R itself underflows in long loss-normalized runs; log R does not
                 rows[-1]["log_train_loss"] = float(log_mean_loss(m.double(), t.loss))
-        if tracker is not None:
+        ok = finite() and bool(torch.isfinite(out_t).all()) and bool(torch.isfinite(out_v).all())
+        if tracker is not None and ok:   # the instruments need a finite network
             rows[-1].update(tracker.measure(model, xt, yt, ct, m, out_v))
+        return ok
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     start = time.perf_counter()
-    step = 0
+    step, diverged = 0, ""
     with Progress(TextColumn("[bold]train {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("loss {task.fields[loss]:.3g}"), TimeRemainingColumn(),
                   disable=not progress, transient=True) as bar:
         task = bar.add_task(cfg.model.predictor, total=total, loss=float("nan"))
         for epoch in range(t.epochs):
+            if diverged:
+                break
             lr = t.lr * t.lr_decay ** sum(epoch >= m for m in t.lr_milestones)
             for g in opt.param_groups:
                 g["lr"] = lr
@@ -111,10 +120,15 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
             perm = torch.randperm(n, generator=gen).to(device)
             for i in range(per_epoch):
                 if step in log_at:
-                    log(step, epoch + i / per_epoch, lr)
+                    if not log(step, epoch + i / per_epoch, lr):
+                        diverged = f"the network's weights or outputs are not finite at step {step}"
+                        break
                     bar.update(task, loss=rows[-1]["train_loss"])
                 idx = perm[i * batch:(i + 1) * batch]
                 loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
+                if not bool(torch.isfinite(loss)):
+                    diverged = f"the training loss is {float(loss)} at step {step} (epoch {epoch})"
+                    break
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if t.descent == "coordinate":
@@ -125,8 +139,10 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                 opt.step()
                 step += 1
                 bar.advance(task)
-        log(step, float(t.epochs), lr)
+        if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
+            if not log(step, step / per_epoch, lr) and not diverged:
+                diverged = f"the network's weights or outputs are not finite at step {step}"
     with torch.no_grad():
         train_out = model(xt, ct).double().cpu().numpy()
         val_out = model(xv, cv).double().cpu().numpy()
-    return TrainResult(pd.DataFrame(rows), train_out, val_out, time.perf_counter() - start, step)
+    return TrainResult(pd.DataFrame(rows), train_out, val_out, time.perf_counter() - start, step, diverged)

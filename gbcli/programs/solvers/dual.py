@@ -38,7 +38,7 @@ POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl
 def kernel_problem(design: GatedDesign, device: str = "cpu"):
     """(Ky, E, col_group): Ky = yy' o kernel, and the gate columns with their group index
     (E = None for the single-group quadratic programs, whose gates are folded into Ky)."""
-    t = lambda a: torch.as_tensor(np.ascontiguousarray(a), dtype=torch.float64, device=device)
+    t = lambda a: torch.as_tensor(np.array(a, dtype=np.float64, order="C"), device=device)   # a copy: inputs may be read-only
     x, y, e = t(design.x_train), t(design.y_train), t(design.e_train)
     ky = x @ x.T
     ky.mul_(y[:, None]).mul_(y[None, :])
@@ -88,7 +88,7 @@ class DualSolver(Solver):
     description = "interior point on the kernel dual (certified; every norm but l1)"
 
     def solve(self, design, max_iters=None, eps=None, device: str | None = None) -> Solution:
-        tol = eps or CERTIFY_TOL
+        tol = CERTIFY_TOL if eps is None else eps
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         norm = norm_of(design)
         start = time.perf_counter()

@@ -1,0 +1,261 @@
+"""The run stages: prepare a problem, train the GD network, solve the max-margin programs, compare.
+
+These functions are what the CLI calls, and what a notebook calls (also through `gbcli`):
+
+    cfg = load_config("configs/quickstart.yaml")
+    train_gd(cfg, "runs/quickstart")
+    fit_svm(cfg, "runs/quickstart")
+    errors, inconsistency = compare_run("runs/quickstart")
+
+Run directory layout: `gd/` (config.yaml, metrics.csv, model.pt, predictions.npz,
+summary.json) and `svm/<objective>/` (config.yaml, result.json, predictions.npz,
+solution.npz). `summary.json` / `result.json` are written last: a stage is complete exactly
+when that file exists. Everything model-specific is asked of the model's spec (`gbcli.registry`).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from gbcli.config import Config, dump_config
+from gbcli.config.schema import GB, machine_memory
+from gbcli.data.sources import Dataset
+from gbcli.errors import GbError
+from gbcli.instruments.base import TrackContext
+from gbcli.instruments.core import Tracker
+from gbcli.io import atomic_write_bytes, atomic_write_text, write_csv, write_json, write_npz
+from gbcli.metrics import error
+from gbcli.models.base import Problem, Program
+from gbcli.programs.certify import certificate
+from gbcli.programs.design import GatedDesign, decision
+from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
+from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
+from gbcli.runs.integrity import (begin_gd, begin_svm, check_run, check_same_problem, check_trained, gd_manifest,
+                                  run_lock, svm_manifest)
+from gbcli.reports.figures import plot_run_training
+from gbcli.reports.tables import compare, write_tables
+from gbcli.training.loop import train
+
+
+def dataset_of(cfg: Config) -> Dataset:
+    """Load the configured dataset (raises GbError for missing files or impossible sizes)."""
+    return cfg.dataset.load()
+
+
+def prepare(cfg: Config) -> Problem:
+    """Load the data and gate it as the model does (deterministic in the config's seeds)."""
+    return spec_of(cfg).gating(cfg, dataset_of(cfg))
+
+
+def build_model(cfg: Config, dim: int) -> nn.Module:
+    """The configured network with its seeded initialization (float32)."""
+    return spec_of(cfg).build(cfg, dim)
+
+
+def build_design(objective: str, cfg: Config, problem: Problem, trained: nn.Module | None = None) -> GatedDesign:
+    """The gated design of a convex `objective` for this run (protocol section 5)."""
+    return program_of(cfg, objective).design(cfg, problem, trained)
+
+
+def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "this stage") -> nn.Module:
+    """The trained network of `run_dir/gd/model.pt` (float64), checked against the config."""
+    check_trained(run_dir, cfg, needed_by)
+    path = Path(run_dir) / "gd" / "model.pt"
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as exc:   # truncated, foreign or unreadable file
+        raise GbError(f"{path}: not a readable checkpoint ({type(exc).__name__}); rerun `gb train-gd`") from None
+    if not isinstance(state, dict) or "state_dict" not in state:
+        raise GbError(f"{path}: not a gb checkpoint; rerun `gb train-gd`")
+    if state.get("kind") != cfg.model.kind:
+        raise GbError(f"{path}: holds a gd-{state.get('kind')}, but the config's model.kind is {cfg.model.kind}")
+    return spec_of(cfg).load(state, cfg, dim, path)
+
+
+# ------------------------------------------------------------------ GD
+
+
+def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None) -> dict:
+    """Train the configured network and write `run_dir/gd/`; returns the summary."""
+    problem = problem or prepare(cfg)
+    ds = problem.dataset
+    spec = spec_of(cfg)
+    torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
+    model = spec.build(cfg, ds.dim)
+    tracker = make_tracker(cfg, problem)
+    with run_lock(run_dir):
+        begin_gd(Path(run_dir), cfg)   # the old stage and what depended on it go before anything new is written
+        res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
+                    progress=progress, tracker=tracker, spec=spec)
+        return _write_gd(cfg, Path(run_dir), problem, model, res, tracker)
+
+
+def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, res, tracker) -> dict:
+    ds = problem.dataset
+    out = run_dir / "gd"
+    atomic_write_text(out / "config.yaml", dump_config(cfg))
+    write_csv(out / "metrics.csv", res.metrics)
+    buf = io.BytesIO()
+    torch.save({"kind": cfg.model.kind, "state_dict": model.cpu().state_dict(),
+                "hyperplanes": None if problem.hyperplanes is None else problem.hyperplanes.to_arrays()}, buf)
+    atomic_write_bytes(out / "model.pt", buf.getvalue())
+    write_npz(out / "predictions.npz", train_out=res.train_out, val_out=res.val_out)
+    last = res.metrics.iloc[-1]
+    summary = {
+        "predictor": cfg.model.predictor, "train_error": error(res.train_out, ds.y_train),
+        "val_error": error(res.val_out, ds.y_val), "train_loss": float(last["train_loss"]),
+        "weight_norm": float(last["weight_norm"]), "normalized_margin": float(last["normalized_margin"]),
+        "steps": res.steps, "seconds": res.seconds,
+        "status": "diverged" if res.diverged or not np.isfinite(last["train_loss"]) else "ok",
+    }
+    if summary["status"] != "ok":
+        summary["message"] = res.diverged or f"the training loss is {last['train_loss']}"
+    summary["manifest"] = gd_manifest(cfg)
+    if tracker is not None:
+        summary["track"] = {**tracker.info, **{k: float(last[k]) for k in tracker.columns if k in last}}
+    if tracker is not None and summary["status"] == "ok":
+        for stem, table in tracker.final_tables(model.cpu()).items():   # e.g. paper 001's neurons.csv
+            write_csv(out / f"{stem}.csv", table)
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def make_tracker(cfg: Config, problem: Problem) -> Tracker | None:
+    """The instruments of `training.track` (in registry order); those that need the matching
+    program share one solve of it, here."""
+    if not cfg.training.track:
+        return None
+    spec = spec_of(cfg)
+
+    def solve(objective: str):
+        design = build_design(objective, cfg, problem)
+        sol = SOLVERS[default_solver(design.norm)].solve(design, cfg.svm.max_iters, cfg.svm.eps)
+        if sol.zeta is None:
+            raise GbError(f"training.track: the program {objective} has no solution ({sol.status}: {sol.message})")
+        return design, sol
+
+    instruments = [ins for name, ins in INSTRUMENTS.items() if name in cfg.training.track]
+    return Tracker(instruments, TrackContext(cfg, spec, problem, solve), cfg.model.homogeneity, cfg.training.descent)
+
+
+def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
+    tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
+    paper 003's tables/kkt.csv). errors.csv is written last: a sweep counts the point as done
+    when it exists."""
+    check_run(run_dir)
+    errors, incons = compare(run_dir)
+    with run_lock(run_dir, key="RUN_DIR"):
+        plot_run_training(run_dir)
+        for report in RUN_REPORTS:
+            report(run_dir)
+        write_tables(run_dir, errors, incons)
+    return errors, incons
+
+
+# ------------------------------------------------------------------ max-margin programs
+
+
+def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) -> dict[str, Program]:
+    """Refuse impossible requests before anything is computed or written; returns the programs."""
+    if not objectives:
+        raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
+    programs = {o: program_of(cfg, o) for o in objectives}
+    n, ram = cfg.dataset.train_size, machine_memory()
+    for o, p in programs.items():   # the dual solver holds three N x N float64 arrays
+        if p.norm is not None and (solver or default_solver(p.norm)) == "dual" and 3 * 8 * n * n > ram:
+            raise GbError(f"dataset.train_size: {o} through the dual solver needs about {3 * 8 * n * n / GB:.1f} GB "
+                          f"for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
+    if solver is not None:
+        for o, p in programs.items():
+            if p.norm is not None:
+                check_solver(solver, o, p.norm)
+    return programs
+
+
+def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
+            progress: bool = True, problem: Problem | None = None, echo=print) -> list[dict]:
+    """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised."""
+    run_dir = Path(run_dir)
+    objectives = list(objectives or cfg.svm.objectives)
+    solver = solver or cfg.svm.solver
+    programs = check_svm_request(cfg, objectives, solver)
+    check_same_problem(run_dir, cfg)   # one run directory holds one problem
+    needing = [o for o, p in programs.items() if p.needs_trained]
+    if needing:   # before loading any data
+        check_trained(run_dir, cfg, " and ".join(needing))
+    problem = problem or prepare(cfg)
+    with run_lock(run_dir):
+        return _solve_all(cfg, run_dir, programs, solver, problem, echo)
+
+
+def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver: str | None, problem: Problem,
+               echo) -> list[dict]:
+    spec = spec_of(cfg)
+    needing = [o for o, p in programs.items() if p.needs_trained]
+    trained = load_trained(run_dir, cfg, problem.dataset.dim, " and ".join(needing)) if needing else None
+    results = []
+    for obj, prog in programs.items():
+        out = run_dir / "svm" / obj
+        begin_svm(run_dir, obj)
+        manifest = svm_manifest(cfg, run_dir, prog.needs_trained)
+        if prog.fit is not None:   # a non-convex program (paper 003): its own solver
+            result, arrays = prog.fit(obj, cfg, spec, problem, trained if prog.needs_trained else None, echo)
+            results.append(_write_result(cfg, out, {**result, "manifest": manifest}, arrays))
+            continue
+        design = prog.design(cfg, problem, trained if prog.needs_trained else None)
+        use = solver or default_solver(design.norm)
+        echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
+             f"{len(design.y_train)} margins, solver {use} ...")
+        sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps)
+        results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest))
+        r = results[-1]
+        if r["status"] == "infeasible" and r["certified"]:
+            echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
+                 f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
+        elif r["status"] in ("infeasible", "failed"):
+            echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)")
+        else:
+            cert = "certified" if r["certified"] else "NOT certified"
+            echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
+                 f"{r['solve_seconds']:.1f} s; {cert} (rel gap {r['rel_gap']:.1e}, min margin {r['min_margin']:.7f})"
+                 + (f"; {r['message']}" if r["message"] else ""))
+    return results
+
+
+def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
+    """config.yaml, the arrays (predictions.npz, solution.npz; stale ones removed), result.json last."""
+    atomic_write_text(out / "config.yaml", dump_config(cfg))
+    for stem in ("predictions", "solution"):
+        if stem in arrays:
+            write_npz(out / f"{stem}.npz", **arrays[stem])
+        else:
+            (out / f"{stem}.npz").unlink(missing_ok=True)
+    write_json(out / "result.json", result)
+    return result
+
+
+def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Dataset, manifest: dict) -> dict:
+    result = {"predictor": obj, "solver": sol.solver, "status": sol.status, "objective": sol.value,
+              "solve_seconds": sol.seconds, "message": sol.message, "train_error": float("nan"),
+              "val_error": float("nan"), **certificate(design, sol, cfg.svm.certify_tol), "manifest": manifest}
+    if result["status"] == "optimal" and not result["certified"]:   # `optimal` is a certified word
+        result["status"] = "inaccurate"
+        why = (f"not certified at svm.certify_tol = {cfg.svm.certify_tol:g} (relative gap {result['rel_gap']:.1e}, "
+               f"smallest margin {result['min_margin']:.7f})")
+        result["message"] = f"{why}; {result['message']}" if result["message"] else why
+    arrays = {}
+    if sol.zeta is not None:
+        train_out = decision(sol.zeta, design.x_train, design.e_train)
+        val_out = decision(sol.zeta, design.x_val, design.e_val)
+        # design.y_train: svm-pos / svm-neg constrain one class only (the same as ds.y_train otherwise)
+        result.update(train_error=error(train_out, design.y_train), val_error=error(val_out, ds.y_val))
+        arrays = {"predictions": {"train_out": train_out, "val_out": val_out},
+                  "solution": {"zeta": sol.zeta, **({} if sol.lam is None else {"lam": sol.lam})}}
+    return _write_result(cfg, out, result, arrays)
