@@ -77,7 +77,8 @@ def _expected_failures(estimator) -> dict:
 
 @parametrize_with_checks([KernelSVM(), KernelSVM(kernel="rbf"), KernelSVM(kernel="precomputed"), GroupNormSVM()],
                          expected_failed_checks=_expected_failures, xfail_strict=True)
-def test_sklearn_checks(estimator, check):
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")   # random labels near (100, 100):
+def test_sklearn_checks(estimator, check):                                        # a singular rbf kernel, reported inaccurate
     check(estimator)
 
 

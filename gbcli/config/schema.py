@@ -68,6 +68,9 @@ class ContextsConfig(Section):
     median_init: bool = True
     normal_std: float = Field(36.0, gt=0, allow_inf_nan=False)
     offset_std: float = Field(9.0, ge=0, allow_inf_nan=False)
+    draws: Literal["ours", "published"] = Field(
+        "ours", description="ours: float64 from a seeded generator; published: the published code's draw "
+                            "sequence and float32 gating (protocol section 10)")
 
     @field_validator("count")
     @classmethod

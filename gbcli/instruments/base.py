@@ -17,7 +17,7 @@ from torch import nn
 @dataclass
 class TrackContext:
     """What an instrument's setup may use: the config, the model's spec, the problem, and
-    `solve(objective)` -> (design, solution) for any of the model's convex programs."""
+    `solve(objective, trained=None)` -> (design, solution) for any of the model's convex programs."""
 
     cfg: Any
     spec: Any

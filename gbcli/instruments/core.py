@@ -115,23 +115,38 @@ INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement())}
 
 
 class Tracker:
-    """The configured instruments, with the model's matching program solved once at the start of
-    training (when an instrument needs it)."""
+    """The configured instruments. The model's matching program (when an instrument needs it) is
+    solved once: at the start of training, or, for a model whose program is defined only later
+    (FReLU gates that freeze after a warm-up), at the first logged step where the spec says it is
+    (`matching_ready`); until then those instruments log NaN."""
 
     def __init__(self, instruments: list[Instrument], context: TrackContext, degree: int, descent: str = "gradient"):
         self.instruments, self.degree, self.descent = list(instruments), degree, descent
-        self.cfg, self.problem = context.cfg, context.problem
+        self.context, self.cfg, self.problem = context, context.cfg, context.problem
         self.best = self.svm_val = self.design = self.solution = None
         self.info: dict = {}
-        if any(i.needs_matching for i in self.instruments):
-            objective = context.spec.matching_program(context.cfg)
-            self.design, self.solution = context.solve(objective)
-            self.svm_val = decision(self.solution.zeta, self.design.x_val, self.design.e_val)
-            extra = context.spec.matching_info(context.cfg, context.problem, self.solution)
-            self.best = extra.get("best_normalized_margin")
-            self.info = {"objective": self.solution.value, "status": self.solution.status, **extra}
+        self.pending = any(i.needs_matching for i in self.instruments)
+        self.set_up: set[str] = set()
+        self.ready(None)
+
+    def ready(self, model: nn.Module | None) -> bool:
+        """Solve the matching program once that is possible; set each instrument up once it can be
+        (those that need the program, after it). True when the program is solved (or not needed)."""
+        if self.pending:
+            spec, cfg = self.context.spec, self.cfg
+            if spec.matching_ready(cfg, model):
+                trained = None if model is None else copy.deepcopy(model).cpu().double()
+                self.design, self.solution = self.context.solve(spec.matching_program(cfg), trained)
+                self.svm_val = decision(self.solution.zeta, self.design.x_val, self.design.e_val)
+                extra = spec.matching_info(cfg, self.problem, self.solution)
+                self.best = extra.get("best_normalized_margin")
+                self.info.update({"objective": self.solution.value, "status": self.solution.status, **extra})
+                self.pending = False
         for ins in self.instruments:
-            self.info.update(ins.setup(self, context))
+            if ins.name not in self.set_up and not (ins.needs_matching and self.pending):
+                self.info.update(ins.setup(self, self.context))
+                self.set_up.add(ins.name)
+        return not self.pending
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -146,8 +161,12 @@ class Tracker:
                 margins: torch.Tensor, val_out: torch.Tensor) -> dict:
         """The tracked columns at the current weights."""
         row = {}
+        matched = self.ready(model)
         for ins in self.instruments:
-            row.update(ins.measure(self, model, x, y, ctx, margins, val_out))
+            if ins.needs_matching and not matched:
+                row.update(dict.fromkeys(ins.columns, float("nan")))
+            else:
+                row.update(ins.measure(self, model, x, y, ctx, margins, val_out))
         return row
 
     def final_tables(self, model: nn.Module) -> dict:

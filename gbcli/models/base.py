@@ -159,6 +159,11 @@ class ModelSpec:
         """The program whose optimum is GD's limit (the margin and agreement instruments)."""
         return None
 
+    def matching_ready(self, cfg, model: nn.Module | None) -> bool:
+        """Whether the matching program is defined for the network as it is now (None: before
+        training); most programs depend on the data only."""
+        return True
+
     def best_normalized_margin(self, cfg, optimum: float) -> float | None:
         """The largest normalized margin min y f / ||w||^L the model can have, from the matching
         program's optimum."""
@@ -171,6 +176,11 @@ class ModelSpec:
     def describe(self, row: dict) -> str:
         """A configuration's short label in figures (row: a line of errors.csv)."""
         return f"H={row['hidden_units']}, N={row['train_size']}"
+
+    def published_outputs(self, model: nn.Module, cfg, problem: Problem) -> np.ndarray | None:
+        """Validation outputs as the published comparison measured them, when that differs from the
+        network's own (None otherwise): `published_inconsistency` in the tables."""
+        return None
 
     # ---- the contract test (tests/test_contract.py) runs every model and program on this
     example_model: ClassVar[dict] = {}

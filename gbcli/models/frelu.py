@@ -20,13 +20,28 @@ class Spec(relu.Spec):
     kind, Params = "frelu", Params
     description = "ReLU with frozen gates (freeze_gates_after epochs of warm-up)"
     programs = dict(relu.GATE_PROGRAMS)
-    instruments = ("kkt", "rank")
+    instruments = ("margin", "kkt", "agreement", "rank")
     example_model = {"hidden_units": 4, "freeze_gates_after": 1}
 
     def after_init(self, model, cfg, gen):
         super().after_init(model, cfg, gen)
         if cfg.model.freeze_gates_after == 0:
             model.freeze_gates()
+
+    def matching_program(self, cfg):
+        """GD on the linear weights behind frozen gates converges in direction to the FReLU-norm
+        program on those gates: svm-lc's program (the GLN paper's Theorem, the FReLU case)."""
+        return "svm-lc"
+
+    def matching_ready(self, cfg, model):
+        """The program is defined once the gates are frozen: at init, or after the warm-up."""
+        if model is None:
+            return False
+        return bool(model.frozen)
+
+    def best_normalized_margin(self, cfg, optimum):
+        # min ||w||^2 at margin 1 = 2 x the FReLU-norm optimum (balanced layers), as for the deep GLN
+        return 1.0 / (2.0 * optimum)
 
     def on_epoch(self, model, cfg, epoch):
         if epoch == cfg.model.freeze_gates_after and not model.frozen:

@@ -16,10 +16,13 @@ import torch
 
 @dataclass
 class Hyperplanes:
-    """H units x k hyperplanes: normals (H, k, D) and offsets (H, k)."""
+    """H units x k hyperplanes: normals (H, k, D) and offsets (H, k). `raw_offsets` are the offsets as
+    drawn, before median init replaced them (the published evaluation gates with those). Gating is
+    computed in the normals' dtype (float32 for the published draws, as the published code)."""
 
     normals: np.ndarray
     offsets: np.ndarray
+    raw_offsets: np.ndarray | None = None
 
     @property
     def units(self) -> int:
@@ -35,11 +38,16 @@ class Hyperplanes:
         H, k, D = self.normals.shape
         if k == 0:
             return np.zeros((x.shape[0], H), dtype=np.int64)
+        x = x.astype(self.normals.dtype, copy=False)
         side = (x @ self.normals.reshape(H * k, D).T > self.offsets.reshape(-1)).reshape(-1, H, k)
         return (side * (1 << np.arange(k))).sum(-1).astype(np.int64)
 
+    def with_offsets(self, offsets: np.ndarray) -> "Hyperplanes":
+        return Hyperplanes(self.normals, offsets.astype(self.offsets.dtype), self.raw_offsets)
+
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"normals": self.normals, "offsets": self.offsets}
+        out = {"normals": self.normals, "offsets": self.offsets}
+        return out if self.raw_offsets is None else {**out, "raw_offsets": self.raw_offsets}
 
 
 def median_offsets(normals: np.ndarray, x_pool: np.ndarray) -> np.ndarray:
@@ -56,10 +64,31 @@ def sample_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, me
     gen = torch.Generator().manual_seed(seed)
     dim = x_pool.shape[1]
     normals = (torch.randn(units, k, dim, generator=gen, dtype=torch.float64) * normal_std).numpy()
-    offsets = (torch.randn(units, k, generator=gen, dtype=torch.float64) * offset_std).numpy()
+    raw = (torch.randn(units, k, generator=gen, dtype=torch.float64) * offset_std).numpy()
+    offsets = median_offsets(normals, x_pool) if median_init and k > 0 else raw
+    return Hyperplanes(normals, offsets, raw)
+
+
+def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, median_init: bool = True,
+                          normal_std: float = 36.0, offset_std: float = 9.0) -> Hyperplanes:
+    """The draw sequence of the published code (protocol section 10), in float32: seed torch's global
+    generator with `seed`, create nn.Linear(D, H*k, bias=False) (its default initialisation consumes
+    draws), redraw its weight N(0, normal_std^2) (row h*k + j: unit h, hyperplane j), then the offsets
+    (H, k) N(0, offset_std^2); with median init the offsets become torch.quantile(W x, 0.5) over the
+    pool. The caller's global generator state is restored afterwards."""
+    k = int(np.log2(count))
+    dim = x_pool.shape[1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = torch.nn.Linear(dim, units * k, bias=False)
+        w = torch.nn.init.normal_(layer.weight.detach(), std=normal_std)
+        beta = torch.nn.init.normal_(torch.empty(units, k), std=offset_std)
+    offsets = beta
     if median_init and k > 0:
-        offsets = median_offsets(normals, x_pool)
-    return Hyperplanes(normals, offsets)
+        proj = torch.as_tensor(x_pool, dtype=torch.float32) @ w.T
+        # column by column: torch.quantile refuses inputs of more than 2^24 elements
+        offsets = torch.stack([torch.quantile(proj[:, j], 0.5) for j in range(proj.shape[1])]).reshape(units, k)
+    return Hyperplanes(w.numpy().reshape(units, k, dim), offsets.numpy(), beta.numpy())
 
 
 def random_relu_gates(units: int, x_pool: np.ndarray, seed: int) -> Hyperplanes:

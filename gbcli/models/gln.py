@@ -15,7 +15,7 @@ from pydantic import Field, StrictInt
 from torch import nn
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program
-from gbcli.models.gating import one_hot, sample_hyperplanes
+from gbcli.models.gating import one_hot, published_hyperplanes, sample_hyperplanes
 from gbcli.programs.design import GatedDesign, reference_groups, unit_groups
 
 
@@ -55,9 +55,10 @@ class DeepGLN(nn.Module):
 
 
 def hyperplane_problem(cfg, dataset, units: int) -> Problem:
-    """Sample `units` x k hyperplanes (C = 2^k contexts per unit) and gate the data."""
+    """Sample `units` x k hyperplanes (C = 2^k contexts per unit; `contexts.draws` says how) and gate the data."""
     c = cfg.contexts
-    hp = sample_hyperplanes(units, c.count, dataset.x_pool, c.seed, c.median_init, c.normal_std, c.offset_std)
+    draw = published_hyperplanes if c.draws == "published" else sample_hyperplanes
+    hp = draw(units, c.count, dataset.x_pool, c.seed, c.median_init, c.normal_std, c.offset_std)
     return Problem(dataset, hp, hp.local_contexts(dataset.x_train), hp.local_contexts(dataset.x_val))
 
 
@@ -113,6 +114,18 @@ class Spec(ModelSpec):
 
     def describe(self, row):
         return f"H={row['hidden_units']}, C={row['contexts']}, N={row['train_size']}, median_init={row['median_init']}"
+
+    def published_outputs(self, model, cfg, problem):
+        """The validation outputs the published comparison used (protocol section 10): the trained
+        weights and normals, but the offsets as drawn (its reloaded network lost the median offsets).
+        Without median init nothing was lost: the outputs themselves."""
+        if not cfg.contexts.median_init or problem.hyperplanes is None or problem.hyperplanes.raw_offsets is None:
+            return None
+        hp = problem.hyperplanes.with_offsets(problem.hyperplanes.raw_offsets)
+        ds = problem.dataset
+        with torch.no_grad():
+            x = torch.as_tensor(ds.x_val, dtype=torch.float32)
+            return model.float().cpu()(x, torch.as_tensor(hp.local_contexts(ds.x_val))).double().numpy()
 
 
 SPEC = Spec()

@@ -74,25 +74,35 @@ def _gates(net: ReLUNet, x: np.ndarray) -> np.ndarray:
         return net.gates(torch.as_tensor(x, dtype=torch.float64)).numpy()
 
 
-def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem) -> GatedDesign:
-    """The FReLU design: an always-on unit plus one unit per gate, each its own group."""
+def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem, always_on: bool) -> GatedDesign:
+    """The FReLU design: one unit per gate, each its own group (the FReLU norm sum_h ||zeta_h||),
+    with an extra always-on unit when `always_on`."""
     ds = problem.dataset
-    et = np.hstack([constant_gates(len(gt)), gt]).astype(float)
-    ev = np.hstack([constant_gates(len(gv)), gv]).astype(float)
+    if always_on:
+        gt, gv = np.hstack([constant_gates(len(gt)), gt]), np.hstack([constant_gates(len(gv)), gv])
+    et, ev = gt.astype(float), gv.astype(float)
     return GatedDesign(ds.x_train, ds.y_train, et, ds.x_val, ev, "group", singleton_groups(et.shape[1]), et.shape[1], 1)
 
 
 def random_gates_design(cfg, problem: Problem, trained=None) -> GatedDesign:
-    """svm-rc: H random gates (orthogonal normals, median offsets) seeded by contexts.seed."""
+    """svm-rc: H random gates (orthogonal normals, median offsets) seeded by contexts.seed, and an
+    always-on unit (as the published code; protocol section 10)."""
     ds = problem.dataset
     gates = random_relu_gates(cfg.model.hidden_units, ds.x_pool, cfg.contexts.seed)
-    return frelu_design(gates.local_contexts(ds.x_train), gates.local_contexts(ds.x_val), problem)
+    return frelu_design(gates.local_contexts(ds.x_train), gates.local_contexts(ds.x_val), problem, always_on=True)
 
 
-def learned_gates_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
-    """svm-lc: the trained network's gates."""
-    ds = problem.dataset
-    return frelu_design(_gates(trained, ds.x_train), _gates(trained, ds.x_val), problem)
+def learned_gates_design(always_on: bool):
+    """svm-lc: exactly the trained network's H gates [w_h . x >= 0] (the GLN paper's eq. 22 and the
+    published code): infeasible when, e.g., a training point has every gate off. The variant
+    svm-lc-always-on adds an always-on unit (what this project called svm-lc before), which makes
+    such points separable by a linear part."""
+
+    def design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
+        ds = problem.dataset
+        return frelu_design(_gates(trained, ds.x_train), _gates(trained, ds.x_val), problem, always_on)
+
+    return design
 
 
 def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
@@ -114,8 +124,10 @@ def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
 
 GATE_PROGRAMS = {
     "svm-rc": Program("svm-rc", "group", random_gates_design, description="FReLU norm on random gates"),
-    "svm-lc": Program("svm-lc", "group", learned_gates_design, needs_trained=True,
-                      description="FReLU norm on the trained gates"),
+    "svm-lc": Program("svm-lc", "group", learned_gates_design(False), needs_trained=True,
+                      description="FReLU norm on the trained gates (the paper's program)"),
+    "svm-lc-always-on": Program("svm-lc-always-on", "group", learned_gates_design(True), needs_trained=True,
+                                description="FReLU norm on the trained gates and an always-on unit (a variant)"),
     "svm-hl": Program("svm-hl", "sq", hidden_layer_design, needs_trained=True,
                       description="linear SVM on the trained hidden layer"),
     "svm-gates": Program("svm-gates", "sq", gate_pattern_design, needs_trained=True,

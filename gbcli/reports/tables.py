@@ -23,7 +23,7 @@ ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size",
                  "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
                  "solve_seconds", "solver", "min_margin", "rel_gap", "certified", "iterations"]
 INCONSISTENCY_COLUMNS = ["predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error",
-                         "expected_if_uncorrelated", "model", "hidden_units", "contexts", "train_size",
+                         "expected_if_uncorrelated", "published_inconsistency", "model", "hidden_units", "contexts", "train_size",
                          "data_seed", "context_seed", "init_seed", "median_init", "momentum"]
 
 
@@ -50,11 +50,11 @@ def _record(path: Path, keys: tuple[str, ...]) -> dict:
     return rec
 
 
-def _outputs(path: Path, n: int | None = None) -> np.ndarray:
+def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarray:
     """The validation outputs of a predictions.npz (GbError naming the file when it is not one)."""
     def load(p):
         with np.load(p, allow_pickle=False) as z:
-            return np.asarray(z["val_out"], dtype=float)
+            return np.asarray(z[key if key in z.files or key == "val_out" else "val_out"], dtype=float)
 
     try:
         out = load(path)
@@ -112,7 +112,8 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if (run_dir / "gd" / "summary.json").is_file():
         s = _record(run_dir / "gd" / "summary.json", SUMMARY_KEYS)
         meta = _meta(run_dir / "gd" / "config.yaml")
-        gd = (s, _outputs(run_dir / "gd" / "predictions.npz"))
+        gd = (s, _outputs(run_dir / "gd" / "predictions.npz"),
+              _outputs(run_dir / "gd" / "predictions.npz", key="val_out_published"))
         errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
                        "val_error": s["val_error"], "status": s["status"]})
     for result in sorted((run_dir / "svm").glob("*/result.json")):
@@ -123,11 +124,15 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                                                         "certified", "iterations")}})
         preds = result.parent / "predictions.npz"
         if gd is not None and preds.is_file():
-            s, gd_val = gd
+            s, gd_val, gd_published = gd
             p = s["val_error"]
+            svm_val = _outputs(preds, len(gd_val))
             pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
-                          "inconsistency": inconsistency(_outputs(preds, len(gd_val)), gd_val), "gd_val_error": p,
-                          "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p)})
+                          "inconsistency": inconsistency(svm_val, gd_val), "gd_val_error": p,
+                          "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p),
+                          # measured as the published comparison did (protocol section 10); the same
+                          # number wherever that comparison did not differ
+                          "published_inconsistency": inconsistency(svm_val, gd_published)})
     if not errors:
         raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
     return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),

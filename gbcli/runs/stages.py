@@ -105,7 +105,9 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
     torch.save({"kind": cfg.model.kind, "state_dict": model.cpu().state_dict(),
                 "hyperplanes": None if problem.hyperplanes is None else problem.hyperplanes.to_arrays()}, buf)
     atomic_write_bytes(out / "model.pt", buf.getvalue())
-    write_npz(out / "predictions.npz", train_out=res.train_out, val_out=res.val_out)
+    published = spec_of(cfg).published_outputs(model, cfg, problem) if not res.diverged else None
+    write_npz(out / "predictions.npz", train_out=res.train_out, val_out=res.val_out,
+              **({} if published is None else {"val_out_published": published}))
     last = res.metrics.iloc[-1]
     summary = {
         "predictor": cfg.model.predictor, "train_error": error(res.train_out, ds.y_train),
@@ -133,8 +135,8 @@ def make_tracker(cfg: Config, problem: Problem) -> Tracker | None:
         return None
     spec = spec_of(cfg)
 
-    def solve(objective: str):
-        design = build_design(objective, cfg, problem)
+    def solve(objective: str, trained: nn.Module | None = None):
+        design = build_design(objective, cfg, problem, trained)
         sol = SOLVERS[default_solver(design.norm)].solve(design, cfg.svm.max_iters, cfg.svm.eps)
         if sol.zeta is None:
             raise GbError(f"training.track: the program {objective} has no solution ({sol.status}: {sol.message})")
