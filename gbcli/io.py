@@ -20,8 +20,11 @@ import numpy as np
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` atomically (temp file + fsync + rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
     try:
         os.fchmod(fd, 0o666 & ~current_umask())   # mkstemp creates 0600; results are for colleagues too
         with os.fdopen(fd, "wb") as fh:
@@ -29,6 +32,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:   # a full disk: say which file could not be written
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

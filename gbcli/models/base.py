@@ -228,6 +228,8 @@ def set_weights(model: nn.Module, weights: dict) -> None:
             raise GbError(f"model.weights.{name}: not a (nested) list of numbers") from None
         if tuple(value.shape) != tuple(p.shape):
             raise GbError(f"model.weights.{name}: shape {tuple(value.shape)}, the network needs {tuple(p.shape)}")
+        if not bool(torch.isfinite(value).all()):
+            raise GbError(f"model.weights.{name}: holds a number that is not finite (inf or nan)")
         with torch.no_grad():
             p.copy_(value)
 

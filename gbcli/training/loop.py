@@ -22,6 +22,8 @@ from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
 from gbcli.training.losses import log_mean_loss, loss_fn
 
+EXPLODED = 1e6   # a logged training loss this many times its value at step 0 counts as divergence
+
 
 def steepest_coordinate(model: nn.Module) -> None:
     """Keep only the largest gradient coordinate: steepest descent in the l1 norm, i.e. greedy
@@ -82,6 +84,11 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     def finite() -> bool:
         return all(bool(torch.isfinite(w).all()) for w in model.weights())
 
+    def exploded() -> bool:
+        """The loss grew EXPLODED-fold over its value at step 0: the steps overshoot (a learning rate
+        far too large), even while the numbers are still finite."""
+        return len(rows) > 1 and rows[-1]["train_loss"] > EXPLODED * max(rows[0]["train_loss"], 1e-12)
+
     def log(step: int, epoch: float, lr: float) -> bool:
         """Log the metrics at this step; False when the network is no longer finite."""
         with torch.no_grad():
@@ -97,12 +104,19 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
             })
             if normalized:   # R itself underflows in long loss-normalized runs; log R does not
                 rows[-1]["log_train_loss"] = float(log_mean_loss(m.double(), t.loss))
-        ok = finite() and bool(torch.isfinite(out_t).all()) and bool(torch.isfinite(out_v).all())
+        ok = (finite() and bool(torch.isfinite(out_t).all()) and bool(torch.isfinite(out_v).all())
+              and np.isfinite(rows[-1]["train_loss"]) and not exploded())
         if tracker is not None and ok:   # the instruments need a finite network
             rows[-1].update(tracker.measure(model, xt, yt, ct, m, out_v))
         return ok
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    def why_diverged(step: int) -> str:
+        if exploded():
+            return (f"the training loss grew from {rows[0]['train_loss']:.3g} to {rows[-1]['train_loss']:.3g} "
+                    f"by step {step}")
+        return f"the network's weights, outputs or loss are not finite at step {step}"
 
     start = time.perf_counter()
     step, diverged = 0, ""
@@ -121,7 +135,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
             for i in range(per_epoch):
                 if step in log_at:
                     if not log(step, epoch + i / per_epoch, lr):
-                        diverged = f"the network's weights or outputs are not finite at step {step}"
+                        diverged = why_diverged(step)
                         break
                     bar.update(task, loss=rows[-1]["train_loss"])
                 idx = perm[i * batch:(i + 1) * batch]
@@ -141,7 +155,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                 bar.advance(task)
         if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
             if not log(step, step / per_epoch, lr) and not diverged:
-                diverged = f"the network's weights or outputs are not finite at step {step}"
+                diverged = why_diverged(step)
     with torch.no_grad():
         train_out = model(xt, ct).double().cpu().numpy()
         val_out = model(xv, cv).double().cpu().numpy()
