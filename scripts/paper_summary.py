@@ -1,0 +1,155 @@
+"""Every number of results/paper/README.md, from the committed tables (nothing is typed in by hand).
+
+    python scripts/paper_summary.py [results/paper]        # prints the README's tables as markdown
+    python scripts/paper_summary.py --batch-order runs/paper-fig3-momentum-order results/paper/fig3-momentum-order/tables
+
+Reads `<dir>/{fig2,fig3,fig3-momentum-order}/tables/{errors,inconsistency}.csv` (whichever exist)
+and prints one section per question the README answers.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+
+def md(df: pd.DataFrame, digits: int = 4) -> str:
+    """A plain markdown table (no extra dependency)."""
+    df = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df
+    fmt = lambda v: f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+    rows = [" | ".join(map(str, df.columns))] + [" | ".join("---" for _ in df.columns)]
+    rows += [" | ".join(fmt(v) for v in r) for r in df.itertuples(index=False)]
+    return "\n".join(f"| {r} |" for r in rows)
+
+
+def read(base: Path, grid: str):
+    t = base / grid / "tables"
+    if not (t / "errors.csv").exists():
+        return None, None
+    return pd.read_csv(t / "errors.csv"), pd.read_csv(t / "inconsistency.csv")
+
+
+def fig2(base: Path) -> None:
+    e, i = read(base, "fig2")
+    if e is None:
+        return
+    print("## fig2: overview (mean over points)\n")
+    gd = e[e.predictor == "gd-gln"].groupby("momentum").val_error.mean()
+    print("gd-gln val error by momentum:", ", ".join(f"{m:g}: {v:.4f}" for m, v in gd.items()), "\n")
+    ov = i.groupby(["predictor_a", "momentum"]).agg(
+        svm_val_error=("svm_val_error", "mean"), inconsistency=("inconsistency", "mean"),
+        published_inconsistency=("published_inconsistency", "mean"),
+        expected_if_uncorrelated=("expected_if_uncorrelated", "mean"), points=("point", "count"))
+    print(md(ov), "\n")
+
+    m0 = i[i.momentum == 0]
+    print("## fig2: the published way of measuring against the correct one, by median init (momentum 0)\n")
+    by = m0.groupby(["predictor_a", "median_init"]).agg(
+        inconsistency=("inconsistency", "mean"), published_inconsistency=("published_inconsistency", "mean"),
+        share_above_10pct_published=("published_inconsistency", lambda s: float((s > 0.1).mean())),
+        share_above_10pct=("inconsistency", lambda s: float((s > 0.1).mean())))
+    print(md(by), "\n")
+
+    print("## fig2: svm-gln per cell (momentum 0, mean over the three context seeds)\n")
+    g = m0[m0.predictor_a == "svm-gln"].groupby(["median_init", "hidden_units", "contexts", "train_size"]).agg(
+        gd_val_error=("gd_val_error", "mean"), svm_val_error=("svm_val_error", "mean"),
+        inconsistency=("inconsistency", "mean"), published_inconsistency=("published_inconsistency", "mean"))
+    print(md(g), "\n")
+
+    print("## fig2: svm-gln against svm-l2 (share of points where svm-gln is closer to GD)\n")
+    p = i.pivot_table(index=["point"], columns="predictor_a", values="inconsistency")
+    mom = i.drop_duplicates("point").set_index("point").momentum
+    for col in ("svm-l2", "svm-l2-reference"):
+        if col in p:
+            closer = (p["svm-gln"] < p[col]).groupby(mom).mean()
+            print(f"svm-gln closer than {col}:", ", ".join(f"momentum {m:g}: {v:.3f}" for m, v in closer.items()))
+    pp = i.pivot_table(index=["point"], columns="predictor_a", values="published_inconsistency")
+    closer = (pp["svm-gln"] < pp["svm-l2"]).groupby(mom).mean()
+    print("measured the published way, svm-gln closer than svm-l2:",
+          ", ".join(f"momentum {m:g}: {v:.3f}" for m, v in closer.items()), "\n")
+    st = e[e.predictor != "gd-gln"].groupby("predictor").status.value_counts().unstack(fill_value=0)
+    print("statuses of the programs:\n")
+    print(md(st), "\n")
+
+
+def fig3(base: Path) -> None:
+    e, i = read(base, "fig3")
+    if e is None:
+        return
+    print("## fig3: statuses (points per program)\n")
+    st = e[e.predictor != "gd-relu"].groupby(["predictor", "momentum"]).status.value_counts().unstack(fill_value=0)
+    print(md(st), "\n")
+    print("## fig3: infeasible points by H (both momenta)\n")
+    inf = e[e.status == "infeasible"].groupby(["predictor", "hidden_units"]).size().unstack(fill_value=0)
+    print(md(inf), "\n")
+    uncert = e[(e.predictor != "gd-relu") & (e.certified != True)]   # noqa: E712 (NaN-safe)
+    print(f"programs without a certificate: {len(uncert)}\n")
+
+    print("## fig3: errors and inconsistency on the same points (where the program is feasible)\n")
+    gd = e[e.predictor == "gd-relu"].set_index("point")
+    rows = []
+    for (pred, mom), grp in i.groupby(["predictor_a", "momentum"]):
+        pts = grp.point
+        all_pts = gd[gd.momentum == mom]
+        rows.append({"predictor": pred, "momentum": mom, "feasible points": len(pts),
+                     "svm val error": grp.svm_val_error.mean(),
+                     "gd val error, same points": gd.loc[pts].val_error.mean(),
+                     "gd val error, all points": all_pts.val_error.mean(),
+                     "inconsistency": grp.inconsistency.mean(),
+                     "2p(1-p)": grp.expected_if_uncorrelated.mean()})
+    print(md(pd.DataFrame(rows)), "\n")
+
+    print("## fig3: gd-relu runs that collapsed (train error > 0.4)\n")
+    c = gd[gd.train_error > 0.4][["hidden_units", "train_size", "init_seed", "momentum", "train_error", "val_error"]]
+    print(md(c) if len(c) else "none", "\n")
+    m9 = gd[(gd.momentum == 0.9)]
+    print("gd-relu val error by H and momentum (all points):\n")
+    print(md(gd.groupby(["hidden_units", "momentum"]).val_error.mean().unstack()), "\n")
+    print("momentum 0.9 without the collapsed runs, by H:",
+          ", ".join(f"H={h}: {v:.4f}" for h, v in m9[m9.train_error <= 0.4].groupby("hidden_units").val_error.mean().items()),
+          "\n")
+
+
+def batch_order_table(sweep_dir: Path, out: Path) -> None:
+    """The sweep tables do not carry training.batch_seed: read it from each point's resolved config
+    and write `<out>/batch_order.csv` (one row per GD network)."""
+    e = pd.read_csv(sweep_dir / "tables" / "errors.csv")
+    gd = e[e.predictor == "gd-relu"].copy()
+    gd["batch_seed"] = [yaml.safe_load((sweep_dir / "points" / p / "gd" / "config.yaml").read_text())["training"]["batch_seed"]
+                        for p in gd.point]
+    lc = e[e.predictor == "svm-lc"].set_index("point").status
+    gd["svm_lc_status"] = gd.point.map(lc)
+    cols = ["hidden_units", "train_size", "init_seed", "momentum", "batch_seed", "train_error", "val_error", "svm_lc_status", "point"]
+    out.mkdir(parents=True, exist_ok=True)
+    gd[cols].sort_values(["train_size", "init_seed", "batch_seed"]).to_csv(out / "batch_order.csv", index=False)
+
+
+def momentum_order(base: Path) -> None:
+    path = base / "fig3-momentum-order" / "tables" / "batch_order.csv"
+    if not path.exists():
+        return
+    print("## fig3, H = 10, momentum 0.9: the same networks with four other batch orders\n")
+    gd = pd.read_csv(path)
+    gd = gd.assign(collapsed=gd.train_error > 0.4)
+    print(f"collapsed: {int(gd.collapsed.sum())} of {len(gd)} runs\n")
+    t = gd.pivot_table(index=["train_size", "init_seed"], columns="batch_seed", values="train_error")
+    print("train error by batch order (columns: training.batch_seed):\n")
+    print(md(t), "\n")
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--batch-order"]:   # --batch-order SWEEP_DIR OUT_TABLES_DIR
+        batch_order_table(Path(argv[1]), Path(argv[2]))
+        return
+    base = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "results" / "paper"
+    pd.set_option("display.width", 200)
+    fig2(base)
+    fig3(base)
+    momentum_order(base)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
