@@ -102,6 +102,20 @@ def fig3(base: Path) -> None:
                      "2p(1-p)": grp.expected_if_uncorrelated.mean()})
     print(md(pd.DataFrame(rows)), "\n")
 
+    p = i.pivot_table(index="point", columns="predictor_a", values="inconsistency")
+    mom = i.drop_duplicates("point").set_index("point").momentum
+    print("## fig3: the ordering svm-hl < svm-lc < svm-rc, on the points where all three are feasible\n")
+    rows = []
+    for m in sorted(mom.unique()):
+        q = p[(mom.loc[p.index] == m)].dropna(subset=["svm-hl", "svm-lc", "svm-rc"])
+        rows.append({"momentum": m, "points": len(q), **q[["svm-hl", "svm-lc", "svm-rc"]].mean().to_dict(),
+                     "share in this order": float(((q["svm-hl"] < q["svm-lc"]) & (q["svm-lc"] < q["svm-rc"])).mean())})
+    print(md(pd.DataFrame(rows)), "\n")
+    if "svm-lc-always-on" in p:
+        print("## fig3: svm-lc against svm-lc-always-on where svm-lc is feasible\n")
+        q = p.dropna(subset=["svm-lc"])
+        print(md(q[["svm-lc", "svm-lc-always-on"]].groupby(mom.loc[q.index]).mean()), "\n")
+
     print("## fig3: gd-relu runs that collapsed (train error > 0.4)\n")
     c = gd[gd.train_error > 0.4][["hidden_units", "train_size", "init_seed", "momentum", "train_error", "val_error"]]
     print(md(c) if len(c) else "none", "\n")
@@ -134,7 +148,9 @@ def momentum_order(base: Path) -> None:
     print("## fig3, H = 10, momentum 0.9: the same networks with four other batch orders\n")
     gd = pd.read_csv(path)
     gd = gd.assign(collapsed=gd.train_error > 0.4)
-    print(f"collapsed: {int(gd.collapsed.sum())} of {len(gd)} runs\n")
+    print(f"collapsed (train error > 0.4): {int(gd.collapsed.sum())} of {len(gd)} runs; "
+          f"train error > 0.1: {int((gd.train_error > 0.1).sum())}; svm-lc infeasible: "
+          f"{int((gd.svm_lc_status == 'infeasible').sum())}\n")
     t = gd.pivot_table(index=["train_size", "init_seed"], columns="batch_seed", values="train_error")
     print("train error by batch order (columns: training.batch_seed):\n")
     print(md(t), "\n")
