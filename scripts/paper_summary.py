@@ -151,6 +151,13 @@ def momentum_order(base: Path) -> None:
     print(f"collapsed (train error > 0.4): {int(gd.collapsed.sum())} of {len(gd)} runs; "
           f"train error > 0.1: {int((gd.train_error > 0.1).sum())}; svm-lc infeasible: "
           f"{int((gd.svm_lc_status == 'infeasible').sum())}\n")
+    e3, _ = read(base, "fig3")
+    if e3 is not None:   # with the grid's own batch order (batch_seed 1) and the momentum-0 networks
+        g3 = e3[e3.predictor == "gd-relu"]
+        runs = pd.concat([gd.train_error, g3[(g3.hidden_units == 10) & (g3.momentum == 0.9)].train_error])
+        print(f"all {len(runs)} H = 10 momentum-0.9 runs: train error > 0.4 in {int((runs > 0.4).sum())}, "
+              f"> 0.05 in {int((runs > 0.05).sum())}; the momentum-0 networks of fig3 end at train error "
+              f"<= {g3[g3.momentum == 0].train_error.max():.3f}\n")
     t = gd.pivot_table(index=["train_size", "init_seed"], columns="batch_seed", values="train_error")
     print("train error by batch order (columns: training.batch_seed):\n")
     print(md(t), "\n")
