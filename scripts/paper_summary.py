@@ -59,6 +59,9 @@ def fig2(base: Path) -> None:
         inconsistency=("inconsistency", "mean"), published_inconsistency=("published_inconsistency", "mean"))
     print(md(g), "\n")
 
+    g0 = m0[m0.predictor_a == "svm-gln"]
+    print("svm-gln inconsistency (momentum 0) by H:", ", ".join(f"{k}: {v:.4f}" for k, v in g0.groupby("hidden_units").inconsistency.mean().items()),
+          "; by N:", ", ".join(f"{k}: {v:.4f}" for k, v in g0.groupby("train_size").inconsistency.mean().items()), "\n")
     print("## fig2: svm-gln against svm-l2 (share of points where svm-gln is closer to GD)\n")
     p = i.pivot_table(index=["point"], columns="predictor_a", values="inconsistency")
     mom = i.drop_duplicates("point").set_index("point").momentum
@@ -66,6 +69,10 @@ def fig2(base: Path) -> None:
         if col in p:
             closer = (p["svm-gln"] < p[col]).groupby(mom).mean()
             print(f"svm-gln closer than {col}:", ", ".join(f"momentum {m:g}: {v:.3f}" for m, v in closer.items()))
+    units = i.drop_duplicates("point").set_index("point").hidden_units
+    gap = (p["svm-l2"] - p["svm-gln"])[mom.loc[p.index] == 0]
+    print("svm-l2 minus svm-gln inconsistency (momentum 0) by H:",
+          ", ".join(f"{k}: {v:.4f}" for k, v in gap.groupby(units.loc[gap.index]).mean().items()))
     pp = i.pivot_table(index=["point"], columns="predictor_a", values="published_inconsistency")
     closer = (pp["svm-gln"] < pp["svm-l2"]).groupby(mom).mean()
     print("measured the published way, svm-gln closer than svm-l2:",
