@@ -177,6 +177,8 @@ class SweepConfig(Section):
     time_min: StrictInt = Field(60, ge=1, description="slurm time limit per point, minutes")
     cpus: StrictInt = Field(1, ge=1, le=1024, description="slurm CPUs per point")
     mem_gb: float = Field(4, gt=0, allow_inf_nan=False, description="slurm memory per point, GB")
+    solve_cache: bool = Field(True, description="reuse the solution of a program identical to one already solved "
+                                                "in this sweep (OUT/solves/, gbcli.runs.cache)")
 
 
 class Config(Section):

@@ -5,7 +5,9 @@ Each point gets a stable id (a hash of its resolved config) and its own run dire
 `log.txt`. A point is done when `tables/errors.csv` exists (written last, atomically), so a rerun
 skips finished points and redoes only unfinished stages. A point that fails (exception, NaN loss,
 a solve without a certificate of optimality or infeasibility) writes `failed.json` and the sweep goes on. The sweep then writes
-`OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`.
+`OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`. Programs identical
+to one solved before in the sweep are not solved again (`OUT/solves/`, gbcli.runs.cache; points
+that share their programs are scheduled apart, so that the first has usually solved them).
 
 Points run in a local process pool (`executor: local`, `jobs` processes, torch threads split
 between them) or as one Slurm job array through submitit (`executor: slurm`). An exclusive lock
@@ -31,7 +33,8 @@ from gbcli.io import read_json, write_csv, write_json
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS
 from gbcli.reports.figures import plot_sweep
 from gbcli.reports.tables import read_tables, summarize
-from gbcli.runs.integrity import run_lock
+from gbcli.runs.cache import SolveCache
+from gbcli.runs.integrity import PROBLEM_SECTIONS, run_lock, section_hash
 from gbcli.runs.executors import check_slurm, run_local, run_slurm
 from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd
 
@@ -129,10 +132,10 @@ def is_done(run_dir: Path) -> bool:
     return (run_dir / "tables" / "errors.csv").is_file()
 
 
-def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
+def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, threads: int = 0) -> dict:
     """Run one point (in a worker process or a Slurm task); never raises: failures (an exception,
     a diverged network, a result without a certificate, a full disk) are recorded in `failed.json`
-    when it can still be written, and returned in any case."""
+    when it can still be written, and returned in any case. `cache_dir`: the sweep's solve cache."""
     if threads:
         torch.set_num_threads(threads)
     run_dir = Path(run_dir)
@@ -163,7 +166,8 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
         stage = "fit-svm"
         todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()]
         if todo:
-            fit_svm(cfg, run_dir, todo, progress=False, problem=problem, echo=echo)
+            fit_svm(cfg, run_dir, todo, progress=False, problem=problem, echo=echo,
+                    cache=SolveCache(cache_dir) if cache_dir else None)
         bad = []
         for o in cfg.svm.objectives:
             r = read_json(run_dir / "svm" / o / "result.json")
@@ -234,12 +238,24 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
         if todo:
-            tasks = [(p.to_dict(), str(dirs[point_id(p)])) for p in todo]
+            cache = str(out / "solves") if base.sweep.solve_cache else None
+            tasks = [(p.to_dict(), str(dirs[point_id(p)]), cache) for p in spread_twins(todo)]
             if executor == "slurm":
                 run_slurm(run_point, tasks, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
             else:
                 run_local(run_point, tasks, jobs, progress, echo)
         return aggregate(out, points, echo)
+
+
+def spread_twins(points: list[Config]) -> list[Config]:
+    """The points in an order that puts those with the same data, model, contexts and svm options
+    (e.g. momentum 0 and 0.9: the same programs, unless they use the trained network) as far apart
+    as possible: the first point of every such group, then the second, ... So a twin's programs are
+    usually solved already when it gets to them (the solve cache), instead of at the same time."""
+    groups: dict[str, list[Config]] = {}
+    for p in points:
+        groups.setdefault(section_hash(p, PROBLEM_SECTIONS + ("svm",)), []).append(p)
+    return [g[i] for i in range(max(map(len, groups.values()), default=0)) for g in groups.values() if i < len(g)]
 
 
 def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) -> list[Path]:
