@@ -108,6 +108,9 @@ class TrainingConfig(Section):
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
     track: list[str] = Field(default_factory=list, description="instruments logged to metrics.csv (gbcli.instruments)")
+    validation: Literal["logged", "final"] = Field(
+        "logged", description="steps at which the validation error is evaluated: every logged step, or only the "
+                              "last (grids that use only the final values; it changes no result, only metrics.csv)")
 
     @field_validator("epochs")
     @classmethod

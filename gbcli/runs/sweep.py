@@ -39,6 +39,8 @@ from gbcli.runs.executors import check_slurm, run_local, run_slurm
 from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
+# keys that change what is logged, never a result: a grid that sets them keeps its points' ids
+NOT_IDENTITY_KEYS = {"training": ("validation",)}
 
 
 def _non_default(values: dict, defaults: dict) -> dict:
@@ -93,6 +95,11 @@ def point_id(cfg: Config) -> str:
     d = _non_default(cfg.to_dict(), id_defaults(cfg))
     for k in NOT_IDENTITY:
         d.pop(k, None)
+    for section, keys in NOT_IDENTITY_KEYS.items():
+        for k in keys:
+            d.get(section, {}).pop(k, None)
+        if section in d and not d[section]:
+            del d[section]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
 
 

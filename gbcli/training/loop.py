@@ -2,7 +2,8 @@
 
 Minibatch SGD (or full-batch GD) on the logistic or exponential loss, with a step schedule of
 learning-rate milestones. Metrics are evaluated on the full training and validation sets at
-`log_points` evenly spaced steps (including step 0 and the last step).
+`log_points` evenly spaced steps (including step 0 and the last step); with `validation: final`
+the validation set only at the last step.
 """
 
 from __future__ import annotations
@@ -89,16 +90,21 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
         far too large), even while the numbers are still finite."""
         return len(rows) > 1 and rows[-1]["train_loss"] > EXPLODED * max(rows[0]["train_loss"], 1e-12)
 
-    def log(step: int, epoch: float, lr: float) -> bool:
+    # `training.validation: final`: the validation set is evaluated only at the last step (its
+    # error is NaN in the other rows), unless an instrument needs the validation outputs
+    every_val = t.validation == "logged" or tracker is not None
+
+    def log(step: int, epoch: float, lr: float, validate: bool = every_val) -> bool:
         """Log the metrics at this step; False when the network is no longer finite."""
         with torch.no_grad():
-            out_t, out_v = model(xt, ct), model(xv, cv)
+            out_t = model(xt, ct)
+            out_v = model(xv, cv) if validate else torch.zeros(0, device=device)
             m = yt * out_t
             norm = weight_norm(model)
             rows.append({
                 "step": step, "epoch": epoch, "lr": lr,
                 "train_loss": float(loss_fn(m, t.loss)),
-                "train_error": error(out_t, yt), "val_error": error(out_v, yv),
+                "train_error": error(out_t, yt), "val_error": error(out_v, yv) if validate else float("nan"),
                 "weight_norm": norm,
                 "normalized_margin": float(m.min()) / norm ** degree if norm > 0 else float("nan"),
             })
@@ -154,7 +160,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                 step += 1
                 bar.advance(task)
         if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
-            if not log(step, step / per_epoch, lr) and not diverged:
+            if not log(step, step / per_epoch, lr, validate=True) and not diverged:
                 diverged = why_diverged(step)
     with torch.no_grad():
         train_out = model(xt, ct).double().cpu().numpy()
