@@ -70,6 +70,8 @@ def test_local_pool_runs_every_point_and_aggregates(tmp_path):
         for o in ("svm-gln", "svm-l2"):
             rec = json.loads((tmp_path / "runs/grid/points" / pid / "svm" / o / "result.json").read_text())
             assert rec.get("cached_from") == (f"{twin[seed, 0.0]}/{o}" if m == 0.9 else None)
+        # one torch thread per job by default (sweep.threads)
+        assert ", torch threads 1\n" in (tmp_path / "runs/grid/points" / pid / "log.txt").read_text()
     assert sorted(p.name for p in (tmp_path / "runs/grid/figures").glob("*.png")) == [
         "a_gd_vs_svm_error.png", "b_inconsistency_vs_gd_error.png", "c_best_configuration.png",
         "d_error_vs_units.png", "panels.png"]

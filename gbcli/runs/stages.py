@@ -15,6 +15,7 @@ when that file exists. Everything model-specific is asked of the model's spec (`
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from gbcli.runs.integrity import (begin_gd, begin_svm, check_run, check_same_pro
                                   run_lock, svm_manifest)
 from gbcli.reports.figures import plot_run_training
 from gbcli.reports.tables import compare, write_tables
+from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import train
 
 
@@ -95,6 +97,29 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
         res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
                     progress=progress, tracker=tracker, spec=spec)
         return _write_gd(cfg, Path(run_dir), problem, model, res, tracker)
+
+
+def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None) -> list[dict]:
+    """Train networks that share a batch key (`gbcli.training.batched`) as one computation and write
+    each `run_dir/gd/` exactly as `train_gd` would; when the batched run fails (a network diverged),
+    each is trained by `train_gd`, which records it. Returns the summaries."""
+    problems = problems or [prepare(c) for c in cfgs]
+    if len(cfgs) > 1 and batch_key(cfgs[0]) is not None:
+        models = []
+        for cfg, problem in zip(cfgs, problems):
+            torch.manual_seed(cfg.init_seed)   # as train_gd
+            models.append(spec_of(cfg).build(cfg, problem.dataset.dim))
+        with contextlib.ExitStack() as locks:
+            for d in run_dirs:
+                locks.enter_context(run_lock(d))
+            results = train_batched(models, cfgs, problems)
+            if results is not None:
+                out = []
+                for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
+                    begin_gd(Path(d), cfg)
+                    out.append(_write_gd(cfg, Path(d), problem, model, res, None))
+                return out
+    return [train_gd(c, d, progress=False, problem=p) for c, d, p in zip(cfgs, run_dirs, problems)]
 
 
 def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, res, tracker) -> dict:
