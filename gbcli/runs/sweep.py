@@ -29,6 +29,7 @@ import torch
 
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
 from gbcli.errors import GbError
+from gbcli.models.base import Problem
 from gbcli.io import read_json, write_csv, write_json
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS
 from gbcli.reports.figures import plot_sweep
@@ -140,7 +141,8 @@ def is_done(run_dir: Path) -> bool:
     return (run_dir / "tables" / "errors.csv").is_file()
 
 
-def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, threads: int = 0) -> dict:
+def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, threads: int = 0,
+              problem: Problem | None = None) -> dict:
     """Run one point (in a worker process or a Slurm task); never raises: failures (an exception,
     a diverged network, a result without a certificate, a full disk) are recorded in `failed.json`
     when it can still be written, and returned in any case. `cache_dir`: the sweep's solve cache."""
@@ -164,7 +166,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, thread
         log = open(log_path, "a")
         echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}, torch threads {torch.get_num_threads()}")
         cfg = Config.model_validate(cfg_dict)
-        problem = prepare(cfg)
+        problem = problem or prepare(cfg)
         stage = "train-gd"
         if not (run_dir / "gd" / "summary.json").is_file():
             train_gd(cfg, run_dir, progress=False, problem=problem)
@@ -219,11 +221,15 @@ def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None 
     network trained). Never raises; returns each point's record."""
     if threads:
         torch.set_num_threads(threads)
+    problems: dict[str, Problem] = {}
     todo = [(c, d) for c, d in zip(cfg_dicts, run_dirs) if not (Path(d) / "gd" / "summary.json").is_file()]
     if len(todo) > 1:
         start = time.time()
         try:
-            train_gd_group([Config.model_validate(c) for c, _ in todo], [d for _, d in todo])
+            cfgs = [Config.model_validate(c) for c, _ in todo]
+            for cfg, (_, d) in zip(cfgs, todo):
+                problems[d] = prepare(cfg)
+            train_gd_group(cfgs, [d for _, d in todo], [problems[d] for _, d in todo])
             note = f"trained as one computation with {len(todo)} networks in {time.time() - start:.1f} s"
         except Exception as exc:   # each point then trains on its own, and records its own failure
             note = f"batched training failed ({type(exc).__name__}: {exc}); training alone".splitlines()[0]
@@ -233,7 +239,7 @@ def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None 
                     log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
             except OSError:
                 pass
-    return [run_point(c, d, cache_dir, threads) for c, d in zip(cfg_dicts, run_dirs)]
+    return [run_point(c, d, cache_dir, threads, problems.get(d)) for c, d in zip(cfg_dicts, run_dirs)]
 
 
 class PointFailure(Exception):
