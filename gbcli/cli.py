@@ -167,7 +167,9 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
               partition: Optional[str] = typer.Option(None, "--partition", help="slurm partition"),
               time_min: Optional[int] = typer.Option(None, "--time", min=1, help="slurm minutes per point"),
               cpus: Optional[int] = typer.Option(None, "--cpus", min=1, help="slurm CPUs per point"),
-              mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point")):
+              mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point"),
+              threads: Optional[int] = typer.Option(None, "--threads", min=1,
+                                                    help="local: torch threads per job (default: sweep.threads, 1)")):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
     Exit code 1 when a point failed (see tables/failures.csv)."""
     from gbcli.runs.sweep import run_sweep
@@ -177,7 +179,7 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
     slurm = {k: v for k, v in {"partition": partition, "time_min": time_min, "cpus": cpus,
                                "mem_gb": mem_gb}.items() if v is not None}
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, slurm, progress=not quiet,
-                                         echo=_echo)
+                                         echo=_echo, threads=threads)
     if len(errors):
         from gbcli.reports.tables import overview, rich_table
 

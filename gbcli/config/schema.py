@@ -108,6 +108,9 @@ class TrainingConfig(Section):
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
     track: list[str] = Field(default_factory=list, description="instruments logged to metrics.csv (gbcli.instruments)")
+    validation: Literal["logged", "final"] = Field(
+        "logged", description="steps at which the validation error is evaluated: every logged step, or only the "
+                              "last (grids that use only the final values; it changes no result, only metrics.csv)")
 
     @field_validator("epochs")
     @classmethod
@@ -177,6 +180,12 @@ class SweepConfig(Section):
     time_min: StrictInt = Field(60, ge=1, description="slurm time limit per point, minutes")
     cpus: StrictInt = Field(1, ge=1, le=1024, description="slurm CPUs per point")
     mem_gb: float = Field(4, gt=0, allow_inf_nan=False, description="slurm memory per point, GB")
+    threads: Optional[StrictInt] = Field(1, ge=1, le=1024, description="local: torch threads per job (null: the cores "
+                                         "split between the jobs); one is fastest when jobs share a busy machine")
+    batch: StrictInt = Field(4, ge=1, le=1024, description="train up to this many networks that share data and "
+                             "batch order as one computation (same trajectories; gbcli.training.batched)")
+    solve_cache: bool = Field(True, description="reuse the solution of a program identical to one already solved "
+                                                "in this sweep (OUT/solves/, gbcli.runs.cache)")
 
 
 class Config(Section):

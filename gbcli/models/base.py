@@ -98,6 +98,10 @@ class ModelSpec:
     default_init: ClassVar[str] = "orthogonal"
     coordinate_descent: ClassVar[bool] = False         # training.descent: coordinate is allowed
     figure_axis: ClassVar[str] = "units"                # panel (d): x = hidden units, or "hyperplanes"
+    # K networks of this kind as one torch computation (gbcli.training.batched): a module built from
+    # a list of networks, forward(x, gates stacked (K, n, ...)) -> (K, n), `weights()`, and
+    # `unstack(networks)` copying its weights back; None: trained one network at a time
+    Stacked: ClassVar[type | None] = None
 
     # ---- identity and sizes
     def units(self, params: ModelParams) -> int:
