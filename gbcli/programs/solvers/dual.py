@@ -35,17 +35,18 @@ from gbcli.programs.solvers.primal import Clarabel
 POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl / svm-gates (H <= 100)
 
 
-def kernel_problem(design: GatedDesign, device: str = "cpu"):
-    """(Ky, E, col_group): Ky = yy' o kernel, and the gate columns with their group index
-    (E = None for the single-group quadratic programs, whose gates are folded into Ky)."""
+def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
+    """The interior-point method's kernel: Ky = yy' o XX' passed through the norm's kernel form
+    ((Ky, E, col_group), E = None for the single-group quadratic programs, whose gates are folded
+    into Ky), with the features y_n x_n for the group kernels' feature-space products."""
     t = lambda a: torch.as_tensor(np.array(a, dtype=np.float64, order="C"), device=device)   # a copy: inputs may be read-only
     x, y, e = t(design.x_train), t(design.y_train), t(design.e_train)
-    ky = x @ x.T
-    ky.mul_(y[:, None]).mul_(y[None, :])
+    xy = x.mul_(y[:, None])
+    ky = xy @ xy.T
     out = norm_of(design).kernel(design, ky, e)
     if out is None:
         raise ValueError(f"the dual solver does not cover norm {design.norm!r}")
-    return out
+    return Kernel(*out, features=xy)
 
 
 def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
@@ -104,7 +105,7 @@ class DualSolver(Solver):
             if zeta is None:
                 return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
             return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam)
-        grp = Kernel(*kernel_problem(design, device))
+        grp = kernel_problem(design, device)
         status, message, lam, s, it = interior_point(grp, norm.quadratic, tol, max_iters)
         if status == "infeasible":
             lam = polish_ray(design, lam)
