@@ -38,7 +38,7 @@ WORKING_SET_ABOVE = 3000   # the dual solver switches to the working set above t
 START = 2500               # size of the first working set (a seeded random subset), at most
 START_FRACTION = 0.4       # ... this fraction of N (the support set is 40% of N = 2000 for svm-l2)
 ADD = 2500                 # at most this many violators join W per round (the most violating first),
-                           # and at most half the first working set
+ADD_FRACTION = 0.2         # ... and at most this fraction of N
 DROP_AFTER = 1             # rounds in a row with margin above 1 + DROP_MARGIN before a point leaves W
 DROP_MARGIN = 1e-2
 MAX_ROUNDS = 40
@@ -67,7 +67,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
     first = max(1, min(n, START, int(np.ceil(START_FRACTION * n))))
-    most = max(1, min(ADD, first // 2))
+    most = max(1, min(ADD, int(np.ceil(ADD_FRACTION * n))))
     w = np.sort(rng.choice(n, size=first, replace=False))
     above = np.zeros(n, dtype=np.int64)      # rounds in a row with a margin clearly above 1
     dropped = np.zeros(n, dtype=bool)        # left W once already
