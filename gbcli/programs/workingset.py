@@ -43,6 +43,7 @@ DROP_AFTER = 1             # rounds in a row with margin above 1 + DROP_MARGIN b
 DROP_MARGIN = 1e-2
 MAX_ROUNDS = 40
 SEED = 0                   # of the first working set
+WARM = True                # start each round's interior-point method from the previous round's solution
 
 
 def subset(design: GatedDesign, idx: np.ndarray) -> GatedDesign:
@@ -60,8 +61,9 @@ def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndar
 def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
     """Solve the program through the dual on a growing working set.
 
-    solve_on(sub_design, tol) -> (status, message, lam, s, iterations), the interior-point method on
-    a sub-design (lam the ray when infeasible). Returns (status, message, zeta, lam, iterations):
+    solve_on(sub_design, tol, start) -> (status, message, lam, s, iterations), the interior-point
+    method on a sub-design (lam the ray when infeasible) from `start` (None: cold; or (lam, mu, s) of
+    the previous round on the new working set's points). Returns (status, message, zeta, lam, iterations):
     zeta None when infeasible (lam the full-length ray) or failed; lam has length N, zero outside W."""
     n = len(design.y_train)
     norm = norm_of(design)
@@ -71,11 +73,14 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
     w = np.sort(rng.choice(n, size=first, replace=False))
     above = np.zeros(n, dtype=np.int64)      # rounds in a row with a margin clearly above 1
     dropped = np.zeros(n, dtype=bool)        # left W once already
-    total_it, sizes = 0, []
+    total_it, sizes, warm = 0, [], None
     for rnd in range(1, MAX_ROUNDS + 1):
         sub = subset(design, w)
         start = time.perf_counter()
-        status, message, lam_w, s, it = solve_on(sub, tol)
+        status, message, lam_w, s, it = solve_on(sub, tol, warm)
+        if warm is not None and s is None and status != "infeasible":   # a warm start that failed: start cold
+            status, message, lam_w, s, it2 = solve_on(sub, tol, None)
+            it += it2
         total_it += it
         sizes.append(f"{len(w)} ({it} steps, {time.perf_counter() - start:.1f} s)")
         lam = np.zeros(n)
@@ -100,6 +105,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
                     f"(rounds: {', '.join(sizes)})")
             return status, f"{message}; {note}" if message else note, zeta, lam, total_it
         add = violating[np.argsort(m[violating], kind="stable")[:most]]
+        warm_next = (lam, np.maximum(m * scale - 1, 0), s) if WARM else None   # the IPM's lam, margin slack, s
         above[w] = np.where(m[w] > 1 + DROP_MARGIN, above[w] + 1, 0)
         returning = add[dropped[add]]
         above[add] = 0
@@ -107,4 +113,5 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
         leaving = w[above[w] >= DROP_AFTER]
         dropped[leaving] = True
         w = np.union1d(np.setdiff1d(w, leaving, assume_unique=True), add)
+        warm = None if warm_next is None else (warm_next[0][w], warm_next[1][w], warm_next[2])
     return "failed", f"the working set did not converge in {MAX_ROUNDS} rounds (rounds: {', '.join(sizes)})", None, None, total_it

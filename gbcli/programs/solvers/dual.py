@@ -119,9 +119,9 @@ class DualSolver(Solver):
                 return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
             return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam)
 
-        def solve_on(sub: GatedDesign, sub_tol: float):
+        def solve_on(sub: GatedDesign, sub_tol: float, start=None):
             status, message, lam, s, it = interior_point(kernel_problem(sub, device), norm.quadratic, sub_tol,
-                                                         max_iters)
+                                                         max_iters, start=start)
             if status == "infeasible":
                 lam = polish_ray(sub, lam)
             return status, message, lam, s, it
