@@ -36,6 +36,7 @@ from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import certificate
 from gbcli.programs.design import GatedDesign, decision
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
+from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
 from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import (begin_gd, begin_svm, check_run, check_same_problem, check_trained, gd_manifest,
@@ -196,10 +197,10 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
         raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
     programs = {o: program_of(cfg, o) for o in objectives}
     n, ram = cfg.dataset.train_size, machine_memory()
-    for o, p in programs.items():   # the dual solver holds three N x N float64 arrays
-        if p.norm is not None and (solver or default_solver(p.norm)) == "dual" and 3 * 8 * n * n > ram:
-            raise GbError(f"dataset.train_size: {o} through the dual solver needs about {3 * 8 * n * n / GB:.1f} GB "
-                          f"for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
+    for o, p in programs.items():   # the dual solver holds three N x N float64 arrays (|W| x |W| for a working set)
+        if p.norm is not None and (solver or default_solver(p.norm)) == "dual" and dual_memory(n, p.norm) > ram:
+            raise GbError(f"dataset.train_size: {o} through the dual solver needs about {dual_memory(n, p.norm) / GB:.1f} "
+                          f"GB for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
     if solver is not None:
         for o, p in programs.items():
             if p.norm is not None:
