@@ -10,7 +10,7 @@ from __future__ import annotations
 from gbcli.errors import GbError
 from gbcli.experiments import paper001, paper002, paper003
 from gbcli.instruments import core
-from gbcli.models import conv, deep_linear, diagonal, frelu, gln, leaky, linear, relu, shallow
+from gbcli.models import conv, convnet, deep_linear, diagonal, frelu, gln, leaky, linear, relu, residual, shallow
 from gbcli.models.base import ModelSpec, Program
 
 MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
@@ -23,6 +23,8 @@ MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
     diagonal.SPEC,
     conv.SPEC,
     deep_linear.SPEC,
+    convnet.SPEC,
+    residual.SPEC,
 )}
 
 DEFAULT_KIND = gln.SPEC.kind   # a config without model.kind

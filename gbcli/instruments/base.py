@@ -30,6 +30,7 @@ class Instrument:
     description: ClassVar[str] = ""
     columns: ClassVar[tuple[str, ...]] = ()
     needs_matching: ClassVar[bool] = False   # uses the model's matching program (solved once)
+    needs_homogeneous: ClassVar[bool] = True  # False: also defined for non-homogeneous models (weights' ranks)
     # (column, axis label, y scale) of the panels this instrument adds to the training figure
     panels: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
