@@ -275,7 +275,7 @@ class Config(Section):
             if ins.needs_matching and spec.matching_program(self) is None:
                 raise ValueError(f"training.track: {name} needs a matching convex program, which a "
                                  f"{self.model.kind} model does not have (kkt works for every model)")
-            if name not in spec.instruments:
+            if not ins.applies(spec):
                 raise ValueError(f"training.track: {name} ({ins.description}) is for model.kind "
                                  f"{', '.join(kinds_with_instrument(name))}")
 

@@ -34,6 +34,11 @@ class Instrument:
     # (column, axis label, y scale) of the panels this instrument adds to the training figure
     panels: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
+    def applies(self, spec) -> bool:
+        """Whether a model kind can track this instrument: by default, when its spec lists it
+        (an instrument defined for every homogeneous model returns True)."""
+        return self.name in spec.instruments
+
     def setup(self, tracker, context: TrackContext) -> dict:
         """Once before training; returns values for summary.json's `track`."""
         return {}
