@@ -248,16 +248,16 @@ class Features(Instrument):
         tracker.feature_points = (ds.x_train[idx], ds.y_train[idx] > 0)
         return {"feature_points": len(idx)}
 
-    def _features(self, tracker, model) -> tuple[list[np.ndarray], np.ndarray]:
+    def _features(self, tracker, model) -> tuple[list[torch.Tensor], np.ndarray]:
+        """Every layer's features of the sampled points (in the model's dtype; float64 one layer at a time)."""
         x, pos = tracker.feature_points
         p = next(model.parameters())
         with torch.no_grad():
-            feats = model.features(torch.as_tensor(x, dtype=p.dtype, device=p.device))
-        return [_numpy(f) for f in feats], pos
+            return model.features(torch.as_tensor(x, dtype=p.dtype, device=p.device)), pos
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         feats, pos = self._features(tracker, model)
-        return orthogonal_separability(pair_products(feats[-1], pos))
+        return orthogonal_separability(pair_products(_numpy(feats[-1]), pos))
 
     def final_tables(self, tracker, model):
         """`features`: per layer (0: the input) and pair type, the inner products' quantiles and
@@ -265,7 +265,7 @@ class Features(Instrument):
         feats, pos = self._features(tracker, model)
         stats, hists = [], []
         for layer, f in enumerate(feats):
-            prod = pair_products(f, pos)
+            prod = pair_products(_numpy(f), pos)
             lo, hi = min(v.min() for v in prod.values()), max(v.max() for v in prod.values())
             edges = np.linspace(lo, hi if hi > lo else lo + 1, 61)
             for pair, v in prod.items():

@@ -29,6 +29,7 @@ from gbcli.errors import GbError
 from gbcli.models.base import ModelParams, ModelSpec, init_tensor
 
 IMAGE = 28
+CHUNK = 512   # images per forward pass
 PAPER_CONVS = [[32, 3, 1, 1], [32, 3, 1, 1], [32, 5, 2, 2], [64, 3, 1, 1], [64, 3, 1, 1], [64, 5, 2, 2]]
 
 
@@ -70,7 +71,9 @@ class ConvNet(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        return self.fc2(self.features(x)[-1])[:, 0]
+        # in chunks: the training loop evaluates the whole training set at once, and one pass over
+        # 10,000 images holds ~1 GB per convolution's activations (a run was killed for memory)
+        return torch.cat([self.fc2(self.features(c)[-1])[:, 0] for c in x.split(CHUNK)])
 
     def weights(self) -> list[torch.Tensor]:
         return [c.weight for c in self.convs] + [self.fc1.weight, self.fc2.weight]
