@@ -15,7 +15,7 @@ from scipy.optimize import minimize
 from gbcli.config import validate
 from gbcli.errors import GbError
 from gbcli.experiments.paper004 import (_Flat, constrained_minimizer, gradient_alignment, layer_measures,
-                                         plot_init_agreement, reg_path_measures)
+                                         loss_weight_points, plot_init_agreement, reg_path_measures)
 from gbcli.registry import MODELS, kinds_with_instrument
 from gbcli.runs.stages import build_model, prepare, train_gd
 from gbcli.training.loop import train
@@ -57,6 +57,10 @@ def test_gradient_alignment_of_a_linear_model_is_the_closed_form():
     minus_grad = (np.exp(-q) * y.numpy()) @ x.numpy()          # -grad R, up to the factor 1/n
     expected = w @ minus_grad / (np.linalg.norm(w) * np.linalg.norm(minus_grad))
     assert gradient_alignment(model, x, y, None, "exponential") == pytest.approx(expected, rel=1e-10)
+    _, points = gradient_alignment(model, x, y, None, "exponential", spread=True)
+    share = np.exp(-q) / np.exp(-q).sum()
+    assert points == pytest.approx(np.exp(-(share * np.log(share)).sum()), rel=1e-10)
+    assert loss_weight_points(torch.tensor([0.0, 0.0, 50.0]), "logistic") == pytest.approx(2.0, rel=1e-9)
 
 
 def test_gd_aligns_weights_with_the_negative_gradient():
@@ -124,6 +128,8 @@ def test_gd_approaches_the_regularization_path(tmp_path):
     assert (m["reg_path_kkt"].abs() < 1e-8).all()          # every solve is at its optimum
     assert (m["reg_path_log_gap"] >= -1e-12).all()         # nothing beats the constrained minimizer
     assert m["reg_path_angle"].iloc[-1] < 0.2 * m["reg_path_angle"].iloc[0]
+    # GD is nearer the path at its own norm than the path and GD are to their common limit, the SVM
+    assert m["reg_path_angle"].iloc[-1] < 0.5 * min(m["svm_angle"].iloc[-1], m["reg_path_svm_angle"].iloc[-1])
     # a point on the path is its own constrained minimizer
     problem = prepare(cfg)
     x, y = tensors(problem)

@@ -2,7 +2,10 @@
 
 - `grad-alignment` (every homogeneous model): `grad_alignment` = <w / ||w||, -grad R / ||grad R||>
   over all homogeneous weights, which tends to 1 along GD (Lyu-Li '19, Ji-Telgarsky '20), and
-  `grad_misalignment` = 1 - that (for a log axis). R is the configured mean training loss; the
+  `grad_misalignment` = 1 - that (for a log axis), and `loss_weight_points`, the number of points
+  -grad R is spread over (exp of the entropy of the shares -l'(q_n) / sum -l'(q_m)): the alignment
+  is 1 only when those shares are the max-margin problem's multipliers, so it lags when the margins
+  are so large that one point carries the gradient. R is the configured mean training loss; the
   direction of grad R is that of grad log R, which is what we differentiate (no underflow).
 - `layers` (deep linear networks x -> W_L ... W_1 x): `product_svm_cosine`, the cosine of the
   end-to-end predictor w = (W_L ... W_1)' with the max-margin SVM u (the matching program
@@ -13,8 +16,9 @@
   whatever the SVM).
 - `reg-path` (models linear in their weights: the linear predictor): the GD iterate w_t against
   the regularization path, u_t = argmin {R(u) : ||u|| <= ||w_t||}: `reg_path_angle` (degrees),
-  `reg_path_log_gap` = log R(w_t) - log R(u_t) >= 0, and `reg_path_kkt` = 1 - cos(u_t, -grad R(u_t)),
-  the solve's own optimality check (0 at the exact minimizer).
+  `reg_path_log_gap` = log R(w_t) - log R(u_t) >= 0, `reg_path_kkt` = 1 - cos(u_t, -grad R(u_t)),
+  the solve's own optimality check (0 at the exact minimizer), and the angles of w_t (`svm_angle`)
+  and u_t (`reg_path_svm_angle`) to the max-margin SVM (the matching program), the scale of the first.
 - the sweep report `tables/init_agreement.csv` + `figures/init_agreement.png`: for the points of a
   sweep that differ only in `model.init_seed`, the pairwise inconsistency of their GD networks on
   the validation set and their final normalized margins (do several inits reach one limit?).
@@ -53,31 +57,43 @@ def _float64(model: nn.Module, x, y, ctx):
 # ------------------------------------------------------------------ gradient alignment
 
 
-def gradient_alignment(model: nn.Module, x, y, ctx, loss: str) -> float:
+def loss_weight_points(margins: torch.Tensor, loss: str) -> float:
+    """exp(entropy) of the points' shares -l'(q_n) / sum_m -l'(q_m) in -grad R = mean_n -l'(q_n) y_n
+    grad f(x_n): how many points the gradient is spread over (1 when one point dominates)."""
+    log_w = -margins if loss == "exponential" else -torch.nn.functional.softplus(margins)
+    p = torch.softmax(log_w.double(), 0)
+    return float(torch.exp(-(p * torch.log(p.clamp_min(1e-300))).sum()))
+
+
+def gradient_alignment(model: nn.Module, x, y, ctx, loss: str, spread: bool = False):
     """<w / ||w||, -grad R / ||grad R||> over the homogeneous weights (float64). Weights that are not
-    trained parameters (the shallow GLN's unused rows) have zero gradient and enter ||w|| only."""
+    trained parameters (the shallow GLN's unused rows) have zero gradient and enter ||w|| only.
+    With `spread`, also the number of points the gradient is spread over (`loss_weight_points`)."""
     net, x, y, ctx = _float64(model, x, y, ctx)
     ws = [w for w in net.weights() if w.requires_grad]
     with torch.enable_grad():
-        grads = torch.autograd.grad(log_mean_loss(y * net(x, ctx), loss), ws)
+        margins = y * net(x, ctx)
+        grads = torch.autograd.grad(log_mean_loss(margins, loss), ws)
     g = torch.cat([gi.reshape(-1) for gi in grads])
     w = torch.cat([wi.detach().reshape(-1) for wi in ws])
     denom = weight_norm(net) * float(g.norm())
-    return float(-(w @ g)) / denom if denom > 0 else float("nan")
+    value = float(-(w @ g)) / denom if denom > 0 else float("nan")
+    return (value, loss_weight_points(margins.detach(), loss)) if spread else value
 
 
 class GradientAlignment(Instrument):
     name = "grad-alignment"
     description = "<w/||w||, -grad R/||grad R||> (paper 004: tends to 1)"
-    columns = ("grad_alignment", "grad_misalignment")
-    panels = (("grad_misalignment", "1 - <w/|w|, -grad R/|grad R|>", "log"),)
+    columns = ("grad_alignment", "grad_misalignment", "loss_weight_points")
+    panels = (("grad_misalignment", "1 - <w/|w|, -grad R/|grad R|>", "log"),
+              ("loss_weight_points", "points carrying -grad R (exp entropy of -l'(q) shares)", "log"))
 
     def applies(self, spec) -> bool:
         return True   # every model the config lets track instruments: the exactly homogeneous ones
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        a = gradient_alignment(model, x, y, ctx, tracker.cfg.training.loss)
-        return {"grad_alignment": a, "grad_misalignment": 1.0 - a}
+        a, points = gradient_alignment(model, x, y, ctx, tracker.cfg.training.loss, spread=True)
+        return {"grad_alignment": a, "grad_misalignment": 1.0 - a, "loss_weight_points": points}
 
 
 # ------------------------------------------------------------------ deep linear layers
@@ -178,9 +194,11 @@ def _angle(a: np.ndarray, b: np.ndarray) -> float:
     return math.degrees(2 * math.asin(min(1.0, d / 2))) if c > 0 else math.degrees(math.acos(max(-1.0, c)))
 
 
-def reg_path_measures(model: nn.Module, x, y, ctx, loss: str, previous: np.ndarray | None) -> tuple[dict, np.ndarray]:
-    """The GD iterate against the constrained minimizer at its norm (see the module docstring);
-    also returns the minimizer (a warm start for the next logged step)."""
+def reg_path_measures(model: nn.Module, x, y, ctx, loss: str, previous: np.ndarray | None,
+                      svm: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """The GD iterate against the constrained minimizer at its norm (see the module docstring),
+    and, given the max-margin direction `svm`, both their angles to it; also returns the minimizer
+    (a warm start for the next logged step)."""
     flat = _Flat(model, x, y, ctx, loss)
     w = flat.vector()
     radius = float(np.linalg.norm(w))
@@ -189,15 +207,19 @@ def reg_path_measures(model: nn.Module, x, y, ctx, loss: str, previous: np.ndarr
     log_w = flat.log_loss(w, grad=False)
     _, gu = flat.log_loss(u)
     kkt = 1.0 - float(-(u @ gu) / (np.linalg.norm(u) * np.linalg.norm(gu)))
-    return {"reg_path_angle": _angle(w, u), "reg_path_log_gap": log_w - log_u, "reg_path_kkt": kkt}, u
+    row = {"reg_path_angle": _angle(w, u), "reg_path_log_gap": log_w - log_u, "reg_path_kkt": kkt}
+    if svm is not None:
+        row.update(svm_angle=_angle(w, svm), reg_path_svm_angle=_angle(u, svm))
+    return row, u
 
 
 class RegPath(Instrument):
-    name = "reg-path"
+    name, needs_matching = "reg-path", True
     description = "GD iterate vs argmin {R(u): ||u|| <= ||w_t||} (the regularization path)"
-    columns = ("reg_path_angle", "reg_path_log_gap", "reg_path_kkt")
+    columns = ("reg_path_angle", "reg_path_log_gap", "reg_path_kkt", "svm_angle", "reg_path_svm_angle")
     panels = (("reg_path_angle", "angle(w_t, reg. path at ||w_t||), degrees", "log"),
-              ("reg_path_log_gap", "log R(w_t) - log R(reg. path at ||w_t||)", "log"))
+              ("reg_path_log_gap", "log R(w_t) - log R(reg. path at ||w_t||)", "log"),
+              ("svm_angle", "angle(w_t, max-margin SVM), degrees", "log"))
 
     def setup(self, tracker, context):
         tracker.reg_path_previous = None
@@ -205,7 +227,7 @@ class RegPath(Instrument):
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         row, tracker.reg_path_previous = reg_path_measures(model, x, y, ctx, tracker.cfg.training.loss,
-                                                           tracker.reg_path_previous)
+                                                           tracker.reg_path_previous, tracker.solution.zeta[0])
         return row
 
 
