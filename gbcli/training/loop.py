@@ -1,9 +1,9 @@
 """Gradient-descent training of the GD networks (protocol section 4).
 
-Minibatch SGD (or full-batch GD) on the logistic or exponential loss, with a step schedule of
-learning-rate milestones. Metrics are evaluated on the full training and validation sets at
-`log_points` evenly spaced steps (including step 0 and the last step); with `validation: final`
-the validation set only at the last step.
+Minibatch SGD (or full-batch GD; or Adam, `training.optimizer`) on the logistic or exponential
+loss, with a step schedule of learning-rate milestones. Metrics are evaluated on the full training
+and validation sets at `log_points` evenly spaced steps (including step 0 and the last step); with
+`validation: final` the validation set only at the last step.
 """
 
 from __future__ import annotations
@@ -149,7 +149,8 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     objective = log_mean_loss if normalized else loss_fn   # lr * grad log R = (lr / R) * grad R
     if hasattr(model, "restrict"):   # shallow GLN: train only the contexts that hold training points
         model.restrict(ct, sparse_grad=t.momentum == 0)
-    opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum)
+    opt = (torch.optim.Adam(model.parameters(), lr=t.lr) if t.optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum))
     gen = torch.Generator().manual_seed(t.batch_seed)
     degree = cfg.model.homogeneity
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker)
