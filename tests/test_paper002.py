@@ -11,7 +11,7 @@ import pytest
 from gbcli.config import validate
 from gbcli.errors import GbError
 from gbcli.experiments.paper002 import par_measures
-from gbcli.runs.stages import prepare, train_gd
+from gbcli.runs.stages import fit_svm, prepare, train_gd
 from test_theory_papers import one_thread  # noqa: F401  (autouse: tiny nets run on one torch thread)
 
 GAUSSIANS = {"name": "symmetric-gaussians", "n_samples": 400, "train_size": 60, "val_size": 300, "dim": 5,
@@ -77,3 +77,21 @@ def test_relu_boundary_is_not_linear_where_leaky_is(tmp_path):
     assert out[0.2]["linear_sign_mismatch_iso"] == 0 and out[0.2]["zero_output_iso"] == 0
     assert out[0.0]["zero_output_iso"] > 0.005   # the cone where both units are off (1.5% here)
     assert out[0.0]["linear_sign_mismatch_iso"] == out[0.0]["zero_output_iso"]   # exactly the units-off region
+
+
+@pytest.mark.parametrize("pair", [(3, 5), (4, 9)])
+def test_digit_pairs_are_separable_then_enter_the_linear_regime(tmp_path, pair):
+    """Appendix D.2 on scikit-learn's 8x8 digits: the pair is checked separable first (svm-shallow
+    certified optimal, not infeasible), then every training point ends inside the linear regime."""
+    cfg = validate({"dataset": {"name": "digits", "classes": list(pair), "positive_classes": [pair[0]],
+                                "train_size": 100, "val_size": 200},
+                    "model": {"kind": "leaky", "hidden_units": 10, "leaky_alpha": 0.2, "init_scale": 0.001},
+                    "training": {"batch_size": 20, "lr": 0.002, "epochs": 300, "track": ["clusters"],
+                                 "log_points": 6, "log_spacing": "log"},
+                    "svm": {"objectives": ["svm-par", "svm-shallow"]}})
+    (r,) = fit_svm(cfg, tmp_path / "svm-run", ["svm-shallow"], echo=lambda m: None)
+    assert r["status"] == "optimal" and r["certified"] and r["train_error"] == 0
+    s = train_gd(cfg, tmp_path / "gd-run", progress=False)
+    t, m = s["track"], pd.read_csv(tmp_path / "gd-run" / "gd" / "metrics.csv")
+    assert m["outside_linear"].iloc[0] == 1 and t["outside_linear"] <= 0.02 and t["max_group_angle"] < 3
+    assert s["train_error"] == 0 and t["linear_sign_mismatch_val"] <= 0.01
