@@ -809,3 +809,14 @@ def test_disk_full_before_anything(tmp_path, full_disk):
     what = shown(args, o)
     assert o.returncode not in (0, None), what
     _check_error_line(o, (NO_SPACE, str(out)), what, code=o.returncode)
+
+
+def test_small_things(tmp_path):
+    """`gb --version`; the data commands answer for digits without touching the data directory."""
+    (tmp_path / "data").mkdir()
+    o = run_gb(("--version",), tmp_path)
+    assert o.returncode == 0 and o.stdout.startswith("gb ") and len(o.stdout.split()) == 2, shown(("--version",), o)
+    for args, said in ((("data", "fetch", "digits"), "nothing to fetch"), (("data", "verify", "digits"), "ok")):
+        o = run_gb(args, tmp_path)
+        assert o.returncode == 0 and said in o.stdout and o.stderr == "", shown(args, o)
+    assert _tree(tmp_path) == {"data": _tree(tmp_path)["data"]}, "the data commands wrote something for digits"
