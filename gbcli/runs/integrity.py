@@ -209,7 +209,7 @@ def check_run(run_dir: Path) -> None:
     for record in sorted((run_dir / "svm").glob("*/result.json")):
         m = _manifest(record)
         p = _problem_of(record.parent / "config.yaml")
-        if gp is not None and p is not None and p != gp:   # also for stages without a manifest
+        if (m is None or gm is None) and gp is not None and p is not None and p != gp:   # stages without a manifest
             raise GbError(f"{record}: stale: its config.yaml has another dataset, model or contexts than "
                           f"{gd / 'config.yaml'} (rerun `gb fit-svm`)")
         if m is None:
