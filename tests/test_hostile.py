@@ -226,8 +226,8 @@ CASES = [
                     expect=(("model.hidden_units:", "contexts.count:"), MEMORY)), id="gln-100k-units-1024-contexts"),
     pytest.param(svm(config={"dataset": {"name": "linear-teacher", "n_samples": 10 ** 7, "dim": 2,
                                          "train_size": 9_000_000, "val_size": 100},
-                             "svm": {"objectives": ["svm-gln"]}},
-                     expect=("dataset.train_size:", MEMORY)), id="dual-solver-n-9e6"),
+                             "svm": {"objectives": ["svm-l2-reference"]}},   # its exact reduction holds N x N
+                     expect=("dataset.train_size:", MEMORY)), id="dual-reference-n-9e6"),
     # ---- 5. YAML hazards: one line naming the config file
     pytest.param(gd(config=YAML_HEAD + "training: {epochs: 2}\ntraining: {epochs: 3}\n",
                     expect=("cfg.yaml", "duplicate", "training")), id="yaml-duplicate-section"),
