@@ -5,6 +5,8 @@
 Every (problem, solver) pair runs in its own child process, so its peak memory (ru_maxrss) is its
 own; the table lists seconds (solve only, the design is built before the clock starts), peak RSS
 of the child, objective, relative gap, smallest margin and the speed ratio against the dual.
+**CPU s** is the child's CPU time over the same span (one thread: the time the work needs on an
+otherwise idle core, a fairer figure when the machine is shared).
 Primal solvers are skipped on problems whose constraint matrix has more than --primal-max-nnz
 non-zeros (N*H*D for the GLN programs; default 40M): Clarabel held 7.9 GB at 39M non-zeros
 (H, C, N) = (50, 2, 1000), and its memory grows with them, so 157M ((100, 4, 2000)) needs
@@ -144,15 +146,18 @@ def one(name: str, solver: str) -> dict:
     design = build_design(obj, cfg, problem, relu)
     del problem   # only the design is needed from here on (peak RSS)
     before = rss_mb()
+    cpu = time.process_time()
     start = time.perf_counter()
     peers = {"dual": solve_dual, "dual-ws": lambda d: solve_dual(d, working_set=True), "svc": svc_solve,
              "clarabel-dual": clarabel_dual_solve}
     sol = peers[solver](design) if solver in peers else solve_primal(design, solver)
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     cert = certificate(design, sol)
     if sol.status == "unchecked":   # a peer's status is our certificate's verdict
         sol.status = "optimal" if cert["certified"] else "inaccurate"
-    return {"problem": name, "objective_name": obj, "solver": solver, "seconds": seconds, "status": sol.status,
+    return {"problem": name, "objective_name": obj, "solver": solver, "seconds": seconds, "cpu_seconds": cpu,
+            "status": sol.status,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "before_mb": before,
             "objective": sol.value, "rel_gap": cert["rel_gap"], "min_margin": cert["min_margin"],
             "certified": cert["certified"], "iterations": sol.iterations, "message": sol.message}
@@ -231,16 +236,16 @@ def main() -> None:
             rows.append(row)
             console.print(f"{row['status']} {row.get('seconds', float('nan')):.2f} s")
     dual_s = {r["problem"]: r["seconds"] for r in rows if r["solver"] == "dual" and "seconds" in r}
-    cols = ["problem", "objective", "solver", "status", "seconds", "peak MB", "objective value", "rel gap",
+    cols = ["problem", "objective", "solver", "status", "seconds", "CPU s", "peak MB", "objective value", "rel gap",
             "min margin", "iters", "x dual"]
     lines = []
     for r in rows:
         s = r.get("seconds")
         ratio = s / dual_s[r["problem"]] if s is not None and r["problem"] in dual_s else None
         lines.append([r["problem"], r["objective_name"], r["solver"], r["status"],
-                      _f(s, ".2f"), _f(r.get("peak_mb"), ".0f"), _f(r.get("objective"), ".7g"),
+                      _f(s, ".2f"), _f(r.get("cpu_seconds"), ".2f"), _f(r.get("peak_mb"), ".0f"), _f(r.get("objective"), ".7g"),
                       _f(r.get("rel_gap"), ".1e"), _f(r.get("min_margin"), ".7f"),
-                      str(r.get("iterations") or ""), _f(ratio, ".0f") if r["solver"] != "dual" else ""])
+                      str(r.get("iterations") or ""), _f(ratio, ".0f" if ratio and ratio >= 10 else ".2f") if r["solver"] != "dual" else ""])
     table = Table(title="max-margin solvers on MNIST (2-core CPU)")
     for c in cols:
         table.add_column(c)
@@ -254,6 +259,7 @@ def main() -> None:
         md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         md += ["| " + " | ".join(line) + " |" for line in lines]
         args.markdown.write_text("\n".join(md) + "\n")
+        args.markdown.with_suffix(".json").write_text(json.dumps(rows, indent=1))
 
 
 def _f(v, spec: str) -> str:
