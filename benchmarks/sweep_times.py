@@ -24,10 +24,14 @@ def point_times(out: Path) -> pd.DataFrame:
         if not errors.is_file():
             continue
         meta = pd.read_csv(errors).iloc[0]
-        solve = sum(json.loads(r.read_text())["solve_seconds"] for r in point.glob("svm/*/result.json"))
+        results = [json.loads(r.read_text()) for r in point.glob("svm/*/result.json")]
+        # a result reused from the solve cache (`cached_from`) cost its point no solve
+        solve = sum(r["solve_seconds"] for r in results if "cached_from" not in r)
         rows.append({"hidden_units": meta["hidden_units"], "contexts": meta["contexts"],
                      "train_size": meta["train_size"], "momentum": meta["momentum"],
-                     "train_seconds": json.loads(summary.read_text())["seconds"], "solve_seconds": solve})
+                     "train_seconds": json.loads(summary.read_text())["seconds"], "solve_seconds": solve,
+                     "solved": sum("cached_from" not in r for r in results),
+                     "cached": sum("cached_from" in r for r in results)})
     return pd.DataFrame(rows)
 
 
@@ -46,7 +50,8 @@ def main() -> None:
         lambda g: (g.train_seconds + g.solve_seconds).sum(), include_groups=False)
     print(by.round(2).to_string())
     total = float((t.train_seconds + t.solve_seconds).sum())
-    print(f"\n{len(t)} points: training {t.train_seconds.sum():.0f} s + solving {t.solve_seconds.sum():.0f} s "
+    print(f"\nprograms: {t.solved.sum()} solved, {t.cached.sum()} reused from the solve cache")
+    print(f"{len(t)} points: training {t.train_seconds.sum():.0f} s + solving {t.solve_seconds.sum():.0f} s "
           f"= {total:.0f} s; / {args.jobs} jobs = {total / args.jobs / 60:.1f} min")
 
 

@@ -75,7 +75,7 @@ def _print_tables(errors, incons) -> None:
         show = ["point"] + show
     console.print(rich_table(errors, "errors", show))
     cols = ["predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated", "gd_val_error",
-            "svm_val_error"]
+            "svm_val_error", "gd_status"]
     if "point" in incons.columns:
         cols = ["point"] + cols
     console.print(rich_table(incons, "inconsistency (validation)", cols))
@@ -167,7 +167,9 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
               partition: Optional[str] = typer.Option(None, "--partition", help="slurm partition"),
               time_min: Optional[int] = typer.Option(None, "--time", min=1, help="slurm minutes per point"),
               cpus: Optional[int] = typer.Option(None, "--cpus", min=1, help="slurm CPUs per point"),
-              mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point")):
+              mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point"),
+              threads: Optional[int] = typer.Option(None, "--threads", min=1,
+                                                    help="local: torch threads per job (default: sweep.threads, 1)")):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
     Exit code 1 when a point failed (see tables/failures.csv)."""
     from gbcli.runs.sweep import run_sweep
@@ -177,7 +179,7 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
     slurm = {k: v for k, v in {"partition": partition, "time_min": time_min, "cpus": cpus,
                                "mem_gb": mem_gb}.items() if v is not None}
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, slurm, progress=not quiet,
-                                         echo=_echo)
+                                         echo=_echo, threads=threads)
     if len(errors):
         from gbcli.reports.tables import overview, rich_table
 
@@ -189,12 +191,22 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
         raise typer.Exit(1)
 
 
+def _data_name(name: str, known: tuple[str, ...]) -> None:
+    """NAME of `gb data fetch|verify`: a dataset with files (the synthetic sets are made from the config)."""
+    if name not in known:
+        raise GbError(f"NAME: {name!r} is not one of {', '.join(known)} (the synthetic datasets have no files)")
+
+
 @data_app.command("fetch")
-def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="mnist or fashion-mnist"),
+def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="mnist or fashion-mnist (digits is bundled with scikit-learn)"),
                data_dir: Optional[Path] = DataDirOpt):
     """Download a dataset's files into the data directory (needs internet)."""
-    from gbcli.data.sources import fetch
+    from gbcli.data.sources import IMAGE_SETS, fetch
 
+    _data_name(name, (*IMAGE_SETS, "digits"))
+    if name == "digits":
+        _echo("digits: bundled with scikit-learn (nothing to fetch)")
+        return
     path = fetch(name, data_dir)
     _echo(f"{name}: files in {path}")
 
@@ -203,9 +215,10 @@ def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="mnist or fa
 def data_verify(name: str = typer.Argument(..., metavar="NAME", help="mnist, fashion-mnist or digits"),
                 data_dir: Optional[Path] = DataDirOpt):
     """Check a dataset's files against their published checksums."""
+    from gbcli.data.sources import IMAGE_SETS, verify
     from gbcli.data.sources import data_dir as resolve_dir
-    from gbcli.data.sources import verify
 
+    _data_name(name, (*IMAGE_SETS, "digits"))
     if name == "digits":
         from gbcli.data.sources import load_dataset
 

@@ -8,9 +8,9 @@ instruments, tables and figures all ask this registry.
 from __future__ import annotations
 
 from gbcli.errors import GbError
-from gbcli.experiments import paper001, paper002, paper003
+from gbcli.experiments import paper001, paper002, paper003, paper004
 from gbcli.instruments import core
-from gbcli.models import conv, deep_linear, diagonal, frelu, gln, leaky, linear, relu, shallow
+from gbcli.models import conv, convnet, deep_linear, diagonal, frelu, gln, gln3, leaky, linear, relu, residual, shallow
 from gbcli.models.base import ModelSpec, Program
 
 MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
@@ -23,11 +23,14 @@ MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
     diagonal.SPEC,
     conv.SPEC,
     deep_linear.SPEC,
+    gln3.SPEC,
+    convnet.SPEC,
+    residual.SPEC,
 )}
 
 DEFAULT_KIND = gln.SPEC.kind   # a config without model.kind
 
-EXPERIMENTS = (paper001, paper002, paper003)
+EXPERIMENTS = (paper001, paper002, paper003, paper004)
 INSTRUMENTS = {**core.INSTRUMENTS, **{k: v for e in EXPERIMENTS for k, v in e.INSTRUMENTS.items()}}
 RUN_REPORTS = tuple(r for e in EXPERIMENTS for r in e.RUN_REPORTS)
 SWEEP_REPORTS = tuple(r for e in EXPERIMENTS for r in e.SWEEP_REPORTS)
@@ -56,4 +59,4 @@ def program_of(cfg, objective: str) -> Program:
 
 
 def kinds_with_instrument(name: str) -> list[str]:
-    return [k for k, s in MODELS.items() if name in s.instruments]
+    return [k for k, s in MODELS.items() if INSTRUMENTS[name].applies(s)]

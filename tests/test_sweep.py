@@ -1,5 +1,6 @@
 """gb sweep: parallel points, resume after kill -9, failure recording, the lock, and a real Slurm."""
 
+import json
 import os
 import shutil
 import signal
@@ -63,6 +64,14 @@ def test_local_pool_runs_every_point_and_aggregates(tmp_path):
         row = summary[(summary.predictor == "gd-gln") & (summary.momentum == m)].iloc[0]
         assert row.val_error_mean == pytest.approx(grp.val_error.mean())
     assert len(pd.read_csv(tables / "failures.csv")) == 0
+    # the solve cache: each momentum-0.9 point reuses the programs of its momentum-0 twin
+    twin = {(r.context_seed, r.momentum): r.point for r in errors.itertuples()}
+    for (seed, m), pid in twin.items():
+        for o in ("svm-gln", "svm-l2"):
+            rec = json.loads((tmp_path / "runs/grid/points" / pid / "svm" / o / "result.json").read_text())
+            assert rec.get("cached_from") == (f"{twin[seed, 0.0]}/{o}" if m == 0.9 else None)
+        # one torch thread per job by default (sweep.threads)
+        assert ", torch threads 1\n" in (tmp_path / "runs/grid/points" / pid / "log.txt").read_text()
     assert sorted(p.name for p in (tmp_path / "runs/grid/figures").glob("*.png")) == [
         "a_gd_vs_svm_error.png", "b_inconsistency_vs_gd_error.png", "c_best_configuration.png",
         "d_error_vs_units.png", "panels.png"]

@@ -90,6 +90,8 @@ class TrainingConfig(Section):
     batch_size: Optional[StrictInt] = Field(128, ge=1, description="null: full-batch GD")
     lr: float = Field(0.04, gt=0, allow_inf_nan=False)
     momentum: float = Field(0.0, ge=0, lt=1)
+    optimizer: Literal["sgd", "adam"] = Field(
+        "sgd", description="adam: torch's Adam with its default betas at step lr (paper 001's appendix D)")
     epochs: Union[StrictInt, Literal["paper"]] = 100
     lr_milestones: Union[list[StrictInt], Literal["paper"]] = Field(default_factory=list)
     lr_decay: float = Field(0.25, gt=0, allow_inf_nan=False)
@@ -108,6 +110,9 @@ class TrainingConfig(Section):
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
     track: list[str] = Field(default_factory=list, description="instruments logged to metrics.csv (gbcli.instruments)")
+    validation: Literal["logged", "final"] = Field(
+        "logged", description="steps at which the validation error is evaluated: every logged step, or only the "
+                              "last (grids that use only the final values; it changes no result, only metrics.csv)")
 
     @field_validator("epochs")
     @classmethod
@@ -177,6 +182,12 @@ class SweepConfig(Section):
     time_min: StrictInt = Field(60, ge=1, description="slurm time limit per point, minutes")
     cpus: StrictInt = Field(1, ge=1, le=1024, description="slurm CPUs per point")
     mem_gb: float = Field(4, gt=0, allow_inf_nan=False, description="slurm memory per point, GB")
+    threads: Optional[StrictInt] = Field(1, ge=1, le=1024, description="local: torch threads per job (null: the cores "
+                                         "split between the jobs); one is fastest when jobs share a busy machine")
+    batch: StrictInt = Field(4, ge=1, le=1024, description="train up to this many networks that share data and "
+                             "batch order as one computation (same trajectories; gbcli.training.batched)")
+    solve_cache: bool = Field(True, description="reuse the solution of a program identical to one already solved "
+                                                "in this sweep (OUT/solves/, gbcli.runs.cache)")
 
 
 class Config(Section):
@@ -218,6 +229,12 @@ class Config(Section):
                              f"uses it)")
         if t.track:
             self._check_instruments()
+        if t.optimizer == "adam":
+            for key, bad in (("momentum", t.momentum != 0), ("step_rule", t.step_rule != "constant"),
+                             ("descent", t.descent != "gradient")):
+                if bad:
+                    raise ValueError(f"training.{key}: is for training.optimizer: sgd (Adam keeps its own moments "
+                                     f"and step sizes)")
         if t.descent == "coordinate" and not spec.coordinate_descent:
             able = ", ".join(k for k, s in MODELS.items() if s.coordinate_descent)
             raise ValueError(f"training.descent: coordinate descent is for model.kind {able}")
@@ -259,7 +276,7 @@ class Config(Section):
         # margin by a constant, so neither min y f / ||w||^L nor the KKT conditions of
         # min ||w||^2 s.t. y f >= 1 describe the trained predictor; we refuse rather than
         # silently measure a different (bias-free) predictor.
-        if not spec.homogeneous(self.model):
+        if not spec.homogeneous(self.model) and any(INSTRUMENTS[n].needs_homogeneous for n in track):
             raise ValueError("training.track: the instruments need an exactly homogeneous model; "
                              "set model.output_bias: false")
         for name in track:
@@ -267,7 +284,7 @@ class Config(Section):
             if ins.needs_matching and spec.matching_program(self) is None:
                 raise ValueError(f"training.track: {name} needs a matching convex program, which a "
                                  f"{self.model.kind} model does not have (kkt works for every model)")
-            if name not in spec.instruments:
+            if not ins.applies(spec):
                 raise ValueError(f"training.track: {name} ({ins.description}) is for model.kind "
                                  f"{', '.join(kinds_with_instrument(name))}")
 

@@ -3,19 +3,21 @@
 
 - image sets (`mnist`, `fashion-mnist`, `digits`): labels from `positive_classes`, optional
   `classes` (e.g. a digit pair);
-- synthetic sets (`linear-teacher`, `orthogonal`): `n_samples` points of dimension `dim`;
+- synthetic sets (`linear-teacher`, `orthogonal`, `symmetric-gaussians`): `n_samples` points of dimension `dim`;
 - `points` (paper 003): explicit training points, also used as the validation set.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal, Optional
 
 import numpy as np
 from pydantic import Field, StrictBool, StrictInt, model_validator
 
-from gbcli.data.sources import Dataset, load_dataset
+from gbcli.data.sources import Dataset, load_dataset, split_indices
+from gbcli.errors import GbError
 from gbcli.schema import Section
 
 SEED = dict(ge=0, lt=2 ** 63)
@@ -58,6 +60,20 @@ def rescaled(ds: Dataset, max_norm: float | None) -> Dataset:
     return dataclasses.replace(ds, x_train=ds.x_train * s, x_val=ds.x_val * s, x_pool=ds.x_pool * s)
 
 
+def pixels_mapped(ds: Dataset, pixel_range: list[float]) -> Dataset:
+    """An image set's pixels (all features but the last, the constant 1, which the sources keep in
+    [-1, 1]) mapped affinely onto [low, high]; the default [-1, 1] returns the set unchanged."""
+    low, high = pixel_range
+    if (low, high) == (-1.0, 1.0):
+        return ds
+
+    def f(x: np.ndarray) -> np.ndarray:
+        out = x.copy()
+        out[:, :-1] = low + (high - low) * (x[:, :-1] + 1.0) / 2.0
+        return out
+    return dataclasses.replace(ds, x_train=f(ds.x_train), x_val=f(ds.x_val), x_pool=f(ds.x_pool))
+
+
 MAX_NORM = Field(None, gt=0, allow_inf_nan=False,
                  description="rescale all points by one constant so the largest norm is this (paper 004: ||x|| <= 1)")
 
@@ -71,6 +87,17 @@ class ImageSet(DatasetParams):
     classes: Optional[list[StrictInt]] = Field(
         None, description="keep only these classes (e.g. a digit pair [3, 5]); set val_size too")
     max_norm: Optional[float] = MAX_NORM
+    pixel_range: list[float] = Field(
+        default_factory=lambda: [-1.0, 1.0],
+        description="[low, high]: pixel intensities mapped affinely onto this range (default [-1, 1], as "
+                    "torchvision's Normalize(0.5, 0.5); [0, 1] is ToTensor alone); the constant 1 feature is kept")
+
+    @model_validator(mode="after")
+    def _range(self) -> "ImageSet":
+        r = self.pixel_range
+        if len(r) != 2 or not all(np.isfinite(r)) or not r[0] < r[1]:
+            raise ValueError(f"dataset.pixel_range: need two finite numbers [low, high] with low < high, got {r}")
+        return self
 
     @model_validator(mode="after")
     def _classes(self) -> "ImageSet":
@@ -92,7 +119,7 @@ class ImageSet(DatasetParams):
     def load(self) -> Dataset:
         ds = load_dataset(self.name, train_size=self.train_size, val_size=self.val_size, data_seed=self.data_seed,
                           data_dir=self.data_dir, positive_classes=self.positive_classes, classes=self.classes)
-        return rescaled(ds, self.max_norm)
+        return rescaled(pixels_mapped(ds, self.pixel_range), self.max_norm)
 
 
 class SyntheticSet(DatasetParams):
@@ -127,6 +154,48 @@ class Orthogonal(SyntheticSet):
     """An orthogonally separable set (paper 001)."""
 
     name: Literal["orthogonal"] = "orthogonal"
+
+
+class SymmetricGaussians(SyntheticSet):
+    """Paper 002's symmetric classes (section 6.3, appendix I): label +-1 with probability 1/2 and
+    x ~ N(y mean_norm e, std^2 I), e a random unit vector; points with y <e, x> <= `margin` are drawn
+    again, so the set is linearly separable (by e) and the classes are mirror images in distribution
+    (Lemma 6.1's symmetry, approximately in a finite sample)."""
+
+    name: Literal["symmetric-gaussians"] = "symmetric-gaussians"
+    mean_norm: float = Field(3.0, ge=0, allow_inf_nan=False, description="distance of each class mean from 0")
+    std: float = Field(1.0, gt=0, allow_inf_nan=False, description="standard deviation of every coordinate")
+    margin: float = Field(0.0, ge=0, allow_inf_nan=False, description="keep points with y <e, x> > margin")
+
+    @model_validator(mode="after")
+    def _reachable(self) -> "SymmetricGaussians":
+        # a point is kept with probability P(N(mean_norm, std^2) > margin)
+        if math.erfc((self.margin - self.mean_norm) / (self.std * math.sqrt(2.0))) / 2 < 1e-3:
+            raise ValueError(f"dataset.margin: {self.margin} keeps fewer than 1 in 1000 points "
+                             f"(mean_norm {self.mean_norm}, std {self.std})")
+        return self
+
+    def load(self) -> Dataset:
+        rng = np.random.default_rng(self.synthetic_seed)
+        e = rng.standard_normal(self.dim)
+        e /= np.linalg.norm(e)
+        xs, ys, count = [], [], 0
+        while count < self.n_samples:
+            y = rng.choice(np.array([-1.0, 1.0]), size=max(2 * self.n_samples, 1024))
+            x = y[:, None] * self.mean_norm * e + self.std * rng.standard_normal((len(y), self.dim))
+            keep = y * (x @ e) > self.margin
+            xs.append(x[keep])
+            ys.append(y[keep])
+            count += int(keep.sum())
+        x, y = np.concatenate(xs)[: self.n_samples], np.concatenate(ys)[: self.n_samples]
+        if self.bias:
+            x = np.hstack([x, np.ones((len(x), 1))])
+        x.flags.writeable = False
+        if self.train_size + self.val_size > self.n_samples:
+            raise GbError(f"dataset.train_size + dataset.val_size = {self.train_size + self.val_size} exceeds "
+                          f"dataset.n_samples = {self.n_samples}")
+        ti, vi = split_indices(self.n_samples, self.train_size, self.val_size, self.data_seed)
+        return rescaled(Dataset(self.name, x[ti], y[ti], x[vi], y[vi], x, ti, vi), self.max_norm)
 
 
 class Points(DatasetParams):
@@ -173,4 +242,4 @@ class Points(DatasetParams):
 # dataset.name -> its parameter class (the config's `dataset` section is a union over these)
 DATASETS: dict[str, type[DatasetParams]] = {"mnist": ImageSet, "fashion-mnist": ImageSet, "digits": ImageSet,
                                             "linear-teacher": LinearTeacher, "orthogonal": Orthogonal,
-                                            "points": Points}
+                                            "symmetric-gaussians": SymmetricGaussians, "points": Points}

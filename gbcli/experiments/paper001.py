@@ -5,7 +5,14 @@
 - the instruments `rank` (singular values of the first layer; also used for paper 002's nets) and
   `alignment` (each neuron's cosine with w+ or w-, by the sign of its output weight, and with the
   class means), with the final per-neuron table `gd/neurons.csv`;
-- the sweep report `tables/neurons.csv` + `figures/neurons.png`.
+- the sweep report `tables/neurons.csv` + `figures/neurons.png`;
+- for the deeper nets (section 5.2's residual net, appendix D's conv net: models that list their
+  weight matrices in `matrices()`, rows = neurons, and optionally the output weight of each row in
+  `row_weights()`): the instrument `layer_rank` (singular values of every listed matrix, and
+  each matrix's rows projected on its top two right singular directions), `closest_alignment`
+  (each first-layer row against the closer of w+ / w-, and of the class means), `features`
+  (appendix D: inner products of the learned features within and across classes, layer by layer),
+  and the sweep report `figures/layers.png` + `figures/features.png`.
 """
 
 from __future__ import annotations
@@ -95,6 +102,20 @@ class Rank(Instrument):
         return rank_measures(first_layer(model))
 
 
+def reference_directions(tracker, context: TrackContext) -> dict:
+    """w+ (svm-pos), w- (svm-neg) and the class means mu+, mu- in `tracker.references`; returns
+    the programs' objectives and cos(w+-, mu+-) for summary.json."""
+    ds, refs, info = context.problem.dataset, {}, {}
+    for obj, key, s in (("svm-pos", "pos", 1.0), ("svm-neg", "neg", -1.0)):
+        _, sol = context.solve(obj)
+        refs[f"w_{key}"], refs[f"mean_{key}"] = sol.zeta[0], ds.x_train[ds.y_train == s].mean(0)
+        info[f"{obj}_objective"] = sol.value
+        info[f"cos_w_{key}_mean_{key}"] = float(refs[f"w_{key}"] @ refs[f"mean_{key}"] / (
+            np.linalg.norm(refs[f"w_{key}"]) * np.linalg.norm(refs[f"mean_{key}"])))
+    tracker.references = refs
+    return info
+
+
 class Alignment(Instrument):
     name = "alignment"
     description = "neurons against svm-pos / svm-neg"
@@ -104,15 +125,7 @@ class Alignment(Instrument):
 
     def setup(self, tracker, context: TrackContext) -> dict:
         """The reference directions: w+ (svm-pos), w- (svm-neg) and the class means mu+, mu-."""
-        ds, refs, info = context.problem.dataset, {}, {}
-        for obj, key, s in (("svm-pos", "pos", 1.0), ("svm-neg", "neg", -1.0)):
-            _, sol = context.solve(obj)
-            refs[f"w_{key}"], refs[f"mean_{key}"] = sol.zeta[0], ds.x_train[ds.y_train == s].mean(0)
-            info[f"{obj}_objective"] = sol.value
-            info[f"cos_w_{key}_mean_{key}"] = float(refs[f"w_{key}"] @ refs[f"mean_{key}"] / (
-                np.linalg.norm(refs[f"w_{key}"]) * np.linalg.norm(refs[f"mean_{key}"])))
-        tracker.references = refs
-        return info
+        return reference_directions(tracker, context)
 
     def table(self, tracker, model) -> pd.DataFrame:
         return neuron_table(first_layer(model), model.w2.detach().double().cpu().numpy()[0], tracker.references)
@@ -124,7 +137,149 @@ class Alignment(Instrument):
         return {"neurons": self.table(tracker, model)}
 
 
-INSTRUMENTS = {i.name: i for i in (Rank(), Alignment())}
+# ------------------------------------------------------------------ deeper nets (section 5.2, appendix D)
+
+TOP_SINGULAR = 10   # the paper's figures show the top 10 singular values of each matrix
+
+
+def _numpy(w: torch.Tensor) -> np.ndarray:
+    return w.detach().double().cpu().numpy()
+
+
+def matrix_tables(name: str, w: np.ndarray, out: np.ndarray | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A weight matrix's top singular values (s_k / s_1 beside them) and its rows projected on its
+    top two right singular directions (with each row's norm and output weight, NaN when none)."""
+    _, s, vt = np.linalg.svd(w, full_matrices=False)
+    k = min(TOP_SINGULAR, len(s))
+    sv = pd.DataFrame({"matrix": name, "index": np.arange(1, k + 1), "singular_value": s[:k],
+                       "ratio": s[:k] / s[0] if s[0] > 0 else np.nan})
+    proj = w @ vt[:2].T if len(s) > 1 else np.hstack([w @ vt[:1].T, np.zeros((len(w), 1))])
+    rows = pd.DataFrame({"matrix": name, "row": np.arange(len(w)), "p1": proj[:, 0], "p2": proj[:, 1],
+                         "norm": np.linalg.norm(w, axis=1), "out_weight": np.nan if out is None else out})
+    return sv, rows
+
+
+class LayerRank(Instrument):
+    name = "layer_rank"
+    description = "singular values of every weight matrix of a deeper net"
+    columns = ("max_sv3_ratio", "max_numerical_rank")
+    needs_homogeneous = False
+    panels = (("max_sv3_ratio", "layer_rank: largest s3 / s1 over the weight matrices", "log"),)
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        ranks = [rank_measures(_numpy(w)) for w in model.matrices().values()]
+        return {"max_sv3_ratio": max(r["sv3_ratio"] for r in ranks),
+                "max_numerical_rank": max(r["numerical_rank"] for r in ranks)}
+
+    def final_tables(self, tracker, model):
+        outs = model.row_weights() if hasattr(model, "row_weights") else {}
+        parts = [matrix_tables(k, _numpy(w), None if k not in outs else _numpy(outs[k]))
+                 for k, w in model.matrices().items()]
+        return {"singular_values": pd.concat([p[0] for p in parts], ignore_index=True),
+                "rows": pd.concat([p[1] for p in parts], ignore_index=True)}
+
+
+def closest_table(w1: np.ndarray, refs: dict) -> pd.DataFrame:
+    """Per first-layer neuron: cosine with the closer of w+ / w- (which one), and with the closer
+    class mean (a residual net's first layer has no output weight whose sign would pick one)."""
+    cp, cn = _cos(w1, refs["w_pos"]), _cos(w1, refs["w_neg"])
+    mp, mn = _cos(w1, refs["mean_pos"]), _cos(w1, refs["mean_neg"])
+    return pd.DataFrame({"neuron": np.arange(len(w1)), "w_norm": np.linalg.norm(w1, axis=1),
+                         "closest": np.where(cp >= cn, "w+", "w-"), "align": np.maximum(cp, cn),
+                         "mean_align": np.maximum(mp, mn)})
+
+
+class ClosestAlignment(Instrument):
+    name = "closest_alignment"
+    description = "first-layer neurons against the closer of svm-pos / svm-neg"
+    columns = ("closest_align_median", "closest_align_above_090", "closest_mean_align_median",
+               "closest_mean_align_above_090")
+    needs_homogeneous = False
+    panels = (("closest_align_median", "median cosine of first-layer neurons with the closer of w+ / w-", "linear"),
+              ("closest_mean_align_median", "median cosine of first-layer neurons with the closer class mean",
+               "linear"))
+
+    def setup(self, tracker, context):
+        return reference_directions(tracker, context)
+
+    def table(self, tracker, model) -> pd.DataFrame:
+        return closest_table(_numpy(next(iter(model.matrices().values()))), tracker.references)
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        return {f"closest_{k}": v for k, v in alignment_measures(self.table(tracker, model)).items()}
+
+    def final_tables(self, tracker, model):
+        return {"neurons": self.table(tracker, model)}
+
+
+FEATURE_SAMPLE = 300   # training points per class whose features are compared (all pairs)
+PAIRS = ("across", "within+", "within-")
+
+
+def pair_products(f: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
+    """Inner products f_i . f_j over the pairs across the classes and within each class (i < j)."""
+    g = f @ f.T
+    a, b = np.where(pos)[0], np.where(~pos)[0]
+    iu = lambda idx: g[np.ix_(idx, idx)][np.triu_indices(len(idx), 1)]
+    return {"across": g[np.ix_(a, b)].ravel(), "within+": iu(a), "within-": iu(b)}
+
+
+def orthogonal_separability(prod: dict) -> dict:
+    """Fractions of pairs on the orthogonally separable side: within-class > 0, across <= 0."""
+    return {"feat_within_pos": float(np.mean(np.concatenate([prod["within+"], prod["within-"]]) > 0)),
+            "feat_across_nonpos": float(np.mean(prod["across"] <= 0))}
+
+
+class Features(Instrument):
+    """Appendix D's Figure 3: are the learned features orthogonally separable? (examples of the same
+    class with positive inner products, of different classes with non-positive ones)."""
+
+    name = "features"
+    description = "inner products of learned features within and across classes"
+    columns = ("feat_within_pos", "feat_across_nonpos")
+    needs_homogeneous = False
+    panels = (("feat_across_nonpos", "features: fraction of cross-class pairs with f_i.f_j <= 0 (last hidden layer)",
+               "linear"),)
+
+    def setup(self, tracker, context):
+        ds = context.problem.dataset
+        rng = np.random.default_rng(0)
+        idx = np.concatenate([rng.permutation(np.where(ds.y_train == s)[0])[:FEATURE_SAMPLE] for s in (1.0, -1.0)])
+        tracker.feature_points = (ds.x_train[idx], ds.y_train[idx] > 0)
+        return {"feature_points": len(idx)}
+
+    def _features(self, tracker, model) -> tuple[list[torch.Tensor], np.ndarray]:
+        """Every layer's features of the sampled points (in the model's dtype; float64 one layer at a time)."""
+        x, pos = tracker.feature_points
+        p = next(model.parameters())
+        with torch.no_grad():
+            return model.features(torch.as_tensor(x, dtype=p.dtype, device=p.device)), pos
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        feats, pos = self._features(tracker, model)
+        return orthogonal_separability(pair_products(_numpy(feats[-1]), pos))
+
+    def final_tables(self, tracker, model):
+        """`features`: per layer (0: the input) and pair type, the inner products' quantiles and
+        signs; `feature_hist`: their histograms on one grid per layer."""
+        feats, pos = self._features(tracker, model)
+        stats, hists = [], []
+        for layer, f in enumerate(feats):
+            prod = pair_products(_numpy(f), pos)
+            lo, hi = min(v.min() for v in prod.values()), max(v.max() for v in prod.values())
+            edges = np.linspace(lo, hi if hi > lo else lo + 1, 61)
+            for pair, v in prod.items():
+                q = np.quantile(v, [0.05, 0.5, 0.95])
+                stats.append({"layer": layer, "pair": pair, "pairs": len(v), "mean": v.mean(), "q05": q[0],
+                              "median": q[1], "q95": q[2], "frac_pos": float((v > 0).mean()),
+                              "frac_nonpos": float((v <= 0).mean())})
+                counts, _ = np.histogram(v, edges)
+                hists.append(pd.DataFrame({"layer": layer, "pair": pair, "lo": edges[:-1], "hi": edges[1:],
+                                           "count": counts}))
+        return {"features": pd.DataFrame(stats), "feature_hist": pd.concat(hists, ignore_index=True)}
+
+
+INSTRUMENTS = {i.name: i for i in (Rank(), Alignment(), LayerRank(), ClosestAlignment(), Features())}
 
 
 def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
@@ -153,5 +308,71 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     return [save_png(fig, out_dir / "figures" / "neurons.png")]
 
 
+def _point_tables(out_dir: Path, stem: str) -> pd.DataFrame | None:
+    frames = [pd.read_csv(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob(f"points/*/gd/{stem}.csv"))]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
+    """For a sweep whose points track `layer_rank`: `tables/singular_values.csv`, `tables/rows.csv`
+    and `figures/layers.png`: per point (a row of panels) and weight matrix, its top singular values
+    (s_k / s_1, log scale) and its rows projected on the top two singular directions (coloured by
+    the sign of their output weight when the model has one), as the paper's Figures 1-2 and 4."""
+    out_dir = Path(out_dir)
+    sv, rows = _point_tables(out_dir, "singular_values"), _point_tables(out_dir, "rows")
+    if sv is None or rows is None:
+        return []
+    write_csv(out_dir / "tables" / "singular_values.csv", sv)
+    write_csv(out_dir / "tables" / "rows.csv", rows)
+    points = list(dict.fromkeys(sv["point"]))
+    mats = list(dict.fromkeys(sv["matrix"]))
+    fig = Figure(figsize=(3.4 * 2 * len(mats), 3.2 * len(points)), layout="constrained")
+    axes = fig.subplots(len(points), 2 * len(mats), squeeze=False)
+    for i, p in enumerate(points):
+        for j, m in enumerate(mats):
+            s = sv[(sv["point"] == p) & (sv["matrix"] == m)]
+            ax = axes[i, 2 * j]
+            ax.semilogy(s["index"], s["ratio"], "o")
+            ax.set(title=f"{p}: {m}, top singular values", xlabel="k", ylabel="s_k / s_1")
+            r = rows[(rows["point"] == p) & (rows["matrix"] == m)]
+            ax = axes[i, 2 * j + 1]
+            if r["out_weight"].notna().any():
+                for sign, c, lab in ((1, "C1", "output weight > 0"), (-1, "C0", "output weight < 0")):
+                    q = r[np.sign(r["out_weight"]) == sign]
+                    ax.scatter(q["p1"], q["p2"], s=8, color=c, label=lab)
+                ax.legend(fontsize=7)
+            else:
+                ax.scatter(r["p1"], r["p2"], s=8)
+            ax.axhline(0, color="k", lw=0.5)
+            ax.axvline(0, color="k", lw=0.5)
+            ax.set(title=f"{m}: rows projected", xlabel="on singular direction 1", ylabel="on direction 2")
+    return [save_png(fig, out_dir / "figures" / "layers.png")]
+
+
+def plot_sweep_features(out_dir: str | Path) -> list[Path]:
+    """For a sweep whose points track `features`: `tables/features.csv` and `figures/features.png`
+    (appendix D's Figure 3: per layer, the histograms of f_i . f_j across the classes and within each)."""
+    out_dir = Path(out_dir)
+    stats, hist = _point_tables(out_dir, "features"), _point_tables(out_dir, "feature_hist")
+    if stats is None or hist is None:
+        return []
+    write_csv(out_dir / "tables" / "features.csv", stats)
+    points, layers = list(dict.fromkeys(hist["point"])), sorted(hist["layer"].unique())
+    fig = Figure(figsize=(3.0 * len(layers), 2.6 * len(points)), layout="constrained")
+    axes = fig.subplots(len(points), len(layers), squeeze=False)
+    for i, p in enumerate(points):
+        for j, layer in enumerate(layers):
+            ax = axes[i, j]
+            for pair in PAIRS:
+                h = hist[(hist["point"] == p) & (hist["layer"] == layer) & (hist["pair"] == pair)]
+                ax.stairs(h["count"] / max(h["count"].sum(), 1), np.append(h["lo"].to_numpy(), h["hi"].iloc[-1]),
+                          label=pair)
+            ax.axvline(0, color="k", lw=0.5)
+            ax.set_title(f"{p}: " + ("input" if layer == 0 else f"layer {layer} features"), fontsize=8)
+            ax.set_xlabel("f_i . f_j", fontsize=8)
+        axes[i, 0].legend(fontsize=7)
+    return [save_png(fig, out_dir / "figures" / "features.png")]
+
+
 RUN_REPORTS = ()
-SWEEP_REPORTS = (plot_sweep_neurons,)
+SWEEP_REPORTS = (plot_sweep_neurons, plot_sweep_layers, plot_sweep_features)

@@ -30,8 +30,14 @@ class Instrument:
     description: ClassVar[str] = ""
     columns: ClassVar[tuple[str, ...]] = ()
     needs_matching: ClassVar[bool] = False   # uses the model's matching program (solved once)
+    needs_homogeneous: ClassVar[bool] = True  # False: also defined for non-homogeneous models (weights' ranks)
     # (column, axis label, y scale) of the panels this instrument adds to the training figure
     panels: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+
+    def applies(self, spec) -> bool:
+        """Whether a model kind can track this instrument: by default, when its spec lists it
+        (an instrument defined for every homogeneous model returns True)."""
+        return self.name in spec.instruments
 
     def setup(self, tracker, context: TrackContext) -> dict:
         """Once before training; returns values for summary.json's `track`."""

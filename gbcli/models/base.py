@@ -50,7 +50,9 @@ class ModelParams(Section):
         raise NotImplementedError
 
 
-InitScheme = Literal["orthogonal", "kaiming", "normal"]
+# torch-default: what torch's nn.Linear / nn.Conv2d draw when built, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+# (kaiming_uniform with a = sqrt(5)); "the default initialisation times 0.05" of paper 001
+InitScheme = Literal["orthogonal", "kaiming", "normal", "torch-default"]
 
 
 # ------------------------------------------------------------------ the data a run works on
@@ -98,6 +100,10 @@ class ModelSpec:
     default_init: ClassVar[str] = "orthogonal"
     coordinate_descent: ClassVar[bool] = False         # training.descent: coordinate is allowed
     figure_axis: ClassVar[str] = "units"                # panel (d): x = hidden units, or "hyperplanes"
+    # K networks of this kind as one torch computation (gbcli.training.batched): a module built from
+    # a list of networks, forward(x, gates stacked (K, n, ...)) -> (K, n), `weights()`, and
+    # `unstack(networks)` copying its weights back; None: trained one network at a time
+    Stacked: ClassVar[type | None] = None
 
     # ---- identity and sizes
     def units(self, params: ModelParams) -> int:
@@ -201,6 +207,8 @@ def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: 
             nn.init.orthogonal_(tensor, generator=gen)
         elif scheme == "kaiming":
             nn.init.kaiming_normal_(tensor, nonlinearity="relu", generator=gen)
+        elif scheme == "torch-default":
+            nn.init.kaiming_uniform_(tensor, a=math.sqrt(5), generator=gen)
         else:
             tensor.normal_(0.0, 1.0 / tensor.shape[-1] ** 0.5, generator=gen)
         tensor.mul_(scale)

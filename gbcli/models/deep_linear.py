@@ -60,7 +60,7 @@ class Spec(ModelSpec):
     kind, Params = "deep-linear", Params
     description = "paper 004: x -> W_L ... W_1 x"
     programs = {"svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
-    instruments = ("margin", "kkt", "agreement")
+    instruments = ("margin", "kkt", "agreement", "layers")
     default_init = "normal"
     example_model = {"depth": 3, "width": 4}
 

@@ -54,6 +54,37 @@ class DeepGLN(nn.Module):
         return [self.w1, self.w2]
 
 
+class StackedGLN(nn.Module):
+    """K DeepGLNs of one shape as one computation (batched training of a sweep's points): the
+    first layer of all K at once (one batched product, bit for bit the per-network product), the
+    output layer per network (a batched product there sums in another order than `DeepGLN`'s, and
+    batched training must reproduce the plain loop's trajectories exactly)."""
+
+    def __init__(self, models: list[DeepGLN]):
+        super().__init__()
+        self.units, self.count = models[0].units, models[0].count
+        self.w1 = nn.Parameter(torch.stack([m.w1.detach() for m in models]))   # (K, H*C, D)
+        self.w2 = nn.Parameter(torch.stack([m.w2.detach() for m in models]))   # (K, 1, H)
+        self.bias = nn.Parameter(torch.stack([m.bias.detach() for m in models])) if models[0].bias is not None else None
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        rows = ctx + torch.arange(self.units, device=x.device) * self.count          # (K, n, H)
+        z = torch.matmul(x, self.w1.transpose(1, 2)).gather(2, rows)
+        out = torch.stack([z[k] @ self.w2[k, 0] for k in range(len(z))])
+        return out + self.bias[:, None] if self.bias is not None else out
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1, self.w2]
+
+    def unstack(self, models: list[DeepGLN]) -> None:
+        with torch.no_grad():
+            for k, m in enumerate(models):
+                m.w1.copy_(self.w1[k])
+                m.w2.copy_(self.w2[k])
+                if m.bias is not None:
+                    m.bias.copy_(self.bias[k])
+
+
 def hyperplane_problem(cfg, dataset, units: int) -> Problem:
     """Sample `units` x k hyperplanes (C = 2^k contexts per unit; `contexts.draws` says how) and gate the data."""
     c = cfg.contexts
@@ -88,6 +119,7 @@ class Spec(ModelSpec):
     }
     instruments = ("margin", "kkt", "agreement")
     example_model = {"hidden_units": 3, "output_bias": False}
+    Stacked = StackedGLN
 
     def units(self, params):
         return params.hidden_units

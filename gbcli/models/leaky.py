@@ -23,7 +23,8 @@ class Params(ModelParams):
     kind: Literal["leaky"] = "leaky"
     hidden_units: StrictInt = Field(10, ge=1, description="2k: k units with output weight +v, k with -v")
     init: Optional[InitScheme] = Field(None, description="default: normal")
-    leaky_alpha: float = Field(0.2, gt=0, lt=1, description="slope alpha of max(alpha z, z)")
+    leaky_alpha: float = Field(0.2, ge=0, lt=1, description="slope alpha of max(alpha z, z); 0 is a ReLU net "
+                                                             "(appendix D.1's counterexample: Theorem 5.1 needs alpha > 0)")
     output_weight: float = Field(1.0, gt=0, allow_inf_nan=False,
                                  description="v, the fixed output weight (+v first k units, -v last k)")
 
@@ -74,7 +75,7 @@ class Spec(ModelSpec):
     description = "paper 002: 2k leaky units, output weights fixed to +-v"
     programs = {"svm-par": Program("svm-par", "sq", par_design, description="the PAR limit (paper 002)"),
                 "svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
-    instruments = ("kkt", "agreement", "rank", "clusters")
+    instruments = ("margin", "kkt", "agreement", "rank", "clusters")
     default_init = "normal"
     example_model = {"hidden_units": 4}
 
@@ -89,13 +90,15 @@ class Spec(ModelSpec):
         return "svm-par"
 
     def matching_info(self, cfg, problem, solution):
-        """svm-par's optimum bounds only perfectly clustered nets in the PAR; and the PAR's gate signs
+        """svm-par's optimum bounds only perfectly clustered nets in the PAR (`best_normalized_margin`,
+        so the `margin` instrument's ratio is against that net: above 1 means GD beat every such net); and the PAR's gate signs
         at the svm-par solution (the theorem's limit only if they hold): positives <w,x> > 0 > <u,x>,
         negatives <w,x> < 0 < <u,x>."""
         k, v = cfg.model.hidden_units // 2, cfg.model.output_weight
         ds = problem.dataset
         yx = ds.y_train[:, None] * (ds.x_train @ solution.zeta.T)
-        return {"par_normalized_margin": v * np.sqrt(k) / np.sqrt(solution.value),
+        best = v * np.sqrt(k) / np.sqrt(solution.value)
+        return {"par_normalized_margin": best, "best_normalized_margin": best,
                 "par_consistent": float(np.mean((yx[:, 0] > 0) & (yx[:, 1] < 0)))}
 
 

@@ -52,7 +52,7 @@ class Spec(ModelSpec):
     description = "a linear predictor"
     programs = {"svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM"),
                 "svm-l1": Program("svm-l1", "l1", linear_design("l1"), description="the l1 max-margin LP")}
-    instruments = ("margin", "kkt", "agreement")
+    instruments = ("margin", "kkt", "agreement", "reg-path")
     coordinate_descent = True
 
     def network(self, cfg, dim):

@@ -25,9 +25,10 @@ from gbcli.programs.design import GatedDesign, constant_gates, singleton_groups
 class Params(ModelParams):
     kind: Literal["relu"] = "relu"
     hidden_units: StrictInt = Field(10, ge=1, description="H: hidden units")
-    init: Optional[Literal["orthogonal", "kaiming", "normal", "balanced"]] = Field(
-        None, description="default: kaiming; balanced (paper 001): normal first layer, |w2_j| = ||w1_j|| "
-                          "with random signs")
+    init: Optional[Literal["orthogonal", "kaiming", "normal", "torch-default", "balanced"]] = Field(
+        None, description="default: kaiming; balanced (paper 001's theory): normal first layer, |w2_j| = "
+                          "||w1_j|| with random signs; torch-default (paper 001's experiments): nn.Linear's "
+                          "U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both layers")
     weights: Optional[dict[str, Any]] = Field(None, description="explicit initial weights by parameter name (w1, w2)")
 
     @property
@@ -67,6 +68,13 @@ class ReLUNet(nn.Module):
 
     def weights(self) -> list[torch.Tensor]:
         return [self.w1, self.w2]
+
+    def matrices(self) -> dict[str, torch.Tensor]:
+        """The first layer (rows: neurons), for paper 001's `layer_rank`."""
+        return {"W": self.w1}
+
+    def row_weights(self) -> dict[str, torch.Tensor]:
+        return {"W": self.w2[0]}
 
 
 def _gates(net: ReLUNet, x: np.ndarray) -> np.ndarray:
@@ -150,7 +158,7 @@ class Spec(ModelSpec):
     kind, Params = "relu", Params
     description = "x -> H -> 1 ReLU, no biases"
     programs = {**GATE_PROGRAMS, **paper001.PROGRAMS, **paper003.programs()}
-    instruments = ("kkt", "rank", "alignment")
+    instruments = ("kkt", "rank", "alignment", "layer_rank")
     default_init = "kaiming"
     example_model = {"hidden_units": 4}
 

@@ -3,6 +3,7 @@
 - `design`: the data of a program (`GatedDesign`) and what a solver returns (`Solution`);
 - `norms`: one class per norm (value, dual norm, radius, cvxpy form, kernel, recovery);
 - `ipm`: our interior-point method on the multiple-kernel dual (the bare algorithm);
+- `workingset`: the certified working-set method around it (large N: O(|W|^2 + N D) memory);
 - `certify`: the certificate every answer gets, whatever solver produced it;
 - `solvers`: registered solver classes that declare the norms they solve;
 - `estimators`: scikit-learn-style estimators over these, usable on any data without a config.

@@ -13,19 +13,32 @@ plus one Cholesky, and memory stays at three N x N arrays, never G*N*N.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 MAX_ITERS = 100
 TIGHTER = 1e-2          # iterate to a gap 100x below the tolerance, so the support set is resolved too
 STALL = 8               # stop when the best gap has not improved for this many iterations
 NOT_SEPARABLE = 1e-9    # relative margin below which the data counts as not separable (certified infeasible)
+WARM_SHIFT = 0.1        # a warm start's distance from the boundary lam, s >= 0 (relative to the largest lam, s),
+WARM_MU = 0.3           # from mu >= 0 (margin slacks, absolute), and its lam is scaled to
+WARM_F = 0.8            # max_g lam'Q_g lam = WARM_F: ~20% fewer Newton steps over a working set's
+                        # rounds on digits (a scan of these three; smaller shifts were slower than cold)
 
 
 class Kernel:
-    """The products the interior-point method needs, for Q_g = Ky o (E_g E_g')."""
+    """The products the interior-point method needs, for Q_g = Ky o (E_g E_g').
 
-    def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None):
+    `features` (optional, group kernels only): the rows y_n x_n (N x D) with Ky = features features'.
+    Then Q_g lam is computed in feature space, (Q_g lam)_n = sum_{r in g} E[n, r] <y_n x_n, V_r> with
+    V = E' diag(lam) features: 2 N R D operations instead of the N^2 R of Ky (E diag(lam)), used when
+    that is cheaper (N > 2 D)."""
+
+    def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None,
+                 features: torch.Tensor | None = None):
         self.ky, self.e = ky, e
+        self.features = features if e is not None and features is not None and ky.shape[0] > 2 * features.shape[1] \
+            else None
         if e is None:
             self.count = 1
         else:
@@ -37,6 +50,9 @@ class Kernel:
         """U[:, g] = Q_g lam (N x G)."""
         if self.e is None:
             return (self.ky @ lam)[:, None]
+        if self.features is not None:
+            v = (self.e * lam[:, None]).T @ self.features            # R x D
+            return ((self.features @ v.T) * self.e) @ self.member
         return ((self.ky @ (self.e * lam[:, None])) * self.e) @ self.member
 
     def weighted(self, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -59,19 +75,25 @@ def _step(v: torch.Tensor, dv: torch.Tensor) -> float:
 
 
 def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | None = None,
-                   not_separable: float = NOT_SEPARABLE):
+                   not_separable: float = NOT_SEPARABLE, start=None):
     """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
     lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; both None
-    when failed)."""
+    when failed). start: None (a cold start) or (lam, mu, s) near a solution of a nearby problem
+    (the working set's previous round), shifted strictly inside."""
     max_iters = MAX_ITERS if max_iters is None else max_iters
     n, g = grp.ky.shape[0], grp.count
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
     one = torch.ones(n, **opts)
 
-    # Start strictly inside: lam uniform with every lam'Q_g lam <= 1/4.
-    f0 = (grp.u(one) * one[:, None]).sum(0)
-    lam = one * (0.25 / max(float(f0.max()), 1e-300)) ** 0.5
-    mu, s = one.clone(), torch.ones(g, **opts)
+    if start is None:   # start strictly inside: lam uniform with every lam'Q_g lam <= 1/4
+        lam = one
+        mu, s = one.clone(), torch.ones(g, **opts)
+    else:               # a warm start, pushed away from the boundary of lam, mu, s >= 0
+        lam, mu, s = (torch.as_tensor(np.asarray(a, dtype=np.float64), **opts).clamp(min=0) for a in start)
+        lam = lam + WARM_SHIFT * float(lam.max())
+        mu, s = mu + WARM_MU, s + WARM_SHIFT * float(s.max())
+    f0 = (grp.u(lam) * lam[:, None]).sum(0)
+    lam = lam * ((0.25 if start is None else WARM_F) / max(float(f0.max()), 1e-300)) ** 0.5
     w = 0.5 - 0.5 * (grp.u(lam) * lam[:, None]).sum(0)
     mat = torch.empty(n, n, **opts)
     radius = grp.radius()
@@ -119,7 +141,10 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
 
         def direction(r_s, r_mu):
             rhs = -rd + r_mu / lam - u @ ((r_s + s * rp) / w)
-            dl = torch.cholesky_solve(rhs[:, None], chol)[:, 0]
+            # two triangular solves on the factor: with one right-hand side they cost a quarter of
+            # torch.cholesky_solve (9.6 ms against 39 ms at N = 2000)
+            half = torch.linalg.solve_triangular(chol, rhs[:, None], upper=False)
+            dl = torch.linalg.solve_triangular(chol.T, half, upper=True)[:, 0]
             dmu = (r_mu - mu * dl) / lam
             dw = -rp - u.T @ dl
             ds = (r_s - s * dw) / w

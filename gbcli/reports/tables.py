@@ -24,7 +24,7 @@ ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size",
                  "solve_seconds", "solver", "min_margin", "rel_gap", "certified", "iterations"]
 INCONSISTENCY_COLUMNS = ["predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error",
                          "expected_if_uncorrelated", "published_inconsistency", "model", "hidden_units", "contexts", "train_size",
-                         "data_seed", "context_seed", "init_seed", "median_init", "momentum"]
+                         "data_seed", "context_seed", "init_seed", "median_init", "momentum", "gd_status"]
 
 
 def _read(path: Path, parse):
@@ -132,7 +132,8 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                           "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p),
                           # measured as the published comparison did (protocol section 10); the same
                           # number wherever that comparison did not differ
-                          "published_inconsistency": inconsistency(svm_val, gd_published)})
+                          "published_inconsistency": inconsistency(svm_val, gd_published),
+                          "gd_status": s["status"]})   # a pair with a diverged network says so
     if not errors:
         raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
     return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),

@@ -34,27 +34,44 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_local(fn: Callable, tasks: list[tuple], jobs: int, progress: bool, echo) -> None:
-    """`fn(*task, threads)` for every task in a pool of `jobs` processes; torch threads split so
-    jobs x threads <= cores. Each task's second element is its point directory."""
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+def run_local(fn: Callable, tasks: list[tuple], jobs: int, progress: bool, echo, threads: int | None = 1) -> None:
+    """`fn(*task, threads)` for every task in a pool of `jobs` processes, with `threads` torch
+    threads each (None: the cores split, jobs x threads <= cores). One thread per job is the
+    default: on a machine whose cores are shared, two threads per job ran 2-10x slower than one
+    (issue 13; benchmarks in BENCHMARKS.md). A task is a group of points: its second element is
+    the list of their directories, and `fn` returns one record per point."""
+    threads = threads or max(1, (os.cpu_count() or 1) // jobs)
     tasks = [(*t, threads) for t in tasks]
-    with _Progress(len(tasks), progress, echo) as bar, ProcessPoolExecutor(
+    with _Progress(sum(len(t[1]) for t in tasks), progress, echo) as bar, ProcessPoolExecutor(
             jobs, mp_context=mp.get_context("spawn"), initializer=_die_with_parent) as pool:
         futures = {pool.submit(fn, *t): t for t in tasks}
-        bar.running(min(jobs, len(tasks)))
+        pending = set(futures)
+        bar.running(_points(pending, futures, jobs))
         for fut in as_completed(futures):
+            pending.discard(fut)
             try:
-                result = fut.result()
-            except Exception as exc:   # the worker died (killed, out of memory): that point failed
-                result = {"status": "failed", "stage": "worker", "log": "",
-                          "message": f"the worker process died: {type(exc).__name__}: {exc}".splitlines()[0]}
-                try:
-                    write_json(Path(futures[fut][1]) / "failed.json", result)
-                except OSError:
-                    pass
-            bar.finished(result, Path(futures[fut][1]).name)
-            bar.running(min(jobs, len(tasks) - bar.count))
+                results = fut.result()
+            except Exception as exc:   # the worker died (killed, out of memory): its points failed
+                results = _died(futures[fut][1], "worker", "", f"the worker process died: {type(exc).__name__}: {exc}")
+            for result, d in zip(results, futures[fut][1]):
+                bar.finished(result, Path(d).name)
+            bar.running(_points(pending, futures, jobs))
+
+
+def _points(pending: set, futures: dict, jobs: int) -> int:
+    """Points in the (at most `jobs`) tasks running now: the first pending ones, in submission order."""
+    return sum(len(futures[f][1]) for f in [f for f in futures if f in pending][:jobs])
+
+
+def _died(dirs: list[str], stage: str, log: str, message: str) -> list[dict]:
+    """The record of each point of a task that died, written to its failed.json when possible."""
+    result = {"status": "failed", "stage": stage, "log": log, "message": message.splitlines()[0] if message else ""}
+    for d in dirs:
+        try:
+            write_json(Path(d) / "failed.json", result)
+        except OSError:
+            pass
+    return [result] * len(dirs)
 
 
 def check_slurm() -> None:
@@ -78,18 +95,18 @@ def run_slurm(fn: Callable, tasks: list[tuple], jobs: int, opts: dict, out: Path
     submitted = ex.map_array(fn, *map(list, zip(*tasks)))
     echo(f"submitted Slurm array {submitted[0].job_id.split('_')[0]} ({len(submitted)} tasks)")
     pending = dict(zip(submitted, tasks))
-    with _Progress(len(tasks), progress, echo) as bar:
+    with _Progress(sum(len(t[1]) for t in tasks), progress, echo) as bar:
         while pending:
             for job in [j for j in pending if j.done()]:
                 task = pending.pop(job)
                 try:
-                    result = job.result()
+                    results = job.result()
                 except Exception as exc:  # the task died (time limit, memory, node): record it
-                    result = {"status": "failed", "stage": "slurm", "log": str(job.paths.stderr),
-                              "message": f"Slurm task {job.job_id}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-                    write_json(Path(task[1]) / "failed.json", result)
-                bar.finished(result, Path(task[1]).name)
-            bar.running(len(pending))
+                    results = _died(task[1], "slurm", str(job.paths.stderr),
+                                    f"Slurm task {job.job_id}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                for result, d in zip(results, task[1]):
+                    bar.finished(result, Path(d).name)
+            bar.running(sum(len(t[1]) for t in pending.values()))
             if pending:
                 time.sleep(1)
 

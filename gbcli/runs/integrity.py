@@ -28,6 +28,8 @@ import os
 import shutil
 from pathlib import Path
 
+import yaml
+
 from gbcli.errors import GbError
 from gbcli.io import clean_temp_files
 
@@ -65,6 +67,15 @@ def _manifest(record_path: Path) -> dict | None:
     return m if isinstance(m, dict) else None
 
 
+def _problem_of(config_path: Path) -> dict | None:
+    """The problem sections of a stage's saved config.yaml (None: unreadable; the tables say why)."""
+    try:
+        d = yaml.safe_load(config_path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return {s: d.get(s) for s in PROBLEM_SECTIONS} if isinstance(d, dict) else None
+
+
 # ------------------------------------------------------------------ the lock
 
 
@@ -92,11 +103,15 @@ def run_lock(run_dir: str | Path, key: str = "--out", name: str = ".gb.lock",
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        other = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        other = os.pread(fd, 64, 0).decode(errors="replace").strip() or "not yet recorded"
         os.close(fd)
         raise GbError(f"{run_dir}: {busy.format(pid=other)}; wait for it or use another --out") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    try:   # the holder's pid, for the message above
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError as exc:   # a full disk: one line naming the lock file, not a bare errno
+        os.close(fd)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(run_dir / name)) from None
     _HELD[path] = (fd, 1)
     try:
         clean_temp_files(run_dir)   # temp files of a process killed mid-write
@@ -190,8 +205,13 @@ def check_run(run_dir: Path) -> None:
             raise GbError(f"{stage}: unfinished stage (interrupted, failed or still running); rerun "
                           f"`gb fit-svm --objective {stage.name}`")
     gm = _manifest(gd / "summary.json") if (gd / "summary.json").is_file() else None
+    gp = _problem_of(gd / "config.yaml") if (gd / "summary.json").is_file() else None
     for record in sorted((run_dir / "svm").glob("*/result.json")):
         m = _manifest(record)
+        p = _problem_of(record.parent / "config.yaml")
+        if (m is None or gm is None) and gp is not None and p is not None and p != gp:   # stages without a manifest
+            raise GbError(f"{record}: stale: its config.yaml has another dataset, model or contexts than "
+                          f"{gd / 'config.yaml'} (rerun `gb fit-svm`)")
         if m is None:
             continue
         if gm is not None and m.get("problem") != gm.get("problem"):

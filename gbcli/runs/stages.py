@@ -15,6 +15,7 @@ when that file exists. Everything model-specific is asked of the model's spec (`
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 
@@ -35,11 +36,14 @@ from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import certificate
 from gbcli.programs.design import GatedDesign, decision
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
+from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
+from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import (begin_gd, begin_svm, check_run, check_same_problem, check_trained, gd_manifest,
                                   run_lock, svm_manifest)
 from gbcli.reports.figures import plot_run_training
 from gbcli.reports.tables import compare, write_tables
+from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import train
 
 
@@ -94,6 +98,29 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
         res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
                     progress=progress, tracker=tracker, spec=spec)
         return _write_gd(cfg, Path(run_dir), problem, model, res, tracker)
+
+
+def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None) -> list[dict]:
+    """Train networks that share a batch key (`gbcli.training.batched`) as one computation and write
+    each `run_dir/gd/` exactly as `train_gd` would; when the batched run fails (a network diverged),
+    each is trained by `train_gd`, which records it. Returns the summaries."""
+    problems = problems or [prepare(c) for c in cfgs]
+    if len(cfgs) > 1 and batch_key(cfgs[0]) is not None:
+        models = []
+        for cfg, problem in zip(cfgs, problems):
+            torch.manual_seed(cfg.init_seed)   # as train_gd
+            models.append(spec_of(cfg).build(cfg, problem.dataset.dim))
+        with contextlib.ExitStack() as locks:
+            for d in run_dirs:
+                locks.enter_context(run_lock(d))
+            results = train_batched(models, cfgs, problems)
+            if results is not None:
+                out = []
+                for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
+                    begin_gd(Path(d), cfg)
+                    out.append(_write_gd(cfg, Path(d), problem, model, res, None))
+                return out
+    return [train_gd(c, d, progress=False, problem=p) for c, d, p in zip(cfgs, run_dirs, problems)]
 
 
 def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, res, tracker) -> dict:
@@ -170,10 +197,10 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
         raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
     programs = {o: program_of(cfg, o) for o in objectives}
     n, ram = cfg.dataset.train_size, machine_memory()
-    for o, p in programs.items():   # the dual solver holds three N x N float64 arrays
-        if p.norm is not None and (solver or default_solver(p.norm)) == "dual" and 3 * 8 * n * n > ram:
-            raise GbError(f"dataset.train_size: {o} through the dual solver needs about {3 * 8 * n * n / GB:.1f} GB "
-                          f"for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
+    for o, p in programs.items():   # the dual solver holds three N x N float64 arrays (|W| x |W| for a working set)
+        if p.norm is not None and (solver or default_solver(p.norm)) == "dual" and dual_memory(n, p.norm) > ram:
+            raise GbError(f"dataset.train_size: {o} through the dual solver needs about {dual_memory(n, p.norm) / GB:.1f} "
+                          f"GB for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
     if solver is not None:
         for o, p in programs.items():
             if p.norm is not None:
@@ -182,8 +209,11 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
 
 
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
-            progress: bool = True, problem: Problem | None = None, echo=print) -> list[dict]:
-    """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised."""
+            progress: bool = True, problem: Problem | None = None, echo=print,
+            cache: SolveCache | None = None) -> list[dict]:
+    """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised.
+    A program identical to one in `cache` (default: the programs of this call) is not solved again
+    (`gbcli.runs.cache`): its result says `cached_from`."""
     run_dir = Path(run_dir)
     objectives = list(objectives or cfg.svm.objectives)
     solver = solver or cfg.svm.solver
@@ -194,11 +224,11 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
         check_trained(run_dir, cfg, " and ".join(needing))
     problem = problem or prepare(cfg)
     with run_lock(run_dir):
-        return _solve_all(cfg, run_dir, programs, solver, problem, echo)
+        return _solve_all(cfg, run_dir, programs, solver, problem, echo, cache or SolveCache())
 
 
 def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver: str | None, problem: Problem,
-               echo) -> list[dict]:
+               echo, cache: SolveCache) -> list[dict]:
     spec = spec_of(cfg)
     needing = [o for o, p in programs.items() if p.needs_trained]
     trained = load_trained(run_dir, cfg, problem.dataset.dim, " and ".join(needing)) if needing else None
@@ -215,9 +245,16 @@ def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver:
         use = solver or default_solver(design.norm)
         echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
              f"{len(design.y_train)} margins, solver {use} ...")
-        sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps)
-        results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest))
-        r = results[-1]
+        key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
+        with cache.claim(key):   # a twin program being solved elsewhere: wait for its answer
+            hit = cache.get(key)
+            sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps), None)
+            results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest, origin))
+            r = results[-1]
+            if hit is None and r["certified"] and r["status"] in ("optimal", "infeasible"):
+                cache.put(key, sol, f"{run_dir.name}/{obj}")
+        if origin is not None:
+            echo(f"  the same program as {origin}: its solution reused, certified here on this design")
         if r["status"] == "infeasible" and r["certified"]:
             echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
                  f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
@@ -243,7 +280,8 @@ def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
     return result
 
 
-def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Dataset, manifest: dict) -> dict:
+def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Dataset, manifest: dict,
+            cached_from: str | None = None) -> dict:
     result = {"predictor": obj, "solver": sol.solver, "status": sol.status, "objective": sol.value,
               "solve_seconds": sol.seconds, "message": sol.message, "train_error": float("nan"),
               "val_error": float("nan"), **certificate(design, sol, cfg.svm.certify_tol), "manifest": manifest}
@@ -252,6 +290,8 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         why = (f"not certified at svm.certify_tol = {cfg.svm.certify_tol:g} (relative gap {result['rel_gap']:.1e}, "
                f"smallest margin {result['min_margin']:.7f})")
         result["message"] = f"{why}; {result['message']}" if result["message"] else why
+    if cached_from is not None:   # the solution of an identical program, certified again on this design
+        result["cached_from"] = cached_from
     arrays = {}
     if sol.zeta is not None:
         train_out = decision(sol.zeta, design.x_train, design.e_train)

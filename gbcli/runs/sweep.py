@@ -5,10 +5,12 @@ Each point gets a stable id (a hash of its resolved config) and its own run dire
 `log.txt`. A point is done when `tables/errors.csv` exists (written last, atomically), so a rerun
 skips finished points and redoes only unfinished stages. A point that fails (exception, NaN loss,
 a solve without a certificate of optimality or infeasibility) writes `failed.json` and the sweep goes on. The sweep then writes
-`OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`.
+`OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`. Programs identical
+to one solved before in the sweep are not solved again (`OUT/solves/`, gbcli.runs.cache; points
+that share their programs are scheduled apart, so that the first has usually solved them).
 
-Points run in a local process pool (`executor: local`, `jobs` processes, torch threads split
-between them) or as one Slurm job array through submitit (`executor: slurm`). An exclusive lock
+Points run in a local process pool (`executor: local`, `jobs` processes, `threads` torch threads
+each, default one) or as one Slurm job array through submitit (`executor: slurm`). An exclusive lock
 on `OUT/.sweep.lock` keeps a second sweep off the same directory.
 """
 
@@ -27,15 +29,20 @@ import torch
 
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
 from gbcli.errors import GbError
+from gbcli.models.base import Problem
 from gbcli.io import read_json, write_csv, write_json
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS
 from gbcli.reports.figures import plot_sweep
 from gbcli.reports.tables import read_tables, summarize
-from gbcli.runs.integrity import run_lock
+from gbcli.runs.cache import SolveCache
+from gbcli.runs.integrity import PROBLEM_SECTIONS, run_lock, section_hash
 from gbcli.runs.executors import check_slurm, run_local, run_slurm
-from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd
+from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
+from gbcli.training.batched import batch_key
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
+# keys that change what is logged, never a result: a grid that sets them keeps its points' ids
+NOT_IDENTITY_KEYS = {"training": ("validation",)}
 
 
 def _non_default(values: dict, defaults: dict) -> dict:
@@ -90,6 +97,11 @@ def point_id(cfg: Config) -> str:
     d = _non_default(cfg.to_dict(), id_defaults(cfg))
     for k in NOT_IDENTITY:
         d.pop(k, None)
+    for section, keys in NOT_IDENTITY_KEYS.items():
+        for k in keys:
+            d.get(section, {}).pop(k, None)
+        if section in d and not d[section]:
+            del d[section]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -129,10 +141,11 @@ def is_done(run_dir: Path) -> bool:
     return (run_dir / "tables" / "errors.csv").is_file()
 
 
-def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
+def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, threads: int = 0,
+              problem: Problem | None = None) -> dict:
     """Run one point (in a worker process or a Slurm task); never raises: failures (an exception,
     a diverged network, a result without a certificate, a full disk) are recorded in `failed.json`
-    when it can still be written, and returned in any case."""
+    when it can still be written, and returned in any case. `cache_dir`: the sweep's solve cache."""
     if threads:
         torch.set_num_threads(threads)
     run_dir = Path(run_dir)
@@ -151,9 +164,9 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "a")
-        echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}")
+        echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}, torch threads {torch.get_num_threads()}")
         cfg = Config.model_validate(cfg_dict)
-        problem = prepare(cfg)
+        problem = problem or prepare(cfg)
         stage = "train-gd"
         if not (run_dir / "gd" / "summary.json").is_file():
             train_gd(cfg, run_dir, progress=False, problem=problem)
@@ -163,7 +176,8 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
         stage = "fit-svm"
         todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()]
         if todo:
-            fit_svm(cfg, run_dir, todo, progress=False, problem=problem, echo=echo)
+            fit_svm(cfg, run_dir, todo, progress=False, problem=problem, echo=echo,
+                    cache=SolveCache(cache_dir) if cache_dir else None)
         bad = []
         for o in cfg.svm.objectives:
             r = read_json(run_dir / "svm" / o / "result.json")
@@ -201,6 +215,33 @@ def run_point(cfg_dict: dict, run_dir: str, threads: int = 0) -> dict:
                 pass
 
 
+def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None = None, threads: int = 0) -> list[dict]:
+    """Run a group of points (`group_points`; a worker's task): the networks not yet trained train
+    as one computation (`train_gd_group`), then each point runs as `run_point` (which finds its
+    network trained). Never raises; returns each point's record."""
+    if threads:
+        torch.set_num_threads(threads)
+    problems: dict[str, Problem] = {}
+    todo = [(c, d) for c, d in zip(cfg_dicts, run_dirs) if not (Path(d) / "gd" / "summary.json").is_file()]
+    if len(todo) > 1:
+        start = time.time()
+        try:
+            cfgs = [Config.model_validate(c) for c, _ in todo]
+            for cfg, (_, d) in zip(cfgs, todo):
+                problems[d] = prepare(cfg)
+            train_gd_group(cfgs, [d for _, d in todo], [problems[d] for _, d in todo])
+            note = f"trained as one computation with {len(todo)} networks in {time.time() - start:.1f} s"
+        except Exception as exc:   # each point then trains on its own, and records its own failure
+            note = f"batched training failed ({type(exc).__name__}: {exc}); training alone".splitlines()[0]
+        for _, d in todo:
+            try:
+                with open(Path(d) / "log.txt", "a") as log:
+                    log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
+            except OSError:
+                pass
+    return [run_point(c, d, cache_dir, threads, problems.get(d)) for c, d in zip(cfg_dicts, run_dirs)]
+
+
 class PointFailure(Exception):
     def __init__(self, stage: str, message: str):
         super().__init__(message)
@@ -217,11 +258,13 @@ def sweep_lock(out: Path):
 
 def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = (),
               executor: str | None = None, jobs: int | None = None, slurm: dict | None = None,
-              progress: bool = True, echo=print) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+              progress: bool = True, echo=print, threads: int | None = None,
+              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures)."""
     base, points = expand(path, overrides)
     executor = executor or base.sweep.executor
     jobs = jobs or base.sweep.jobs
+    threads = threads or base.sweep.threads
     out = run_dir_for(base, out)
     # data-level checks (files, split sizes) for every distinct dataset, before any point runs
     for cfg in {json.dumps(p.dataset.model_dump(), sort_keys=True): p for p in points}.values():
@@ -234,12 +277,44 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
         if todo:
-            tasks = [(p.to_dict(), str(dirs[point_id(p)])) for p in todo]
+            cache = str(out / "solves") if base.sweep.solve_cache else None
+            size = min(base.sweep.batch, -(-len(todo) // jobs))   # groups enough to keep every job busy
+            tasks = [([p.to_dict() for p in g], [str(dirs[point_id(p)]) for p in g], cache)
+                     for g in spread_twins(group_points(todo, size))]
             if executor == "slurm":
-                run_slurm(run_point, tasks, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
+                run_slurm(run_group, tasks, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
             else:
-                run_local(run_point, tasks, jobs, progress, echo)
+                run_local(run_group, tasks, jobs, progress, echo, threads)
         return aggregate(out, points, echo)
+
+
+def group_points(points: list[Config], size: int) -> list[list[Config]]:
+    """Consecutive points whose networks can train as one computation (the same batch key,
+    `gbcli.training.batched`), at most `size` per group; every other point alone."""
+    groups: list[list[Config]] = []
+    open_: dict[str, list[Config]] = {}
+    for p in points:
+        key = batch_key(p) if size > 1 else None
+        if key is None:
+            groups.append([p])
+            continue
+        if key not in open_ or len(open_[key]) >= size:
+            open_[key] = []
+            groups.append(open_[key])
+        open_[key].append(p)
+    return groups
+
+
+def spread_twins(groups: list[list[Config]]) -> list[list[Config]]:
+    """The groups in an order that puts those with the same data, model, contexts and svm options
+    (e.g. points that differ only in momentum: the same programs, unless they use the trained
+    network) as far apart as possible: the first of every such set, then the second, ... So a
+    twin's programs are usually solved already when it gets to them (the solve cache) instead of
+    at the same time. (Batched groups hold their twins themselves, and solve them one after the other.)"""
+    sets: dict[tuple, list[list[Config]]] = {}
+    for g in groups:
+        sets.setdefault(tuple(section_hash(p, PROBLEM_SECTIONS + ("svm",)) for p in g), []).append(g)
+    return [s[i] for i in range(max(map(len, sets.values()), default=0)) for s in sets.values() if i < len(s)]
 
 
 def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) -> list[Path]:

@@ -28,24 +28,35 @@ from scipy.optimize import nnls
 from gbcli.programs.certify import CERTIFY_TOL, relative_margin_bound
 from gbcli.programs.design import GatedDesign, Solution, combination, decision
 from gbcli.programs.ipm import Kernel, interior_point
-from gbcli.programs.norms import norm_of
+from gbcli.programs.norms import NORMS, norm_of
+from gbcli.programs import workingset
 from gbcli.programs.solvers.base import Solver
 from gbcli.programs.solvers.primal import Clarabel
 
 POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl / svm-gates (H <= 100)
 
 
-def kernel_problem(design: GatedDesign, device: str = "cpu"):
-    """(Ky, E, col_group): Ky = yy' o kernel, and the gate columns with their group index
-    (E = None for the single-group quadratic programs, whose gates are folded into Ky)."""
+def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
+    """The interior-point method's kernel: Ky = yy' o XX' passed through the norm's kernel form
+    ((Ky, E, col_group), E = None for the single-group quadratic programs, whose gates are folded
+    into Ky), with the features y_n x_n for the group kernels' feature-space products."""
     t = lambda a: torch.as_tensor(np.array(a, dtype=np.float64, order="C"), device=device)   # a copy: inputs may be read-only
     x, y, e = t(design.x_train), t(design.y_train), t(design.e_train)
-    ky = x @ x.T
-    ky.mul_(y[:, None]).mul_(y[None, :])
+    xy = x.mul_(y[:, None])
+    ky = xy @ xy.T
     out = norm_of(design).kernel(design, ky, e)
     if out is None:
         raise ValueError(f"the dual solver does not cover norm {design.norm!r}")
-    return out
+    return Kernel(*out, features=xy)
+
+
+def dual_memory(n: int, norm: str) -> int:
+    """Bytes of the dual solver's largest arrays for N = n training points: three N x N float64 arrays,
+    or, above `workingset.WORKING_SET_ABOVE` (the norm's own reduction excepted), three |W| x |W| ones
+    for the first working set (later ones are set by the support set, which nothing knows in advance)."""
+    if NORMS[norm].has_reduction or n <= workingset.WORKING_SET_ABOVE:
+        return 3 * 8 * n * n
+    return 3 * 8 * min(n, workingset.START) ** 2
 
 
 def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
@@ -87,7 +98,10 @@ class DualSolver(Solver):
     norms = frozenset({"sq", "l2", "group", "l2-reference"})
     description = "interior point on the kernel dual (certified; every norm but l1)"
 
-    def solve(self, design, max_iters=None, eps=None, device: str | None = None) -> Solution:
+    def solve(self, design, max_iters=None, eps=None, device: str | None = None,
+              working_set: bool | None = None) -> Solution:
+        """working_set: True / False force the working-set method on or off; None (the default) uses it
+        above `workingset.WORKING_SET_ABOVE` training points."""
         tol = CERTIFY_TOL if eps is None else eps
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         norm = norm_of(design)
@@ -104,10 +118,22 @@ class DualSolver(Solver):
             if zeta is None:
                 return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
             return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam)
-        grp = Kernel(*kernel_problem(design, device))
-        status, message, lam, s, it = interior_point(grp, norm.quadratic, tol, max_iters)
-        if status == "infeasible":
-            lam = polish_ray(design, lam)
+
+        def solve_on(sub: GatedDesign, sub_tol: float, start=None):
+            status, message, lam, s, it = interior_point(kernel_problem(sub, device), norm.quadratic, sub_tol,
+                                                         max_iters, start=start)
+            if status == "infeasible":
+                lam = polish_ray(sub, lam)
+            return status, message, lam, s, it
+
+        if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
+            working_set = len(design.y_train) > workingset.WORKING_SET_ABOVE
+        if working_set:
+            status, message, zeta, lam, it = workingset.solve_working_set(design, solve_on, tol)
+            seconds = time.perf_counter() - start
+            value = float("nan") if zeta is None else norm.value(design, zeta)
+            return Solution(zeta, status, value, seconds, "dual", message, iterations=it, lam=lam)
+        status, message, lam, s, it = solve_on(design, tol)
         seconds = time.perf_counter() - start
         if s is None:   # infeasible (lam is the dual ray that certifies it) or failed
             return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it, lam=lam)
@@ -115,6 +141,6 @@ class DualSolver(Solver):
 
 
 def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | None = None,
-               device: str | None = None) -> Solution:
+               device: str | None = None, working_set: bool | None = None) -> Solution:
     """Solve the program through its dual; never raises on numerical trouble (see `status`)."""
-    return DualSolver().solve(design, max_iters, tol, device)
+    return DualSolver().solve(design, max_iters, tol, device, working_set)

@@ -1,0 +1,309 @@
+"""Paper 004 (Telgarsky's implicit-bias survey): its instruments and the init-agreement report.
+
+- `grad-alignment` (every homogeneous model): `grad_alignment` = <w / ||w||, -grad R / ||grad R||>
+  over all homogeneous weights, which tends to 1 along GD (Lyu-Li '19, Ji-Telgarsky '20), and
+  `grad_misalignment` = 1 - that (for a log axis), and `loss_weight_points`, the number of points
+  -grad R is spread over (exp of the entropy of the shares -l'(q_n) / sum -l'(q_m)): the alignment
+  is 1 only when those shares are the max-margin problem's multipliers, so it lags when the margins
+  are so large that one point carries the gradient. R is the configured mean training loss; the
+  direction of grad R is that of grad log R, which is what we differentiate (no underflow).
+- `layers` (deep linear networks x -> W_L ... W_1 x): `product_svm_cosine`, the cosine of the
+  end-to-end predictor w = (W_L ... W_1)' with the max-margin SVM u (the matching program
+  `svm-shallow`); `layer_alignment_min` / `_mean` over j of |<W_j / ||W_j||, v_j v_{j-1}'>| with the
+  unit vectors v_0 = u / ||u|| and v_j = W_j v_{j-1} / ||W_j v_{j-1}|| (so the value is
+  ||W_j v_{j-1}|| / ||W_j||_F; it is 1 exactly when W_j is the rank-one v_j v_{j-1}' scaled, the
+  limit of Ji-Telgarsky's corollary); `rank_one_min`, min_j s_1(W_j) / ||W_j||_F (rank one,
+  whatever the SVM).
+- `reg-path` (models linear in their weights: the linear predictor): the GD iterate w_t against
+  the regularization path, u_t = argmin {R(u) : ||u|| <= ||w_t||}: `reg_path_angle` (degrees),
+  `reg_path_log_gap` = log R(w_t) - log R(u_t) >= 0, `reg_path_kkt` = 1 - cos(u_t, -grad R(u_t)),
+  the solve's own optimality check (0 at the exact minimizer), and the angles of w_t (`svm_angle`)
+  and u_t (`reg_path_svm_angle`) to the max-margin SVM (the matching program), the scale of the first.
+- the sweep report `tables/init_agreement.csv` + `figures/init_agreement.png`: for the points of a
+  sweep that differ only in `model.init_seed`, the pairwise inconsistency of their GD networks on
+  the validation set and their final normalized margins (do several inits reach one limit?).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+from matplotlib.figure import Figure
+from scipy.optimize import minimize
+from torch import nn
+from torch.func import functional_call
+
+from gbcli.instruments.base import Instrument
+from gbcli.io import write_csv
+from gbcli.metrics import inconsistency
+from gbcli.models.base import weight_norm
+from gbcli.reports.render import save_png
+from gbcli.training.losses import log_mean_loss
+
+
+def _float64(model: nn.Module, x, y, ctx):
+    """A float64 CPU copy of the model and the data (the instruments measure in float64)."""
+    net = copy.deepcopy(model).cpu().double()
+    return net, x.cpu().double(), y.cpu().double(), None if ctx is None else ctx.cpu()
+
+
+# ------------------------------------------------------------------ gradient alignment
+
+
+def loss_weight_points(margins: torch.Tensor, loss: str) -> float:
+    """exp(entropy) of the points' shares -l'(q_n) / sum_m -l'(q_m) in -grad R = mean_n -l'(q_n) y_n
+    grad f(x_n): how many points the gradient is spread over (1 when one point dominates)."""
+    log_w = -margins if loss == "exponential" else -torch.nn.functional.softplus(margins)
+    p = torch.softmax(log_w.double(), 0)
+    return float(torch.exp(-(p * torch.log(p.clamp_min(1e-300))).sum()))
+
+
+def gradient_alignment(model: nn.Module, x, y, ctx, loss: str, spread: bool = False):
+    """<w / ||w||, -grad R / ||grad R||> over the homogeneous weights (float64). Weights that are not
+    trained parameters (the shallow GLN's unused rows) have zero gradient and enter ||w|| only.
+    With `spread`, also the number of points the gradient is spread over (`loss_weight_points`)."""
+    net, x, y, ctx = _float64(model, x, y, ctx)
+    ws = [w for w in net.weights() if w.requires_grad]
+    with torch.enable_grad():
+        margins = y * net(x, ctx)
+        grads = torch.autograd.grad(log_mean_loss(margins, loss), ws)
+    g = torch.cat([gi.reshape(-1) for gi in grads])
+    w = torch.cat([wi.detach().reshape(-1) for wi in ws])
+    denom = weight_norm(net) * float(g.norm())
+    value = float(-(w @ g)) / denom if denom > 0 else float("nan")
+    return (value, loss_weight_points(margins.detach(), loss)) if spread else value
+
+
+class GradientAlignment(Instrument):
+    name = "grad-alignment"
+    description = "<w/||w||, -grad R/||grad R||> (paper 004: tends to 1)"
+    columns = ("grad_alignment", "grad_misalignment", "loss_weight_points")
+    panels = (("grad_misalignment", "1 - <w/|w|, -grad R/|grad R|>", "log"),
+              ("loss_weight_points", "points carrying -grad R (exp entropy of -l'(q) shares)", "log"))
+
+    def applies(self, spec) -> bool:
+        return True   # every model the config lets track instruments: the exactly homogeneous ones
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        a, points = gradient_alignment(model, x, y, ctx, tracker.cfg.training.loss, spread=True)
+        return {"grad_alignment": a, "grad_misalignment": 1.0 - a, "loss_weight_points": points}
+
+
+# ------------------------------------------------------------------ deep linear layers
+
+
+def layer_measures(layers: list[np.ndarray], svm: np.ndarray) -> dict:
+    """The end-to-end product's cosine with the SVM direction and each layer's alignment with the
+    rank-one v_j v_{j-1}' (see the module docstring). `layers`: W_1 (width x D) ... W_L (1 x width)."""
+    prod = layers[0]
+    for w in layers[1:]:
+        prod = w @ prod
+    w_end = prod[0]
+    cos = float(w_end @ svm / (np.linalg.norm(w_end) * np.linalg.norm(svm)))
+    v = svm / np.linalg.norm(svm)
+    align, rank_one = [], []
+    for w in layers:
+        fro = np.linalg.norm(w)
+        wv = w @ v
+        align.append(float(np.linalg.norm(wv) / fro))
+        rank_one.append(float(np.linalg.svd(w, compute_uv=False)[0] / fro))
+        v = wv / np.linalg.norm(wv)
+    return {"product_svm_cosine": cos, "layer_alignment_min": min(align),
+            "layer_alignment_mean": float(np.mean(align)), "rank_one_min": min(rank_one)}
+
+
+class LayerAlignment(Instrument):
+    name, needs_matching = "layers", True
+    description = "deep linear layers: end-to-end product vs the SVM, layers vs rank one v_j v_{j-1}'"
+    columns = ("product_svm_cosine", "layer_alignment_min", "layer_alignment_mean", "rank_one_min")
+    panels = (("product_svm_cosine", "cos(W_L...W_1, max-margin SVM)", "linear"),
+              ("layer_alignment_min", "min_j |<W_j/|W_j|, v_j v_{j-1}'>|", "linear"))
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        layers = [w.detach().double().cpu().numpy() for w in model.weights()]
+        return layer_measures(layers, tracker.solution.zeta[0])
+
+
+# ------------------------------------------------------------------ regularization path
+
+
+class _Flat:
+    """A model's homogeneous weights as one float64 vector: log R and its gradient at any vector."""
+
+    def __init__(self, model: nn.Module, x, y, ctx, loss: str):
+        self.net, self.x, self.y, self.ctx = _float64(model, x, y, ctx)
+        self.names = [n for n, p in self.net.named_parameters() if any(p is w for w in self.net.weights())]
+        params = dict(self.net.named_parameters())
+        self.shapes = [params[n].shape for n in self.names]
+        self.loss = loss
+
+    def vector(self) -> np.ndarray:
+        params = dict(self.net.named_parameters())
+        return np.concatenate([params[n].detach().reshape(-1).numpy() for n in self.names])
+
+    def log_loss(self, theta: np.ndarray, grad: bool = True):
+        t = torch.tensor(theta, dtype=torch.float64, requires_grad=grad)
+        parts = torch.split(t, [math.prod(s) for s in self.shapes])
+        params = {n: p.reshape(s) for n, p, s in zip(self.names, parts, self.shapes)}
+        with torch.enable_grad():
+            value = log_mean_loss(self.y * functional_call(self.net, params, (self.x, self.ctx)), self.loss)
+            if not grad:
+                return float(value.detach())
+            (g,) = torch.autograd.grad(value, t)
+        return float(value.detach()), g.numpy()
+
+
+def constrained_minimizer(flat: _Flat, radius: float, starts: list[np.ndarray]) -> tuple[np.ndarray, float]:
+    """argmin {R(u) : ||u|| <= radius} for a loss that is convex in u (a linear model), by
+    L-BFGS on the sphere u = radius z / ||z||; returns (u, log R(u)).
+
+    On separable data R has no minimizer, so the constrained one lies on the sphere, and a convex R
+    has no other stationary point there with a descent multiplier: minimizing over z is exact. We
+    use scipy's L-BFGS-B (with the exact gradient of log R, which has the same minimizer and does
+    not underflow) rather than a conic solver: cvxpy's solvers work to an absolute accuracy of about
+    1e-8 while R is e^-50 here, and the logistic loss's log R has no DCP form."""
+    def fun(z):
+        nz = np.linalg.norm(z)
+        u = radius * z / nz
+        value, g = flat.log_loss(u)
+        # chain rule through u = radius z / |z|: the tangential part of g, scaled by radius / |z|
+        gz = (radius / nz) * (g - (g @ z) * z / nz ** 2)
+        return value, gz
+
+    best = None
+    for z0 in starts:
+        res = minimize(fun, z0 / np.linalg.norm(z0), jac=True, method="L-BFGS-B",
+                       options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-13})
+        if best is None or res.fun < best.fun:
+            best = res
+    u = radius * best.x / np.linalg.norm(best.x)
+    return u, float(best.fun)
+
+
+def _angle(a: np.ndarray, b: np.ndarray) -> float:
+    c = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    # arccos loses half the digits near 0: take the angle from the sine via the difference of unit vectors
+    d = np.linalg.norm(a / np.linalg.norm(a) - b / np.linalg.norm(b))
+    return math.degrees(2 * math.asin(min(1.0, d / 2))) if c > 0 else math.degrees(math.acos(max(-1.0, c)))
+
+
+def reg_path_measures(model: nn.Module, x, y, ctx, loss: str, previous: np.ndarray | None,
+                      svm: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """The GD iterate against the constrained minimizer at its norm (see the module docstring),
+    and, given the max-margin direction `svm`, both their angles to it; also returns the minimizer
+    (a warm start for the next logged step)."""
+    flat = _Flat(model, x, y, ctx, loss)
+    w = flat.vector()
+    radius = float(np.linalg.norm(w))
+    starts = [w] + ([previous] if previous is not None else [])
+    u, log_u = constrained_minimizer(flat, radius, starts)
+    log_w = flat.log_loss(w, grad=False)
+    _, gu = flat.log_loss(u)
+    kkt = 1.0 - float(-(u @ gu) / (np.linalg.norm(u) * np.linalg.norm(gu)))
+    row = {"reg_path_angle": _angle(w, u), "reg_path_log_gap": log_w - log_u, "reg_path_kkt": kkt}
+    if svm is not None:
+        row.update(svm_angle=_angle(w, svm), reg_path_svm_angle=_angle(u, svm))
+    return row, u
+
+
+class RegPath(Instrument):
+    name, needs_matching = "reg-path", True
+    description = "GD iterate vs argmin {R(u): ||u|| <= ||w_t||} (the regularization path)"
+    columns = ("reg_path_angle", "reg_path_log_gap", "reg_path_kkt", "svm_angle", "reg_path_svm_angle")
+    panels = (("reg_path_angle", "angle(w_t, reg. path at ||w_t||), degrees", "log"),
+              ("reg_path_log_gap", "log R(w_t) - log R(reg. path at ||w_t||)", "log"),
+              ("svm_angle", "angle(w_t, max-margin SVM), degrees", "log"))
+
+    def setup(self, tracker, context):
+        tracker.reg_path_previous = None
+        return {}
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        row, tracker.reg_path_previous = reg_path_measures(model, x, y, ctx, tracker.cfg.training.loss,
+                                                           tracker.reg_path_previous, tracker.solution.zeta[0])
+        return row
+
+
+INSTRUMENTS = {i.name: i for i in (GradientAlignment(), LayerAlignment(), RegPath())}
+
+
+# ------------------------------------------------------------------ several inits, one limit?
+
+
+def _flat_config(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat_config(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = repr(v)
+    return out
+
+
+def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
+    """Pairs of points whose resolved configs differ only in `model.init_seed` (and the name):
+    the inconsistency of their GD networks' validation predictions and both final normalized
+    margins. None when there are no such pairs."""
+    out_dir = Path(out_dir)
+    points = {}
+    for summary in sorted(out_dir.glob("points/*/gd/summary.json")):
+        gd = summary.parent
+        if not (gd / "predictions.npz").is_file():
+            continue
+        cfg = _flat_config(yaml.safe_load((gd / "config.yaml").read_text()))
+        seed = cfg.pop("model.init_seed")
+        cfg.pop("name", None)
+        metrics = pd.read_csv(gd / "metrics.csv")
+        points[gd.parent.name] = (tuple(sorted(cfg.items())), seed, np.load(gd / "predictions.npz")["val_out"],
+                                  metrics.iloc[-1])
+    rows = []
+    order = lambda item: (item[1][1].isdigit(), int(item[1][1]) if item[1][1].isdigit() else 0, item[0])
+    for (pa, (ca, sa, va, la)), (pb, (cb, sb, vb, lb)) in itertools.combinations(sorted(points.items(), key=order), 2):
+        if ca != cb or sa == sb:
+            continue
+        rows.append({"point_a": pa, "point_b": pb, "init_seed_a": sa, "init_seed_b": sb,
+                     "inconsistency": inconsistency(va, vb),
+                     "normalized_margin_a": la["normalized_margin"], "normalized_margin_b": lb["normalized_margin"],
+                     "margin_ratio_a": la.get("margin_ratio", float("nan")),
+                     "margin_ratio_b": lb.get("margin_ratio", float("nan")),
+                     "val_error_a": la["val_error"], "val_error_b": lb["val_error"]})
+    return pd.DataFrame(rows) if rows else None
+
+
+def plot_init_agreement(out_dir: str | Path) -> list[Path]:
+    """`tables/init_agreement.csv` and `figures/init_agreement.png` (the pairwise inconsistency
+    matrix) for a sweep over init seeds."""
+    out_dir = Path(out_dir)
+    table = init_agreement(out_dir)
+    if table is None:
+        return []
+    write_csv(out_dir / "tables" / "init_agreement.csv", table)
+    seeds = sorted(set(table["init_seed_a"]) | set(table["init_seed_b"]), key=lambda s: int(s) if s.isdigit() else s)
+    mat = np.zeros((len(seeds), len(seeds)))
+    for _, r in table.iterrows():
+        i, j = seeds.index(r["init_seed_a"]), seeds.index(r["init_seed_b"])
+        mat[i, j] = mat[j, i] = r["inconsistency"]
+    fig = Figure(figsize=(4.2, 3.6), layout="constrained")
+    ax = fig.subplots()
+    im = ax.imshow(mat, cmap="viridis")
+    ax.set_xticks(range(len(seeds)), seeds)
+    ax.set_yticks(range(len(seeds)), seeds)
+    ax.set_xlabel("init seed")
+    ax.set_ylabel("init seed")
+    ax.set_title("GD networks' pairwise inconsistency (validation)", fontsize=8)
+    for i in range(len(seeds)):
+        for j in range(len(seeds)):
+            ax.text(j, i, f"{mat[i, j]:.3f}", ha="center", va="center", fontsize=7, color="w")
+    fig.colorbar(im, ax=ax)
+    return [save_png(fig, out_dir / "figures" / "init_agreement.png")]
+
+
+RUN_REPORTS = ()
+SWEEP_REPORTS = (plot_init_agreement,)

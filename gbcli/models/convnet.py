@@ -1,0 +1,126 @@
+"""Paper 001's convolutional net on MNIST (Phuong & Lampert, appendix D, Table 1): six convolutional
+layers conv(n, k, s, p) with ReLUs, then fc(3136, 128), ReLU, fc(128, 1); every layer has a bias
+(as torch builds them). Trained with Adam and the logistic loss (= binary cross-entropy on the
+logits) in the paper (`training.optimizer: adam`).
+
+Input: the dataset's rows are 28 x 28 images flattened with a constant 1 appended (785
+coordinates); the net drops that constant (its layers have biases, which play its role) and
+reshapes the 784 pixels to 1 x 28 x 28.
+
+Init: torch's default for every layer (weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in))),
+then the two fully connected layers' weights are multiplied by `model.init_scale` (the paper's
+0.05: "we multiply the weights of the fully-connected layers by 0.05"); the convolutions keep the
+default scale.
+
+The net is not homogeneous (biases): only the instruments that do not need homogeneity apply
+(`layer_rank` on the first fc layer, `features`); the logged normalized margin divides by
+||weights||^8 and means nothing here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field, StrictInt
+from torch import nn
+
+from gbcli.errors import GbError
+from gbcli.models.base import ModelParams, ModelSpec, init_tensor
+
+IMAGE = 28
+CHUNK = 512   # images per forward pass
+PAPER_CONVS = [[32, 3, 1, 1], [32, 3, 1, 1], [32, 5, 2, 2], [64, 3, 1, 1], [64, 3, 1, 1], [64, 5, 2, 2]]
+
+
+class Params(ModelParams):
+    kind: Literal["convnet"] = "convnet"
+    convs: list[tuple[StrictInt, StrictInt, StrictInt, StrictInt]] = Field(
+        default_factory=lambda: [tuple(c) for c in PAPER_CONVS],
+        description="conv(n, k, s, p) layers: n kernels of size k x k, stride s, padding p (paper 001's Table 1)")
+    fc_units: StrictInt = Field(128, ge=1, le=100_000, description="width of the first fully connected layer")
+
+    @property
+    def homogeneity(self) -> int:
+        return len(self.convs) + 2
+
+
+class ConvNet(nn.Module):
+    """conv layers -> flatten -> fc(., fc_units) -> fc(fc_units, 1), ReLU after every layer but the last."""
+
+    def __init__(self, convs, fc_units: int):
+        super().__init__()
+        layers, ch, side = [], 1, IMAGE
+        for n, k, s, p in convs:
+            layers.append(nn.Conv2d(ch, n, k, s, p))
+            ch, side = n, (side + 2 * p - k) // s + 1
+            if side < 1:
+                raise GbError(f"model.convs: the layer conv({n}, {k}, {s}, {p}) leaves no pixels")
+        self.convs = nn.ModuleList(layers)
+        self.fc1 = nn.Linear(ch * side * side, fc_units)
+        self.fc2 = nn.Linear(fc_units, 1)
+
+    def features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The input images and the output of every hidden layer (after its ReLU), each flattened."""
+        h = x[:, :IMAGE * IMAGE].reshape(len(x), 1, IMAGE, IMAGE)   # the constant 1 coordinate is dropped
+        out = [h.flatten(1)]
+        for conv in self.convs:
+            h = torch.relu(conv(h))
+            out.append(h.flatten(1))
+        out.append(torch.relu(self.fc1(h.flatten(1))))
+        return out
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        # in chunks: the training loop evaluates the whole training set at once, and one pass over
+        # 10,000 images holds ~1 GB per convolution's activations (a run was killed for memory)
+        return torch.cat([self.fc2(self.features(c)[-1])[:, 0] for c in x.split(CHUNK)])
+
+    def weights(self) -> list[torch.Tensor]:
+        return [c.weight for c in self.convs] + [self.fc1.weight, self.fc2.weight]
+
+    def matrices(self) -> dict[str, torch.Tensor]:
+        """The weight matrices whose rank the paper studies: the first fc layer, rows = neurons."""
+        return {"fc1": self.fc1.weight}
+
+    def row_weights(self) -> dict[str, torch.Tensor]:
+        """The output weight of each fc1 neuron (its sign colours the neuron)."""
+        return {"fc1": self.fc2.weight[0]}
+
+
+class Spec(ModelSpec):
+    kind, Params = "convnet", Params
+    description = "paper 001's appendix D: six conv layers, fc(3136, 128), fc(128, 1), biases"
+    instruments = ("layer_rank", "features")
+    example_model = {"convs": [[2, 3, 2, 1]], "fc_units": 3}
+
+    def homogeneous(self, params):
+        return False
+
+    def check(self, cfg) -> None:
+        if cfg.dataset.feature_dim() != IMAGE * IMAGE + 1:
+            raise ValueError(f"dataset.name: model.kind convnet takes 28 x 28 images (mnist, fashion-mnist), "
+                             f"not inputs of dimension {cfg.dataset.feature_dim()}")
+
+    def example(self, program):
+        raise NotImplementedError("convnet has no programs")
+
+    def network(self, cfg, dim):
+        if dim != IMAGE * IMAGE + 1:
+            raise GbError(f"dataset.name: model.kind convnet takes 28 x 28 images, not inputs of dimension {dim}")
+        return ConvNet(cfg.model.convs, cfg.model.fc_units)
+
+    def build(self, cfg, dim):
+        """torch's default init for every layer from the seeded generator, then the fc weights x init_scale."""
+        model = self.network(cfg, dim)
+        gen = torch.Generator().manual_seed(self.init_seed(cfg))
+        with torch.no_grad():
+            for layer in [*model.convs, model.fc1, model.fc2]:
+                init_tensor(layer.weight, "torch-default", gen, 1.0)
+                bound = 1.0 / layer.weight[0].numel() ** 0.5   # nn.Linear / nn.Conv2d's bias init
+                layer.bias.uniform_(-bound, bound, generator=gen)
+            model.fc1.weight.mul_(cfg.model.init_scale)
+            model.fc2.weight.mul_(cfg.model.init_scale)
+        return model
+
+
+SPEC = Spec()

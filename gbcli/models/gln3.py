@@ -1,0 +1,77 @@
+"""A three-layer gated linear network (GLN paper, Theorem 3.1 beyond two layers): H units with C
+hyperplane contexts at each of the two hidden layers, both gated by the input.
+
+z1_h = <W1[h, c1_h(x)], x>, z2_k = <W2[k, c2_k(x)], z1>, out = <w3, z2>. For each global context
+the predictor is linear in x, beta = sum_k w3_k sum_h W2[k, c2_k][h] W1[h, c1_h], a homogeneous
+polynomial of degree 3 in the weights: Theorem 3.1 says GD's limit direction is a stationary point
+of the non-convex min ||w||^2 s.t. y f(x) >= 1, which the `kkt` instrument measures (there is no
+matching convex program). The 2H units' contexts are drawn as the deep GLN's (`gbcli.models.gln`):
+the first H columns of the local contexts gate layer 1, the last H layer 2.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import torch
+from pydantic import Field, StrictInt
+from torch import nn
+
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec
+from gbcli.models.gln import hyperplane_problem
+
+
+class Params(ModelParams):
+    kind: Literal["gln3"] = "gln3"
+    hidden_units: StrictInt = Field(5, ge=1, le=10_000, description="H: units at each of the two hidden layers")
+    init: Optional[InitScheme] = Field(None, description="default: orthogonal")
+
+    @property
+    def homogeneity(self) -> int:
+        return 3
+
+
+class GLN3(nn.Module):
+    """z1 = gated W1 x, z2 = gated W2 z1, out = <w3, z2> (no biases: exactly 3-homogeneous)."""
+
+    def __init__(self, units: int, count: int, dim: int):
+        super().__init__()
+        self.units, self.count = units, count
+        self.w1 = nn.Parameter(torch.empty(units * count, dim))     # row h*C + c
+        self.w2 = nn.Parameter(torch.empty(units * count, units))   # row k*C + c
+        self.w3 = nn.Parameter(torch.empty(1, units))
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        h = self.units
+        offset = torch.arange(h, device=x.device) * self.count
+        z1 = (x @ self.w1.T).gather(1, ctx[:, :h] + offset)
+        z2 = (z1 @ self.w2.T).gather(1, ctx[:, h:] + offset)
+        return z2 @ self.w3[0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1, self.w2, self.w3]
+
+
+class Spec(ModelSpec):
+    kind, Params = "gln3", Params
+    description = "three-layer GLN: H x C contexts at both hidden layers (degree 3)"
+    instruments = ("kkt",)
+    example_model = {"hidden_units": 3}
+
+    def units(self, params):
+        return params.hidden_units
+
+    def default_init_seed(self, cfg):
+        return cfg.contexts.seed
+
+    def gating(self, cfg, dataset):
+        return hyperplane_problem(cfg, dataset, 2 * cfg.model.hidden_units)
+
+    def network(self, cfg, dim):
+        return GLN3(cfg.model.hidden_units, cfg.contexts.count, dim)
+
+    def describe(self, row):
+        return f"H={row['hidden_units']} (x2 layers), C={row['contexts']}, N={row['train_size']}"
+
+
+SPEC = Spec()

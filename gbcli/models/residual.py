@@ -1,0 +1,68 @@
+"""Paper 001's residual ReLU network (Phuong & Lampert, section 5.2, eq. 30), no biases:
+
+    f_1 = W_1 x,   f_l = f_{l-1} + W_l relu(f_{l-1})  (l = 2..L-1),   f = W_L relu(f_{L-1}),
+
+W_1 (width x D), W_2..W_{L-1} (width x width), W_L (1 x width). The paper trains L = 4, width 100,
+with the same init, optimiser and schedule as its two-layer net (torch's default init times 0.05,
+`model.init: torch-default`, `model.init_scale: 0.05`).
+
+The net is not homogeneous in its weights (the skip connections add terms of different degrees),
+so only the instruments that do not need homogeneity apply: `layer_rank` (singular values and
+projected rows of W_1..W_{L-1}) and `closest_alignment` (each first-layer row against the closer
+of w+ / w-, `svm-pos` / `svm-neg`). `homogeneity` is L, the top degree, for the logged normalized
+margin only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import torch
+from pydantic import Field, StrictInt
+
+from gbcli.experiments import paper001
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec
+from gbcli.models.deep_linear import DeepLinear
+
+
+class Params(ModelParams):
+    kind: Literal["residual"] = "residual"
+    depth: StrictInt = Field(4, ge=2, le=64, description="L: number of weight matrices")
+    width: StrictInt = Field(100, ge=1, le=10_000, description="p: the width of every hidden layer")
+    init: Optional[InitScheme] = Field(None, description="default: torch-default (nn.Linear's) times init_scale")
+
+    @property
+    def homogeneity(self) -> int:
+        return self.depth
+
+
+class ResidualNet(DeepLinear):
+    """The deep linear network's weight matrices (same shapes), with skip connections and ReLUs."""
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        f = x @ self.layers[0].T
+        for w in self.layers[1:-1]:
+            f = f + torch.relu(f) @ w.T
+        return (torch.relu(f) @ self.layers[-1].T)[:, 0]
+
+    def matrices(self) -> dict[str, torch.Tensor]:
+        """W_1..W_{L-1} (rows: neurons); W_L is a single row."""
+        return {f"W{i + 1}": w for i, w in enumerate(self.layers[:-1])}
+
+
+class Spec(ModelSpec):
+    kind, Params = "residual", Params
+    description = "paper 001: residual ReLU net f_l = f_{l-1} + W_l relu(f_{l-1}), no biases"
+    programs = paper001.PROGRAMS
+    instruments = ("layer_rank", "closest_alignment")
+    default_init = "torch-default"
+    example_model = {"depth": 3, "width": 4}
+
+    def homogeneous(self, params):
+        return False
+
+    def network(self, cfg, dim):
+        return ResidualNet(cfg.model.depth, cfg.model.width, dim)
+
+
+SPEC = Spec()

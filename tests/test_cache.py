@@ -1,0 +1,110 @@
+"""The solve cache: identical programs are solved once, reused with a certificate of their own,
+and nothing else is reused."""
+
+import dataclasses
+import json
+import multiprocessing as mp
+
+import numpy as np
+
+from gbcli.config import Config
+from gbcli.io import read_json
+from gbcli.runs.cache import SolveCache
+from gbcli.runs.stages import build_design, compare_run, fit_svm, prepare, train_gd
+
+BODY = {"name": "c", "dataset": {"name": "digits", "train_size": 120, "val_size": 200},
+        "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1},
+        "training": {"epochs": 5}, "svm": {"objectives": ["svm-gln", "svm-l2"]}}
+
+
+def config(**changes) -> Config:
+    body = json.loads(json.dumps(BODY))
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        body[section][key] = value
+    return Config.model_validate(body)
+
+
+def quiet(*_):
+    pass
+
+
+def test_the_key_covers_what_the_solver_sees_and_nothing_else():
+    cfg = config()
+    design = build_design("svm-gln", cfg, prepare(cfg))
+    cache = SolveCache()
+    key = lambda d, solver="dual", iters=None, eps=None, tol=1e-6: SolveCache().key(d, solver, iters, eps, tol)
+    base = key(design)
+    assert cache.key(design, "dual", None, None, 1e-6) == base == key(dataclasses.replace(design))
+    x = design.x_train.copy()
+    x[7, 3] += 1e-9
+    y = design.y_train.copy()
+    y[0] = -y[0]
+    e = design.e_train.copy()
+    e[0] = e[0][::-1]
+    changed = [dataclasses.replace(design, x_train=x), dataclasses.replace(design, y_train=y),
+               dataclasses.replace(design, e_train=e), dataclasses.replace(design, norm="l2"),
+               dataclasses.replace(design, groups=design.groups[::-1]), dataclasses.replace(design, units=4)]
+    keys = {key(d) for d in changed} | {key(design, "clarabel"), key(design, iters=50), key(design, eps=1e-8),
+                                        key(design, tol=1e-5)}
+    assert base not in keys and len(keys) == 10
+    # the validation set is not part of the program: predictions are recomputed from the solution
+    assert key(dataclasses.replace(design, x_val=design.x_val[:10], e_val=design.e_val[:10])) == base
+
+
+def run(cfg, run_dir, cache_dir):
+    train_gd(cfg, run_dir, progress=False)
+    fit_svm(cfg, run_dir, progress=False, echo=quiet, cache=SolveCache(cache_dir))
+    return {o: read_json(run_dir / "svm" / o / "result.json") for o in cfg.svm.objectives}
+
+
+def test_a_twin_reuses_the_solution_and_a_changed_design_does_not(tmp_path):
+    solves = tmp_path / "solves"
+    first = run(config(), tmp_path / "m0", solves)
+    twin = run(config(training__momentum=0.9), tmp_path / "m9", solves)
+    other = run(config(contexts__seed=2), tmp_path / "s2", solves)
+    for o in BODY["svm"]["objectives"]:
+        assert "cached_from" not in first[o] and "cached_from" not in other[o]
+        assert twin[o]["cached_from"] == f"m0/{o}"
+        assert twin[o]["certified"] and twin[o]["status"] == "optimal"
+        # the same certificate, computed again on the twin's own design; only the manifest differs
+        strip = lambda r: {k: v for k, v in r.items() if k not in ("manifest", "cached_from")}
+        assert strip(twin[o]) == strip(first[o])
+        for stem in ("solution", "predictions"):
+            a, b = np.load(tmp_path / "m0/svm" / o / f"{stem}.npz"), np.load(tmp_path / "m9/svm" / o / f"{stem}.npz")
+            assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+        assert other[o]["objective"] != first[o]["objective"]
+    compare_run(tmp_path / "m9")   # the cached results pass the run's integrity checks
+
+
+def test_an_unreadable_entry_is_solved_again_and_replaced(tmp_path):
+    solves = tmp_path / "solves"
+    run(config(), tmp_path / "a", solves)
+    for entry in solves.glob("*.npz"):
+        entry.write_bytes(b"not an npz")
+    again = run(config(), tmp_path / "b", solves)
+    assert all("cached_from" not in r and r["certified"] for r in again.values())
+    third = run(config(), tmp_path / "c", solves)
+    assert all(r["cached_from"] == f"b/{o}" for o, r in third.items())
+
+
+def _worker(args):
+    import torch
+    torch.set_num_threads(1)
+    body, run_dir, cache_dir = args
+    cfg = Config.model_validate(body)
+    fit_svm(cfg, run_dir, progress=False, echo=quiet, cache=SolveCache(cache_dir))
+    return {o: read_json(f"{run_dir}/svm/{o}/result.json").get("cached_from") for o in cfg.svm.objectives}
+
+
+def test_two_processes_racing_on_one_key_solve_it_once(tmp_path):
+    workers = 2
+    body = {**BODY, "svm": {"objectives": ["svm-gln"]}}
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        got = pool.map(_worker, [(body, str(tmp_path / f"w{i}"), str(tmp_path / "solves")) for i in range(workers)])
+    origins = [r["svm-gln"] for r in got]
+    # the lock makes the later one wait for the answer: one solve, the other reuses it
+    assert sorted(o is None for o in origins) == [False, True]
+    assert [o for o in origins if o] in (["w0/svm-gln"], ["w1/svm-gln"])
+    assert len(list((tmp_path / "solves").glob("*.npz"))) == 1
