@@ -2,6 +2,7 @@
 
     python scripts/paper_summary.py [results/paper]        # prints the README's tables as markdown
     python scripts/paper_summary.py --batch-order runs/paper-fig3-momentum-order results/paper/fig3-momentum-order/tables
+    python scripts/paper_summary.py --l2-reference runs/paper-fig2     # svm-l2-reference: points it constrains
 
 Reads `<dir>/{fig2,fig3,fig3-momentum-order}/tables/{errors,inconsistency}.csv` (whichever exist)
 and prints one section per question the README answers.
@@ -170,7 +171,29 @@ def momentum_order(base: Path) -> None:
     print(md(t), "\n")
 
 
+def l2_reference_counts(sweep_dir: Path) -> None:
+    """How many training points svm-l2-reference constrains (from each result's message), per (H, C)."""
+    import json
+    import re
+    rows = []
+    for f in sorted(sweep_dir.glob("points/*/svm/svm-l2-reference/result.json")):
+        rec = json.loads(f.read_text())
+        cfg = yaml.safe_load((f.parents[2] / "gd" / "config.yaml").read_text())
+        m = re.search(r"constrains (\d+) of (\d+)", rec.get("message", ""))
+        rows.append({"H": cfg["model"]["hidden_units"], "C": cfg["contexts"]["count"],
+                     "constrained": int(m.group(1)) if m else float("nan"), "objective": rec["objective"]})
+    df = pd.DataFrame(rows)
+    t = df.groupby(["H", "C"]).agg(points_constrained=("constrained", "mean"),
+                                   optimum_zero=("objective", lambda v: float((v < 1e-20).mean())),
+                                   median_optimum=("objective", "median"))
+    t["median_optimum"] = [f"{v:.1e}" for v in t.median_optimum]
+    print(md(t, digits=3))
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--l2-reference"]:   # --l2-reference SWEEP_DIR (reads the points' result files)
+        l2_reference_counts(Path(argv[1]))
+        return
     if argv[:1] == ["--batch-order"]:   # --batch-order SWEEP_DIR OUT_TABLES_DIR
         batch_order_table(Path(argv[1]), Path(argv[2]))
         return
