@@ -95,6 +95,7 @@ def test_what_cannot_be_batched_has_no_batch_key():
                                      "training": {**BODY["training"], "track": ["margin"]}})
     assert batch_key(tracked) is None
     assert batch_key(config(step_rule="loss-normalized")) is None
+    assert batch_key(config(optimizer="adam", momentum=0.0)) is None   # the batched loop takes SGD steps
     shallow = Config.model_validate({**BODY, "model": {"kind": "relu", "hidden_units": 3}})
     assert batch_key(shallow) is None   # a kind without a stacked network
     assert batch_key(config(momentum=0.9)) == batch_key(config()) != batch_key(config(lr=0.01))

@@ -34,11 +34,11 @@ PER_NETWORK = ("momentum", "validation")
 
 def batch_key(cfg) -> str | None:
     """Networks with the same key can be trained as one computation; None: this one cannot (its
-    kind does not stack or has a per-epoch hook, or it uses instruments, normalized steps or
-    coordinate descent)."""
+    kind does not stack or has a per-epoch hook, or it uses instruments, normalized steps,
+    coordinate descent or another optimizer than SGD: the batched loop takes SGD steps only)."""
     spec, t = spec_of(cfg), cfg.training
     if (spec.Stacked is None or type(spec).on_epoch is not ModelSpec.on_epoch or t.track
-            or t.step_rule != "constant" or t.descent != "gradient"):
+            or t.step_rule != "constant" or t.descent != "gradient" or t.optimizer != "sgd"):
         return None
     d = cfg.to_dict()
     return json.dumps({"dataset": d["dataset"], "model": d["model"], "contexts.count": cfg.contexts.count,
