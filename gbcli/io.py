@@ -88,3 +88,14 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """A nested mapping (a saved config) as {"dotted.key.path": value}."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

@@ -41,7 +41,7 @@ from torch import nn
 from torch.func import functional_call
 
 from gbcli.instruments.base import Instrument
-from gbcli.io import write_csv
+from gbcli.io import flatten, write_csv
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
@@ -237,16 +237,6 @@ INSTRUMENTS = {i.name: i for i in (GradientAlignment(), LayerAlignment(), RegPat
 # ------------------------------------------------------------------ several inits, one limit?
 
 
-def _flat_config(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat_config(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = repr(v)
-    return out
-
-
 def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     """Pairs of points whose resolved configs differ only in `model.init_seed` (and the name):
     the inconsistency of their GD networks' validation predictions and both final normalized
@@ -257,7 +247,7 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
         gd = summary.parent
         if not (gd / "predictions.npz").is_file():
             continue
-        cfg = _flat_config(yaml.safe_load((gd / "config.yaml").read_text()))
+        cfg = {k: repr(v) for k, v in flatten(yaml.safe_load((gd / "config.yaml").read_text())).items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
         metrics = pd.read_csv(gd / "metrics.csv")

@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from gbcli.io import write_csv
+from gbcli.io import flatten, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import save_png
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
@@ -285,16 +285,6 @@ def plot_run_training(run_dir: str | Path) -> Path | None:
     return None if fig is None else save_png(fig, Path(run_dir) / "figures" / "training.png")
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _naming_keys(varied: list[str], runs: dict) -> list[str]:
     """The fewest varied keys that tell the points apart (zip axes vary together), the step rule
     and the descent first."""
@@ -319,7 +309,7 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
         m = pd.read_csv(metrics)
         if any(c in m for c in tracked_columns()):
-            cfg = _flat(yaml.safe_load((metrics.parent / "config.yaml").read_text()))
+            cfg = flatten(yaml.safe_load((metrics.parent / "config.yaml").read_text()))
             runs[metrics.parent.parent.name] = (m, cfg)
     if not runs:
         return []
