@@ -4,7 +4,7 @@
     python scripts/paper_summary.py --batch-order runs/paper-fig3-momentum-order results/paper/fig3-momentum-order/tables
     python scripts/paper_summary.py --l2-reference runs/paper-fig2     # svm-l2-reference: points it constrains
 
-Reads `<dir>/{fig2,fig3,fig3-momentum-order}/tables/{errors,inconsistency}.csv` (whichever exist)
+Reads `<dir>/{fig2,fig3,fig3-momentum-order,shallow}/tables/{errors,inconsistency}.csv` (whichever exist)
 and prints one section per question the README answers.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -135,6 +136,67 @@ def fig3(base: Path) -> None:
           "\n")
 
 
+def shallow(base: Path) -> None:
+    e, i = read(base, "shallow")
+    if e is None:
+        return
+    e = e.assign(k=np.log2(e.contexts).round().astype(int))
+    i = i.assign(k=np.log2(i.contexts).round().astype(int))
+    print("## shallow: statuses (points per program)\n")
+    print(md(e.groupby(["predictor", "momentum"]).status.value_counts().unstack(fill_value=0)), "\n")
+    uncert = e[(e.predictor != "gd-shallow") & (e.certified != True)]   # noqa: E712 (NaN-safe)
+    print(f"programs without a certificate: {len(uncert)}\n")
+    print("## shallow: overview (mean over points)\n")
+    ov = e.groupby(["predictor", "momentum"])[["train_error", "val_error"]].mean()
+    print(md(ov), "\n")
+    cols = [c for c in ("inconsistency", "published_inconsistency", "expected_if_uncorrelated") if c in i]
+    ic = i.groupby("momentum")[cols].mean()
+    print("svm-shallow against gd-shallow by momentum:\n")
+    print(md(ic), "\n")
+    print("## shallow: by number of hyperplanes k (C = 2^k; mean over N, seeds and inits)\n")
+    gd0 = e[(e.predictor == "gd-shallow")].pivot_table(index="k", columns="momentum", values="val_error")
+    sv = e[e.predictor == "svm-shallow"].groupby("k").val_error.mean()
+    inc = i.pivot_table(index="k", columns="momentum", values="inconsistency")
+    exp0 = i[i.momentum == 0].groupby("k").expected_if_uncorrelated.mean()
+    t = pd.DataFrame({"gd val error, m 0": gd0[0.0], "gd val error, m 0.9": gd0[0.9], "svm-shallow val error": sv,
+                      "inconsistency, m 0": inc[0.0], "inconsistency, m 0.9": inc[0.9], "2p(1-p), m 0": exp0})
+    print(md(t, digits=3), "\n")
+    print("## shallow: by training size N (momentum 0; mean over k, seeds and inits)\n")
+    g = e[e.momentum == 0].pivot_table(index="train_size", columns="predictor", values="val_error")
+    g["inconsistency"] = i[i.momentum == 0].groupby("train_size").inconsistency.mean()
+    print(md(g, digits=3), "\n")
+
+
+def best_configuration(base: Path) -> None:
+    """Figure 2c: the best shallow and deep configurations (validation error averaged over the three
+    context seeds, then the minimum over H, C or k, init and, for GD, momentum), per N."""
+    deep, _ = read(base, "fig2")
+    flat, _ = read(base, "shallow")
+    if deep is None or flat is None:
+        return
+    keys = ["predictor", "train_size", "hidden_units", "contexts", "median_init", "momentum"]
+    rows = []
+    for e in (flat, deep):
+        e = e[~e.predictor.str.endswith("-reference")]
+        m = e.groupby(keys).val_error.mean().reset_index()
+        for (pred, n), g in m.groupby(["predictor", "train_size"]):
+            b = g.loc[g.val_error.idxmin()]
+            rows.append({"predictor": pred, "N": n, "best val error": b.val_error,
+                         "at": f"H={b.hidden_units}, C={b.contexts}, median {b.median_init}, m {b.momentum:g}"})
+    t = pd.DataFrame(rows).pivot_table(index="predictor", columns="N", values="best val error")
+    print("## Figure 2c: best configuration per predictor and N (mean over the context seeds)\n")
+    print(md(t), "\n")
+    print(md(pd.DataFrame(rows).sort_values(["N", "best val error"]).reset_index(drop=True)), "\n")
+    s = deep[(deep.momentum == 0) & deep.predictor.isin(["svm-gln", "svm-l2"])]
+    g = s.pivot_table(index=["train_size", "hidden_units", "contexts", "median_init", "context_seed"],
+                      columns="predictor", values="val_error")
+    d = g["svm-gln"] - g["svm-l2"]
+    cells = d.groupby(level=[0, 1, 2, 3]).mean()
+    print(f"svm-gln minus svm-l2 val error, paired on the same contexts: lower at {int((d < 0).sum())} of {len(d)} "
+          f"points and {int((cells < 0).sum())} of {len(cells)} cells (mean over seeds); by H:",
+          ", ".join(f"{h}: {v:+.4f}" for h, v in d.groupby(level=1).mean().items()), "\n")
+
+
 def batch_order_table(sweep_dir: Path, out: Path) -> None:
     """The sweep tables do not carry training.batch_seed: read it from each point's resolved config
     and write `<out>/batch_order.csv` (one row per GD network)."""
@@ -202,6 +264,8 @@ def main(argv: list[str]) -> None:
     fig2(base)
     fig3(base)
     momentum_order(base)
+    shallow(base)
+    best_configuration(base)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gbcli.config import validate
-from gbcli.models.gating import published_hyperplanes, sample_hyperplanes
+from gbcli.models.gating import projections, published_hyperplanes, sample_hyperplanes
 from gbcli.runs.stages import compare_run, fit_svm, prepare, train_gd
 
 GATES_OFF = {"name": "lc", "dataset": {"name": "points", "x": [[1.0, 0.1], [0.1, 1.0], [-1.0, -1.0]], "y": [1, -1, 1]},
@@ -93,3 +93,23 @@ def test_our_draws_keep_the_raw_offsets_and_are_unchanged():
     np.testing.assert_array_equal(hp.normals, normals)
     np.testing.assert_array_equal(hp.raw_offsets, raw)
     np.testing.assert_allclose(hp.offsets, np.median(x @ normals.reshape(6, 10).T, axis=0).reshape(3, 2))
+
+
+def test_published_gating_does_not_depend_on_the_blas():
+    """Float32 gating is summed in float64 and rounded once, so an input's side of a hyperplane does
+    not depend on which other rows are in the matrix (BLAS blocking) or on the thread count: each row
+    alone, the whole matrix, and the rows reversed give the same bits, equal to the exact sum rounded."""
+    rng = np.random.default_rng(3)
+    x = rng.random((400, 785)) * (rng.random((400, 785)) < 0.2)   # sparse non-negative, like pixels
+    hp = published_hyperplanes(16, 4, x, seed=2, median_init=True)
+    w = hp.normals.reshape(-1, 785)
+    full = projections(x, w)
+    assert full.dtype == np.float32
+    rows = np.concatenate([projections(x[i:i + 1], w) for i in range(len(x))])
+    np.testing.assert_array_equal(full, rows)
+    np.testing.assert_array_equal(projections(x[::-1], w)[::-1], full)
+    exact = np.array([[float(np.sum(np.float32(a).astype(np.float64) * b.astype(np.float64))) for b in w] for a in x[:5]])
+    np.testing.assert_array_equal(full[:5], exact.astype(np.float32))
+    # the contexts follow the same rule, and the median offsets halve the pool under it
+    np.testing.assert_array_equal(hp.local_contexts(x), hp.local_contexts(x[::-1])[::-1])
+    assert np.all((full > hp.offsets.reshape(-1)).sum(0) == 200)

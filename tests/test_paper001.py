@@ -95,6 +95,11 @@ def test_conv_net_fc_layer_ends_low_rank(tmp_path, shared_data_dir):
     assert summary["status"] == "ok" and summary["train_error"] <= 0.02
     m = pd.read_csv(tmp_path / "gd" / "metrics.csv")
     assert m["max_numerical_rank"].iloc[0] == 16 and m["max_sv3_ratio"].iloc[-1] < 0.3
-    f = pd.read_csv(tmp_path / "gd" / "features.csv").set_index(["layer", "pair"])["median"]
+    table = pd.read_csv(tmp_path / "gd" / "features.csv")
+    f = table[table.activation == "post"].set_index(["layer", "pair"])["median"]
     separation = lambda layer: min(f[layer, "within+"], f[layer, "within-"]) / f[layer, "across"]
     assert separation(f.index.get_level_values(0).max()) > separation(0)
+    # after a ReLU no inner product is negative; the pre-activation rows are the same layers, other values
+    pre, post = (table[(table.activation == a) & (table.pair == "across")].set_index("layer") for a in ("pre", "post"))
+    assert (post["q05"] >= 0).all()
+    assert set(pre.index) == set(post.index) - {0} and (pre["median"] != post["median"].loc[pre.index]).all()

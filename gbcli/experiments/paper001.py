@@ -232,14 +232,18 @@ def orthogonal_separability(prod: dict) -> dict:
 
 class Features(Instrument):
     """Appendix D's Figure 3: are the learned features orthogonally separable? (examples of the same
-    class with positive inner products, of different classes with non-positive ones)."""
+    class with positive inner products, of different classes with non-positive ones). Measured on the
+    features after the ReLU and, where the model offers them, before it (`_pre` columns): after a ReLU
+    no inner product is negative, so across-class pairs can only reach 0 there."""
 
     name = "features"
-    description = "inner products of learned features within and across classes"
-    columns = ("feat_within_pos", "feat_across_nonpos")
+    description = "inner products of learned features within and across classes (after and before the ReLU)"
+    columns = ("feat_within_pos", "feat_across_nonpos", "feat_within_pos_pre", "feat_across_nonpos_pre")
     needs_homogeneous = False
     panels = (("feat_across_nonpos", "features: fraction of cross-class pairs with f_i.f_j <= 0 (last hidden layer)",
-               "linear"),)
+               "linear"),
+              ("feat_across_nonpos_pre", "pre-activations: fraction of cross-class pairs with f_i.f_j <= 0 "
+                                         "(last hidden layer)", "linear"))
 
     def setup(self, tracker, context):
         ds = context.problem.dataset
@@ -248,34 +252,40 @@ class Features(Instrument):
         tracker.feature_points = (ds.x_train[idx], ds.y_train[idx] > 0)
         return {"feature_points": len(idx)}
 
-    def _features(self, tracker, model) -> tuple[list[torch.Tensor], np.ndarray]:
+    def _features(self, tracker, model, pre: bool = False) -> tuple[list[torch.Tensor], np.ndarray]:
         """Every layer's features of the sampled points (in the model's dtype; float64 one layer at a time)."""
         x, pos = tracker.feature_points
         p = next(model.parameters())
         with torch.no_grad():
-            return model.features(torch.as_tensor(x, dtype=p.dtype, device=p.device)), pos
+            return model.features(torch.as_tensor(x, dtype=p.dtype, device=p.device), pre=pre), pos
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        feats, pos = self._features(tracker, model)
-        return orthogonal_separability(pair_products(_numpy(feats[-1]), pos))
+        row = {}
+        for pre, suffix in ((False, ""), (True, "_pre")):
+            feats, pos = self._features(tracker, model, pre)
+            row.update({k + suffix: v for k, v in orthogonal_separability(pair_products(_numpy(feats[-1]), pos)).items()})
+        return row
 
     def final_tables(self, tracker, model):
-        """`features`: per layer (0: the input) and pair type, the inner products' quantiles and
-        signs; `feature_hist`: their histograms on one grid per layer."""
-        feats, pos = self._features(tracker, model)
+        """`features`: per layer (0: the input), activation (post / pre ReLU) and pair type, the inner
+        products' quantiles and signs; `feature_hist`: their histograms on one grid per layer."""
         stats, hists = [], []
-        for layer, f in enumerate(feats):
-            prod = pair_products(_numpy(f), pos)
-            lo, hi = min(v.min() for v in prod.values()), max(v.max() for v in prod.values())
-            edges = np.linspace(lo, hi if hi > lo else lo + 1, 61)
-            for pair, v in prod.items():
-                q = np.quantile(v, [0.05, 0.5, 0.95])
-                stats.append({"layer": layer, "pair": pair, "pairs": len(v), "mean": v.mean(), "q05": q[0],
-                              "median": q[1], "q95": q[2], "frac_pos": float((v > 0).mean()),
-                              "frac_nonpos": float((v <= 0).mean())})
-                counts, _ = np.histogram(v, edges)
-                hists.append(pd.DataFrame({"layer": layer, "pair": pair, "lo": edges[:-1], "hi": edges[1:],
-                                           "count": counts}))
+        for act in ("post", "pre"):
+            feats, pos = self._features(tracker, model, act == "pre")
+            for layer, f in enumerate(feats):
+                if act == "pre" and layer == 0:
+                    continue   # the input has no ReLU
+                prod = pair_products(_numpy(f), pos)
+                lo, hi = min(v.min() for v in prod.values()), max(v.max() for v in prod.values())
+                edges = np.linspace(lo, hi if hi > lo else lo + 1, 61)
+                for pair, v in prod.items():
+                    q = np.quantile(v, [0.05, 0.5, 0.95])
+                    stats.append({"layer": layer, "activation": act, "pair": pair, "pairs": len(v), "mean": v.mean(),
+                                  "q05": q[0], "median": q[1], "q95": q[2], "frac_pos": float((v > 0).mean()),
+                                  "frac_nonpos": float((v <= 0).mean())})
+                    counts, _ = np.histogram(v, edges)
+                    hists.append(pd.DataFrame({"layer": layer, "activation": act, "pair": pair, "lo": edges[:-1],
+                                               "hi": edges[1:], "count": counts}))
         return {"features": pd.DataFrame(stats), "feature_hist": pd.concat(hists, ignore_index=True)}
 
 
@@ -357,18 +367,26 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     if stats is None or hist is None:
         return []
     write_csv(out_dir / "tables" / "features.csv", stats)
-    points, layers = list(dict.fromkeys(hist["point"])), sorted(hist["layer"].unique())
-    fig = Figure(figsize=(3.0 * len(layers), 2.6 * len(points)), layout="constrained")
-    axes = fig.subplots(len(points), len(layers), squeeze=False)
-    for i, p in enumerate(points):
+    if "activation" not in hist:   # tables written before the pre-activation rows
+        hist = hist.assign(activation="post")
+    rows = list(dict.fromkeys(zip(hist["point"], hist["activation"])))
+    layers = sorted(hist["layer"].unique())
+    fig = Figure(figsize=(3.0 * len(layers), 2.6 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), len(layers), squeeze=False)
+    for i, (p, act) in enumerate(rows):
         for j, layer in enumerate(layers):
             ax = axes[i, j]
+            sel = (hist["point"] == p) & (hist["activation"] == act) & (hist["layer"] == layer)
+            if not sel.any():
+                ax.axis("off")
+                continue
             for pair in PAIRS:
-                h = hist[(hist["point"] == p) & (hist["layer"] == layer) & (hist["pair"] == pair)]
+                h = hist[sel & (hist["pair"] == pair)]
                 ax.stairs(h["count"] / max(h["count"].sum(), 1), np.append(h["lo"].to_numpy(), h["hi"].iloc[-1]),
                           label=pair)
             ax.axvline(0, color="k", lw=0.5)
-            ax.set_title(f"{p}: " + ("input" if layer == 0 else f"layer {layer} features"), fontsize=8)
+            what = "input" if layer == 0 else f"layer {layer}, " + ("after ReLU" if act == "post" else "before ReLU")
+            ax.set_title(f"{p}: {what}", fontsize=8)
             ax.set_xlabel("f_i . f_j", fontsize=8)
         axes[i, 0].legend(fontsize=7)
     return [save_png(fig, out_dir / "figures" / "features.png")]

@@ -60,14 +60,16 @@ class ConvNet(nn.Module):
         self.fc1 = nn.Linear(ch * side * side, fc_units)
         self.fc2 = nn.Linear(fc_units, 1)
 
-    def features(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """The input images and the output of every hidden layer (after its ReLU), each flattened."""
+    def features(self, x: torch.Tensor, pre: bool = False) -> list[torch.Tensor]:
+        """The input images and the output of every hidden layer, each flattened: after its ReLU, or
+        with `pre` before it (post-ReLU features have no negative inner products, so only the
+        pre-activations can show appendix D's orthogonal separability in full)."""
         h = x[:, :IMAGE * IMAGE].reshape(len(x), 1, IMAGE, IMAGE)   # the constant 1 coordinate is dropped
         out = [h.flatten(1)]
-        for conv in self.convs:
-            h = torch.relu(conv(h))
-            out.append(h.flatten(1))
-        out.append(torch.relu(self.fc1(h.flatten(1))))
+        for layer in [*self.convs, self.fc1]:
+            z = layer(h if layer is not self.fc1 else h.flatten(1))
+            h = torch.relu(z)
+            out.append((z if pre else h).flatten(1))
         return out
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:

@@ -8,6 +8,8 @@ orthogonal-init normals and median offsets.
 
 from __future__ import annotations
 
+import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +40,7 @@ class Hyperplanes:
         H, k, D = self.normals.shape
         if k == 0:
             return np.zeros((x.shape[0], H), dtype=np.int64)
-        x = x.astype(self.normals.dtype, copy=False)
-        side = (x @ self.normals.reshape(H * k, D).T > self.offsets.reshape(-1)).reshape(-1, H, k)
+        side = (projections(x, self.normals.reshape(H * k, D)) > self.offsets.reshape(-1)).reshape(-1, H, k)
         return (side * (1 << np.arange(k))).sum(-1).astype(np.int64)
 
     def with_offsets(self, offsets: np.ndarray) -> "Hyperplanes":
@@ -48,6 +49,35 @@ class Hyperplanes:
     def to_arrays(self) -> dict[str, np.ndarray]:
         out = {"normals": self.normals, "offsets": self.offsets}
         return out if self.raw_offsets is None else {**out, "raw_offsets": self.raw_offsets}
+
+
+def projections(x: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """x @ normals' in the normals' dtype. For float32 normals (the published draws) the inputs are
+    rounded to float32 as the published code's are, but the products are summed in float64 and
+    rounded once: a float32 BLAS product depends on the thread count and blocking, and moved inputs
+    within 1e-5 of a hyperplane to the other side between runs (fig2's tables changed with
+    `sweep.threads`). Done by hand because no library offers a deterministic float32 product."""
+    if normals.dtype != np.float32:
+        return x @ normals.T
+    return (_rounded_to_float32(x) @ normals.astype(np.float64).T).astype(np.float32)
+
+
+_ROUNDED: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _rounded_to_float32(a: np.ndarray) -> np.ndarray:
+    """`a` rounded to float32, held in float64. A sweep worker gates the same read-only 60,000-image
+    pool at every point, and rounding it costs more than the product: the result is kept while the
+    pool lives (only for read-only arrays, which cannot change under the cache)."""
+    hit = _ROUNDED.get(id(a))
+    if hit is not None and hit[0]() is a:
+        return hit[1]
+    out = a.astype(np.float32).astype(np.float64)
+    if a.size >= 1_000_000 and not a.flags.writeable:
+        for key in [k for k, (ref, _) in _ROUNDED.items() if ref() is None]:
+            del _ROUNDED[key]
+        _ROUNDED[id(a)] = (weakref.ref(a), out)
+    return out
 
 
 def median_offsets(normals: np.ndarray, x_pool: np.ndarray) -> np.ndarray:
@@ -80,12 +110,14 @@ def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int,
     dim = x_pool.shape[1]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        layer = torch.nn.Linear(dim, units * k, bias=False)
+        with warnings.catch_warnings():   # k = 0 (one context): an empty layer, which torch warns about
+            warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
+            layer = torch.nn.Linear(dim, units * k, bias=False)
         w = torch.nn.init.normal_(layer.weight.detach(), std=normal_std)
         beta = torch.nn.init.normal_(torch.empty(units, k), std=offset_std)
     offsets = beta
     if median_init and k > 0:
-        proj = torch.as_tensor(x_pool, dtype=torch.float32) @ w.T
+        proj = torch.from_numpy(projections(x_pool, w.numpy()))
         # column by column: torch.quantile refuses inputs of more than 2^24 elements
         offsets = torch.stack([torch.quantile(proj[:, j], 0.5) for j in range(proj.shape[1])]).reshape(units, k)
     return Hyperplanes(w.numpy().reshape(units, k, dim), offsets.numpy(), beta.numpy())
