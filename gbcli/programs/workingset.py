@@ -24,6 +24,7 @@ Peak memory is O(|W|^2 + N D): the sub-design's kernel and the data.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import Callable
@@ -43,6 +44,7 @@ DROP_AFTER = 1             # rounds in a row with margin above 1 + DROP_MARGIN b
 DROP_MARGIN = 1e-2
 MAX_ROUNDS = 40
 SEED = 0                   # of the first working set
+LOG = logging.getLogger(__name__)   # one line per round (a long solve's progress; `gb fit-svm` and sweeps show it)
 WARM = True                # start each round's interior-point method from the previous round's solution
 
 
@@ -98,6 +100,8 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
                 None, None, total_it
         zeta, m = zeta / scale, m / scale   # margin >= 1 on W, as the interior-point method's stopping test assumes
         violating = np.flatnonzero(m < 1 - tol * TIGHTER)
+        LOG.info("  working set round %d: %d of %d points, %d Newton steps, %.1f s; %d points violate",
+                 rnd, len(w), n, it, time.perf_counter() - start, violating.size)
         if not violating.size:
             low = float(m.min())         # within tol/100 of 1: lift every margin to >= 1
             zeta = zeta / low

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -227,6 +228,30 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
         return _solve_all(cfg, run_dir, programs, solver, problem, echo, cache or SolveCache())
 
 
+class _EchoHandler(logging.Handler):
+    def __init__(self, echo):
+        super().__init__(logging.INFO)
+        self.echo = echo
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.echo(record.getMessage())
+
+
+@contextlib.contextmanager
+def _echo_log(name: str, echo):
+    """The progress lines the library logs under `name` (e.g. the working set's rounds), shown through
+    `echo` (the terminal, or a sweep point's log.txt) while the block runs."""
+    logger, handler = logging.getLogger(name), _EchoHandler(echo)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver: str | None, problem: Problem,
                echo, cache: SolveCache) -> list[dict]:
     spec = spec_of(cfg)
@@ -246,7 +271,7 @@ def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver:
         echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
              f"{len(design.y_train)} margins, solver {use} ...")
         key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
-        with cache.claim(key):   # a twin program being solved elsewhere: wait for its answer
+        with cache.claim(key), _echo_log("gbcli.programs", echo):   # a twin program being solved elsewhere: wait
             hit = cache.get(key)
             sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps), None)
             results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest, origin))

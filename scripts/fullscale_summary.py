@@ -1,0 +1,60 @@
+"""The tables of results/fullscale/README.md: deep GLNs at N = 48,000 next to the same networks and
+programs at N = 500, 1000 and 2000 from the Figure 2 grid (same H, C = 2, median init, momentum 0,
+the same published context draws and seeds).
+
+    python scripts/fullscale_summary.py [results/fullscale/tables] [results/paper/fig2/tables]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def md(df: pd.DataFrame, digits: int = 4) -> str:
+    df = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df
+    fmt = lambda v: f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+    rows = [" | ".join(map(str, df.columns))] + [" | ".join("---" for _ in df.columns)]
+    rows += [" | ".join(fmt(v) for v in r) for r in df.itertuples(index=False)]
+    return "\n".join(f"| {r} |" for r in rows)
+
+
+def main(argv: list[str]) -> None:
+    full = Path(argv[0]) if argv else ROOT / "results" / "fullscale" / "tables"
+    fig2 = Path(argv[1]) if len(argv) > 1 else ROOT / "results" / "paper" / "fig2" / "tables"
+    ef, inf = pd.read_csv(full / "errors.csv"), pd.read_csv(full / "inconsistency.csv")
+    e2, i2 = pd.read_csv(fig2 / "errors.csv"), pd.read_csv(fig2 / "inconsistency.csv")
+    hs = sorted(ef.hidden_units.unique())
+    same = lambda t: t[t.hidden_units.isin(hs) & (t.contexts == 2) & t.median_init & (t.momentum == 0)
+                       & t.context_seed.isin(ef.context_seed.unique())]
+    e, i = pd.concat([same(e2), ef]), pd.concat([same(i2), inf])
+    e, i = e[e.predictor.isin(["gd-gln", "svm-gln", "svm-l2"])], i[i.predictor_a.isin(["svm-gln", "svm-l2"])]
+
+    print("## every N = 48,000 result\n")
+    cols = ["predictor", "hidden_units", "context_seed", "train_error", "val_error", "status", "objective", "rel_gap",
+            "min_margin", "certified", "solve_seconds"]
+    print(md(ef[cols].sort_values(["hidden_units", "context_seed", "predictor"]).reset_index(drop=True), 6), "\n")
+    print("## validation error by N (mean over the context seeds)\n")
+    print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="train_size", values="val_error")), "\n")
+    print("## train error by N (mean over the context seeds)\n")
+    print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="train_size", values="train_error")), "\n")
+    print("## inconsistency with the GD network by N (mean over the context seeds)\n")
+    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="train_size", values="inconsistency")), "\n")
+    print("## published_inconsistency (the published way of measuring) by N\n")
+    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="train_size",
+                           values="published_inconsistency")), "\n")
+    print("## 2p(1-p) (an uncorrelated predictor with the same errors) by N\n")
+    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="train_size",
+                           values="expected_if_uncorrelated")), "\n")
+    p = i.pivot_table(index=["hidden_units", "train_size", "context_seed"], columns="predictor_a", values="inconsistency")
+    closer = (p["svm-gln"] < p["svm-l2"]).groupby(level=[0, 1]).sum().unstack()
+    print("## points where svm-gln is closer to GD than svm-l2 (of the seeds)\n")
+    print(md(closer.astype(int)), "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
