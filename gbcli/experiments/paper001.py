@@ -388,7 +388,7 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
             what = "input" if layer == 0 else f"layer {layer}, " + ("after ReLU" if act == "post" else "before ReLU")
             ax.set_title(f"{p}: {what}", fontsize=8)
             ax.set_xlabel("f_i . f_j", fontsize=8)
-        axes[i, 0].legend(fontsize=7)
+        next(ax for ax in axes[i] if ax.axison).legend(fontsize=7)
     return [save_png(fig, out_dir / "figures" / "features.png")]
 
 
