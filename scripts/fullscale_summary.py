@@ -1,6 +1,7 @@
 """The tables of results/fullscale/README.md: deep GLNs at N = 48,000 next to the same networks and
 programs at N = 500, 1000 and 2000 from the Figure 2 grid (same H, C = 2, median init, momentum 0,
-the same published context draws and seeds).
+the same published context draws and seeds), for each training schedule (`points.csv`: the paper's
+8 epochs at N = 48,000, and 80).
 
     python scripts/fullscale_summary.py [results/fullscale/tables] [results/paper/fig2/tables]
 """
@@ -27,30 +28,39 @@ def main(argv: list[str]) -> None:
     full = Path(argv[0]) if argv else ROOT / "results" / "fullscale" / "tables"
     fig2 = Path(argv[1]) if len(argv) > 1 else ROOT / "results" / "paper" / "fig2" / "tables"
     ef, inf = pd.read_csv(full / "errors.csv"), pd.read_csv(full / "inconsistency.csv")
+    epochs = pd.read_csv(full / "points.csv").set_index("point")["training.epochs"]   # the two schedules
+    ef, inf = ef.assign(epochs=ef.point.map(epochs)), inf.assign(epochs=inf.point.map(epochs))
     e2, i2 = pd.read_csv(fig2 / "errors.csv"), pd.read_csv(fig2 / "inconsistency.csv")
     hs = sorted(ef.hidden_units.unique())
     same = lambda t: t[t.hidden_units.isin(hs) & (t.contexts == 2) & t.median_init & (t.momentum == 0)
                        & t.context_seed.isin(ef.context_seed.unique())]
+    e2, i2 = e2.assign(epochs=(400000 / e2.train_size).round().astype(int)), i2.assign(
+        epochs=(400000 / i2.train_size).round().astype(int))   # the paper schedule: 200 * 2000 / N epochs
     e, i = pd.concat([same(e2), ef]), pd.concat([same(i2), inf])
+    order = [f"{n}, {k}" for n, k in sorted(set(zip(e.train_size, e.epochs)))]
+    for t in (e, i):
+        t["N, epochs"] = pd.Categorical([f"{n}, {k}" for n, k in zip(t.train_size, t.epochs)], order, ordered=True)
     e, i = e[e.predictor.isin(["gd-gln", "svm-gln", "svm-l2"])], i[i.predictor_a.isin(["svm-gln", "svm-l2"])]
 
     print("## every N = 48,000 result\n")
-    cols = ["predictor", "hidden_units", "context_seed", "train_error", "val_error", "status", "objective", "rel_gap",
+    cols = ["predictor", "hidden_units", "context_seed", "epochs", "train_error", "val_error", "status", "objective", "rel_gap",
             "min_margin", "certified", "solve_seconds"]
-    print(md(ef[cols].sort_values(["hidden_units", "context_seed", "predictor"]).reset_index(drop=True), 6), "\n")
+    ef = ef[(ef.predictor == "gd-gln") | (ef.epochs == ef.epochs.min())]   # each program once (both schedules share it)
+    print(md(ef[cols].sort_values(["hidden_units", "context_seed", "predictor", "epochs"]).reset_index(drop=True), 6),
+          "\n")
     print("## validation error by N (mean over the context seeds)\n")
-    print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="train_size", values="val_error")), "\n")
+    print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="N, epochs", values="val_error", observed=True)), "\n")
     print("## train error by N (mean over the context seeds)\n")
-    print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="train_size", values="train_error")), "\n")
+    print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="N, epochs", values="train_error", observed=True)), "\n")
     print("## inconsistency with the GD network by N (mean over the context seeds)\n")
-    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="train_size", values="inconsistency")), "\n")
+    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="N, epochs", values="inconsistency", observed=True)), "\n")
     print("## published_inconsistency (the published way of measuring) by N\n")
-    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="train_size",
-                           values="published_inconsistency")), "\n")
+    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="N, epochs",
+                           values="published_inconsistency", observed=True)), "\n")
     print("## 2p(1-p) (an uncorrelated predictor with the same errors) by N\n")
-    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="train_size",
-                           values="expected_if_uncorrelated")), "\n")
-    p = i.pivot_table(index=["hidden_units", "train_size", "context_seed"], columns="predictor_a", values="inconsistency")
+    print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="N, epochs",
+                           values="expected_if_uncorrelated", observed=True)), "\n")
+    p = i.pivot_table(index=["hidden_units", "N, epochs", "context_seed"], columns="predictor_a", values="inconsistency", observed=True)
     closer = (p["svm-gln"] < p["svm-l2"]).groupby(level=[0, 1]).sum().unstack()
     print("## points where svm-gln is closer to GD than svm-l2 (of the seeds)\n")
     print(md(closer.astype(int)), "\n")

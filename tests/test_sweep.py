@@ -64,6 +64,10 @@ def test_local_pool_runs_every_point_and_aggregates(tmp_path):
         row = summary[(summary.predictor == "gd-gln") & (summary.momentum == m)].iloc[0]
         assert row.val_error_mean == pytest.approx(grp.val_error.mean())
     assert len(pd.read_csv(tables / "failures.csv")) == 0
+    # points.csv: each point with the keys that tell the points apart (and nothing else)
+    pts = pd.read_csv(tables / "points.csv").set_index("point")
+    assert sorted(pts.columns) == ["contexts.seed", "training.momentum"] and set(pts.index) == set(errors.point)
+    assert all(pts.loc[r.point, "contexts.seed"] == r.context_seed for r in errors.itertuples())
     # the solve cache: each momentum-0.9 point reuses the programs of its momentum-0 twin
     twin = {(r.context_seed, r.momentum): r.point for r in errors.itertuples()}
     for (seed, m), pid in twin.items():

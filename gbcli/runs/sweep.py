@@ -30,7 +30,7 @@ import torch
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
 from gbcli.errors import GbError
 from gbcli.models.base import Problem
-from gbcli.io import read_json, write_csv, write_json
+from gbcli.io import flatten, read_json, write_csv, write_json
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS
 from gbcli.reports.figures import plot_sweep
 from gbcli.reports.tables import read_tables, summarize
@@ -326,9 +326,20 @@ def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) ->
     return paths
 
 
+def point_table(points: list[Config]) -> pd.DataFrame:
+    """One row per point: its id and every resolved config key whose value differs between the points
+    (the grid's axes and what they imply, e.g. `training.epochs` of the paper schedule), so that a
+    swept key the result tables have no column for can still be told apart."""
+    flat = [{k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in flatten(p.to_dict()).items()}
+            for p in points]
+    keys = [k for k in dict.fromkeys(k for f in flat for k in f) if len({repr(f.get(k)) for f in flat}) > 1]
+    return pd.DataFrame([{"point": point_id(p), **{k: f.get(k) for k in keys}} for p, f in zip(points, flat)])
+
+
 def aggregate(out: Path, points: list[Config], echo=print) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Concatenate the finished points' tables (one block per point: no duplicates however often the
-    sweep was interrupted), list the failures, write OUT/tables/ and OUT/figures/."""
+    sweep was interrupted), list the failures, write OUT/tables/ (with `points.csv`, what tells the
+    points apart) and OUT/figures/."""
     errs, incs, fails = [], [], []
     for cfg in points:
         pid = point_id(cfg)
@@ -358,6 +369,7 @@ def aggregate(out: Path, points: list[Config], echo=print) -> tuple[pd.DataFrame
     write_csv(tables / "errors.csv", errors)
     write_csv(tables / "inconsistency.csv", incons)
     write_csv(tables / "failures.csv", failures)
+    write_csv(tables / "points.csv", point_table(points))
     if errs:
         write_csv(tables / "summary.csv", summarize(errors, incons))
         draw_figures(errors, incons, out)
