@@ -3,7 +3,7 @@ programs at N = 500, 1000 and 2000 from the Figure 2 grid (same H, C = 2, median
 the same published context draws and seeds), for each training schedule (`points.csv`: the paper's
 8 epochs at N = 48,000, and 80).
 
-    python scripts/fullscale_summary.py [results/fullscale/tables] [results/paper/fig2/tables]
+    python scripts/fullscale_summary.py [results/fullscale/tables] [results/paper/fig2/tables] [--figure PNG]
 """
 
 from __future__ import annotations
@@ -24,7 +24,41 @@ def md(df: pd.DataFrame, digits: int = 4) -> str:
     return "\n".join(f"| {r} |" for r in rows)
 
 
+def draw(i: pd.DataFrame, e: pd.DataFrame, path: Path) -> None:
+    """Per H: inconsistency with GD (mean and the seeds) and GD's train error against (N, epochs)."""
+    from matplotlib.figure import Figure
+
+    hs = sorted(i.hidden_units.unique())
+    fig = Figure(figsize=(6.5 * len(hs), 4.2), layout="constrained")
+    axes = fig.subplots(1, len(hs), squeeze=False)[0]
+    for ax, h in zip(axes, hs):
+        ih, eh = i[i.hidden_units == h], e[(e.hidden_units == h) & (e.predictor == "gd-gln")]
+        labels = [c for c in ih["N, epochs"].cat.categories if (ih["N, epochs"] == c).any()]
+        x = {c: k for k, c in enumerate(labels)}
+        for pred, marker in (("svm-gln", "D"), ("svm-l2", "^")):
+            g = ih[ih.predictor_a == pred]
+            ax.scatter([x[c] for c in g["N, epochs"]], g.inconsistency, marker=marker, alpha=0.4, s=18)
+            m = g.groupby("N, epochs", observed=True).inconsistency.mean()
+            ax.plot([x[c] for c in m.index], m.values, marker=marker, label=f"inconsistency with GD, {pred}")
+        u = ih[ih.predictor_a == "svm-gln"].groupby("N, epochs", observed=True).expected_if_uncorrelated.mean()
+        ax.plot([x[c] for c in u.index], u.values, "k--", label="2p(1-p), uncorrelated")
+        t = eh.groupby("N, epochs", observed=True).train_error.mean()
+        ax.plot([x[c] for c in t.index if c in x], [v for c, v in t.items() if c in x], "k:", marker="o",
+                label="GD train error")
+        ax.set_xticks(range(len(labels)), [c.replace(", ", "\n") + " ep." for c in labels], fontsize=8)
+        ax.set_xlabel("N, epochs")
+        ax.set_title(f"deep GLN, H = {h}, C = 2, median init")
+        ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    print(f"figure -> {path}\n")
+
+
 def main(argv: list[str]) -> None:
+    figure = None
+    if "--figure" in argv:   # --figure PATH: also draw the inconsistency against N and the schedule
+        k = argv.index("--figure")
+        figure, argv = Path(argv[k + 1]), argv[:k] + argv[k + 2:]
     full = Path(argv[0]) if argv else ROOT / "results" / "fullscale" / "tables"
     fig2 = Path(argv[1]) if len(argv) > 1 else ROOT / "results" / "paper" / "fig2" / "tables"
     ef, inf = pd.read_csv(full / "errors.csv"), pd.read_csv(full / "inconsistency.csv")
@@ -60,7 +94,10 @@ def main(argv: list[str]) -> None:
     print("## 2p(1-p) (an uncorrelated predictor with the same errors) by N\n")
     print(md(i.pivot_table(index=["hidden_units", "predictor_a"], columns="N, epochs",
                            values="expected_if_uncorrelated", observed=True)), "\n")
-    p = i.pivot_table(index=["hidden_units", "N, epochs", "context_seed"], columns="predictor_a", values="inconsistency", observed=True)
+    if figure:
+        draw(i, e, figure)
+    p = i.pivot_table(index=["hidden_units", "N, epochs", "context_seed"], columns="predictor_a", values="inconsistency",
+                      observed=True)
     closer = (p["svm-gln"] < p["svm-l2"]).groupby(level=[0, 1]).sum().unstack()
     print("## points where svm-gln is closer to GD than svm-l2 (of the seeds)\n")
     print(md(closer.astype(int)), "\n")
