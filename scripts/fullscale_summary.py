@@ -4,6 +4,7 @@ the same published context draws and seeds), for each training schedule (`points
 8 epochs at N = 48,000, and 80).
 
     python scripts/fullscale_summary.py [results/fullscale/tables] [results/paper/fig2/tables] [--figure PNG]
+    python scripts/fullscale_summary.py --stages runs/fullscale    # every point's stage results, finished or not
 """
 
 from __future__ import annotations
@@ -54,7 +55,35 @@ def draw(i: pd.DataFrame, e: pd.DataFrame, path: Path) -> None:
     print(f"figure -> {path}\n")
 
 
+def stage_results(run_dir: Path, points: pd.DataFrame) -> None:
+    """Every stage result under RUN_DIR/points, finished points or not (a point enters the sweep's
+    tables only when all its programs are solved)."""
+    import json
+
+    rows = []
+    for pid, row in points.set_index("point").iterrows():
+        d = run_dir / "points" / pid
+        base = {"point": pid, "H": row["model.hidden_units"], "seed": row["contexts.seed"], "epochs": row["training.epochs"]}
+        if (d / "gd" / "summary.json").is_file():
+            g = json.loads((d / "gd" / "summary.json").read_text())
+            rows.append({**base, "stage": "gd-gln", "status": g["status"], "train_error": g["train_error"],
+                         "val_error": g["val_error"]})
+        else:
+            rows.append({**base, "stage": "gd-gln", "status": "not run"})
+        for r in sorted((d / "svm").glob("*/result.json")):
+            v = json.loads(r.read_text())
+            rows.append({**base, "stage": r.parent.name, "status": v["status"] + ("" if v["certified"] else ", not certified"),
+                         "val_error": v["val_error"], "objective": v["objective"], "rel_gap": "" if v["rel_gap"] is None else f"{v['rel_gap']:.1e}",
+                         "solve_seconds": v["solve_seconds"], "cached_from": v.get("cached_from") or ""})
+    print(f"## every stage result under {run_dir}/points\n")
+    print(md(pd.DataFrame(rows).sort_values(["H", "seed", "epochs", "stage"]).reset_index(drop=True), 6), "\n")
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--stages"]:   # --stages RUN_DIR: the stage results of every point, finished or not
+        run_dir = Path(argv[1])
+        stage_results(run_dir, pd.read_csv(run_dir / "tables" / "points.csv"))
+        return
     figure = None
     if "--figure" in argv:   # --figure PATH: also draw the inconsistency against N and the schedule
         k = argv.index("--figure")
