@@ -13,16 +13,9 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from paper_summary import md   # the same markdown tables (scripts/ is on the path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def md(df: pd.DataFrame, digits: int = 4) -> str:
-    df = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df
-    fmt = lambda v: f"{v:.{digits}f}" if isinstance(v, float) else str(v)
-    rows = [" | ".join(map(str, df.columns))] + [" | ".join("---" for _ in df.columns)]
-    rows += [" | ".join(fmt(v) for v in r) for r in df.itertuples(index=False)]
-    return "\n".join(f"| {r} |" for r in rows)
 
 
 def draw(i: pd.DataFrame, e: pd.DataFrame, path: Path) -> None:
