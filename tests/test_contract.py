@@ -53,7 +53,7 @@ def test_model_and_program_contract(kind, program, trained):
     for (na, pa), (nb, pb) in zip(a.state_dict().items(), b.state_dict().items()):
         assert na == nb and torch.equal(pa, pb)
     assert a.weights() and all(w.requires_grad for w in a.weights())
-    x = torch.as_tensor(ds.x_train, dtype=torch.float64)
+    x = torch.tensor(ds.x_train, dtype=torch.float64)
     ctx = None if problem.ctx_train is None else torch.as_tensor(problem.ctx_train)
     with torch.no_grad():
         out = a(x, ctx)

@@ -158,7 +158,20 @@ def test_split_depends_on_data_seed_only(shared_data_dir, mnist):
 
 def test_pool_is_read_only_and_rows_are_copies(mnist):
     assert not mnist.x_pool.flags.writeable
-    assert mnist.x_train.flags.writeable and not np.shares_memory(mnist.x_train, mnist.x_pool)
+    # the split's rows are copies of the pool's, read-only too (a worker shares them between points)
+    assert not mnist.x_train.flags.writeable and not np.shares_memory(mnist.x_train, mnist.x_pool)
+
+
+def test_a_split_is_kept_read_only_and_shared(mnist, shared_data_dir):
+    """A sweep worker loads the same split for every point: the second load returns the same
+    read-only arrays (no copy, and nothing can change them under gating's caches); another split
+    gets its own."""
+    kw = dict(train_size=100, val_size=50, data_dir=shared_data_dir)
+    a, b = data.load_dataset("mnist", **kw), data.load_dataset("mnist", **kw)
+    assert a.x_train is b.x_train and a.x_val is b.x_val
+    assert not a.x_train.flags.writeable and not a.y_val.flags.writeable
+    c = data.load_dataset("mnist", **{**kw, "data_seed": 2})
+    assert c.x_train is not a.x_train and not np.array_equal(c.train_idx, a.train_idx)
 
 
 def test_corrupt_copy_is_refused(tmp_path, mirror_dir):

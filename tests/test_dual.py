@@ -199,3 +199,55 @@ def test_early_stop_is_rescaled_to_the_optimum():
     sol = solve_dual(design)
     assert sol.value == pytest.approx(0.01, rel=1e-9)
     assert certificate(design, sol)["certified"]
+
+
+@pytest.mark.parametrize("count", [2, 3, 4])
+@pytest.mark.parametrize("dim", [5, 400])   # N > 2D: products in feature space; else through Ky
+def test_one_hot_kernel_products_equal_the_dense_ones(count, dim):
+    """The interior-point method's products for one-hot groups (a GLN unit's contexts) go through
+    the shared Ky lam and a Hadamard-type basis, and fill only the lower triangle of the Newton
+    matrix: they must equal the dense products with E (up to rounding), and the published grouping
+    (not one-hot) must keep the dense ones."""
+    from gbcli.programs.ipm import Kernel
+
+    gen = torch.Generator().manual_seed(count)
+    n, h = 700, 5
+    ctx = torch.randint(0, count, (n, h), generator=gen)
+    e = torch.zeros(n, h * count, dtype=torch.float64)
+    e[torch.arange(n)[:, None], torch.arange(h) * count + ctx] = 1.0
+    f = torch.randn(n, dim, generator=gen, dtype=torch.float64)
+    ky = f @ f.T
+    unit = torch.arange(h).repeat_interleave(count)
+    fast, dense = Kernel(ky, e, unit, f), Kernel(ky, e, unit, f)
+    dense.phi = None
+    assert fast.phi is not None and (fast.features is not None) == (n > 2 * dim)
+    lam = torch.rand(n, generator=gen, dtype=torch.float64)
+    a = torch.rand(h, generator=gen, dtype=torch.float64)
+    ud = dense.u(lam)
+    assert float((fast.u(lam) - ud).abs().max()) <= 1e-12 * float(ud.abs().max())
+    want = dense.weighted(a, torch.empty(n, n, dtype=torch.float64))
+    assert float((fast.weighted(a, torch.empty(n, n, dtype=torch.float64)) - want).abs().max()) <= 1e-12 * float(want.abs().max())
+    left = ud * a[None, :]
+    want = torch.tril(want + left @ ud.T)
+    for k in (fast, dense):
+        got = torch.tril(k.newton_lower(a, left, ud, torch.full((n, n), float("nan"), dtype=torch.float64)))
+        assert float((got - want).abs().max()) <= 1e-12 * float(want.abs().max())
+    published = torch.arange(h * count) % h    # groups {i, i+H, ...}: not one unit's contexts
+    assert Kernel(ky, e, published, f).phi is None
+
+
+def test_a_kept_kernel_gives_every_program_the_fresh_one():
+    """The programs of one point share the linear kernel of a read-only training set; each gets its
+    own copy to change (svm-l2 multiplies it in place), equal to a kernel built from scratch."""
+    from gbcli.programs.solvers import dual
+
+    cfg = validate({"name": "k", "dataset": {"name": "digits", "train_size": 120, "val_size": 60},
+                    "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1}})
+    problem = prepare(cfg)
+    assert not problem.dataset.x_train.flags.writeable
+    first = {o: dual.kernel_problem(build_design(o, cfg, problem)).ky.clone() for o in ("svm-l2", "svm-gln", "svm-l2")}
+    dual._KERNEL.clear()
+    for o in ("svm-gln", "svm-l2"):
+        fresh = dual.kernel_problem(build_design(o, cfg, problem)).ky
+        assert torch.equal(first[o], fresh)
+    assert not torch.equal(first["svm-l2"], first["svm-gln"])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gbcli.config import validate
-from gbcli.models.gating import projections, published_hyperplanes, sample_hyperplanes
+from gbcli.models.gating import projections, published_hyperplanes, sample_hyperplanes, torch_median
 from gbcli.runs.stages import compare_run, fit_svm, prepare, train_gd
 
 GATES_OFF = {"name": "lc", "dataset": {"name": "points", "x": [[1.0, 0.1], [0.1, 1.0], [-1.0, -1.0]], "y": [1, -1, 1]},
@@ -56,6 +56,18 @@ def test_published_draws_reproduce_the_published_sequence():
     side = (x.astype(np.float32) @ med.normals.reshape(4, 785).T > med.offsets.reshape(-1))
     assert np.all(side.sum(0) == 25)
     np.testing.assert_array_equal(med.raw_offsets, hp.raw_offsets)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 60, 1001])
+def test_median_is_torch_quantile_bit_for_bit(n):
+    """The published median init used torch.quantile(., 0.5) in float32; `torch_median` (a partition,
+    not a sort) must give the same float32 bits, for odd and even N and with ties."""
+    a = (np.random.default_rng(n).standard_normal((n, 9)) * 300).astype(np.float32)
+    a[: n // 2, 3] = a[-1, 3]    # ties, which decide the median
+    a[:, 5] = 1.0                # a constant column
+    want = torch.stack([torch.quantile(torch.from_numpy(a[:, j]), 0.5) for j in range(a.shape[1])])
+    got = torch_median(a)
+    assert got.dtype == torch.float32 and torch.equal(got, want)
 
 
 @pytest.mark.parametrize("median_init", [True, False])

@@ -99,3 +99,28 @@ def test_what_cannot_be_batched_has_no_batch_key():
     shallow = Config.model_validate({**BODY, "model": {"kind": "relu", "hidden_units": 3}})
     assert batch_key(shallow) is None   # a kind without a stacked network
     assert batch_key(config(momentum=0.9)) == batch_key(config()) != batch_key(config(lr=0.01))
+
+
+@pytest.mark.parametrize("units,count", [(10, 2), (20, 4), (100, 4)])
+def test_stacked_gln_is_bit_for_bit_the_single_networks(units, count):
+    """Batched training computes the K first layers as one product; at the paper grids' widths
+    (H*C >= 20) its outputs and gradients must be the single networks' bit for bit, so a batched
+    grid gives the plain loop's tables. (At tiny widths, H*C = 6, MKL rounds the wide product
+    differently: equal to rounding there, which the trajectory test above allows.)"""
+    from gbcli.models.gln import DeepGLN, StackedGLN
+
+    torch.manual_seed(0)
+    nets = [DeepGLN(units, count, 785) for _ in range(4)]
+    for m in nets:
+        torch.nn.init.normal_(m.w1)
+        torch.nn.init.normal_(m.w2)
+    x = torch.randn(128, 785)
+    ctx = torch.randint(0, count, (4, 128, units))
+    stacked = StackedGLN(nets)
+    out = stacked(x, ctx)
+    out.sum().backward()
+    for k, m in enumerate(nets):
+        single = m(x, ctx[k])
+        single.sum().backward()
+        assert torch.equal(out[k], single)
+        assert torch.equal(stacked.w1.grad[k], m.w1.grad) and torch.equal(stacked.w2.grad[k], m.w2.grad)

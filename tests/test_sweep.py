@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from gbcli.runs.sweep import expand, point_id, sweep_lock
+from gbcli.runs.sweep import expand, group_points, largest_first, point_id, sweep_lock
 
 BASE = {"dataset": {"name": "digits", "train_size": 150, "val_size": 300},
         "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1},
@@ -46,6 +46,23 @@ def test_zip_axes_vary_together_and_grid_multiplies(tmp_path):
     pairs = sorted((p.training.momentum, p.contexts.seed, p.dataset.data_seed) for p in points)
     assert pairs == sorted((m, s, s + 3) for m in (0.0, 0.9) for s in (1, 2, 3))
     assert len({point_id(p) for p in points}) == 6
+
+
+def test_groups_run_largest_first(tmp_path):
+    """The sweep starts the groups with the most work first (networks x steps x parameters + N^2),
+    so the last to start are short; equal groups keep their order."""
+    path = write(tmp_path, {"model.hidden_units": [2, 8, 4], "dataset.train_size": [100, 150],
+                            "training.momentum": [0.0, 0.9]})
+    _, points = expand(path)
+    groups = largest_first(group_points(points, 2))
+    assert sorted(map(len, groups)) == [2] * 6
+    sizes = [(g[0].model.hidden_units, g[0].dataset.train_size) for g in groups]
+    assert sizes[0] == (8, 150) and sizes[-1] == (2, 100)
+    for h in (2, 4, 8):   # at each width the larger training set (more steps, more margins) first
+        assert sizes.index((h, 150)) < sizes.index((h, 100))
+    for n in (100, 150):  # at each size the wider network first
+        assert sizes.index((8, n)) < sizes.index((4, n)) < sizes.index((2, n))
+    assert all({p.training.momentum for p in g} == {0.0, 0.9} for g in groups)
 
 
 def test_local_pool_runs_every_point_and_aggregates(tmp_path):

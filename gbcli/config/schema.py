@@ -184,7 +184,7 @@ class SweepConfig(Section):
     mem_gb: float = Field(4, gt=0, allow_inf_nan=False, description="slurm memory per point, GB")
     threads: Optional[StrictInt] = Field(1, ge=1, le=1024, description="local: torch threads per job (null: the cores "
                                          "split between the jobs); one is fastest when jobs share a busy machine")
-    batch: StrictInt = Field(4, ge=1, le=1024, description="train up to this many networks that share data and "
+    batch: StrictInt = Field(12, ge=1, le=1024, description="train up to this many networks that share data and "
                              "batch order as one computation (same trajectories; gbcli.training.batched)")
     solve_cache: bool = Field(True, description="reuse the solution of a program identical to one already solved "
                                                 "in this sweep (OUT/solves/, gbcli.runs.cache)")

@@ -19,6 +19,7 @@ import numbers
 import os
 import struct
 import urllib.request
+import weakref
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,8 +158,13 @@ def load_dataset(
             f"dataset.train_size + dataset.val_size = {train_size + val_size} exceeds the "
             f"{n_total} {unit} of {name}"
         )
+    key = (id(x_pool), name, train_size, val_size, data_seed, None if classes is None else tuple(classes),
+           tuple(positive_classes) if name in IMAGE_SETS or name == "digits" else None)
+    hit = _SPLITS.get(key)
+    if hit is not None and hit[0]() is x_pool:
+        return hit[1]
     train_idx, val_idx = split_indices(n_total, train_size, val_size, data_seed)
-    return Dataset(
+    ds = Dataset(
         name=name,
         x_train=x_pool[train_idx],
         y_train=y_pool[train_idx],
@@ -168,6 +174,21 @@ def load_dataset(
         train_idx=train_idx,
         val_idx=val_idx,
     )
+    if not x_pool.flags.writeable:   # a cached (read-only) pool: keep the split, read-only too
+        for a in (ds.x_train, ds.y_train, ds.x_val, ds.y_val, ds.train_idx, ds.val_idx):
+            a.flags.writeable = False
+        for k in [k for k, (ref, _) in _SPLITS.items() if ref() is None]:
+            del _SPLITS[k]
+        while len(_SPLITS) >= 4:
+            del _SPLITS[next(iter(_SPLITS))]
+        _SPLITS[key] = (weakref.ref(x_pool), ds)
+    return ds
+
+
+# A sweep worker runs many points on the same split: the split (and its read-only arrays, which
+# gating's float32 rounding then caches too) is kept per pool while the pool lives. Key: the pool
+# object and the split's arguments; at most 4 splits.
+_SPLITS: dict[tuple, tuple[weakref.ref, Dataset]] = {}
 
 
 def split_indices(n_total: int, train_size: int, val_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -257,7 +257,7 @@ class Features(Instrument):
         x, pos = tracker.feature_points
         p = next(model.parameters())
         with torch.no_grad():
-            return model.features(torch.as_tensor(x, dtype=p.dtype, device=p.device), pre=pre), pos
+            return model.features(torch.tensor(x, dtype=p.dtype, device=p.device), pre=pre), pos
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         row = {}

@@ -71,7 +71,7 @@ def cluster_measures(model: nn.Module, x: np.ndarray, x_val: np.ndarray, par_dir
         angle = max(angle, float(np.degrees(np.arccos(np.clip((u @ u.T).min(), -1, 1)))))
     def out(z: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return model(torch.as_tensor(z, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
+            return model(torch.tensor(z, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
     f = out(x_val)
     row = {"cluster_radius": float(r), "cluster_radius_rel": float(r / np.linalg.norm(w1, axis=1).mean()),
            "outside_linear": outside(x), "outside_linear_val": outside(x_val), "max_group_angle": angle,

@@ -25,12 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import yaml
 from matplotlib.figure import Figure
 from scipy.optimize import minimize
 from torch import nn
 
-from gbcli.io import read_json, write_csv
+from gbcli.io import load_yaml, read_json, write_csv
 from gbcli.errors import GbError
 from gbcli.models.base import ModelSpec, Program, set_weights
 from gbcli.reports.render import save_png
@@ -243,7 +242,7 @@ def kkt_row(run_dir: str | Path) -> dict | None:
     gd_path = run_dir / "gd" / "summary.json"
     if not res or not gd_path.is_file():
         return None
-    cfg = yaml.safe_load((run_dir / "gd" / "config.yaml").read_text())
+    cfg = load_yaml((run_dir / "gd" / "config.yaml").read_text())
     gd = read_json(gd_path)
     m, t = cfg["model"], cfg["training"]
     g_res = next(iter(res.values()))

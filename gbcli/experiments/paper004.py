@@ -34,14 +34,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import yaml
 from matplotlib.figure import Figure
 from scipy.optimize import minimize
 from torch import nn
 from torch.func import functional_call
 
 from gbcli.instruments.base import Instrument
-from gbcli.io import flatten, write_csv
+from gbcli.io import flatten, load_yaml, write_csv
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
@@ -247,7 +246,7 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
         gd = summary.parent
         if not (gd / "predictions.npz").is_file():
             continue
-        cfg = {k: repr(v) for k, v in flatten(yaml.safe_load((gd / "config.yaml").read_text())).items()}
+        cfg = {k: repr(v) for k, v in flatten(load_yaml((gd / "config.yaml").read_text())).items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
         metrics = pd.read_csv(gd / "metrics.csv")

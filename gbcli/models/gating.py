@@ -117,10 +117,19 @@ def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int,
         beta = torch.nn.init.normal_(torch.empty(units, k), std=offset_std)
     offsets = beta
     if median_init and k > 0:
-        proj = torch.from_numpy(projections(x_pool, w.numpy()))
-        # column by column: torch.quantile refuses inputs of more than 2^24 elements
-        offsets = torch.stack([torch.quantile(proj[:, j], 0.5) for j in range(proj.shape[1])]).reshape(units, k)
+        offsets = torch_median(projections(x_pool, w.numpy())).reshape(units, k)
     return Hyperplanes(w.numpy().reshape(units, k, dim), offsets.numpy(), beta.numpy())
+
+
+def torch_median(a: np.ndarray) -> torch.Tensor:
+    """Column medians as `torch.quantile(col, 0.5)` gives them (the published code's median init),
+    bit for bit: the two middle order statistics, joined by torch.lerp with weight 0.5 (N even) or 0
+    (N odd), as torch's linear interpolation does. Written out because torch.quantile sorts every
+    column and took 0.2 s of each Figure 2 point (np.partition: 0.035 s at 60,000 x 50)."""
+    n = a.shape[0]
+    lo, hi = (n - 1) // 2, n // 2
+    part = np.partition(a, [lo, hi], axis=0)
+    return torch.lerp(torch.from_numpy(part[lo]), torch.from_numpy(part[hi]), 0.5 if lo != hi else 0.0)
 
 
 def random_relu_gates(units: int, x_pool: np.ndarray, seed: int) -> Hyperplanes:

@@ -79,7 +79,7 @@ class ReLUNet(nn.Module):
 
 def _gates(net: ReLUNet, x: np.ndarray) -> np.ndarray:
     with torch.no_grad():
-        return net.gates(torch.as_tensor(x, dtype=torch.float64)).numpy()
+        return net.gates(torch.tensor(x, dtype=torch.float64)).numpy()
 
 
 def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem, always_on: bool) -> GatedDesign:
@@ -117,7 +117,7 @@ def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     """svm-hl: a linear SVM on the trained hidden layer's outputs."""
     ds = problem.dataset
     with torch.no_grad():
-        to = lambda a: torch.as_tensor(a, dtype=torch.float64)
+        to = lambda a: torch.tensor(a, dtype=torch.float64)
         ft, fv = trained.hidden(to(ds.x_train)).numpy(), trained.hidden(to(ds.x_val)).numpy()
     return GatedDesign(ft, ds.y_train, constant_gates(len(ft)), fv, constant_gates(len(fv)), "sq")
 

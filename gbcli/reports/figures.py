@@ -12,12 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import yaml
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from gbcli.io import flatten, write_csv
+from gbcli.io import flatten, load_yaml, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import save_png
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
@@ -309,7 +308,7 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
         m = pd.read_csv(metrics)
         if any(c in m for c in tracked_columns()):
-            cfg = flatten(yaml.safe_load((metrics.parent / "config.yaml").read_text()))
+            cfg = flatten(load_yaml((metrics.parent / "config.yaml").read_text()))
             runs[metrics.parent.parent.name] = (m, cfg)
     if not runs:
         return []

@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 
 from gbcli.errors import GbError
-from gbcli.io import read_json, write_csv
+from gbcli.io import load_yaml, read_json, write_csv
 from gbcli.metrics import expected_if_uncorrelated, inconsistency
 from gbcli.registry import MODELS
 
@@ -69,7 +69,7 @@ def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarr
 
 
 def _meta(config_path: Path) -> dict:
-    cfg = _read(config_path, lambda p: yaml.safe_load(p.read_text()))
+    cfg = _read(config_path, lambda p: load_yaml(p.read_text()))
     if not isinstance(cfg, dict):
         raise GbError(f"{config_path}: not a resolved gb config; rerun the stage")
     try:

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from gbcli.errors import GbError
-from gbcli.io import clean_temp_files
+from gbcli.io import clean_temp_files, load_yaml
 
 PROBLEM_SECTIONS = ("dataset", "model", "contexts")
 _HELD: dict[str, tuple[int, int]] = {}     # lock path -> (fd, depth) held by this process
@@ -70,7 +70,7 @@ def _manifest(record_path: Path) -> dict | None:
 def _problem_of(config_path: Path) -> dict | None:
     """The problem sections of a stage's saved config.yaml (None: unreadable; the tables say why)."""
     try:
-        d = yaml.safe_load(config_path.read_text())
+        d = load_yaml(config_path.read_text())
     except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError):
         return None
     return {s: d.get(s) for s in PROBLEM_SECTIONS} if isinstance(d, dict) else None

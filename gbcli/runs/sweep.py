@@ -37,7 +37,7 @@ from gbcli.reports.tables import read_tables, summarize
 from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import PROBLEM_SECTIONS, run_lock, section_hash
 from gbcli.runs.executors import check_slurm, run_local, run_slurm
-from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
+from gbcli.runs.stages import build_model, compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
@@ -227,8 +227,10 @@ def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None 
         start = time.time()
         try:
             cfgs = [Config.model_validate(c) for c, _ in todo]
+            shared: dict[str, Problem] = {}   # twins (e.g. two momenta) are gated once: the same data and contexts
             for cfg, (_, d) in zip(cfgs, todo):
-                problems[d] = prepare(cfg)
+                key = section_hash(cfg, PROBLEM_SECTIONS)
+                problems[d] = shared[key] = shared.get(key) or prepare(cfg)
             train_gd_group(cfgs, [d for _, d in todo], [problems[d] for _, d in todo])
             note = f"trained as one computation with {len(todo)} networks in {time.time() - start:.1f} s"
         except Exception as exc:   # each point then trains on its own, and records its own failure
@@ -280,7 +282,7 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
             cache = str(out / "solves") if base.sweep.solve_cache else None
             size = min(base.sweep.batch, -(-len(todo) // jobs))   # groups enough to keep every job busy
             tasks = [([p.to_dict() for p in g], [str(dirs[point_id(p)]) for p in g], cache)
-                     for g in spread_twins(group_points(todo, size))]
+                     for g in largest_first(spread_twins(group_points(todo, size)))]
             if executor == "slurm":
                 run_slurm(run_group, tasks, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
             else:
@@ -315,6 +317,24 @@ def spread_twins(groups: list[list[Config]]) -> list[list[Config]]:
     for g in groups:
         sets.setdefault(tuple(section_hash(p, PROBLEM_SECTIONS + ("svm",)) for p in g), []).append(g)
     return [s[i] for i in range(max(map(len, sets.values()), default=0)) for s in sets.values() if i < len(s)]
+
+
+def largest_first(groups: list[list[Config]]) -> list[list[Config]]:
+    """The groups by estimated work, largest first (ties in the given order): the last tasks to
+    start are the short ones, so no job is left running a big group while the others idle (on
+    Figure 2 a group of 12 networks takes 10-120 s). The estimate: points x training steps x the
+    network's parameters, plus points x N^2 for the programs."""
+    def work(g: list[Config]) -> float:
+        p = g[0]
+        n = p.dataset.train_size
+        steps = p.training.epochs * -(-n // min(p.training.batch_size or n, n))
+        try:
+            params = sum(w.numel() for w in build_model(p, p.dataset.feature_dim()).parameters())
+        except Exception:   # only an estimate: a network that cannot be built here fails in its point
+            params = 1
+        return len(g) * (steps * params + n * n)
+    cost = [work(g) for g in groups]
+    return [groups[i] for i in sorted(range(len(groups)), key=lambda i: -cost[i])]
 
 
 def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) -> list[Path]:

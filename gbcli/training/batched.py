@@ -64,6 +64,7 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list) -> list[T
     logs = [MetricLog(c, xt, yt, cts[k], xv, yv, cvs[k]) for k, c in enumerate(cfgs)]
     params = list(stacked.parameters())
     mu = torch.tensor([c.training.momentum for c in cfgs], dtype=torch.float32, device=device)
+    mus = [mu.view(-1, *[1] * (p.dim() - 1)) for p in params]   # each network's momentum, per parameter
     bufs: list[torch.Tensor] | None = None
     sched = Schedule.of(t, xt.shape[0])
     gen = torch.Generator().manual_seed(t.batch_seed)
@@ -81,19 +82,21 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list) -> list[T
             if step in sched.log_at and not log_all(step, epoch + i / sched.per_epoch, lr):
                 return None
             idx = perm[i * sched.batch:(i + 1) * sched.batch]
-            out = stacked(xt[idx], ct[:, idx])
-            losses = [loss_fn(yt[idx] * out[k], t.loss) for k in range(len(models))]
-            if not all(bool(torch.isfinite(x)) for x in losses):
+            # index_select: the rows of xt[idx], 3-5x faster than advanced indexing (issue 13)
+            yb = yt.index_select(0, idx)
+            out = stacked(xt.index_select(0, idx), ct.index_select(1, idx))
+            losses = torch.stack([loss_fn(yb * out[k], t.loss) for k in range(len(models))])
+            if not bool(torch.isfinite(losses).all()):
                 return None
             for p in params:
                 p.grad = None
-            sum(losses).backward()   # d(sum)/d(loss_k) = 1: each network gets its own gradient
+            losses.sum().backward()   # d(sum)/d(loss_k) = 1: each network gets its own gradient
             with torch.no_grad():
                 if bufs is None:     # torch.optim.SGD: the first buffer is the gradient itself
                     bufs = [p.grad.clone() for p in params]
                 else:
-                    for b, p in zip(bufs, params):
-                        b.mul_(mu.view(-1, *[1] * (b.dim() - 1))).add_(p.grad)
+                    for b, p, m in zip(bufs, params, mus):
+                        b.mul_(m).add_(p.grad)
                 for b, p in zip(bufs, params):
                     p.add_(b, alpha=-lr)
             step += 1

@@ -124,7 +124,7 @@ class MetricLog:
 
 
 def tensors(device, *arrays, dtype=torch.float32):
-    return [None if a is None else torch.as_tensor(a, dtype=dtype, device=device) for a in arrays]
+    return [None if a is None else torch.tensor(a, dtype=dtype, device=device) for a in arrays]
 
 
 def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
