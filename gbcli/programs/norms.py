@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+import threadpoolctl
 import torch
 
 from gbcli.programs.design import GatedDesign, combination, decision
@@ -271,7 +272,21 @@ class ReferenceL2(Norm):
         points, with kernel <x,x'> e'(A'A)^+ e'. The program does not determine the rest of the
         predictor; we take the minimum-norm null part that lifts each free point's margin to
         max(1, its margin). Returns (zeta, status, message, lam, iterations), or None when the
-        reduction does not apply."""
+        reduction does not apply.
+
+        Computed on one BLAS and one torch thread, whatever the caller uses: the program leaves
+        the predictor to rounding, so the rounding must not depend on the machine's threads (with
+        numpy on 2 OpenBLAS threads instead of 1, 6 of 48 Figure 2 points got another svm-l2-reference
+        predictor, 1-2 validation points apart; issue 13)."""
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+                return self._solve_reduced(design, tol, max_iters, device)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _solve_reduced(self, design, tol, max_iters, device):
         x, y, e = design.x_train, design.y_train, design.e_train
         null, pinv = reference_null_and_pinv(design.units, design.count)
         cn = e @ null

@@ -25,19 +25,20 @@ import traceback
 from pathlib import Path
 
 import pandas as pd
+import threadpoolctl
 import torch
 
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
 from gbcli.errors import GbError
 from gbcli.models.base import Problem
 from gbcli.io import flatten, read_json, write_csv, write_json
-from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS
+from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS, spec_of
 from gbcli.reports.figures import plot_sweep
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import PROBLEM_SECTIONS, run_lock, section_hash
 from gbcli.runs.executors import check_slurm, run_local, run_slurm
-from gbcli.runs.stages import build_model, compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
+from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
@@ -141,13 +142,22 @@ def is_done(run_dir: Path) -> bool:
     return (run_dir / "tables" / "errors.csv").is_file()
 
 
+def limit_threads(threads: int) -> None:
+    """`threads` threads for torch and for the BLAS numpy uses (OpenBLAS), in this worker process.
+    Without the second, every numpy product of a point (gating, predictions) ran on as many
+    OpenBLAS threads as the machine has cores, next to the other jobs: on 2 cores with 2 jobs,
+    threads that wait for each other (issue 13)."""
+    if threads:
+        torch.set_num_threads(threads)
+        threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+
+
 def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, threads: int = 0,
               problem: Problem | None = None) -> dict:
     """Run one point (in a worker process or a Slurm task); never raises: failures (an exception,
     a diverged network, a result without a certificate, a full disk) are recorded in `failed.json`
     when it can still be written, and returned in any case. `cache_dir`: the sweep's solve cache."""
-    if threads:
-        torch.set_num_threads(threads)
+    limit_threads(threads)
     run_dir = Path(run_dir)
     log_path = run_dir / "log.txt"
     start, stage = time.time(), "prepare"
@@ -219,8 +229,7 @@ def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None 
     """Run a group of points (`group_points`; a worker's task): the networks not yet trained train
     as one computation (`train_gd_group`), then each point runs as `run_point` (which finds its
     network trained). Never raises; returns each point's record."""
-    if threads:
-        torch.set_num_threads(threads)
+    limit_threads(threads)
     problems: dict[str, Problem] = {}
     todo = [(c, d) for c, d in zip(cfg_dicts, run_dirs) if not (Path(d) / "gd" / "summary.json").is_file()]
     if len(todo) > 1:
@@ -324,15 +333,26 @@ def largest_first(groups: list[list[Config]]) -> list[list[Config]]:
     start are the short ones, so no job is left running a big group while the others idle (on
     Figure 2 a group of 12 networks takes 10-120 s). The estimate: points x training steps x the
     network's parameters, plus points x N^2 for the programs."""
+    sizes: dict[str, int] = {}
+
+    def parameters(p: Config) -> int:
+        """The network's parameter count, from a network built on torch's meta device (shapes
+        only: no memory, no initialization; a 32768-context shallow GLN took seconds to build)."""
+        key = json.dumps([p.model.model_dump(mode="json"), p.contexts.model_dump(mode="json"),
+                          p.dataset.feature_dim()], sort_keys=True)
+        if key not in sizes:
+            try:
+                with torch.device("meta"):
+                    sizes[key] = sum(w.numel() for w in spec_of(p).network(p, p.dataset.feature_dim()).parameters())
+            except Exception:   # only an estimate: a network that cannot be built fails in its point
+                sizes[key] = 1
+        return sizes[key]
+
     def work(g: list[Config]) -> float:
         p = g[0]
         n = p.dataset.train_size
         steps = p.training.epochs * -(-n // min(p.training.batch_size or n, n))
-        try:
-            params = sum(w.numel() for w in build_model(p, p.dataset.feature_dim()).parameters())
-        except Exception:   # only an estimate: a network that cannot be built here fails in its point
-            params = 1
-        return len(g) * (steps * params + n * n)
+        return len(g) * (steps * parameters(p) + n * n)
     cost = [work(g) for g in groups]
     return [groups[i] for i in sorted(range(len(groups)), key=lambda i: -cost[i])]
 
