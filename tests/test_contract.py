@@ -66,7 +66,7 @@ def test_model_and_program_contract(kind, program, trained):
     assert summary["status"] == "ok" and summary["steps"] > 0 and np.isfinite(summary["train_loss"])
     net = load_trained(run, cfg, ds.dim)
     with torch.no_grad():
-        reloaded = net(torch.as_tensor(ds.x_val, dtype=torch.float64),
+        reloaded = net(torch.tensor(ds.x_val, dtype=torch.float64),
                        None if problem.ctx_val is None else torch.as_tensor(problem.ctx_val)).numpy()
     np.testing.assert_allclose(reloaded, np.load(run / "gd" / "predictions.npz")["val_out"], rtol=1e-4, atol=1e-5)
     # the program: solved with a certificate (optimal or certified infeasible; paper 003's

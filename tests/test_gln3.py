@@ -24,7 +24,7 @@ def test_output_is_the_global_context_predictor_of_degree_three():
     cfg = config()
     problem = prepare(cfg)
     net = build_model(cfg, problem.dataset.dim).double()
-    x = torch.as_tensor(problem.dataset.x_train)
+    x = torch.tensor(problem.dataset.x_train)
     ctx = torch.as_tensor(problem.ctx_train)
     assert ctx.shape == (60, 6)                    # H contexts per layer, two layers
     w1, w2, w3 = (w.detach().numpy() for w in net.weights())

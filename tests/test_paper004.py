@@ -32,7 +32,7 @@ def teacher_config(model: dict, **training):
 
 def tensors(problem):
     ds = problem.dataset
-    return torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
+    return torch.tensor(ds.x_train), torch.tensor(ds.y_train)
 
 
 def test_gradient_alignment_is_declared_once_for_every_model_kind():

@@ -53,7 +53,7 @@ def measure(tracker, model, problem):
     cv = None if problem.ctx_val is None else torch.as_tensor(problem.ctx_val)
     with torch.no_grad():
         margins = y * model(x, ctx)
-        val = model(torch.as_tensor(problem.dataset.x_val, dtype=torch.float64), cv)
+        val = model(torch.tensor(problem.dataset.x_val, dtype=torch.float64), cv)
     return tracker.measure(model, x, y, ctx, margins, val)
 
 
@@ -148,7 +148,7 @@ def test_constant_rule_is_plain_sgd_with_unchanged_columns():
     res = train(model, cfg, ds.x_train, ds.y_train, None, ds.x_val, ds.y_val, None, progress=False)
     assert list(res.metrics.columns) == ["step", "epoch", "lr", "train_loss", "train_error", "val_error",
                                          "weight_norm", "normalized_margin"]
-    x, y = torch.as_tensor(ds.x_train, dtype=torch.float32), torch.as_tensor(ds.y_train, dtype=torch.float32)
+    x, y = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.y_train, dtype=torch.float32)
     opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(cfg.training.batch_seed)
     for _ in range(3):
