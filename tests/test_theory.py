@@ -43,7 +43,7 @@ def gln_config(**training):
 
 def tensors(problem):
     ds = problem.dataset
-    t = lambda a: torch.as_tensor(a, dtype=torch.float64)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)
     ctx = None if problem.ctx_train is None else torch.as_tensor(problem.ctx_train)
     return t(ds.x_train), t(ds.y_train), ctx
 
@@ -217,7 +217,7 @@ def test_homogeneous_normalized_step_divides_by_the_loss_and_the_squared_norm():
     ds = problem.dataset
     model, ref = build_model(cfg, ds.dim), build_model(cfg, ds.dim)
     train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val, progress=False)
-    x, y = torch.as_tensor(ds.x_train, dtype=torch.float32), torch.as_tensor(ds.y_train, dtype=torch.float32)
+    x, y = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.y_train, dtype=torch.float32)
     ctx = torch.as_tensor(problem.ctx_train)
     log_r = log_mean_loss(y * ref(x, ctx), "logistic")
     log_r.backward()
