@@ -101,7 +101,9 @@ def test_local_pool_runs_every_point_and_aggregates(tmp_path):
 
 
 def test_kill_minus_nine_then_rerun_completes_without_duplicates(tmp_path):
-    path = write(tmp_path, {"contexts.seed": [1, 2, 3, 4, 5, 6]}, training={"epochs": 150})
+    # groups of 2 networks: a group of all 6 (the default batch of 12) trains at once and then
+    # finishes its points within a fraction of a second, before the kill could land between them
+    path = write(tmp_path, {"contexts.seed": [1, 2, 3, 4, 5, 6]}, training={"epochs": 150}, sweep={"batch": 2})
     out = tmp_path / "runs/grid"
     proc = subprocess.Popen([sys.executable, "-m", "gbcli.cli", "sweep", str(path), "-q"], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
