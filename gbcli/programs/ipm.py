@@ -85,18 +85,33 @@ class Kernel:
             return ((self.features @ v.T) * self.e) @ self.member
         return ((self.ky @ (self.e * lam[:, None])) * self.e) @ self.member
 
+    def _factors(self, a: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, float]:
+        """sum_g a_g Q_g = Ky o (cols diag(w) cols' + const): (E, member a, 0) in general,
+        (Phi, a / C per Phi column, sum_g a_g / C_g) for one-hot groups; (None, None, 0) without gates."""
+        if self.e is None:
+            return None, None, 0.0
+        if self.phi is not None:
+            ws = a * self.inv_size
+            return self.phi, self.phi_member @ ws, float(ws.sum())
+        return self.e, self.member @ a, 0.0
+
+    def _block(self, a: torch.Tensor, factors, rows: slice, part: slice, out: torch.Tensor) -> None:
+        """The block (rows, part) of sum_g a_g Q_g into `out`."""
+        cols, w, const = factors
+        if cols is None:
+            torch.mul(self.ky[rows, part], a[0], out=out)
+            return
+        torch.mm(cols[rows] * w[None, :], cols[part].T, out=out)
+        if const:
+            out.add_(const)
+        out.mul_(self.ky[rows, part])
+
     def weighted(self, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """out = sum_g a_g Q_g = Ky o (E diag(a) E'): one N x R x N product (N x (R - G) x N for
         one-hot groups)."""
-        if self.e is None:
-            return torch.mul(self.ky, a[0], out=out)
-        if self.phi is not None:
-            w = a * self.inv_size
-            torch.mm(self.phi * (self.phi_member @ w)[None, :], self.phi.T, out=out)
-            out.add_(float(w.sum()))
-            return out.mul_(self.ky)
-        torch.mm(self.e * (self.member @ a)[None, :], self.e.T, out=out)
-        return out.mul_(self.ky)
+        whole = slice(None)
+        self._block(a, self._factors(a), whole, whole, out)
+        return out
 
     def newton_lower(self, a: torch.Tensor, left: torch.Tensor, right: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """The lower triangle (with the diagonal) of sum_g a_g Q_g + left right' in `out`, block by
@@ -106,25 +121,13 @@ class Kernel:
         n = out.shape[0]
         b = 4 if n >= 1500 else 2 if n >= 600 else 1
         cuts = [i * n // b for i in range(b + 1)]
-        if self.e is None:
-            cols, w, const = None, None, None
-        elif self.phi is not None:
-            ws = a * self.inv_size
-            cols, w, const = self.phi, self.phi_member @ ws, float(ws.sum())
-        else:
-            cols, w, const = self.e, self.member @ a, None
+        factors = self._factors(a)
         for i in range(b):
             rows = slice(cuts[i], cuts[i + 1])
             for j in range(i + 1):
                 part = slice(cuts[j], cuts[j + 1])
                 blk = out[rows, part]
-                if cols is None:
-                    torch.mul(self.ky[rows, part], a[0], out=blk)
-                else:
-                    torch.mm(cols[rows] * w[None, :], cols[part].T, out=blk)
-                    if const is not None:
-                        blk.add_(const)
-                    blk.mul_(self.ky[rows, part])
+                self._block(a, factors, rows, part, blk)
                 blk.addmm_(left[rows], right[part].T)
         return out
 

@@ -152,12 +152,11 @@ def limit_threads(threads: int) -> None:
         threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
 
 
-def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, threads: int = 0,
-              problem: Problem | None = None) -> dict:
-    """Run one point (in a worker process or a Slurm task); never raises: failures (an exception,
-    a diverged network, a result without a certificate, a full disk) are recorded in `failed.json`
-    when it can still be written, and returned in any case. `cache_dir`: the sweep's solve cache."""
-    limit_threads(threads)
+def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, problem: Problem | None = None) -> dict:
+    """Run one point (of a worker's group, `run_group`, which set the threads); never raises: failures
+    (an exception, a diverged network, a result without a certificate, a full disk) are recorded in
+    `failed.json` when it can still be written, and returned in any case. `cache_dir`: the sweep's
+    solve cache."""
     run_dir = Path(run_dir)
     log_path = run_dir / "log.txt"
     start, stage = time.time(), "prepare"
@@ -250,7 +249,7 @@ def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None 
                     log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
             except OSError:
                 pass
-    return [run_point(c, d, cache_dir, threads, problems.get(d)) for c, d in zip(cfg_dicts, run_dirs)]
+    return [run_point(c, d, cache_dir, problems.get(d)) for c, d in zip(cfg_dicts, run_dirs)]
 
 
 class PointFailure(Exception):
