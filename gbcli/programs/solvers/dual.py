@@ -28,7 +28,7 @@ from scipy.optimize import nnls
 
 from gbcli.programs.certify import CERTIFY_TOL, relative_margin_bound
 from gbcli.programs.design import GatedDesign, Solution, combination, decision
-from gbcli.programs.ipm import Kernel, interior_point
+from gbcli.programs.ipm import STALLED, Kernel, interior_point, polish
 from gbcli.programs.norms import NORMS, norm_of
 from gbcli.programs import workingset
 from gbcli.programs.solvers.base import Solver
@@ -48,6 +48,21 @@ def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
     if out is None:
         raise ValueError(f"the dual solver does not cover norm {design.norm!r}")
     return Kernel(*out, features=xy)
+
+
+def primal_products(design: GatedDesign, grp: Kernel):
+    """(lam, s) -> (margins, lam'Q_g lam per group) through the primal, V = combination(lam) and then
+    each point's product with zeta = recover(V, s): the polish's residuals (`ipm.polish`). On the
+    nearly inseparable H = 10 programs at N = 48,000 their margins are 5-15x closer to a long-double
+    reference than the kernel products' (max error 0.9-1.3e-7 against 0.7-1.3e-6)."""
+    norm = norm_of(design)
+
+    def products(lam: np.ndarray, s: np.ndarray):
+        v = combination(design, lam)
+        m = decision(norm.recover(design, v, s), design.x_train, design.e_train) * design.y_train
+        f = [float(np.sum(v[g] ** 2)) for g in design.groups] if grp.e is not None else [norm.dual(design, v) ** 2]
+        return m, np.array(f)
+    return products
 
 
 _KERNEL: list = []   # [(weakref x, weakref y, device, xy, ky)]: the last linear kernel built
@@ -142,10 +157,19 @@ class DualSolver(Solver):
             return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam)
 
         def solve_on(sub: GatedDesign, sub_tol: float, start=None):
-            status, message, lam, s, it = interior_point(kernel_problem(sub, device), norm.quadratic, sub_tol,
-                                                         max_iters, start=start)
+            grp = kernel_problem(sub, device)
+            status, message, lam, s, it = interior_point(grp, norm.quadratic, sub_tol, max_iters, start=start)
             if status == "infeasible":
                 lam = polish_ray(sub, lam)
+            elif status == "inaccurate" and s is not None and message.endswith(STALLED):
+                # stalled short of the tolerance (not stopped by max_iters): finish on its active set
+                done = polish(grp, lam, s, norm.quadratic, primal_products(sub, grp))
+                if done is not None:
+                    lam, s, gap = done
+                    if gap <= sub_tol:
+                        status = "optimal"
+                    message = (f"polished on the active set to a relative gap of {gap:.1e} (the interior-point "
+                               f"method {message})")
             return status, message, lam, s, it
 
         if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
