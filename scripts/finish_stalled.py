@@ -33,6 +33,7 @@ from gbcli.programs.solvers.dual import kernel_problem, primal_products  # noqa:
 from gbcli.programs.workingset import margins, subset  # noqa: E402
 from gbcli.runs.cache import SolveCache  # noqa: E402
 from gbcli.runs.stages import _record, build_design, prepare, run_lock, svm_manifest  # noqa: E402
+from gbcli.runs.sweep import limit_threads  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -40,6 +41,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     run_dir, obj = Path(argv[0]), argv[1]
+    limit_threads(1)   # as a sweep's worker
     out = run_dir / "svm" / obj
     old = json.loads((out / "result.json").read_text())
     if old["status"] != "inaccurate" or old["solver"] != "dual":
@@ -68,7 +70,7 @@ def main(argv: list[str]) -> int:
     lam_w, s, gap = done
     full = np.zeros(len(lam))
     full[w] = lam_w
-    new = norm.recover(sub, combination(sub, lam_w), s)
+    new = np.asarray(norm.recover(sub, combination(sub, lam_w, precise=True), np.asarray(s, np.longdouble)), np.float64)
     new = new / float(margins(design, new).min())   # every one of the N margins >= 1
     seconds = time.perf_counter() - start
     message = (f"finished by scripts/finish_stalled.py: the stored working-set answer ({old['message']}) polished on "

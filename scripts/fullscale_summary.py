@@ -88,8 +88,10 @@ def main(argv: list[str]) -> None:
     ef, inf = ef.assign(epochs=ef.point.map(epochs)), inf.assign(epochs=inf.point.map(epochs))
     e2, i2 = pd.read_csv(fig2 / "errors.csv"), pd.read_csv(fig2 / "inconsistency.csv")
     hs = sorted(ef.hidden_units.unique())
+    # the same networks: each H's small-N points only for the context seeds finished at N = 48,000
+    done = set(zip(ef.hidden_units, ef.context_seed))
     same = lambda t: t[t.hidden_units.isin(hs) & (t.contexts == 2) & t.median_init & (t.momentum == 0)
-                       & t.context_seed.isin(ef.context_seed.unique())]
+                       & pd.Series([k in done for k in zip(t.hidden_units, t.context_seed)], index=t.index)]
     e2, i2 = e2.assign(epochs=(400000 / e2.train_size).round().astype(int)), i2.assign(
         epochs=(400000 / i2.train_size).round().astype(int))   # the paper schedule: 200 * 2000 / N epochs
     e, i = pd.concat([same(e2), ef]), pd.concat([same(i2), inf])
@@ -104,6 +106,8 @@ def main(argv: list[str]) -> None:
     ef = ef[(ef.predictor == "gd-gln") | (ef.epochs == ef.epochs.min())]   # each program once (both schedules share it)
     print(md(ef[cols].sort_values(["hidden_units", "context_seed", "predictor", "epochs"]).reset_index(drop=True), 6),
           "\n")
+    print(f"context seeds finished at N = 48,000 (the small-N columns use the same): "
+          f"{', '.join(f'H = {h}: {sorted(int(k) for hh, k in done if hh == h)}' for h in hs)}\n")
     print("## validation error by N (mean over the context seeds)\n")
     print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="N, epochs", values="val_error", observed=True)), "\n")
     print("## train error by N (mean over the context seeds)\n")
@@ -120,9 +124,9 @@ def main(argv: list[str]) -> None:
         draw(i, e, figure)
     p = i.pivot_table(index=["hidden_units", "N, epochs", "context_seed"], columns="predictor_a", values="inconsistency",
                       observed=True)
-    closer = (p["svm-gln"] < p["svm-l2"]).groupby(level=[0, 1]).sum().unstack()
-    print("## points where svm-gln is closer to GD than svm-l2 (of the seeds)\n")
-    print(md(closer.astype(int)), "\n")
+    closer = (p["svm-gln"] < p["svm-l2"]).groupby(level=[0, 1]).agg(lambda c: f"{int(c.sum())} of {len(c)}").unstack()
+    print("## context seeds where svm-gln is closer to GD than svm-l2\n")
+    print(md(closer), "\n")
 
 
 if __name__ == "__main__":

@@ -71,8 +71,15 @@ def decision(zeta: np.ndarray, x: np.ndarray, e: np.ndarray) -> np.ndarray:
     return ((x @ zeta.T) * e).sum(1)
 
 
-def combination(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
-    """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs."""
+def combination(design: GatedDesign, lam: np.ndarray, precise: bool = False) -> np.ndarray:
+    """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs. `precise`: in
+    numpy's long double (64-bit mantissa on x86-64 Linux; plain float64 where the platform has no
+    wider type), returned as such: on the nearly inseparable programs this sum cancels ~1e6-fold,
+    and the margins of a predictor recovered from a float64 V are off by up to ~5e-6 (issue 13)."""
+    if precise:
+        ld = np.longdouble
+        return design.e_train.T.astype(ld) @ ((np.asarray(lam, ld) * design.y_train.astype(ld))[:, None]
+                                              * design.x_train.astype(ld))
     return design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)
 
 

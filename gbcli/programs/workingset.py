@@ -92,7 +92,9 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
             return status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it
         if s is None:
             return status, f"{message} (working set of {len(w)} points, round {rnd})", None, None, total_it
-        zeta = norm.recover(sub, combination(sub, lam_w), s)
+        # V in long double: the margins of a nearly inseparable program's predictor (issue 13)
+        zeta = np.asarray(norm.recover(sub, combination(sub, lam_w, precise=True), np.asarray(s, np.longdouble)),
+                          np.float64)
         m = margins(design, zeta)
         scale = float(m[w].min())
         if scale <= 0:
