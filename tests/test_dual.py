@@ -300,3 +300,20 @@ def test_polish_finishes_an_unfinished_interior_point_solution(objective, units,
     full = solve_dual(design)
     assert norm.value(design, zeta) == pytest.approx(full.value, rel=1e-7)
     assert (lam2 > 0).sum() < len(lam2)     # a proper active set, not every point
+
+
+@pytest.mark.parametrize("objective", ["svm-l2", "svm-gln"])
+@pytest.mark.parametrize("working_set", [False, True])
+def test_a_stalled_interior_point_method_is_polished_to_the_tolerance(objective, working_set):
+    """Asked for a gap of 1e-12, the interior-point method stalls (near 1e-10 on digits, as near 1e-6 on
+    the nearly inseparable 48,000-point programs); the solver finishes on the active set and the
+    certificate confirms the tolerance, with and without the working set."""
+    from gbcli.programs.ipm import POLISHED
+
+    design = digits_design(objective, "gln", 3, 2, 300, 1)
+    sol = solve_dual(design, tol=1e-12, working_set=working_set)
+    assert sol.status == "optimal" and sol.message.startswith(POLISHED), sol.message
+    assert "no progress" in sol.message               # it did stall
+    cert = certificate(design, sol, 1e-12)
+    assert cert["certified"] and cert["rel_gap"] <= 1e-12 and cert["min_margin"] >= 1 - 1e-12
+    assert sol.value == pytest.approx(solve_dual(design).value, rel=1e-8)

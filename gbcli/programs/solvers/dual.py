@@ -28,7 +28,7 @@ from scipy.optimize import nnls
 
 from gbcli.programs.certify import CERTIFY_TOL, relative_margin_bound
 from gbcli.programs.design import GatedDesign, Solution, combination, decision
-from gbcli.programs.ipm import STALLED, Kernel, interior_point, polish
+from gbcli.programs.ipm import POLISHED, STALLED, Kernel, interior_point, polish
 from gbcli.programs.norms import NORMS, norm_of
 from gbcli.programs import workingset
 from gbcli.programs.solvers.base import Solver
@@ -170,8 +170,7 @@ class DualSolver(Solver):
                     lam, s, gap = done
                     if gap <= sub_tol:
                         status = "optimal"
-                    message = (f"polished on the active set to a relative gap of {gap:.1e} (the interior-point "
-                               f"method {message})")
+                    message = f"{POLISHED} to a relative gap of {gap:.1e} (the interior-point method {message})"
             return status, message, lam, s, it
 
         if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
