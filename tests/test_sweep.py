@@ -186,3 +186,14 @@ def test_slurm_executor_runs_a_real_job_array(tmp_path):
     assert (errors[errors.predictor != "gd-gln"].status == "optimal").all()
     # each point ran inside a Slurm task: its log names a Slurm job
     assert list((tmp_path / "runs/slurmgrid/slurm").rglob("*_log.out"))
+
+
+def test_a_points_done_marker_is_written_after_both_tables(tmp_path):
+    """A sweep counts a point as done when tables/errors.csv exists, so write_tables writes it last:
+    a kill -9 between the two writes once left a "done" point without inconsistency.csv."""
+    from gbcli.reports.tables import write_tables
+
+    frame = pd.DataFrame({"a": [1.0]})
+    write_tables(tmp_path, frame, frame)
+    t = {n: (tmp_path / "tables" / f"{n}.csv").stat().st_mtime_ns for n in ("errors", "inconsistency")}
+    assert t["inconsistency"] < t["errors"], t

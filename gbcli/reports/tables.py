@@ -141,9 +141,12 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame) -> None:
+    """inconsistency.csv, then errors.csv: a sweep counts a point as done when errors.csv exists, so
+    it must come last (a kill -9 between the two once left a "done" point without its
+    inconsistency table, and the resumed sweep failed on it)."""
     out = Path(out_dir) / "tables"
-    write_csv(out / "errors.csv", errors)
     write_csv(out / "inconsistency.csv", incons)
+    write_csv(out / "errors.csv", errors)
 
 
 REQUIRED_COLUMNS = {"errors": ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init",
