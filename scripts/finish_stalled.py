@@ -70,8 +70,12 @@ def main(argv: list[str]) -> int:
     lam_w, s, gap = done
     full = np.zeros(len(lam))
     full[w] = lam_w
-    new = np.asarray(norm.recover(sub, combination(sub, lam_w, precise=True), np.asarray(s, np.longdouble)), np.float64)
-    new = new / float(margins(design, new).min())   # every one of the N margins >= 1
+    new = norm.predictor(sub, lam_w, s, precise=True)
+    low = float(margins(design, new).min())
+    if low <= 0:
+        print(f"{out}: the polished predictor has no positive margin on all N points; nothing written")
+        return 1
+    new = new / low   # every one of the N margins >= 1
     seconds = time.perf_counter() - start
     message = (f"finished by scripts/finish_stalled.py: the stored working-set answer ({old['message']}) polished on "
                f"its active set of {int((lam_w > 0).sum())} points to a relative gap of {gap:.1e} in {seconds:.1f} s")

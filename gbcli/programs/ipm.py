@@ -176,7 +176,7 @@ def _gap(margins: np.ndarray, f: np.ndarray, lam: np.ndarray, s: np.ndarray, qua
     return 1 - (1 - gap) ** 2 if quadratic else gap
 
 
-def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact=None, passes: int = 6, steps: int = 12):
+def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, passes: int = 6, steps: int = 12):
     """Newton's method on the optimality conditions of the active set of an interior-point answer
     that stopped short (issue 13: the nearly inseparable H = 10 programs at N = 48,000 stall at a
     relative gap of 1e-6 to 4e-6).
@@ -192,7 +192,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact=N
     sum_g s_g Q_g lam are off by up to 1.3e-6 (sums of ~6000 terms about 1e9 times larger than the
     result; against a long-double reference), about where the interior-point method stalls, and
     those through the primal (V(lam), then each point's product with zeta) by up to 1.3e-7 (the
-    caller passes that; default: the kernel products). A point whose multiplier turns negative
+    caller passes those: `gbcli.programs.solvers.dual.primal_products`). A point whose multiplier turns negative
     leaves S, one outside S whose margin falls below 1 joins it, and the conditions are solved again.
     Returns (lam, s, gap) as numpy arrays and a float when it ends with lam, s >= 0 and a smaller gap
     than the start's; else None (the caller keeps the interior-point answer).
@@ -201,10 +201,6 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact=N
     stalled 48,000-point solves (one thread, long-double residuals), seed 1's svm-l2 from 3.6e-6 to
     3.6e-8 in 21 s and seed 2's svm-gln from 6.2e-5 to 5.6e-7 in 80 s, both certified."""
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
-    if exact is None:
-        def exact(lm, sv):
-            u = grp.u(torch.as_tensor(lm, **opts))
-            return (u @ torch.as_tensor(sv, **opts)).cpu().numpy(), (u * torch.as_tensor(lm, **opts)[:, None]).sum(0).cpu().numpy()
     lam, s = np.asarray(lam, dtype=np.float64), np.asarray(s, dtype=np.float64)
     margins, f = exact(lam, s)
     start_gap = _gap(margins, f, lam, s, quadratic)

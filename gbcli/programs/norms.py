@@ -109,6 +109,16 @@ class Norm:
         """The primal zeta from V = combination(lam) and the group multipliers s."""
         raise NotImplementedError
 
+    def predictor(self, design: GatedDesign, lam: np.ndarray, s: np.ndarray, precise: bool = False) -> np.ndarray:
+        """zeta = recover(V(lam), s) in float64. `precise`: V and the recovery in long double, for an
+        answer finished by the active-set polish: a nearly inseparable program's V cancels ~1e6-fold
+        and the margins of a float64 recovery are off by up to ~5e-6 (issue 13); 2.2 s against
+        0.02 s at 6500 points, so only where it is needed."""
+        if not precise:
+            return self.recover(design, combination(design, lam), s)
+        v = combination(design, lam, precise=True)
+        return np.asarray(self.recover(design, v, np.asarray(s, np.longdouble)), np.float64)
+
     def solve_reduced(self, design: GatedDesign, tol: float, max_iters: int | None, device: str):
         """Norms with `has_reduction`: their own exact route through the dual (see ReferenceL2)."""
         raise NotImplementedError

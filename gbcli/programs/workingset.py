@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from gbcli.programs.design import GatedDesign, combination, decision
+from gbcli.programs.design import GatedDesign, decision
 from gbcli.programs.ipm import POLISHED, TIGHTER
 from gbcli.programs.norms import norm_of
 
@@ -92,11 +92,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
             return status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it
         if s is None:
             return status, f"{message} (working set of {len(w)} points, round {rnd})", None, None, total_it
-        # a polished answer's V in long double: a nearly inseparable program's margins lose ~5e-6 in
-        # float64 (issue 13); 2.2 s against 0.02 s at |W| = 6500, so only where it is needed
-        precise = message.startswith(POLISHED)
-        zeta = np.asarray(norm.recover(sub, combination(sub, lam_w, precise), np.asarray(s, np.longdouble)
-                                       if precise else s), np.float64)
+        zeta = norm.predictor(sub, lam_w, s, precise=message.startswith(POLISHED))
         m = margins(design, zeta)
         scale = float(m[w].min())
         if scale <= 0:

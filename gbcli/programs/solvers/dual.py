@@ -122,7 +122,7 @@ def recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, me
             seconds: float, iterations: int) -> Solution:
     """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
     norm = norm_of(design)
-    zeta = norm.recover(design, combination(design, lam), s)
+    zeta = norm.predictor(design, lam, s, precise=message.startswith(POLISHED))
     m = decision(zeta, design.x_train, design.e_train) * design.y_train
     if m.min() > 0:   # the stopping test assumed this rescaling (it may scale up as well as down)
         zeta = zeta / m.min()
