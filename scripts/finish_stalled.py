@@ -43,13 +43,18 @@ def main(argv: list[str]) -> int:
     run_dir, obj = Path(argv[0]), argv[1]
     limit_threads(1)   # as a sweep's worker
     out = run_dir / "svm" / obj
-    old = json.loads((out / "result.json").read_text())
-    if old["status"] != "inaccurate" or old["solver"] != "dual":
-        print(f"{out}: status {old['status']} of solver {old['solver']}; only a stalled dual solve is finished here")
+    try:   # a missing, truncated or foreign file: one line, exit 2, nothing written
+        old = json.loads((out / "result.json").read_text())
+        status, solver = old["status"], old["solver"]
+        cfg = Config.model_validate(load_yaml((run_dir / "gd" / "config.yaml").read_text()))
+        with np.load(out / "solution.npz", allow_pickle=False) as z:
+            zeta, lam = z["zeta"], z["lam"]
+    except Exception as exc:   # noqa: BLE001 (OSError, JSON, YAML, validation, npz errors alike)
+        print(f"{run_dir}: cannot read the stored solve ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
         return 2
-    cfg = Config.model_validate(load_yaml((run_dir / "gd" / "config.yaml").read_text()))
-    with np.load(out / "solution.npz") as z:
-        zeta, lam = z["zeta"], z["lam"]
+    if status != "inaccurate" or solver != "dual":
+        print(f"{out}: status {status} of solver {solver}; only a stalled dual solve is finished here")
+        return 2
     problem = prepare(cfg)
     design = build_design(obj, cfg, problem)
     norm = norm_of(design)
