@@ -317,3 +317,27 @@ def test_a_stalled_interior_point_method_is_polished_to_the_tolerance(objective,
     cert = certificate(design, sol, 1e-12)
     assert cert["certified"] and cert["rel_gap"] <= 1e-12 and cert["min_margin"] >= 1 - 1e-12
     assert sol.value == pytest.approx(solve_dual(design).value, rel=1e-8)
+
+
+@pytest.mark.parametrize("objective", ["svm-l2", "svm-gln"])
+def test_the_interior_point_method_stops_soon_after_a_best_iterate_that_meets_the_tolerance(objective):
+    """Asked for 1e-8, the method aims 100x lower and cannot get there on digits (its rounding floor is
+    near 1e-10): past its best iterate the gap only grows. Once the best meets the tolerance it stops
+    STALL_MET iterations later, not STALL (issue 13: a third of every working-set round at H = 10,
+    N = 48,000), returns that best iterate, and counts every iterate it computed."""
+    from gbcli.programs import norm_of
+    from gbcli.programs.ipm import STALL, STALL_MET, interior_point
+    from gbcli.programs.solvers.dual import kernel_problem
+
+    design = digits_design(objective, "gln", 3, 2, 300, 1)
+    quadratic, grp = norm_of(design).quadratic, kernel_problem(design)
+    status, message, lam, s, n = interior_point(grp, quadratic, 1e-8)
+    assert status == "optimal" and STALL_MET < STALL
+    # the best iterate is the one STALL_MET before the end: cut there, the method returns the same
+    # answer; cut one iterate earlier, a different one (so it did not stop on reaching 1e-10)
+    assert np.array_equal(interior_point(grp, quadratic, 1e-8, max_iters=n - STALL_MET)[2], lam)
+    assert not np.array_equal(interior_point(grp, quadratic, 1e-8, max_iters=n - STALL_MET - 1)[2], lam)
+    sol = solve_dual(design, tol=1e-8, working_set=False)
+    assert sol.status == "optimal" and sol.iterations == n
+    cert = certificate(design, sol, 1e-8)
+    assert cert["certified"] and cert["rel_gap"] <= 1e-8
