@@ -322,7 +322,7 @@ def test_a_stalled_interior_point_method_is_polished_to_the_tolerance(objective,
 @pytest.mark.parametrize("objective", ["svm-l2", "svm-gln"])
 def test_the_interior_point_method_stops_soon_after_a_best_iterate_that_meets_the_tolerance(objective):
     """Asked for 1e-8, the method aims 100x lower and cannot get there on digits (its rounding floor is
-    near 1e-10): past its best iterate the gap only grows. Once the best meets the tolerance it stops
+    near 1e-10): past its best iterate the gap never comes back to it. Once the best meets the tolerance it stops
     STALL_MET iterations later, not STALL (issue 13: a third of every working-set round at H = 10,
     N = 48,000), returns that best iterate, and counts every iterate it computed."""
     from gbcli.programs import norm_of

@@ -20,9 +20,9 @@ MAX_ITERS = 100
 TIGHTER = 1e-2          # iterate to a gap 100x below the tolerance, so the support set is resolved too
 STALL = 8               # stop when the best gap has not improved for this many iterations,
 STALL_MET = 3           # ... or for this many once the best gap meets the caller's tolerance. Near a nearly
-                        # inseparable program's rounding floor the iterates only get worse after the best
-                        # (H = 10, N = 48,000: the gap climbs from 4e-8 to 1e-3 over the next 8 steps), and
-                        # those steps were a third of a working-set round
+                        # inseparable program's rounding floor no later iterate comes back to the best
+                        # (H = 10, N = 48,000: from 4e-8 the gap goes up to 1e-3 over the next 8), and those
+                        # iterates were a quarter of a stalled working-set round (BENCHMARKS.md)
 STALLED = f"no progress in the last {STALL} iterations"
 POLISHED = "polished on the active set"   # how an answer finished by `polish` begins its message
 NOT_SEPARABLE = 1e-9    # relative margin below which the data counts as not separable (certified infeasible)
