@@ -341,3 +341,23 @@ def test_the_interior_point_method_stops_soon_after_a_best_iterate_that_meets_th
     assert sol.status == "optimal" and sol.iterations == n
     cert = certificate(design, sol, 1e-8)
     assert cert["certified"] and cert["rel_gap"] <= 1e-8
+
+
+@pytest.mark.parametrize("objective", ["svm-l2", "svm-gln"])
+def test_a_working_sets_final_round_on_the_rounding_floor_is_polished(objective):
+    """When the final round's interior-point method meets the tolerance only by stalling on its rounding
+    floor, its own gap is the least reliable number of the solve (H = 10, N = 48,000: 1e-6 by its
+    count, 1.016e-6 by the certificate), so the working set polishes that round. On digits, asked for
+    1e-8, the method stalls near 1e-10 and the polished answer is certified orders of magnitude lower;
+    without the working set the answer stays the interior-point method's, and says it stalled."""
+    from gbcli.programs.ipm import POLISHED, STALLED_MET
+
+    design = digits_design(objective, "gln", 3, 2, 300, 1)
+    plain = solve_dual(design, tol=1e-8, working_set=False)
+    assert plain.status == "optimal" and plain.message.endswith(STALLED_MET), plain.message
+    ws = solve_dual(design, tol=1e-8, working_set=True)
+    assert ws.status == "optimal" and ws.message.startswith(POLISHED) and STALLED_MET in ws.message, ws.message
+    cert_plain, cert_ws = certificate(design, plain, 1e-8), certificate(design, ws, 1e-8)
+    assert cert_plain["certified"] and cert_ws["certified"]
+    assert cert_ws["rel_gap"] < 1e-3 * cert_plain["rel_gap"]
+    assert ws.value == pytest.approx(plain.value, rel=1e-8)

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from gbcli.programs.design import GatedDesign, decision
-from gbcli.programs.ipm import POLISHED, TIGHTER
+from gbcli.programs.ipm import POLISHED, STALLED_MET, TIGHTER
 from gbcli.programs.norms import norm_of
 
 WORKING_SET_ABOVE = 3000   # the dual solver switches to the working set above this many training points
@@ -60,12 +60,15 @@ def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndar
                            * design.y_train[i:i + chunk] for i in range(0, n, chunk)])
 
 
-def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
+def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finish: Callable | None = None):
     """Solve the program through the dual on a growing working set.
 
     solve_on(sub_design, tol, start) -> (status, message, lam, s, iterations), the interior-point
     method on a sub-design (lam the ray when infeasible) from `start` (None: cold; or (lam, mu, s) of
-    the previous round on the new working set's points). Returns (status, message, zeta, lam, iterations):
+    the previous round on the new working set's points). finish(sub_design, lam, s, message, tol) ->
+    (status, message, lam, s) or None: the polish of a final round whose interior-point method met
+    the tolerance only on its rounding floor (`ipm.STALLED_MET`), where its own gap is least reliable
+    (H = 10, N = 48,000: 1e-6 by its count, 1.016e-6 by the certificate). Returns (status, message, zeta, lam, iterations):
     zeta None when infeasible (lam the full-length ray) or failed; lam has length N, zero outside W."""
     n = len(design.y_train)
     norm = norm_of(design)
@@ -100,6 +103,17 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float):
                 None, None, total_it
         zeta, m = zeta / scale, m / scale   # margin >= 1 on W, as the interior-point method's stopping test assumes
         violating = np.flatnonzero(m < 1 - tol * TIGHTER)
+        if not violating.size and finish is not None and message.endswith(STALLED_MET):
+            done = finish(sub, lam_w, s, message, tol)
+            z2 = None if done is None else norm.predictor(sub, done[2], done[3], precise=True)
+            m2 = None if z2 is None else margins(design, z2)
+            if m2 is not None and float(m2[w].min()) > 0:   # the polished answer replaces the round's
+                status, message, lam_w, s = done
+                lam[:] = 0
+                lam[w] = lam_w
+                scale = float(m2[w].min())
+                zeta, m = z2 / scale, m2 / scale
+                violating = np.flatnonzero(m < 1 - tol * TIGHTER)
         LOG.info("  working set round %d: %d of %d points, %d Newton steps, %.1f s; %d points violate",
                  rnd, len(w), n, it, time.perf_counter() - start, violating.size)
         if not violating.size:

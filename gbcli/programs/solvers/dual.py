@@ -158,6 +158,17 @@ class DualSolver(Solver):
                 return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
             return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam)
 
+        def finish(sub: GatedDesign, lam, s, message: str, sub_tol: float, grp: Kernel | None = None):
+            """The active-set polish of an interior-point answer that stalled: (status, message, lam, s),
+            or None when it does not improve on it."""
+            grp = grp if grp is not None else kernel_problem(sub, device)
+            done = polish(grp, lam, s, norm.quadratic, primal_products(sub, grp))
+            if done is None:
+                return None
+            lam, s, gap = done
+            return ("optimal" if gap <= sub_tol else "inaccurate",
+                    f"{POLISHED} to a relative gap of {gap:.1e} (the interior-point method {message})", lam, s)
+
         def solve_on(sub: GatedDesign, sub_tol: float, start=None):
             grp = kernel_problem(sub, device)
             status, message, lam, s, it = interior_point(grp, norm.quadratic, sub_tol, max_iters, start=start)
@@ -165,18 +176,13 @@ class DualSolver(Solver):
                 lam = polish_ray(sub, lam)
             elif status == "inaccurate" and s is not None and message.endswith(STALLED):
                 # stalled short of the tolerance (not stopped by max_iters): finish on its active set
-                done = polish(grp, lam, s, norm.quadratic, primal_products(sub, grp))
-                if done is not None:
-                    lam, s, gap = done
-                    if gap <= sub_tol:
-                        status = "optimal"
-                    message = f"{POLISHED} to a relative gap of {gap:.1e} (the interior-point method {message})"
+                status, message, lam, s = finish(sub, lam, s, message, sub_tol, grp) or (status, message, lam, s)
             return status, message, lam, s, it
 
         if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
             working_set = len(design.y_train) > workingset.WORKING_SET_ABOVE
         if working_set:
-            status, message, zeta, lam, it = workingset.solve_working_set(design, solve_on, tol)
+            status, message, zeta, lam, it = workingset.solve_working_set(design, solve_on, tol, finish)
             seconds = time.perf_counter() - start
             value = float("nan") if zeta is None else norm.value(design, zeta)
             return Solution(zeta, status, value, seconds, "dual", message, iterations=it, lam=lam)
