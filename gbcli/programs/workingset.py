@@ -79,6 +79,15 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
     above = np.zeros(n, dtype=np.int64)      # rounds in a row with a margin clearly above 1
     dropped = np.zeros(n, dtype=bool)        # left W once already
     total_it, sizes, warm = 0, [], None
+
+    def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray, precise: bool):
+        """zeta from W's multipliers scaled to margin 1 on W, all N margins, and the scale; None when
+        no margin on W is positive."""
+        zeta = norm.predictor(sub, lam_w, s, precise=precise)
+        m = margins(design, zeta)
+        scale = float(m[w].min())
+        return None if scale <= 0 else (zeta / scale, m / scale, scale)
+
     for rnd in range(1, MAX_ROUNDS + 1):
         sub = subset(design, w)
         start = time.perf_counter()
@@ -95,24 +104,20 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
             return status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it
         if s is None:
             return status, f"{message} (working set of {len(w)} points, round {rnd})", None, None, total_it
-        zeta = norm.predictor(sub, lam_w, s, precise=message.startswith(POLISHED))
-        m = margins(design, zeta)
-        scale = float(m[w].min())
-        if scale <= 0:
+        got = predict(sub, w, lam_w, s, message.startswith(POLISHED))
+        if got is None:
             return "failed", f"the recovered predictor has no positive margin on the working set (round {rnd})", \
                 None, None, total_it
-        zeta, m = zeta / scale, m / scale   # margin >= 1 on W, as the interior-point method's stopping test assumes
+        zeta, m, scale = got   # margin >= 1 on W, as the interior-point method's stopping test assumes
         violating = np.flatnonzero(m < 1 - tol * TIGHTER)
         if not violating.size and finish is not None and message.endswith(STALLED_MET):
             done = finish(sub, lam_w, s, message, tol)
-            z2 = None if done is None else norm.predictor(sub, done[2], done[3], precise=True)
-            m2 = None if z2 is None else margins(design, z2)
-            if m2 is not None and float(m2[w].min()) > 0:   # the polished answer replaces the round's
+            polished = None if done is None else predict(sub, w, done[2], done[3], True)
+            if polished is not None:   # the polished answer replaces the round's
                 status, message, lam_w, s = done
                 lam[:] = 0
                 lam[w] = lam_w
-                scale = float(m2[w].min())
-                zeta, m = z2 / scale, m2 / scale
+                zeta, m, scale = polished
                 violating = np.flatnonzero(m < 1 - tol * TIGHTER)
         LOG.info("  working set round %d: %d of %d points, %d Newton steps, %.1f s; %d points violate",
                  rnd, len(w), n, it, time.perf_counter() - start, violating.size)
