@@ -293,6 +293,10 @@ def test_polish_finishes_an_unfinished_interior_point_solution(objective, units,
     assert done is not None
     lam2, s2, gap = done
     assert gap <= 1e-9 and (lam2 >= 0).all() and (s2 >= 0).all()
+    if np.finfo(np.longdouble).eps < np.finfo(np.float64).eps:
+        # its iterate is long double (the margins cancel: at N = 48,000 rounding lam to float64 moves
+        # them by ~5e-7), so it ends at the gap's own float64 floor; float64 iterates stopped at 2e-15 to 7e-15
+        assert lam2.dtype == np.longdouble and abs(gap) <= 1e-15
     zeta = norm.recover(design, combination(design, lam2), s2)
     from gbcli.programs import Solution
     cert = certificate(design, Solution(zeta, "optimal", norm.value(design, zeta), 0.0, "dual", "", 0, lam2))

@@ -33,6 +33,8 @@ WARM_F = 0.8            # max_g lam'Q_g lam = WARM_F: ~20% fewer Newton steps ov
                         # rounds on digits (a scan of these three; smaller shifts were slower than cold)
 ACTIVE = 1e-6           # polish: a multiplier above this fraction of the largest is active (a point or a group)
 SLACK = 1e-3            # ... and a point whose margin is above 1 + SLACK is not
+PATIENCE = 2            # polish: Newton steps without a smaller residual before it stops (one step can
+                        # overshoot and the next recover: 1e-6, 7e-4, 7e-9 on seed 2's svm-l2 at 48,000)
 
 
 class Kernel:
@@ -199,14 +201,24 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     those through the primal (V(lam), then each point's product with zeta) by up to 1.3e-7 (the
     caller passes those: `gbcli.programs.solvers.dual.primal_products`). A point whose multiplier turns negative
     leaves S, one outside S whose margin falls below 1 joins it, and the conditions are solved again.
-    Returns (lam, s, gap) as numpy arrays and a float when it ends with lam, s >= 0 and a smaller gap
-    than the start's; else None (the caller keeps the interior-point answer).
+    The iterate (lam, s) is kept in numpy's long double: those margins are sums about 1e9 times
+    larger than the result, so rounding lam to float64 alone moves them by ~5e-7 (seed 2's svm-l2,
+    H = 10, N = 48,000: float64 iterates wander at residuals of 5e-7 to 1.4e-6 and a gap of 1.0e-6,
+    long double ones reach 5e-9 and 1e-8). Only the Newton matrix and its solves are float64.
+    Returns (lam, s, gap), lam and s long double arrays (pass them on to `Norm.predictor(...,
+    precise=True)` before rounding), when it ends with lam, s >= 0 and a smaller gap than the
+    start's; else None (the caller keeps the interior-point answer).
 
     Measured: on digits from a gap of 1e-3 to 1e-14 (tests/test_dual.py); on the stored answers of
     stalled 48,000-point solves (one thread, long-double residuals), seed 1's svm-l2 from 3.6e-6 to
-    3.6e-8 in 21 s and seed 2's svm-gln from 6.2e-5 to 5.6e-7 in 80 s, both certified."""
+    3.6e-8 in 21 s and seed 2's svm-gln from 6.2e-5 to 5.6e-7 in 80 s, both certified; seed 2's svm-l2
+    (optimum 6.57e8) from 1.02e-6, where float64 iterates stopped, to 1.1e-8 in 111 s with long double ones."""
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
-    lam, s = np.asarray(lam, dtype=np.float64), np.asarray(s, dtype=np.float64)
+    lam, s = np.asarray(lam, dtype=np.longdouble), np.asarray(s, dtype=np.longdouble)
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(a, dtype=np.float64), **opts)
+
     margins, f = exact(lam, s)
     start_gap = _gap(margins, f, lam, s, quadratic)
     on = (lam > ACTIVE * lam.max()) & (margins < 1 + SLACK)
@@ -221,22 +233,23 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
         sv[a] = s[a]
         mat = torch.empty(len(idx), len(idx), **opts)
         zero = torch.zeros(len(idx), 0, **opts)
-        last, kept = float("inf"), (x, sv)
+        least, kept, worse = float("inf"), (x.copy(), sv.copy()), 0
         for _ in range(steps):
             margins, f = exact(x, sv)
-            f1 = torch.as_tensor(margins[idx] - 1, **opts)
-            f2 = torch.as_tensor(0.5 * (f[a] - 1), **opts)
+            f1 = tensor(margins[idx] - 1)
+            f2 = tensor(0.5 * (f[a] - 1))
             size = max(float(f1.abs().max()), float(f2.abs().max()))
-            if size >= last:   # the residuals stopped shrinking: at the rounding floor
-                x, sv = kept
-                break
-            last, kept = size, (x.copy(), sv.copy())
-            sv_t = torch.as_tensor(sv, **opts)
-            sub.newton_lower(sv_t, zero, zero, mat)
+            if size < least:
+                least, kept, worse = size, (x.copy(), sv.copy()), 0
+            else:   # the residuals stopped shrinking: at the rounding floor after PATIENCE steps
+                worse += 1
+                if worse >= PATIENCE:
+                    break
+            sub.newton_lower(tensor(sv), zero, zero, mat)
             chol, info = torch.linalg.cholesky_ex(mat)
             if int(info) != 0:
                 break
-            ua = sub.u(torch.as_tensor(x[idx], **opts))[:, torch.as_tensor(a)]
+            ua = sub.u(tensor(x[idx]))[:, torch.as_tensor(a)]
             ya = torch.cholesky_solve(ua, chol)
             schur = ua.T @ ya
             y1 = torch.cholesky_solve(f1[:, None], chol)[:, 0]
@@ -244,6 +257,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
             dx = -y1 - ya @ ds
             x[idx] += dx.cpu().numpy()
             sv[a] += ds.cpu().numpy()
+        x, sv = kept   # the iterate with the smallest residuals
         margins, f = exact(np.clip(x, 0, None), sv)
         negative = on & (x < 0)
         low = ~on & (margins < 1 - 1e-8)   # a point outside S below the margin: it belongs in S

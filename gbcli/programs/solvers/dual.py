@@ -127,7 +127,7 @@ def recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, me
     if m.min() > 0:   # the stopping test assumed this rescaling (it may scale up as well as down)
         zeta = zeta / m.min()
     return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message,
-                    iterations=iterations, lam=lam)
+                    iterations=iterations, lam=np.asarray(lam, np.float64))   # a polished lam is long double
 
 
 class DualSolver(Solver):
