@@ -36,6 +36,22 @@ from gbcli.runs.stages import _record, build_design, prepare, run_lock, svm_mani
 from gbcli.runs.sweep import limit_threads  # noqa: E402
 
 
+def final_round(design, zeta: np.ndarray, lam: np.ndarray):
+    """(W, its sub-design, its kernel problem, s) of a stored working-set answer: W the points with
+    lam > 0, s the group multipliers with zeta = recover(V(lam), s) (up to zeta's rescaling)."""
+    norm = norm_of(design)
+    w = np.flatnonzero(lam > 0)
+    sub = subset(design, w)
+    grp = kernel_problem(sub)
+    v = combination(sub, lam[w])
+    if grp.e is None:   # one group: zeta = s recover(V, 1)
+        r = norm.recover(sub, v, np.ones(1))
+        s = np.array([float(np.sum(zeta * r) / np.sum(r * r))])
+    else:
+        s = np.array([float(np.linalg.norm(zeta[g]) / max(np.linalg.norm(v[g]), 1e-300)) for g in design.groups])
+    return w, sub, grp, s
+
+
 def main(argv: list[str]) -> int:
     if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != "--cache"):
         print(__doc__)
@@ -59,15 +75,7 @@ def main(argv: list[str]) -> int:
     design = build_design(obj, cfg, problem)
     norm = norm_of(design)
     start = time.perf_counter()
-    w = np.flatnonzero(lam > 0)
-    sub = subset(design, w)
-    grp = kernel_problem(sub)
-    v = combination(sub, lam[w])
-    if grp.e is None:   # one group: zeta = s recover(V, 1)
-        r = norm.recover(sub, v, np.ones(1))
-        s = np.array([float(np.sum(zeta * r) / np.sum(r * r))])
-    else:
-        s = np.array([float(np.linalg.norm(zeta[g]) / max(np.linalg.norm(v[g]), 1e-300)) for g in design.groups])
+    w, sub, grp, s = final_round(design, zeta, lam)
     done = polish(grp, lam[w], s, norm.quadratic, primal_products(sub, grp))
     if done is None:
         print(f"{out}: the polish did not improve the stored answer; nothing written")

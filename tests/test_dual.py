@@ -365,3 +365,54 @@ def test_a_working_sets_final_round_on_the_rounding_floor_is_polished(objective)
     assert cert_plain["certified"] and cert_ws["certified"]
     assert cert_ws["rel_gap"] < 1e-3 * cert_plain["rel_gap"]
     assert ws.value == pytest.approx(plain.value, rel=1e-8)
+
+
+def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_else(tmp_path):
+    """scripts/finish_stalled.py (issue 13: the 48,000-point answers that stalled before the polish
+    existed) takes a stored `inaccurate` dual answer, here one stopped by svm.max_iters at a gap of
+    ~1e-4, to the certified optimum, records it and caches it; a certified answer or a corrupt
+    solution file is refused with exit code 2 and nothing written."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from gbcli.config import load_config
+    from gbcli.runs.stages import fit_svm, train_gd
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
+        "dataset": {"name": "digits", "train_size": 300, "val_size": 600}, "model": {"kind": "gln", "hidden_units": 3},
+        "contexts": {"count": 2, "seed": 1}, "training": {"epochs": 1},
+        "svm": {"objectives": ["svm-l2", "svm-gln"], "max_iters": 10}}))
+    cfg = load_config(tmp_path / "c.yaml")
+    run = tmp_path / "run"
+    train_gd(cfg, run, progress=False)
+    fit_svm(cfg, run, None, progress=False)
+
+    def finish(obj):
+        return subprocess.run([sys.executable, str(root / "scripts/finish_stalled.py"), str(run), obj,
+                               "--cache", str(tmp_path / "solves")], capture_output=True, text=True)
+
+    for obj in ("svm-l2", "svm-gln"):
+        before = json.loads((run / "svm" / obj / "result.json").read_text())
+        assert before["status"] == "inaccurate" and 1e-6 < before["rel_gap"] < 1e-2
+        proc = finish(obj)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        after = json.loads((run / "svm" / obj / "result.json").read_text())
+        assert after["status"] == "optimal" and after["certified"] and after["rel_gap"] <= 1e-9
+        assert after["min_margin"] >= 1 - 1e-9 and "finished by scripts/finish_stalled.py" in after["message"]
+        full = solve_dual(build_design(obj, cfg, prepare(cfg)))
+        assert after["objective"] == pytest.approx(full.value, rel=1e-7)
+    result = (run / "svm" / "svm-l2" / "result.json").read_bytes()
+    proc = finish("svm-l2")   # certified now: refused, unchanged
+    assert proc.returncode == 2 and "only a stalled dual solve" in proc.stdout
+    assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
+    assert len(list((tmp_path / "solves").glob("*.npz"))) == 2
+    npz = run / "svm" / "svm-l2" / "solution.npz"
+    npz.write_bytes(b"not a zip file")
+    proc = finish("svm-l2")
+    assert proc.returncode == 2 and "cannot read the stored solve" in proc.stdout and len(proc.stdout.splitlines()) == 1
+    assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result

@@ -183,7 +183,8 @@ def _gap(margins: np.ndarray, f: np.ndarray, lam: np.ndarray, s: np.ndarray, qua
     return 1 - (1 - gap) ** 2 if quadratic else gap
 
 
-def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, passes: int = 6, steps: int = 12):
+def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, passes: int = 6, steps: int = 12,
+           dtype=np.longdouble, trace=None):
     """Newton's method on the optimality conditions of the active set of an interior-point answer
     that stopped short (issue 13: the nearly inseparable H = 10 programs at N = 48,000 stall at a
     relative gap of 1e-6 to 4e-6).
@@ -205,6 +206,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     larger than the result, so rounding lam to float64 alone moves them by ~5e-7 (seed 2's svm-l2,
     H = 10, N = 48,000: float64 iterates wander at residuals of 5e-7 to 1.4e-6 and a gap of 1.0e-6,
     long double ones reach 5e-9 and 1e-8). Only the Newton matrix and its solves are float64.
+    (`dtype` and `trace(pass, step, residual)` are for `benchmarks/polish_trace.py`, which measures this.)
     Returns (lam, s, gap), lam and s long double arrays (pass them on to `Norm.predictor(...,
     precise=True)` before rounding), when it ends with lam, s >= 0 and a smaller gap than the
     start's; else None (the caller keeps the interior-point answer).
@@ -214,7 +216,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     3.6e-8 in 21 s and seed 2's svm-gln from 6.2e-5 to 5.6e-7 in 80 s, both certified; seed 2's svm-l2
     (optimum 6.57e8) from 1.02e-6, where float64 iterates stopped, to 1.1e-8 in 111 s with long double ones."""
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
-    lam, s = np.asarray(lam, dtype=np.longdouble), np.asarray(s, dtype=np.longdouble)
+    lam, s = np.asarray(lam, dtype=dtype), np.asarray(s, dtype=dtype)
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a, dtype=np.float64), **opts)
@@ -224,7 +226,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     on = (lam > ACTIVE * lam.max()) & (margins < 1 + SLACK)
     a = np.flatnonzero(s > ACTIVE * s.max())
     best = None
-    for _ in range(passes):
+    for pas in range(passes):
         idx = np.flatnonzero(on)
         sub = grp.restrict(torch.as_tensor(idx, device=grp.ky.device))
         x = np.zeros_like(lam)
@@ -234,11 +236,13 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
         mat = torch.empty(len(idx), len(idx), **opts)
         zero = torch.zeros(len(idx), 0, **opts)
         least, kept, worse = float("inf"), (x.copy(), sv.copy()), 0
-        for _ in range(steps):
+        for step in range(steps):
             margins, f = exact(x, sv)
             f1 = tensor(margins[idx] - 1)
             f2 = tensor(0.5 * (f[a] - 1))
             size = max(float(f1.abs().max()), float(f2.abs().max()))
+            if trace is not None:
+                trace(pas, step, size)
             if size < least:
                 least, kept, worse = size, (x.copy(), sv.copy()), 0
             else:   # the residuals stopped shrinking: at the rounding floor after PATIENCE steps
