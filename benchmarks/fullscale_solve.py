@@ -23,12 +23,43 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def save_rounds(out: Path) -> None:
+    """Wrap the working set's round solver so each round's W (indices), lam on W and s are saved as
+    out/round-K.npz: the state a study of one round starts from without re-running the ones before."""
+    import numpy as np
+
+    from gbcli.programs import workingset
+
+    out.mkdir(parents=True, exist_ok=True)
+    inner, rounds, current = workingset.solve_working_set, [0], {}
+    subset = workingset.subset
+
+    def recording_subset(design, w):
+        current["w"] = np.asarray(w)
+        return subset(design, w)
+
+    def wrapped(design, solve_on, tol, finish=None):
+        def recorded(sub, sub_tol, start=None):
+            status, message, lam, s, it = solve_on(sub, sub_tol, start)
+            rounds[0] += 1
+            np.savez(out / f"round-{rounds[0]}.npz", w=current["w"], lam=np.zeros(0) if lam is None else lam,
+                     s=np.zeros(0) if s is None else s, status=status, message=message)
+            return status, message, lam, s, it
+        return inner(design, recorded, tol, finish)
+
+    workingset.subset, workingset.solve_working_set = recording_subset, wrapped
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--objective", default="svm-gln", choices=["svm-gln", "svm-l2"])
     ap.add_argument("--hidden-units", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1, help="context seed (the published draws)")
     ap.add_argument("--train-size", type=int, default=48000)
+    ap.add_argument("--max-iters", type=int, default=None, help="interior-point iterations a round (default: the solver's)")
+    ap.add_argument("--trace", action="store_true", help="a line per interior-point iterate (gbcli.programs.ipm.TRACE)")
+    ap.add_argument("--save-rounds", type=Path, default=None,
+                    help="directory: each round's working set, multipliers and s as round-K.npz")
     args = ap.parse_args()
 
     from gbcli.config import load_config
@@ -42,8 +73,15 @@ def main() -> None:
         f"model.hidden_units={args.hidden_units}", f"contexts.seed={args.seed}",
         f"dataset.train_size={args.train_size}", f"svm.objectives=[{args.objective}]"))
     design = build_design(args.objective, cfg, prepare(cfg), None)
+    if args.trace:
+        from gbcli.programs import ipm
+
+        ipm.TRACE = lambda d: print("    iterate " + " ".join(
+            f"{k}={v:.3e}" if isinstance(v, float) else f"{k}={v}" for k, v in d.items()), flush=True)
+    if args.save_rounds is not None:
+        save_rounds(args.save_rounds)
     cpu, wall = time.process_time(), time.perf_counter()
-    sol = solve_dual(design, working_set=True)
+    sol = solve_dual(design, max_iters=args.max_iters, working_set=True)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     cert = certificate(design, sol)
     print(json.dumps({"objective_name": args.objective, "hidden_units": args.hidden_units, "seed": args.seed,

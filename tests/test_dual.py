@@ -416,3 +416,20 @@ def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_e
     proc = finish("svm-l2")
     assert proc.returncode == 2 and "cannot read the stored solve" in proc.stdout and len(proc.stdout.splitlines()) == 1
     assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
+
+
+def test_the_interior_point_trace_sees_every_iterate(monkeypatch):
+    """ipm.TRACE (benchmarks/fullscale_solve.py --trace) is given each iterate's numbers: one record
+    per iterate computed, margins turning positive, and a best gap that meets the tolerance."""
+    from gbcli.programs import ipm
+    from gbcli.programs.solvers.dual import kernel_problem
+    from gbcli.programs import norm_of
+
+    design = digits_design("svm-gln", "gln", 3, 2, 300, 1)
+    seen = []
+    monkeypatch.setattr(ipm, "TRACE", seen.append)
+    status, _, lam, s, it = ipm.interior_point(kernel_problem(design), norm_of(design).quadratic, 1e-6)
+    assert status == "optimal" and [d["it"] for d in seen] == list(range(1, it + 1))
+    assert all(d["n"] == 300 and 0 < d["step"] <= 1 for d in seen)
+    gaps = [d["gap"] for d in seen if d["gap"] is not None]
+    assert seen[-1]["min_margin"] > 0 and min(gaps) <= 1e-6

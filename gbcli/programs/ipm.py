@@ -26,6 +26,7 @@ STALL_MET = 3           # ... or for this many once the best gap meets the calle
 STALLED = f"no progress in the last {STALL} iterations"
 STALLED_MET = f"no progress in the last {STALL_MET} iterations"   # an optimal answer's message when it stalled
 POLISHED = "polished on the active set"   # how an answer finished by `polish` begins its message
+TRACE = None            # optional callable(dict) given each iterate's numbers (benchmarks/fullscale_solve.py --trace)
 NOT_SEPARABLE = 1e-9    # relative margin below which the data counts as not separable (certified infeasible)
 WARM_SHIFT = 0.1        # a warm start's distance from the boundary lam, s >= 0 (relative to the largest lam, s),
 WARM_MU = 0.3           # from mu >= 0 (margin slacks, absolute), and its lam is scaled to
@@ -311,6 +312,11 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             gap = 1 - dual * m_min / primal                  # zeta rescaled to margin >= 1
             if quadratic:                                    # the objective is the squared norm
                 gap = 1 - (1 - gap) ** 2
+        if TRACE is not None:   # this iterate, and the step length that led to it (1: the first)
+            TRACE(dict(n=n, it=it, min_margin=m_min, gap=gap if m_min > 0 else None, dual=dual,
+                       step=a if it > 1 else 1.0, lam_max=float(lam.max()), s_max=float(s.max()),
+                       mu_lam=float(mu @ lam) / n))
+        if m_min > 0:
             if best is None or gap < best[0]:
                 best = (gap, lam.clone(), s.clone(), it)
             elif it - best[3] >= (STALL_MET if best[0] <= tol else STALL):
