@@ -431,5 +431,6 @@ def test_the_interior_point_trace_sees_every_iterate(monkeypatch):
     status, _, lam, s, it = ipm.interior_point(kernel_problem(design), norm_of(design).quadratic, 1e-6)
     assert status == "optimal" and [d["it"] for d in seen] == list(range(1, it + 1))
     assert all(d["n"] == 300 and 0 < d["step"] <= 1 for d in seen)
+    assert seen[0]["limited_by"] == "" and {d["limited_by"] for d in seen[1:]} <= {"lam", "mu", "s", "w"}
     gaps = [d["gap"] for d in seen if d["gap"] is not None]
     assert seen[-1]["min_margin"] > 0 and min(gaps) <= 1e-6

@@ -315,7 +315,8 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
         if TRACE is not None:   # this iterate, and the step length that led to it (1: the first)
             TRACE(dict(n=n, it=it, min_margin=m_min, gap=gap if m_min > 0 else None, dual=dual,
                        step=a if it > 1 else 1.0, lam_max=float(lam.max()), s_max=float(s.max()),
-                       mu_lam=float(mu @ lam) / n))
+                       mu_lam=float(mu @ lam) / n, s_w=float(s @ w) / g,
+                       limited_by="lam mu s w".split()[int(np.argmin(limits))] if it > 1 else ""))
         if m_min > 0:
             if best is None or gap < best[0]:
                 best = (gap, lam.clone(), s.clone(), it)
@@ -365,6 +366,8 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
         sigma = (nu_aff / nu) ** 3
         dl, dmu, ds, dw = direction(sigma * nu - s * w - ds * dw, sigma * nu - mu * lam - dmu * dl)  # corrector
         a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
+        if TRACE is not None:   # which of lam, mu, s, w stops the step (reported with the next iterate)
+            limits = [_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw)]
         lam, mu, s, w = lam + a * dl, mu + a * dmu, s + a * ds, w + a * dw
     if status == "infeasible":
         return status, message, lam.cpu().numpy(), None, it
