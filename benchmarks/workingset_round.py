@@ -61,13 +61,14 @@ def main() -> None:
     warm_lam, warm_mu = lam[w1], np.maximum(m - 1, 0)[w1]   # as the working set hands them on
     grp = kernel_problem(subset(design, w1))
 
-    def fmax(v: np.ndarray) -> float:
+    def f_of(v: np.ndarray) -> np.ndarray:   # f_g(v) = v'Q_g v for every group
         t = torch.as_tensor(v)
-        return float((grp.u(t) * t[:, None]).sum(0).max())
+        return (grp.u(t) * t[:, None]).sum(0).numpy()
 
+    f_warm, f_ones = f_of(warm_lam).max(), f_of(np.ones(len(w1))).max()
+    relative = np.sqrt(f_warm / f_ones)   # a shift of x * relative moves V(lam) by about a fraction x
     print(f"round {args.k} -> {args.k + 1}: {len(wk)} -> {len(w1)} points; largest lam {warm_lam.max():.3e}; "
-          f"max f(lam) {fmax(warm_lam):.3e}, max f(1) {fmax(np.ones(len(w1))):.3e}; the saved round ended: {note or 'optimal'}",
-          flush=True)
+          f"max f(lam) {f_warm:.3e}, max f(1) {f_ones:.3e}; the saved round ended: {note or 'optimal'}", flush=True)
     for name in args.starts.split(","):
         trace: list[dict] = []
         saved = ipm.TRACE, ipm.WARM_SHIFT, ipm.WARM_MU
@@ -79,19 +80,16 @@ def main() -> None:
         elif name.startswith("balanced"):   # balanced:X:MU[:cold]: complementarity of the groups at the points' mean
             parts = name.split(":")
             x, mu = float(parts[1]), float(parts[2])
-            lam0 = np.ones(len(w1)) if parts[-1] == "cold" else \
-                warm_lam + x * np.sqrt(fmax(warm_lam) / fmax(np.ones(len(w1))))
+            lam0 = np.ones(len(w1)) if parts[-1] == "cold" else warm_lam + x * relative
             mu0 = np.full(len(w1), mu) if parts[-1] == "cold" else warm_mu + mu
-            t = torch.as_tensor(lam0)
-            f = (grp.u(t) * t[:, None]).sum(0).numpy()
+            f = f_of(lam0)
             lam_f = lam0 * np.sqrt(ipm.WARM_F / f.max())          # as interior_point scales a start
             w_f = 0.5 - 0.5 * ipm.WARM_F * f / f.max()
             start = (lam0, mu0, np.full(len(f), float(np.mean(mu0 * lam_f))) / w_f)
             ipm.WARM_SHIFT, ipm.WARM_MU = 0.0, 0.0
         else:
             _, x, mu = name.split(":")
-            delta = float(x) * np.sqrt(fmax(warm_lam) / fmax(np.ones(len(w1))))
-            start = (warm_lam + delta, warm_mu + float(mu), sk + float(x) * sk.max())
+            start = (warm_lam + float(x) * relative, warm_mu + float(mu), sk + float(x) * sk.max())
             ipm.WARM_SHIFT, ipm.WARM_MU = 0.0, 0.0   # shifted here already
         try:
             cpu = time.process_time()
