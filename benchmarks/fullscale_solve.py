@@ -23,14 +23,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def save_rounds(out: Path) -> None:
-    """Wrap the working set's round solver so each round's W (indices), lam on W and s are saved as
-    out/round-K.npz: the state a study of one round starts from without re-running the ones before."""
+def wrap_rounds(out: Path | None, resume: Path | None = None, through: int = 0) -> None:
+    """Wrap the working set's round solver. `out`: each round's W (indices), lam on W (and its low
+    halves when the interior-point method kept it as a double-double) and s are saved as
+    out/round-K.npz, the state a study of one round starts from without re-running the ones
+    before. `resume`, `through`: rounds 1..through are not solved but read from resume/round-K.npz
+    (each round's W must be the saved one: the bookkeeping of added and dropped points is the
+    solver's own), and the rounds after them are solved from there, warm started as usual."""
     import numpy as np
 
     from gbcli.programs import workingset
+    from gbcli.programs.exact import double_double
 
-    out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     inner, rounds, current = workingset.solve_working_set, [0], {}
     subset = workingset.subset
 
@@ -40,10 +46,22 @@ def save_rounds(out: Path) -> None:
 
     def wrapped(design, solve_on, tol, finish=None):
         def recorded(sub, sub_tol, start=None):
-            status, message, lam, s, it = solve_on(sub, sub_tol, start)
             rounds[0] += 1
-            np.savez(out / f"round-{rounds[0]}.npz", w=current["w"], lam=np.zeros(0) if lam is None else lam,
-                     s=np.zeros(0) if s is None else s, status=status, message=message)
+            if rounds[0] <= through:
+                with np.load(resume / f"round-{rounds[0]}.npz") as z:
+                    if not np.array_equal(z["w"], current["w"]):
+                        raise SystemExit(f"round {rounds[0]}: the working set differs from {resume}'s")
+                    print(f"  round {rounds[0]} read from {resume}", flush=True)
+                    lam, s = (None if z[k].size == 0 else z[k] for k in ("lam", "s"))
+                    if lam is not None and "lam_lo" in z.files and z["lam_lo"].size:   # a double-double
+                        lam = double_double(lam, z["lam_lo"])
+                    return str(z["status"]), str(z["message"]), lam, s, 0
+            status, message, lam, s, it = solve_on(sub, sub_tol, start)
+            if out is not None:
+                lo = getattr(lam, "lo", None)   # the low halves of a double-double lam (ipm), kept
+                np.savez(out / f"round-{rounds[0]}.npz", w=current["w"], lam=np.zeros(0) if lam is None else lam,
+                         lam_lo=np.zeros(0) if lo is None else lo, s=np.zeros(0) if s is None else s,
+                         status=status, message=message)
             return status, message, lam, s, it
         return inner(design, recorded, tol, finish)
 
@@ -60,6 +78,14 @@ def main() -> None:
     ap.add_argument("--trace", action="store_true", help="a line per interior-point iterate (gbcli.programs.ipm.TRACE)")
     ap.add_argument("--save-rounds", type=Path, default=None,
                     help="directory: each round's working set, multipliers and s as round-K.npz")
+    ap.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                    help="a --save-rounds directory: take its rounds 1..--through instead of solving them")
+    ap.add_argument("--through", type=int, default=0, help="with --resume: the last round read")
+    ap.add_argument("--plain-products", action="store_true",
+                    help="plain float64 products, float64 multipliers and unrefined Newton directions "
+                         "(ipm.EXACT = False), to compare")
+    ap.add_argument("--save-solution", type=Path, default=None, metavar="FILE",
+                    help="the answer as FILE (.npz: zeta, lam, status, message, seconds, iterations)")
     args = ap.parse_args()
 
     from gbcli.config import load_config
@@ -78,12 +104,22 @@ def main() -> None:
 
         ipm.TRACE = lambda d: print("    iterate " + " ".join(
             f"{k}={v:.3e}" if isinstance(v, float) else f"{k}={v}" for k, v in d.items()), flush=True)
-    if args.save_rounds is not None:
-        save_rounds(args.save_rounds)
+    if args.plain_products:
+        from gbcli.programs import ipm
+
+        ipm.EXACT = False
+    if args.save_rounds is not None or args.resume is not None:
+        wrap_rounds(args.save_rounds, args.resume, args.through)
     cpu, wall = time.process_time(), time.perf_counter()
     sol = solve_dual(design, max_iters=args.max_iters, working_set=True)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     cert = certificate(design, sol)
+    if args.save_solution is not None:
+        import numpy as np
+
+        np.savez(args.save_solution, zeta=np.zeros(0) if sol.zeta is None else sol.zeta,
+                 lam=np.zeros(0) if sol.lam is None else sol.lam, status=sol.status, message=sol.message,
+                 seconds=sol.seconds, iterations=sol.iterations)
     print(json.dumps({"objective_name": args.objective, "hidden_units": args.hidden_units, "seed": args.seed,
                       "train_size": args.train_size, "status": sol.status, "cpu_seconds": round(cpu, 1),
                       "wall_seconds": round(wall, 1), "objective": sol.value, "rel_gap": cert["rel_gap"],

@@ -2,7 +2,7 @@
 `benchmarks/fullscale_solve.py --save-rounds DIR`, with different starts for its interior-point method.
 
     GB_DATA_DIR=../shared/data .venv/bin/python benchmarks/workingset_round.py DIR OBJECTIVE SEED K \\
-        [--starts current,cold,relative:0.1:0.3] [--max-iters 100]
+        [--starts current,cold,relative:0.1:0.3] [--max-iters 100] [--trace] [--ipm NAME=VALUE ...]
 
 Round K+1 is solved on its saved working set. Starts: `current` is the solver's warm start from
 round K (its lam, margin slacks and s, shifted by ipm.WARM_SHIFT x the largest lam and WARM_MU,
@@ -37,6 +37,9 @@ def main() -> None:
     ap.add_argument("--hidden-units", type=int, default=10)
     ap.add_argument("--starts", default="current,cold")
     ap.add_argument("--max-iters", type=int, default=100)
+    ap.add_argument("--trace", action="store_true", help="a line per interior-point iterate")
+    ap.add_argument("--ipm", action="append", default=[], metavar="NAME=VALUE",
+                    help="set a constant of gbcli.programs.ipm for the replay (e.g. GMRES_STEPS=40, REFINE=0)")
     args = ap.parse_args()
 
     import torch
@@ -49,6 +52,12 @@ def main() -> None:
     from gbcli.runs.sweep import limit_threads
 
     limit_threads(1)
+    for item in args.ipm:   # numbers, or 0/1 for the switches
+        name, value = item.split("=", 1)
+        if not hasattr(ipm, name):
+            raise SystemExit(f"--ipm {item}: gbcli.programs.ipm has no {name}")
+        current = getattr(ipm, name)
+        setattr(ipm, name, bool(int(value)) if isinstance(current, bool) else type(current)(value))
     cfg = load_config(ROOT / "configs" / "fullscale.yaml", (
         f"model.hidden_units={args.hidden_units}", f"contexts.seed={args.seed}", f"svm.objectives=[{args.objective}]"))
     design = build_design(args.objective, cfg, prepare(cfg), None)
@@ -72,7 +81,8 @@ def main() -> None:
     for name in args.starts.split(","):
         trace: list[dict] = []
         saved = ipm.TRACE, ipm.WARM_SHIFT, ipm.WARM_MU
-        ipm.TRACE = trace.append
+        ipm.TRACE = trace.append if not args.trace else (lambda d: (trace.append(d), print("    iterate " + " ".join(
+            f"{k}={v:.3e}" if isinstance(v, float) else f"{k}={v}" for k, v in d.items()), flush=True)))
         if name == "current":
             start = (warm_lam, warm_mu, sk)
         elif name == "cold":

@@ -94,19 +94,28 @@ def main(argv: list[str]) -> int:
                f"its active set of {int((lam_w > 0).sum())} points to a relative gap of {gap:.1e} in {seconds:.1f} s")
     sol = Solution(new, "optimal" if gap <= cfg.svm.certify_tol else "inaccurate", norm.value(design, new),
                    float(old["solve_seconds"]) + seconds, "dual", message, old["iterations"], full)
+    r = record(run_dir, obj, cfg, design, problem, sol, argv[3] if len(argv) == 4 else None)
+    return 0 if r["certified"] else 1
+
+
+def record(run_dir: Path, obj: str, cfg, design, problem, sol: Solution, cache_dir: str | None) -> dict:
+    """Certify sol on the point's design and record it as RUN_DIR/svm/OBJ/result.json (under the run's
+    lock, a line in its log.txt); a certified optimum or infeasibility also enters the solve cache."""
+    out = run_dir / "svm" / obj
     with run_lock(run_dir):
         r = _record(obj, cfg, design, sol, out, problem.dataset, svm_manifest(cfg, run_dir, False))
     print(f"{out}: {r['status']}, certified {r['certified']}, relative gap {r['rel_gap']:.2e}, "
-          f"min margin {r['min_margin']:.10f}, objective {r['objective']:.10g}, val error {r['val_error']:.4f}")
+          f"min margin {r['min_margin']:.10f}, objective {r['objective']:.10g}, val error {r['val_error']:.4f}"
+          + (f", relative margin bound {r['relative_margin_bound']:.2e}" if "relative_margin_bound" in r else ""))
     with open(run_dir / "log.txt", "a") as log:
-        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {obj}: {message}; {r['status']}, certified {r['certified']}\n")
-    if len(argv) == 4 and r["certified"] and r["status"] == "optimal":
-        cache = SolveCache(argv[3])
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {obj}: {sol.message}; {r['status']}, certified {r['certified']}\n")
+    if cache_dir is not None and r["certified"] and r["status"] in ("optimal", "infeasible"):   # as a sweep caches
+        cache = SolveCache(cache_dir)
         key = cache.key(design, "dual", cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
         with cache.claim(key):
             cache.put(key, sol, f"{run_dir.name}/{obj}")
         print(f"cached as {key}")
-    return 0 if r["certified"] else 1
+    return r
 
 
 if __name__ == "__main__":

@@ -89,8 +89,16 @@ def main(argv: list[str]) -> None:
     ef, inf = ef.assign(epochs=ef.point.map(epochs)), inf.assign(epochs=inf.point.map(epochs))
     e2, i2 = pd.read_csv(fig2 / "errors.csv"), pd.read_csv(fig2 / "inconsistency.csv")
     hs = sorted(ef.hidden_units.unique())
-    # the same networks: each H's small-N points only for the context seeds finished at N = 48,000
-    done = set(zip(ef.hidden_units, ef.context_seed))
+    # the same networks: each H's small-N points only for the context seeds whose N = 48,000 programs
+    # are all certified optima (a certified infeasible program has no predictor to compare)
+    svm = ef[ef.predictor.str.startswith("svm")]
+    solved = svm.groupby(["hidden_units", "context_seed"]).apply(
+        lambda t: bool(((t.status == "optimal") & (t.certified == True)).all()))   # noqa: E712 (a column of bools)
+    done = {k for k, v in solved.items() if v}
+    apart = svm[~pd.Series([k in done for k in zip(svm.hidden_units, svm.context_seed)], index=svm.index)]
+    every = ef   # the table of every result keeps them
+    keep = lambda t: t[pd.Series([k in done for k in zip(t.hidden_units, t.context_seed)], index=t.index)]
+    ef, inf = keep(ef), keep(inf)
     same = lambda t: t[t.hidden_units.isin(hs) & (t.contexts == 2) & t.median_init & (t.momentum == 0)
                        & pd.Series([k in done for k in zip(t.hidden_units, t.context_seed)], index=t.index)]
     e2, i2 = e2.assign(epochs=(400000 / e2.train_size).round().astype(int)), i2.assign(
@@ -104,11 +112,15 @@ def main(argv: list[str]) -> None:
     print("## every N = 48,000 result\n")
     cols = ["predictor", "hidden_units", "context_seed", "epochs", "train_error", "val_error", "status", "objective", "rel_gap",
             "min_margin", "certified", "solve_seconds"]
-    ef = ef[(ef.predictor == "gd-gln") | (ef.epochs == ef.epochs.min())]   # each program once (both schedules share it)
-    print(md(ef[cols].sort_values(["hidden_units", "context_seed", "predictor", "epochs"]).reset_index(drop=True), 6),
+    every = every[(every.predictor == "gd-gln") | (every.epochs == every.epochs.min())]   # each program once (the schedules share it)
+    print(md(every[cols].sort_values(["hidden_units", "context_seed", "predictor", "epochs"]).reset_index(drop=True), 6),
           "\n")
-    print(f"context seeds finished at N = 48,000 (the small-N columns use the same): "
-          f"{', '.join(f'H = {h}: {sorted(int(k) for hh, k in done if hh == h)}' for h in hs)}\n")
+    print(f"context seeds whose N = 48,000 programs are certified optima, used below (the small-N columns use the "
+          f"same): {', '.join(f'H = {h}: {sorted(int(k) for hh, k in done if hh == h)}' for h in hs)}\n")
+    for (h, k), t in apart.groupby(["hidden_units", "context_seed"]):
+        print(f"left out: H = {h}, context seed {k}: " + "; ".join(
+            f"{r.predictor} {r.status}" + (" (certified)" if r.certified == True else "")   # noqa: E712
+            for r in t.drop_duplicates("predictor").itertuples()) + "\n")
     print("## validation error by N (mean over the context seeds)\n")
     print(md(e.pivot_table(index=["hidden_units", "predictor"], columns="N, epochs", values="val_error", observed=True)), "\n")
     print("## train error by N (mean over the context seeds)\n")

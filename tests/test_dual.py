@@ -418,6 +418,62 @@ def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_e
     assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
 
 
+def test_adopt_solution_records_an_answer_solved_elsewhere_and_refuses_a_foreign_one(tmp_path):
+    """scripts/adopt_solution.py (issue 13: seed 3's H = 10 programs, solved by
+    benchmarks/fullscale_solve.py from saved working-set rounds): the answer is certified on the
+    point's design, recorded with its origin and cached; one of another program's size is refused
+    with exit 2 and nothing written; an answer that does not certify is recorded as such, exit 1."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from gbcli.config import load_config
+    from gbcli.runs.stages import fit_svm, train_gd
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
+        "dataset": {"name": "digits", "train_size": 300, "val_size": 600}, "model": {"kind": "gln", "hidden_units": 3},
+        "contexts": {"count": 2, "seed": 1}, "training": {"epochs": 1},
+        "svm": {"objectives": ["svm-gln"], "max_iters": 2}}))
+    cfg = load_config(tmp_path / "c.yaml")
+    run = tmp_path / "run"
+    train_gd(cfg, run, progress=False)
+    fit_svm(cfg, run, None, progress=False)
+    result = run / "svm" / "svm-gln" / "result.json"
+    assert json.loads(result.read_text())["status"] == "failed"
+
+    def save(name, sol):
+        np.savez(tmp_path / name, zeta=sol.zeta, lam=sol.lam, status=sol.status, message=sol.message,
+                 seconds=sol.seconds, iterations=sol.iterations)
+        return subprocess.run([sys.executable, str(root / "scripts/adopt_solution.py"), str(run), "svm-gln",
+                               str(tmp_path / name), "--cache", str(tmp_path / "solves"), "--note", "a test"],
+                              capture_output=True, text=True)
+
+    other = solve_dual(build_design("svm-gln", load_config(tmp_path / "c.yaml", ("dataset.train_size=200",)),
+                                    prepare(load_config(tmp_path / "c.yaml", ("dataset.train_size=200",)))))
+    before = result.read_bytes()
+    proc = save("other.npz", other)
+    assert proc.returncode == 2 and "do not fit" in proc.stdout and len(proc.stdout.splitlines()) == 1
+    assert result.read_bytes() == before and not (tmp_path / "solves").exists()
+
+    design = build_design("svm-gln", cfg, prepare(cfg))
+    sol = solve_dual(design)
+    proc = save("good.npz", sol)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = json.loads(result.read_text())
+    assert after["status"] == "optimal" and after["certified"] and "adopted by scripts/adopt_solution.py" in after["message"]
+    assert "a test" in after["message"] and after["objective"] == pytest.approx(sol.value, rel=1e-12)
+    assert len(list((tmp_path / "solves").glob("*.npz"))) == 1
+
+    sol.zeta = sol.zeta * 0.5   # margins 0.5: not a solution of the program
+    proc = save("half.npz", sol)
+    assert proc.returncode == 1
+    assert not json.loads(result.read_text())["certified"]
+
+
 def test_the_interior_point_trace_sees_every_iterate(monkeypatch):
     """ipm.TRACE (benchmarks/fullscale_solve.py --trace) is given each iterate's numbers: one record
     per iterate computed, margins turning positive, and a best gap that meets the tolerance."""
@@ -434,3 +490,19 @@ def test_the_interior_point_trace_sees_every_iterate(monkeypatch):
     assert seen[0]["limited_by"] == "" and {d["limited_by"] for d in seen[1:]} <= {"lam", "mu", "s", "w"}
     gaps = [d["gap"] for d in seen if d["gap"] is not None]
     assert seen[-1]["min_margin"] > 0 and min(gaps) <= 1e-6
+
+
+@pytest.mark.parametrize("working_set", [False, True])
+def test_a_failed_solve_still_bounds_the_program(working_set):
+    """A solve stopped before any positive margin is `failed` and uncertified, but its last
+    multipliers are kept: weak duality makes them a lower bound on the optimum and an upper bound on
+    every predictor's relative margin (what seed 3's H = 10 programs report, issue 13)."""
+    design = digits_design("svm-gln", units=3, count=2, train=300)
+    full = solve_dual(design)
+    assert certificate(design, full)["certified"]
+    sol = solve_dual(design, max_iters=2, working_set=working_set)
+    cert = certificate(design, sol)
+    assert sol.status == "failed" and sol.zeta is None and not cert["certified"]
+    assert sol.lam is not None and len(sol.lam) == 300 and sol.lam.any()
+    assert 0 < cert["dual_objective"] <= full.value * (1 + 1e-9)
+    assert cert["relative_margin_bound"] >= relative_margin_bound(design, full.lam) * (1 - 1e-9)

@@ -5,6 +5,9 @@
   margin multipliers lam (any lam >= 0 gives one).
 - An infeasibility is certified by a dual ray: an upper bound on every predictor's relative
   margin below NOT_SEPARABLE.
+- A failed solve that left multipliers gets the same two bounds (a lower bound on the optimum, an
+  upper bound on every predictor's relative margin), uncertified: facts about the program that say
+  how far from separable it is when the solver could not finish (issue 13, seed 3 at H = 10).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from gbcli.programs.ipm import NOT_SEPARABLE
 from gbcli.programs.norms import norm_of
 
 CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
+PRECISE_ABOVE = 1e4  # dual_bound: V summed exactly when its terms are this many times larger (ipm.EXACT_ABOVE)
 
 
 def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
@@ -23,10 +27,15 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
 
     With V = E' diag(lam o y) X, every feasible zeta has 1'lam <= <V, zeta> <= ||V||_* ||zeta||, so
     ||zeta|| >= 1'lam / ||V||_*, with ||.||_* the norm's dual norm; squared for the quadratic norms.
-    The bound does not depend on the scale of lam, so any solver's multipliers can be checked."""
+    The bound does not depend on the scale of lam, so any solver's multipliers can be checked.
+    When V is PRECISE_ABOVE times smaller than its terms (a nearly inseparable program, or a dual
+    ray), its float64 sum is noise: it is summed exactly instead (`design.combination(precise=True)`)."""
     lam = np.clip(lam, 0, None)
     norm = norm_of(design)
-    dn = norm.dual(design, combination(design, lam))
+    v = combination(design, lam)
+    if lam.sum() * input_radius(design) > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300):
+        v = combination(design, lam, precise=True).astype(np.float64)   # V cancels: its sum rounded once
+    dn = norm.dual(design, v)
     if np.isnan(dn):
         return float("nan")
     if dn == 0:   # lam = 0: the trivial bound; V(lam) = 0 with lam != 0: no feasible point at all
@@ -60,10 +69,10 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
     out = {"primal_objective": float("nan"), "dual_objective": float("nan"), "rel_gap": float("nan"),
            "min_margin": float("nan"), "iterations": sol.iterations, "certified": False, "tolerance": tol}
     if sol.zeta is None:
-        if sol.status == "infeasible" and sol.lam is not None:   # certified by a dual ray
+        if sol.lam is not None and np.all(np.isfinite(sol.lam)):   # a ray, or a failed solve's last multipliers
             rel = relative_margin_bound(design, sol.lam)
             out.update(dual_objective=dual_bound(design, sol.lam), relative_margin_bound=rel,
-                       certified=bool(rel <= NOT_SEPARABLE))
+                       certified=bool(sol.status == "infeasible" and rel <= NOT_SEPARABLE))
         return out
     margins = decision(sol.zeta, design.x_train, design.e_train) * design.y_train
     primal = norm_of(design).value(design, sol.zeta)

@@ -72,14 +72,26 @@ def decision(zeta: np.ndarray, x: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 def combination(design: GatedDesign, lam: np.ndarray, precise: bool = False) -> np.ndarray:
-    """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs. `precise`: in
-    numpy's long double (64-bit mantissa on x86-64 Linux; plain float64 where the platform has no
-    wider type), returned as such: on the nearly inseparable programs this sum cancels ~1e6-fold,
-    and the margins of a predictor recovered from a float64 V are off by up to ~5e-6 (issue 13)."""
+    """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs. `precise`: its
+    terms' products summed exactly (`exact.ExactProduct`) and returned in numpy's long double before
+    any rounding: on the nearly inseparable programs this sum cancels 1e6- to 1e8-fold, and the
+    margins of a predictor recovered from a float64 V are off by up to ~5e-6 at 1e6 (issue 13) and
+    by ~0.1 at 1e8. (lam's float64 values and binary gates make the terms E[n, r] lam_n y_n exact.)"""
     if precise:
-        ld = np.longdouble
-        return design.e_train.T.astype(ld) @ ((np.asarray(lam, ld) * design.y_train.astype(ld))[:, None]
-                                              * design.x_train.astype(ld))
+        import torch   # torch is heavy to import and only the precise sums need it here
+
+        from gbcli.programs.exact import ExactProduct
+
+        lo = getattr(lam, "lo", None)   # a double-double (exact.DoubleDouble): both halves
+        lam = np.asarray(lam)
+        hi = lam.astype(np.float64)
+        if lo is not None:
+            parts = [hi, lo]
+        else:   # a long double lam: two floats
+            parts = [hi] if lam.dtype == np.float64 else [hi, (lam - hi).astype(np.float64)]
+        a = np.concatenate([design.e_train * (p * design.y_train)[:, None] for p in parts], 1)
+        v = ExactProduct(torch.tensor(design.x_train, dtype=torch.float64)).t_precise(torch.as_tensor(a))
+        return v.reshape(len(parts), design.e_train.shape[1], -1).sum(0)
     return design.e_train.T @ ((lam * design.y_train)[:, None] * design.x_train)
 
 

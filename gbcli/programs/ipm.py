@@ -9,12 +9,25 @@ from a design's norm and recovers the primal).
 We wrote it ourselves because no library exploits the structure that makes it cheap:
 sum_g a_g Q_g = Ky o (E diag(a) E') is one N x R x N product, so a Newton step costs that product
 plus one Cholesky, and memory stays at three N x N arrays, never G*N*N.
+
+Nearly inseparable programs (issue 13: seed 3 at H = 10, N = 48,000, relative margin ~2.5e-9)
+take three more things once the dual's scale passes EXACT_ABOVE, when the products are formed in
+feature space: V(lam) = E' diag(lam) features rounded once (`exact.ExactProduct`), so the margins
+and lam'Q_g lam are right although V cancels 1e8-fold; lam kept as a double-double (hi + lo),
+because at the optimum V is smaller than float64's resolution of lam's terms; and Newton
+directions refined by GMRES on the Newton matrix applied with those products, preconditioned by
+the float64 Cholesky factor, whose smallest eigen-directions (~(relative margin)^2 of the largest)
+float64 cannot resolve. Each alone is not enough: on `benchmarks/precision_floor.py`'s family the
+plain method certifies down to a relative margin of ~3e-7, the products and double-doubles to
+~3e-8, all three to 3e-11.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from gbcli.programs.exact import ExactProduct, double_double
 
 MAX_ITERS = 100
 TIGHTER = 1e-2          # iterate to a gap 100x below the tolerance, so the support set is resolved too
@@ -34,6 +47,13 @@ WARM_F = 0.8            # max_g lam'Q_g lam = WARM_F: ~20% fewer Newton steps ov
                         # rounds on digits (a scan of these three; smaller shifts were slower than cold)
 ACTIVE = 1e-6           # polish: a multiplier above this fraction of the largest is active (a point or a group)
 SLACK = 1e-3            # ... and a point whose margin is above 1 + SLACK is not
+EXACT = True            # feature-space products V = E' diag(lam) features rounded once (exact.ExactProduct),
+EXACT_ABOVE = 1e4       # once dual x radius passes this, with lam a double-double: V's terms are then ~that much
+                        # larger than V, and float64 margins err by ~(dual radius)^2 eps > 1e-8 (tol x TIGHTER);
+                        # below it the plain products stay (11 products instead of 1: +20% a Newton step at
+                        # N = 2000). EXACT = False: always plain (benchmarks/fullscale_solve.py --plain-products)
+REFINE = True           # ... and Newton directions refined by GMRES (`gmres`) on the Newton matrix applied with them,
+GMRES_STEPS = 12        # at most this many GMRES steps a direction (0-5 on benchmarks/precision_floor.py's family)
 PATIENCE = 2            # polish: Newton steps without a smaller residual before it stops (one step can
                         # overshoot and the next recover: 1e-6, 7e-4, 7e-9 on seed 2's svm-l2 at 48,000)
 
@@ -41,10 +61,15 @@ PATIENCE = 2            # polish: Newton steps without a smaller residual before
 class Kernel:
     """The products the interior-point method needs, for Q_g = Ky o (E_g E_g').
 
-    `features` (optional, group kernels only): the rows y_n x_n (N x D) with Ky = features features'.
-    Then Q_g lam is computed in feature space, (Q_g lam)_n = sum_{r in g} E[n, r] <y_n x_n, V_r> with
+    `features` (optional): the rows y_n x_n (N x D) with Ky = features features'. Then Q_g lam is
+    computed in feature space, (Q_g lam)_n = sum_{r in g} E[n, r] <y_n x_n, V_r> with
     V = E' diag(lam) features: 2 N R D operations instead of the N^2 R of Ky (E diag(lam)), used when
-    that is cheaper (N > 2 D).
+    that is cheaper (N > 2 D). Once the caller's `scale` (dual x radius) passes EXACT_ABOVE, V is
+    computed with one rounding (`exact.ExactProduct`): the margins and lam'Q_g lam of a nearly
+    inseparable program, whose V cancels ~1e8-fold, are then exact to float64's precision of V
+    instead of of its terms (the Newton matrix keeps Ky's rounding: it only steers).
+    Single-group kernels with folded gates, Ky o (E M E'), use the feature space through
+    `fold` = (E, M): (Q lam)_n = e_n' M V y_n x_n.
 
     One-hot groups (every group's columns hold exactly one 1 per row, as a GLN unit's C contexts):
     E_g E_g' = [same context] = (11' + Phi_g Phi_g') / C_g with Phi_g = E_g B_g, B_g the C_g x (C_g - 1)
@@ -54,10 +79,12 @@ class Kernel:
     Newton floor). Other groups (the published grouping, one column per group) use E itself."""
 
     def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None,
-                 features: torch.Tensor | None = None):
+                 features: torch.Tensor | None = None, fold: tuple[torch.Tensor, torch.Tensor] | None = None):
         self.ky, self.e, self.col_group = ky, e, col_group
-        self.features = features if e is not None and features is not None and ky.shape[0] > 2 * features.shape[1] \
-            else None
+        self.fold = fold if e is None else None
+        self.features = features if (e is not None or self.fold is not None) and features is not None \
+            and ky.shape[0] > 2 * features.shape[1] else None
+        self.exact, self.scale = None, 0.0   # scale: the caller's dual x radius (the cancellation in V)
         self.phi = None
         if e is None:
             self.count = 1
@@ -86,16 +113,60 @@ class Kernel:
 
     def u(self, lam: torch.Tensor) -> torch.Tensor:
         """U[:, g] = Q_g lam (N x G)."""
+        if self.features is not None:
+            return self._in_features([lam])[0]
         if self.e is None:
             return (self.ky @ lam)[:, None]
         if self.phi is not None:   # (Q_g lam) = (Ky lam + sum_j Phi_j o Ky (Phi_j o lam)) / C_g
-            cols = torch.cat([lam[:, None], self.phi * lam[:, None]], 1)
-            t = self.features @ (cols.T @ self.features).T if self.features is not None else self.ky @ cols
+            t = self.ky @ torch.cat([lam[:, None], self.phi * lam[:, None]], 1)
             return (t[:, :1] + (t[:, 1:] * self.phi) @ self.phi_member) * self.inv_size
-        if self.features is not None:
-            v = (self.e * lam[:, None]).T @ self.features            # R x D
-            return ((self.features @ v.T) * self.e) @ self.member
         return ((self.ky @ (self.e * lam[:, None])) * self.e) @ self.member
+
+    def products(self, lam: torch.Tensor, lam_lo: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(U, f): U[:, g] = Q_g lam and f_g = lam'Q_g lam for lam = lam + lam_lo (a double-double
+        iterate). When `accurate`, both come from V computed with one rounding, f as V's squared
+        norms (lam'U would cancel as V does); otherwise the plain products, f = lam'U (lam_lo ignored)."""
+        if not self.accurate():
+            u = self.u(lam)
+            return u, (u * lam[:, None]).sum(0)
+        return self._in_features([lam] if lam_lo is None else [lam, lam_lo])
+
+    def _in_features(self, parts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(U, f) for lam = sum(parts) through V = E' diag(lam) features (R x D), each part's V
+        formed by `_combine` and then added: (Q_g lam)_n = sum_{r in g} E[n, r] <y_n x_n, V_r> and
+        f_g = sum_{r in g} ||V_r||^2 (one-hot groups: in the Hadamard-type basis, [1 Phi]; folded
+        gates: e_n' M V y_n x_n and <V, M V>)."""
+        if self.e is None:
+            e, m = self.fold
+            cols = [e * q[:, None] for q in parts]
+        elif self.phi is not None:
+            cols = [torch.cat([q[:, None], self.phi * q[:, None]], 1) for q in parts]
+        else:
+            cols = [self.e * q[:, None] for q in parts]
+        k = cols[0].shape[1]
+        p = self._combine(torch.cat(cols, 1))
+        v = sum(p[i * k:(i + 1) * k] for i in range(len(parts)))
+        if self.e is None:
+            mv = m @ v
+            return ((self.features @ mv.T) * e).sum(1, keepdim=True), (v * mv).sum().reshape(1)
+        t = self.features @ v.T
+        if self.phi is not None:
+            sq = (v * v).sum(1)
+            return ((t[:, :1] + (t[:, 1:] * self.phi) @ self.phi_member) * self.inv_size,
+                    (sq[0] + sq[1:] @ self.phi_member) * self.inv_size)
+        return (t * self.e) @ self.member, (v * v).sum(1) @ self.member
+
+    def accurate(self) -> bool:
+        """Whether Q_g products are rounded once now (feature space, and past EXACT_ABOVE)."""
+        return self.features is not None and EXACT and self.scale > EXACT_ABOVE
+
+    def _combine(self, a: torch.Tensor) -> torch.Tensor:
+        """a' features (K x D): the cancelling sums, rounded once when EXACT and scale > EXACT_ABOVE."""
+        if not (EXACT and self.scale > EXACT_ABOVE):
+            return a.T @ self.features
+        if self.exact is None:   # the features' slices, once
+            self.exact = ExactProduct(self.features)
+        return self.exact.t(a)
 
     def _factors(self, a: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, float]:
         """sum_g a_g Q_g = Ky o (cols diag(w) cols' + const): (E, member a, 0) in general,
@@ -146,7 +217,8 @@ class Kernel:
     def restrict(self, idx: torch.Tensor) -> "Kernel":
         """The same kernel on the points idx."""
         pick = lambda a: None if a is None else a[idx]
-        return Kernel(self.ky[idx][:, idx], pick(self.e), self.col_group, pick(self.features))
+        fold = None if self.fold is None else (self.fold[0][idx], self.fold[1])
+        return Kernel(self.ky[idx][:, idx], pick(self.e), self.col_group, pick(self.features), fold)
 
     def radius(self) -> float:
         """max_{n,g} sqrt(Q_g[n, n]): the largest gated input, the scale of margins."""
@@ -165,6 +237,57 @@ def _basis(c: int) -> torch.Tensor:
         return h[:, 1:]
     q, _ = torch.linalg.qr(torch.cat([torch.ones(c, 1, dtype=torch.float64), torch.eye(c, dtype=torch.float64)[:, 1:]], 1))
     return q[:, 1:] * c ** 0.5
+
+
+def gmres(apply, precond, b: torch.Tensor, tol: float = 1e-14, most: int | None = None) -> tuple[torch.Tensor, int]:
+    """x with apply(x) ~ b: GMRES right-preconditioned by precond (the float64 Cholesky factor's
+    solve), started from precond(b). With apply exact to rounding and precond wrong only in the few
+    directions float64 cannot resolve (a nearly inseparable program's Newton matrix has eigenvalues
+    below eps of its largest), the preconditioned matrix is the identity plus a low-rank error and
+    GMRES needs about that rank of steps (GMRES-based iterative refinement). Returns (x, steps)."""
+    most = GMRES_STEPS if most is None else most
+    x = precond(b)
+    r = b - apply(x)
+    beta, scale = float(r.norm()), float(b.norm())
+    if beta <= tol * scale:
+        return x, 0
+    basis, h = [r / beta], torch.zeros(most + 1, most, dtype=b.dtype, device=b.device)
+    z = []
+    y = None
+    for j in range(most):
+        z.append(precond(basis[j]))
+        v = apply(z[j])
+        for _ in range(2):   # Gram-Schmidt twice: the basis stays orthogonal to rounding
+            for i in range(j + 1):
+                c = v @ basis[i]
+                h[i, j] += c
+                v = v - c * basis[i]
+        h[j + 1, j] = v.norm()
+        e1 = torch.zeros(j + 2, dtype=b.dtype, device=b.device)
+        e1[0] = beta
+        y = torch.linalg.lstsq(h[:j + 2, :j + 1], e1[:, None]).solution[:, 0]
+        res = float((e1 - h[:j + 2, :j + 1] @ y).norm())
+        if res <= tol * scale or float(h[j + 1, j]) <= 1e-300:
+            break
+        basis.append(v / h[j + 1, j])
+    return x + sum(yi * zi for yi, zi in zip(y, z)), len(z)
+
+
+def _add(hi: torch.Tensor, lo: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hi + lo) + x as a renormalized double-double (Knuth's two-sum, then a fast two-sum)."""
+    t = hi + x
+    b = t - hi
+    err = (hi - (t - b)) + (x - b)
+    lo = lo + err
+    new = t + lo
+    return new, lo - (new - t)
+
+
+def _pair(hi: torch.Tensor, lo: torch.Tensor) -> np.ndarray:
+    """A double-double lam as numpy: float64 when its low half is zero, else an `exact.DoubleDouble`."""
+    if not bool(lo.any()):
+        return hi.cpu().numpy().copy()
+    return double_double(hi.cpu().numpy(), lo.cpu().numpy())
 
 
 def _step(v: torch.Tensor, dv: torch.Tensor) -> float:
@@ -217,7 +340,10 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     3.6e-8 in 21 s and seed 2's svm-gln from 6.2e-5 to 5.6e-7 in 80 s, both certified; seed 2's svm-l2
     (optimum 6.57e8) from 1.02e-6, where float64 iterates stopped, to 1.1e-8 in 111 s with long double ones."""
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
+    lo = getattr(lam, "lo", None)   # a double-double from the interior-point method: both halves
     lam, s = np.asarray(lam, dtype=dtype), np.asarray(s, dtype=dtype)
+    if lo is not None:
+        lam = lam + lo.astype(dtype)
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a, dtype=np.float64), **opts)
@@ -278,8 +404,10 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
 def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | None = None,
                    not_separable: float = NOT_SEPARABLE, start=None):
     """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
-    lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; both None
-    when failed). start: None (a cold start) or (lam, mu, s) near a solution of a nearby problem
+    lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; s None
+    when failed, lam then the last iterate, whose dual bound still holds). lam is an
+    `exact.DoubleDouble` when it was kept as one (see the module's docstring): pass it whole to
+    `Norm.predictor(..., precise=True)`. start: None (a cold start) or (lam, mu, s) near a solution of a nearby problem
     (the working set's previous round), shifted strictly inside."""
     max_iters = MAX_ITERS if max_iters is None else max_iters
     n, g = grp.ky.shape[0], grp.count
@@ -301,9 +429,10 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
     radius = grp.radius()
     status, message, it = "failed", f"stopped after {max_iters} iterations", 0
     best = None                                           # (gap, lam, s, iteration) of the best iterate
+    lam_lo = torch.zeros_like(lam)                        # lam's low half once products are rounded once
+    refined = []
     for it in range(1, max_iters + 1):
-        u = grp.u(lam)                                   # N x G
-        f = (u * lam[:, None]).sum(0)                     # lam' Q_g lam
+        u, f = grp.products(lam, lam_lo)                  # N x G, and lam' Q_g lam
         margins = u @ s                                   # of the recovered primal zeta_g = s_g V_g
         primal = float((s * f.clamp(min=0).sqrt()).sum())  # sum_g ||zeta_g||
         dual = float(lam.sum()) / max(float(f.max().clamp(min=0).sqrt()), 1e-300)  # lam rescaled to feasible
@@ -316,15 +445,17 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             TRACE(dict(n=n, it=it, min_margin=m_min, gap=gap if m_min > 0 else None, dual=dual,
                        step=a if it > 1 else 1.0, lam_max=float(lam.max()), s_max=float(s.max()),
                        mu_lam=float(mu @ lam) / n, s_w=float(s @ w) / g,
-                       limited_by="lam mu s w".split()[int(np.argmin(limits))] if it > 1 else ""))
+                       limited_by="lam mu s w".split()[int(np.argmin(limits))] if it > 1 else "",
+                       gmres="+".join(map(str, refined)) if it > 1 else ""))
         if m_min > 0:
             if best is None or gap < best[0]:
-                best = (gap, lam.clone(), s.clone(), it)
+                best = (gap, _pair(lam, lam_lo), s.clone(), it)
             elif it - best[3] >= (STALL_MET if best[0] <= tol else STALL):
                 message = STALLED_MET if best[0] <= tol else STALLED
                 break
             if gap <= tol * TIGHTER:
                 break
+        grp.scale = max(grp.scale, dual * radius)   # V's cancellation: products rounded once above EXACT_ABOVE
         if dual * radius > 1 / (not_separable * TIGHTER):   # 100x past the certificate's threshold, as for the gap
             status = "infeasible"
             message = ("the training data is not separable under this program's architecture (the dual is "
@@ -346,14 +477,29 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             message = f"the Newton system is singular at iteration {it}"
             break
 
-        def direction(r_s, r_mu):
-            rhs = -rd + r_mu / lam - u @ ((r_s + s * rp) / w)
+        def factor_solve(rhs):
             # two triangular solves on the factor: with one right-hand side they cost a quarter of
             # torch.cholesky_solve (9.6 ms against 39 ms at N = 2000)
             half = torch.linalg.solve_triangular(chol, rhs[:, None], upper=False)
-            dl = torch.linalg.solve_triangular(chol.T, half, upper=True)[:, 0]
+            return torch.linalg.solve_triangular(chol.T, half, upper=True)[:, 0]
+
+        refine, refined = REFINE and grp.accurate(), []   # refined: GMRES steps of this iterate's directions
+        if refine:   # the Newton matrix applied with its cancelling sums rounded once
+            sw, diag = s / w, mu / lam
+            ut = ExactProduct(u)
+
+            def newton(v):
+                return grp.u(v) @ s + u @ (sw * ut.t(v[:, None])[0]) + diag * v
+
+        def direction(r_s, r_mu):
+            rhs = -rd + r_mu / lam - u @ ((r_s + s * rp) / w)
+            if refine:
+                dl, steps = gmres(newton, factor_solve, rhs)
+                refined.append(steps)
+            else:
+                dl = factor_solve(rhs)
             dmu = (r_mu - mu * dl) / lam
-            dw = -rp - u.T @ dl
+            dw = -rp - (ut.t(dl[:, None])[0] if refine else u.T @ dl)
             ds = (r_s - s * dw) / w
             return dl, dmu, ds, dw
 
@@ -368,14 +514,18 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
         a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
         if TRACE is not None:   # which of lam, mu, s, w stops the step (reported with the next iterate)
             limits = [_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw)]
-        lam, mu, s, w = lam + a * dl, mu + a * dmu, s + a * ds, w + a * dw
+        if grp.accurate():   # lam as a double-double: V(lam) cancels below float64's resolution of lam
+            lam, lam_lo = _add(lam, lam_lo, a * dl)
+        else:
+            lam = lam + a * dl
+        mu, s, w = mu + a * dmu, s + a * ds, w + a * dw
     if status == "infeasible":
         return status, message, lam.cpu().numpy(), None, it
-    if best is None:
-        return status, message, None, None, it
+    if best is None:   # no positive margin: the last lam still bounds the optimum (weak duality)
+        return status, message, _pair(lam, lam_lo), None, it
     gap, lam, s, _ = best   # the best iterate, and `it` the iterates computed (the work done)
     if gap > tol:
         status, message = "inaccurate", f"relative gap {gap:.1e} > {tol:g}: {message}"
     else:   # met; say so when it stalled short of the tighter target (its own gap is then the least reliable)
         status, message = "optimal", (f"relative gap {gap:.1e}: {message}" if message == STALLED_MET else "")
-    return status, message, lam.cpu().numpy(), s.cpu().numpy(), it
+    return status, message, lam, s.cpu().numpy(), it

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from gbcli.programs.design import GatedDesign, decision
-from gbcli.programs.ipm import POLISHED, STALLED_MET, TIGHTER
+from gbcli.programs.ipm import STALLED_MET, TIGHTER
 from gbcli.programs.norms import norm_of
 
 WORKING_SET_ABOVE = 3000   # the dual solver switches to the working set above this many training points
@@ -69,7 +69,8 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
     (status, message, lam, s) or None: the polish of a final round whose interior-point method met
     the tolerance only on its rounding floor (`ipm.STALLED_MET`), where its own gap is least reliable
     (H = 10, N = 48,000: 1e-6 by its count, 1.016e-6 by the certificate). Returns (status, message, zeta, lam, iterations):
-    zeta None when infeasible (lam the full-length ray) or failed; lam has length N, zero outside W."""
+    zeta None when infeasible (lam the full-length ray) or failed (lam W's last multipliers, or None);
+    lam has length N, zero outside W."""
     n = len(design.y_train)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
@@ -80,10 +81,10 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
     dropped = np.zeros(n, dtype=bool)        # left W once already
     total_it, sizes, warm = 0, [], None
 
-    def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray, precise: bool):
+    def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
         """zeta from W's multipliers scaled to margin 1 on W, all N margins, and the scale; None when
-        no margin on W is positive."""
-        zeta = norm.predictor(sub, lam_w, s, precise=precise)
+        no margin on W is positive. V is summed exactly: it cancels up to 1e8-fold (exact.py)."""
+        zeta = norm.predictor(sub, lam_w, s, precise=True)
         m = margins(design, zeta)
         scale = float(m[w].min())
         return None if scale <= 0 else (zeta / scale, m / scale, scale)
@@ -102,9 +103,10 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
             lam[w] = lam_w
         if status == "infeasible":   # a ray of W's dual is a ray of the full dual
             return status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it
-        if s is None:
-            return status, f"{message} (working set of {len(w)} points, round {rnd})", None, None, total_it
-        got = predict(sub, w, lam_w, s, message.startswith(POLISHED))
+        if s is None:   # failed: W's last multipliers (if any) still give a dual bound
+            return status, f"{message} (working set of {len(w)} points, round {rnd})", None, \
+                (lam if lam_w is not None else None), total_it
+        got = predict(sub, w, lam_w, s)
         if got is None:
             return "failed", f"the recovered predictor has no positive margin on the working set (round {rnd})", \
                 None, None, total_it
@@ -112,7 +114,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         violating = np.flatnonzero(m < 1 - tol * TIGHTER)
         if not violating.size and finish is not None and message.endswith(STALLED_MET):
             done = finish(sub, lam_w, s, message, tol)
-            polished = None if done is None else predict(sub, w, done[2], done[3], True)
+            polished = None if done is None else predict(sub, w, done[2], done[3])
             if polished is not None:   # the polished answer replaces the round's
                 status, message, lam_w, s = done
                 lam[:] = 0

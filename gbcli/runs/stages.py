@@ -284,7 +284,9 @@ def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver:
             echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
                  f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
         elif r["status"] in ("infeasible", "failed"):
-            echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)")
+            bound = r.get("relative_margin_bound")
+            echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)"
+                 + ("" if bound is None else f"; by weak duality every predictor's relative margin <= {bound:.1e}"))
         else:
             cert = "certified" if r["certified"] else "NOT certified"
             echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "

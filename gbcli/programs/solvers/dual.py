@@ -40,14 +40,18 @@ POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl
 def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
     """The interior-point method's kernel: Ky = yy' o XX' passed through the norm's kernel form
     ((Ky, E, col_group), E = None for the single-group quadratic programs, whose gates are folded
-    into Ky), with the features y_n x_n for the group kernels' feature-space products."""
+    into Ky), with the features y_n x_n for the feature-space products (and the folded gates E, M
+    of a single-group norm's Ky o (E M E'))."""
     t = lambda a: torch.as_tensor(np.array(a, dtype=np.float64, order="C"), device=device)   # a copy: inputs may be read-only
     e = t(design.e_train)
     xy, ky = _linear_kernel(design.x_train, design.y_train, device)
-    out = norm_of(design).kernel(design, ky, e)
+    norm = norm_of(design)
+    out = norm.kernel(design, ky, e)
     if out is None:
         raise ValueError(f"the dual solver does not cover norm {design.norm!r}")
-    return Kernel(*out, features=xy)
+    metric = norm.gate_metric(design) if out[1] is None else None
+    fold = None if metric is None else (e, t(metric))
+    return Kernel(*out, features=xy, fold=fold)
 
 
 def primal_products(design: GatedDesign, grp: Kernel):
@@ -122,7 +126,7 @@ def recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, me
             seconds: float, iterations: int) -> Solution:
     """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
     norm = norm_of(design)
-    zeta = norm.predictor(design, lam, s, precise=message.startswith(POLISHED))
+    zeta = norm.predictor(design, lam, s, precise=message.startswith(POLISHED) or getattr(lam, "lo", None) is not None)
     m = decision(zeta, design.x_train, design.e_train) * design.y_train
     if m.min() > 0:   # the stopping test assumed this rescaling (it may scale up as well as down)
         zeta = zeta / m.min()
