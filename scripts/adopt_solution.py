@@ -14,6 +14,7 @@ a predictor is refused with exit 2 and nothing is written.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -33,19 +34,14 @@ from gbcli.runs.sweep import limit_threads  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    args, opts = [a for a in argv if not a.startswith("--")], {}
-    flags = [a for a in argv if a.startswith("--")]
-    for flag in flags:
-        i = argv.index(flag)
-        if flag not in ("--cache", "--note") or i + 1 >= len(argv):
-            print(__doc__)
-            return 2
-        opts[flag] = argv[i + 1]
-        args.remove(argv[i + 1])
-    if len(args) != 3:
-        print(__doc__)
-        return 2
-    run_dir, obj, path = Path(args[0]), args[1], Path(args[2])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("objective")
+    ap.add_argument("solution", type=Path)
+    ap.add_argument("--cache", default=None, help="a sweep's OUT/solves")
+    ap.add_argument("--note", default=None, help="said in the result's message")
+    args = ap.parse_args(argv)   # a wrong command line: usage, exit 2
+    run_dir, obj, path = args.run_dir, args.objective, args.solution
     limit_threads(1)
     try:   # a missing, truncated or foreign file: one line, exit 2, nothing written
         cfg = Config.model_validate(load_yaml((run_dir / "gd" / "config.yaml").read_text()))
@@ -69,11 +65,11 @@ def main(argv: list[str]) -> int:
               f"({design.rows} x {design.x_train.shape[1]}, {len(design.y_train)} points), or are not finite")
         return 2
     note = f"solved outside the sweep and adopted by scripts/adopt_solution.py from {path.name}"
-    if "--note" in opts:
-        note += f" ({opts['--note']})"
+    if args.note:
+        note += f" ({args.note})"
     sol = Solution(None if ray else zeta, status, float("nan") if ray else norm_of(design).value(design, zeta),
                    seconds, "dual", f"{message}; {note}", iterations, lam)
-    r = record(run_dir, obj, cfg, design, problem, sol, opts.get("--cache"))
+    r = record(run_dir, obj, cfg, design, problem, sol, args.cache)
     return 0 if r["certified"] else 1
 
 
