@@ -4,14 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test bench-solvers paper clean
+.PHONY: install demo test test-fast bench-solvers paper clean
 
 # torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,mlflow]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,6 +23,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# a quick loop for contributors: every module, the slow end-to-end cases left out (under 2 minutes idle)
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow and not slurm"
 
 # the solver benchmark of BENCHMARKS.md (needs MNIST: GB_DATA_DIR, about 10 minutes)
 bench-solvers: install

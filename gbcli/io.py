@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -65,8 +66,54 @@ def write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
+MAX_READ_BYTES = 1024 ** 3   # larger than any file gb writes into a run directory
+
+
+def read_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of a file gb reads from a run directory, which may have been received from anyone:
+    never through a symlink (O_NOFOLLOW), only a regular file (opened non-blocking, so a FIFO put
+    where a record belongs cannot hang the reader), at most `limit` bytes. OSError or ValueError
+    otherwise (the callers turn both into one line naming the file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        if st.st_size > limit:
+            raise ValueError(f"{path}: {st.st_size} bytes, more than the {limit} gb reads")
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ValueError(f"{path}: more than the {limit} bytes gb reads")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> str:
+    return read_untrusted(path, limit).decode("utf-8")
+
+
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """A JSON file of a run directory (read as `read_untrusted`)."""
+    return json.loads(read_untrusted(path))
+
+
+def read_csv_untrusted(path: str | Path):
+    """A CSV table of a run directory as a DataFrame (read as `read_untrusted`)."""
+    import pandas as pd
+
+    return pd.read_csv(io.BytesIO(read_untrusted(path)))
+
+
+def load_npz_untrusted(path: str | Path):
+    """An .npz of a run directory, never with pickles (object arrays are refused by numpy)."""
+    return np.load(io.BytesIO(read_untrusted(path)), allow_pickle=False)
 
 
 def write_npz(path: str | Path, **arrays: np.ndarray) -> None:

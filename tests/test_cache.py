@@ -68,7 +68,7 @@ def test_a_twin_reuses_the_solution_and_a_changed_design_does_not(tmp_path):
         assert twin[o]["cached_from"] == f"m0/{o}"
         assert twin[o]["certified"] and twin[o]["status"] == "optimal"
         # the same certificate, computed again on the twin's own design; only the manifest differs
-        strip = lambda r: {k: v for k, v in r.items() if k not in ("manifest", "cached_from")}
+        strip = lambda r: {k: v for k, v in r.items() if k not in ("manifest", "cached_from", "provenance")}
         assert strip(twin[o]) == strip(first[o])
         for stem in ("solution", "predictions"):
             a, b = np.load(tmp_path / "m0/svm" / o / f"{stem}.npz"), np.load(tmp_path / "m9/svm" / o / f"{stem}.npz")
@@ -108,3 +108,87 @@ def test_two_processes_racing_on_one_key_solve_it_once(tmp_path):
     assert sorted(o is None for o in origins) == [False, True]
     assert [o for o in origins if o] in (["w0/svm-gln"], ["w1/svm-gln"])
     assert len(list((tmp_path / "solves").glob("*.npz"))) == 1
+
+
+# ---- a damaged or foreign entry heals: a warning naming it, solved again, replaced (issue 24)
+
+def _flip(data: bytes) -> bytes:
+    b = bytearray(data)
+    for i in range(len(b) // 3, len(b) // 3 + 64):   # inside the compressed arrays, not only the zip directory
+        b[i] ^= 0xFF
+    return bytes(b)
+
+
+def _without_status(data: bytes) -> bytes:
+    import io
+
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"][()]))
+        arrays = {k: z[k] for k in z.files if k != "meta"}
+    meta.pop("status")
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)
+    return buf.getvalue()
+
+
+DAMAGE = {"truncated": lambda d: d[: len(d) // 2], "empty": lambda d: b"", "bit-flipped": _flip,
+          "without-status": _without_status}
+
+
+def test_damaged_entries_heal(tmp_path):
+    """Each damage of the issue made every rerun of its points fail (BadZipFile, EOFError, KeyError):
+    now each counts as missing, with a warning naming the entry, and is replaced by a good one."""
+    import pytest
+
+    cfg = config(svm__objectives=["svm-gln"])
+    solves = tmp_path / "solves"
+    run(cfg, tmp_path / "first", solves)
+    entry, = solves.glob("*.npz")
+    good = entry.read_bytes()
+    for name, damage in DAMAGE.items():
+        entry.write_bytes(damage(good))
+        said = []
+        fit_svm(cfg, tmp_path / name, progress=False, echo=said.append, cache=SolveCache(solves))
+        r = read_json(tmp_path / name / "svm" / "svm-gln" / "result.json")
+        assert r["status"] == "optimal" and r["certified"] and "cached_from" not in r, (name, r)
+        warnings = [s for s in said if "warning" in s and str(entry) in s]
+        assert warnings, (name, said)
+        healed = SolveCache(solves).get(entry.stem, build_design("svm-gln", cfg, prepare(cfg)))
+        assert healed is not None and healed[1] == f"{name}/svm-gln", (name, healed)
+    if not DAMAGE:
+        pytest.fail("no damage tried")
+
+
+def test_an_entry_holding_another_programs_answer_is_replaced(tmp_path):
+    """An entry whose key is right but whose solution is another program's (copied over it): it fails
+    the certificate on this design, the warning names the cache entry, and the entry is replaced."""
+    a, b = config(svm__objectives=["svm-gln"]), config(svm__objectives=["svm-gln"], contexts__seed=2)
+    run(a, tmp_path / "a", tmp_path / "sa")
+    run(b, tmp_path / "b", tmp_path / "sb")
+    (ea,), (eb,) = (tmp_path / "sa").glob("*.npz"), (tmp_path / "sb").glob("*.npz")
+    import io
+
+    with np.load(io.BytesIO(eb.read_bytes()), allow_pickle=False) as z:   # b's solution under a's key
+        meta, arrays = json.loads(str(z["meta"][()])), {k: z[k] for k in z.files if k != "meta"}
+    meta["key"] = ea.stem
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)
+    ea.write_bytes(buf.getvalue())
+    said = []
+    fit_svm(a, tmp_path / "a2", progress=False, echo=said.append, cache=SolveCache(tmp_path / "sa"))
+    r = read_json(tmp_path / "a2" / "svm" / "svm-gln" / "result.json")
+    assert r["status"] == "optimal" and r["certified"] and "cached_from" not in r, r
+    assert any("solve cache entry" in s and str(ea) in s for s in said), said
+    third = run(a, tmp_path / "a3", tmp_path / "sa")   # replaced by the good answer: reused now
+    assert third["svm-gln"]["cached_from"] == "a2/svm-gln"
+
+
+def test_an_entry_under_another_key_is_missing(tmp_path):
+    cfg = config(svm__objectives=["svm-gln"])
+    run(cfg, tmp_path / "a", tmp_path / "s")
+    entry, = (tmp_path / "s").glob("*.npz")
+    moved = entry.with_name("0" * 32 + ".npz")
+    entry.rename(moved)
+    said = []
+    assert SolveCache(tmp_path / "s").get(moved.stem, warn=said.append) is None
+    assert said and "another program" in said[0]

@@ -41,3 +41,38 @@ def test_grid_points_have_stable_distinct_ids(tmp_path):
     renamed = path.read_text().replace("name: g", "name: other")
     path.write_text(renamed)
     assert ids == [point_id(p) for p in expand(path)[1]]    # the name is not part of the identity
+
+
+def test_overrides_of_what_is_trained_get_their_own_run_dir(tmp_path):
+    """Issue 24: `--set model.hidden_units=50` wrote into runs/<name> and deleted the plain run's results.
+    Overrides of what is trained get runs/<name>-<tag>; svm, name, output and sweep overrides do not."""
+    path = tmp_path / "small.yaml"
+    path.write_text("model: {kind: gln}\n")
+    cfg = load_config(path)
+    plain = run_dir_for(cfg, None, [])
+    assert plain.as_posix() == "runs/small"
+    units = run_dir_for(cfg, None, ["model.hidden_units=50"])
+    assert units.parent.as_posix() == "runs" and units.name.startswith("small-") and len(units.name) == len("small-") + 8
+    assert units == run_dir_for(cfg, None, ["model.hidden_units=50"])                  # stable
+    assert units == run_dir_for(cfg, None, ["model.hidden_units=7", "model.hidden_units=50"])   # the last value counts
+    assert units != run_dir_for(cfg, None, ["model.hidden_units=51"])
+    both = run_dir_for(cfg, None, ["model.hidden_units=50", "training.momentum=0.9"])
+    assert both == run_dir_for(cfg, None, ["training.momentum=0.9", "model.hidden_units=50"])   # order-free
+    assert both != units
+    for same in (["svm.certify_tol=1e-5"], ["svm.objectives=[svm-gln]"], ["sweep.jobs=2"], ["name=small"]):
+        assert run_dir_for(cfg, None, same) == plain, same
+    assert run_dir_for(cfg, tmp_path / "x", ["model.hidden_units=50"]) == tmp_path / "x"   # --out wins
+
+
+def test_grid_limits_are_checked_before_expanding(tmp_path):
+    from gbcli.errors import GbError
+    from gbcli.runs.sweep import MAX_POINTS
+
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump({"name": "g", "grid": {f"training.x{i}": list(range(10)) for i in range(7)}}))
+    with pytest.raises(GbError, match="10,000,000 points"):
+        expand(path)   # counted, never expanded: the unknown keys would fail validation point by point
+    path.write_text(yaml.safe_dump({"name": "g", "grid": {"contexts.seed": [1, 2]}, "zip": {"contexts.seed": [3, 4]}}))
+    with pytest.raises(GbError, match="contexts.seed"):
+        expand(path)
+    assert MAX_POINTS == 10_000

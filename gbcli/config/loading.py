@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 from gbcli.config.schema import Config
 from gbcli.errors import GbError
 from gbcli.schema import Section
+from gbcli.text import quoted, shorten
 
 PRESET_DIR = Path(__file__).parent / "presets"
 UNION_SECTIONS = ("model", "dataset")   # their second error-location element is the union's tag
@@ -35,15 +37,15 @@ def deep_merge(base: dict, over: dict) -> dict:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """`training.lr=0.01` -> (['training', 'lr'], 0.01); the value is read as YAML."""
     if "=" not in text:
-        raise GbError(f"--set {text}: expected key.path=value")
+        raise GbError(f"--set {shorten(text)}: expected key.path=value")
     key, value = text.split("=", 1)
     path = [p for p in key.strip().split(".")]
     if not all(path):
-        raise GbError(f"--set {text}: empty key")
+        raise GbError(f"--set {shorten(text)}: empty key")
     try:
         parsed = load_yaml_text(value) if value.strip() else None
     except yaml.constructor.ConstructorError as exc:
-        raise GbError(f"--set {text}: {exc.problem}") from None
+        raise GbError(f"--set {shorten(text)}: {shorten(str(exc.problem))}") from None
     except (yaml.YAMLError, RecursionError):
         parsed = value
     return path, parsed
@@ -55,7 +57,7 @@ def set_path(d: dict, path: list[str], value: Any) -> dict:
     node = out
     for p in path[:-1]:
         if not isinstance(node.get(p, {}), dict):
-            raise GbError(f"--set {'.'.join(path)}: {p} is not a section")
+            raise GbError(f"--set {shorten('.'.join(path))}: {shorten(p)} is not a section")
         node = node.setdefault(p, {})
     node[path[-1]] = value
     return out
@@ -92,7 +94,8 @@ class StrictLoader(yaml.SafeLoader):
             if isinstance(key, (list, dict)):
                 raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value", key_node.start_mark)
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {quoted(key)}",
+                                                        key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -117,15 +120,12 @@ def load_yaml_text(text: str):
 
 
 def read_yaml(path: str | Path) -> dict:
+    """The mapping in a YAML config file. Only a regular file is read (a FIFO or a device such as
+    /dev/zero is refused, not waited on or read forever), and at most MAX_CONFIG_BYTES of it."""
     path = Path(path)
-    if path.is_dir():
-        raise GbError(f"{path}: is a directory, not a config file")
-    if not path.is_file():
-        raise GbError(f"{path}: config file not found")
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise GbError(f"{path}: {path.stat().st_size} bytes is too large for a config")
-        raw = load_yaml_text(path.read_text(encoding="utf-8"))
+        text = _read_config_text(path)
+        raw = load_yaml_text(text)
     except RecursionError:
         raise GbError(f"{path}: not valid YAML: nested too deeply") from None
     except UnicodeDecodeError:
@@ -136,7 +136,7 @@ def read_yaml(path: str | Path) -> dict:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]  # ReaderError: no .problem
-        raise GbError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise GbError(f"{path}: not valid YAML{where}: {shorten(str(problem))}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -144,16 +144,43 @@ def read_yaml(path: str | Path) -> dict:
     return raw
 
 
+def _read_config_text(path: Path) -> str:
+    """The text of a config file: a regular file of at most MAX_CONFIG_BYTES, read once (opened
+    without blocking, so a FIFO without a writer does not hang; checked on the open file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (FileNotFoundError, NotADirectoryError, ValueError):   # ValueError: a NUL in the path
+        raise GbError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise GbError(f"{path}: is a directory, not a config file") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise GbError(f"{path}: is a directory, not a config file")
+        if not stat.S_ISREG(st.st_mode):
+            raise GbError(f"{path}: not a regular file (a config is read from a file, not a device or pipe)")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise GbError(f"{path}: {st.st_size} bytes is too large for a config (at most {MAX_CONFIG_BYTES})")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)   # a file that grows (or lies about its size) is still bounded
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise GbError(f"{path}: more than {MAX_CONFIG_BYTES} bytes is too large for a config")
+    return data.decode("utf-8")
+
+
 def apply_preset(raw: dict, source: str = "config") -> dict:
     """Merge the named preset (if any) under the user's values."""
     preset = raw.get("preset")
     if preset is None:
         return raw
-    file = PRESET_DIR / f"{preset}.yaml"
-    if not isinstance(preset, str) or not file.is_file():
-        known = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))
-        raise GbError(f"{source}: preset: unknown preset {preset!r} (known: {known})")
-    return deep_merge(load_yaml_text(file.read_text()), raw)
+    known = sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+    if not isinstance(preset, str) or preset not in known:   # never a path: only our preset files
+        raise GbError(f"{source}: preset: unknown preset {quoted(preset)} (known: {', '.join(known)})")
+    return deep_merge(load_yaml_text((PRESET_DIR / f"{preset}.yaml").read_text()), raw)
 
 
 def _validated(raw: dict, source: str) -> Config:
@@ -174,13 +201,14 @@ def validate(raw: dict, source: str = "config") -> Config:
 
 def _config_key(loc: tuple) -> str:
     """The dotted config key of an error location, without pydantic's union-member tags
-    (`training.epochs.int` -> `training.epochs`, `model.gln.leaky_alpha` -> `model.leaky_alpha`)."""
+    (`training.epochs.int` -> `training.epochs`, `model.gln.leaky_alpha` -> `model.leaky_alpha`).
+    A long part (an unknown key can be anything) is shortened."""
     parts, section, tag_next = [], Config, False
     for i, p in enumerate(loc):
         if tag_next:  # the member of a Union field that failed: not part of the key
             tag_next = False
             continue
-        parts.append(str(p))
+        parts.append(shorten(str(p), 120))
         if i == 0 and p in UNION_SECTIONS:
             tag_next, section = True, None
             continue
@@ -188,11 +216,18 @@ def _config_key(loc: tuple) -> str:
         ann = field.annotation if field is not None else None
         section = ann if isinstance(ann, type) and issubclass(ann, Section) else None
         tag_next = get_origin(ann) is Union and type(None) not in get_args(ann)
-    return ".".join(parts)
+    return shorten(".".join(parts), 240)
+
+
+MAX_MESSAGE = 400   # characters of a validation message (values in it are shortened where quoted)
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    errors = exc.errors()
+    """The first error of `exc` as one line naming its key; a quoted value is shortened."""
+    return shorten(_format_error(exc.errors()), MAX_MESSAGE)
+
+
+def _format_error(errors: list) -> str:
     err = errors[0]
     loc = _config_key(err["loc"])
     kind = err["type"]
@@ -201,10 +236,10 @@ def format_validation_error(exc: ValidationError) -> str:
     if kind == "union_tag_invalid":
         field = "kind" if loc == "model" else "name"
         ctx = err.get("ctx", {})
-        return f"{loc}.{field}: unknown {field} {ctx.get('tag')!r} (one of {ctx.get('expected_tags')})"
+        return f"{loc}.{field}: unknown {field} {quoted(ctx.get('tag'))} (one of {ctx.get('expected_tags')})"
     if kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in UNION_SECTIONS):
-        return f"{loc}: must be a mapping of keys, got {err.get('input')!r}"
-    msg = err["msg"]
+        return f"{loc}: must be a mapping of keys, got {quoted(err.get('input'))}"
+    msg = shorten(err["msg"], MAX_MESSAGE)
     own = msg.startswith("Value error, ")  # our validators' messages already show the value
     if own:
         msg = msg[len("Value error, "):]
@@ -213,11 +248,11 @@ def format_validation_error(exc: ValidationError) -> str:
     if kind == "missing":
         return f"{loc}: required key is missing"
     # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
-    alternatives = [e["msg"] for e in errors[1:] if e["loc"] != err["loc"] and _config_key(e["loc"]) == loc]
+    alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and _config_key(e["loc"]) == loc]
     for alt in alternatives:
         msg += f"; or {alt[0].lower() + alt[1:]}"
     got = err.get("input")
-    shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+    shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {quoted(got)})"
     return f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg
 
 
@@ -236,8 +271,31 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     return validate(apply_preset(read_config(path, overrides), str(path)), str(path))
 
 
-def run_dir_for(cfg: Config, out: str | Path | None) -> Path:
-    """The run directory: --out, else output.dir, else runs/<name>."""
+NOT_IN_RUN_DIR = ("svm", "name", "output", "sweep")   # overrides that leave the default run directory as it is
+
+
+def override_tag(overrides: list[str] | tuple[str, ...]) -> str | None:
+    """A short hash of the `--set` overrides that change what is trained (anything but svm, name,
+    output and sweep keys; the last value of a key counts), or None when there are none: the default
+    run directory of `--set model.hidden_units=50` is runs/<name>-<tag>, not the plain run's."""
+    import hashlib
+    import json
+
+    values = {}
+    for text in overrides:
+        path, value = parse_override(text)
+        if path[0] not in NOT_IN_RUN_DIR:
+            values[".".join(path)] = value
+    if not values:
+        return None
+    blob = json.dumps(sorted(values.items()), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:8]
+
+
+def run_dir_for(cfg: Config, out: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Path:
+    """The run directory: --out, else output.dir, else runs/<name>, or runs/<name>-<tag> when
+    `--set` overrides change what is trained (`override_tag`): one directory per configuration, so
+    a run with overrides never replaces the plain run's results."""
     if out is not None:
         if not str(out).strip():
             raise GbError("--out: an empty path (give a directory, e.g. runs/x)")
@@ -247,7 +305,8 @@ def run_dir_for(cfg: Config, out: str | Path | None) -> Path:
             raise GbError("output.dir: an empty path (give a directory, or leave the key out)")
         path, key = Path(cfg.output.dir), "output.dir"
     else:
-        path, key = Path("runs") / cfg.name, "name"
+        tag = override_tag(overrides)
+        path, key = Path("runs") / (cfg.name if tag is None else f"{cfg.name}-{tag}"), "name"
     blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:  # refuse now rather than fail at the first write, after the work
         raise GbError(f"{key}: {blocker} exists and is not a directory")

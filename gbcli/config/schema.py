@@ -23,6 +23,7 @@ from gbcli.data.datasets import DATASETS
 from gbcli.programs.solvers import SOLVERS
 from gbcli.registry import DEFAULT_KIND, INSTRUMENTS, MODELS, kinds_with_instrument, programs
 from gbcli.schema import Section
+from gbcli.text import quoted, shorten
 
 SEED = dict(ge=0, lt=2 ** 63)   # seeds: integers in [0, 2**63) (torch and numpy take them)
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
@@ -126,7 +127,7 @@ class TrainingConfig(Section):
     def _known_instruments(cls, v: list[str]) -> list[str]:
         for name in v:
             if name not in INSTRUMENTS:
-                raise ValueError(f"training.track: {name!r} is not an instrument (known: {', '.join(INSTRUMENTS)})")
+                raise ValueError(f"training.track: {quoted(name)} is not an instrument (known: {', '.join(INSTRUMENTS)})")
         return v
 
 
@@ -149,14 +150,14 @@ class SvmConfig(Section):
     @classmethod
     def _positive_radii(cls, v: list[float]) -> list[float]:
         if not v or any(not (r > 0 and math.isfinite(r)) for r in v):
-            raise ValueError(f"must be a non-empty list of positive distances, got {v}")
+            raise ValueError(f"must be a non-empty list of positive distances, got {shorten(str(v))}")
         return v
 
     @field_validator("solver")
     @classmethod
     def _known_solver(cls, v):
         if v is not None and v not in SOLVERS:
-            raise ValueError(f"svm.solver: {v!r} is not a solver (known: {', '.join(SOLVERS)})")
+            raise ValueError(f"svm.solver: {quoted(v)} is not a solver (known: {', '.join(SOLVERS)})")
         return v
 
     @field_validator("objectives")
@@ -165,7 +166,7 @@ class SvmConfig(Section):
         known = programs()
         for o in v:
             if o not in known:
-                raise ValueError(f"svm.objectives: {o!r} is not a program (known: {', '.join(known)})")
+                raise ValueError(f"svm.objectives: {quoted(o)} is not a program (known: {', '.join(known)})")
         return v
 
 
@@ -207,7 +208,7 @@ class Config(Section):
     @classmethod
     def _plain_name(cls, v: str) -> str:
         if not PLAIN_NAME.fullmatch(v):
-            raise ValueError(f"{v!r} is not a plain name (letters, digits, '.', '_', '+', '-'; no '/', at "
+            raise ValueError(f"{quoted(v)} is not a plain name (letters, digits, '.', '_', '+', '-'; no '/', at "
                              f"most 128 characters): it names the run directory runs/<name>")
         return v
 
@@ -219,7 +220,7 @@ class Config(Section):
         if isinstance(t.epochs, int) and isinstance(t.lr_milestones, list):
             bad = [m for m in t.lr_milestones if not 0 < m < t.epochs]
             if bad:
-                raise ValueError(f"training.lr_milestones: epochs {bad} are outside 1..{t.epochs - 1}")
+                raise ValueError(f"training.lr_milestones: epochs {shorten(str(bad))} are outside 1..{t.epochs - 1}")
         for obj in self.svm.objectives:
             if obj not in spec.programs:
                 raise ValueError(f"svm.objectives: {obj} does not describe a {self.model.kind} model "

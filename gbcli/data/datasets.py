@@ -19,6 +19,7 @@ from pydantic import Field, StrictBool, StrictInt, model_validator
 from gbcli.data.sources import Dataset, load_dataset, split_indices
 from gbcli.errors import GbError
 from gbcli.schema import Section
+from gbcli.text import shorten
 
 SEED = dict(ge=0, lt=2 ** 63)
 SOURCE_SIZES = {"mnist": 60000, "fashion-mnist": 60000, "digits": 1797}
@@ -96,7 +97,7 @@ class ImageSet(DatasetParams):
     def _range(self) -> "ImageSet":
         r = self.pixel_range
         if len(r) != 2 or not all(np.isfinite(r)) or not r[0] < r[1]:
-            raise ValueError(f"dataset.pixel_range: need two finite numbers [low, high] with low < high, got {r}")
+            raise ValueError(f"dataset.pixel_range: need two finite numbers [low, high] with low < high, got {shorten(str(r))}")
         return self
 
     @model_validator(mode="after")
@@ -104,10 +105,10 @@ class ImageSet(DatasetParams):
         c = self.classes
         if c is not None:
             if not 2 <= len(set(c)) <= 10 or any(not 0 <= k <= 9 for k in c):
-                raise ValueError(f"dataset.classes: need at least two distinct classes in 0..9, got {c}")
+                raise ValueError(f"dataset.classes: need at least two distinct classes in 0..9, got {shorten(str(c))}")
             if not set(c) & set(self.positive_classes) or set(c) <= set(self.positive_classes):
-                raise ValueError(f"dataset.classes: {c} must have both positive and negative classes "
-                                 f"(dataset.positive_classes = {self.positive_classes})")
+                raise ValueError(f"dataset.classes: {shorten(str(c))} must have both positive and negative classes "
+                                 f"(dataset.positive_classes = {shorten(str(self.positive_classes))})")
         return self
 
     def source_size(self) -> int:
@@ -217,7 +218,7 @@ class Points(DatasetParams):
         if len(self.y) != len(self.x):
             raise ValueError(f"dataset.y: {len(self.y)} labels for {len(self.x)} points")
         if any(v not in (-1, 1) for v in self.y):
-            raise ValueError(f"dataset.y: labels must be +1 or -1, got {self.y}")
+            raise ValueError(f"dataset.y: labels must be +1 or -1, got {shorten(str(self.y))}")
         for key in ("train_size", "val_size"):
             v = getattr(self, key)
             if v is not None and v != len(self.x):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gzip
 import hashlib
 import http.client
 import io
@@ -29,6 +28,7 @@ import numpy as np
 
 from gbcli.errors import GbError
 from gbcli.io import atomic_write_bytes
+from gbcli.text import quoted
 
 DEFAULT_DATA_DIR = Path.home() / ".cache" / "gb" / "data"
 DATASETS = ("mnist", "fashion-mnist", "digits", "linear-teacher", "orthogonal")
@@ -52,6 +52,17 @@ CHECKSUMS: dict[str, dict[str, str]] = {
         "t10k-labels-idx1-ubyte": "15d484375f8d13e6eb1aabb0c3f46965",
     },
 }
+# Sizes of the decompressed IDX files (the same for both sets): a 16-byte header (magic, count,
+# rows, columns) and 28x28 bytes per image; an 8-byte header and one byte per label. A file is read
+# (and decompressed) only up to its size plus one chunk: a gzip bomb is refused, not inflated.
+SIZES: dict[str, int] = {
+    "train-images-idx3-ubyte": 16 + 60000 * 28 * 28,   # 47,040,016
+    "train-labels-idx1-ubyte": 8 + 60000,               # 60,008
+    "t10k-images-idx3-ubyte": 16 + 10000 * 28 * 28,     # 7,840,016
+    "t10k-labels-idx1-ubyte": 8 + 10000,                # 10,008
+}
+CHUNK = 1 << 20   # bytes read (compressed) at a time
+PIECE = 4 << 20   # bytes decompressed at a time
 SPLIT_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -146,7 +157,7 @@ def load_dataset(
         else:
             x_pool, y_pool = _orthogonal(n_samples, dim, synthetic_seed)
         if not isinstance(bias, bool):
-            raise GbError(f"dataset.bias must be true or false, got {bias!r}")
+            raise GbError(f"dataset.bias must be true or false, got {quoted(bias)}")
         if bias:
             x_pool = _append_one(x_pool)
         x_pool.flags.writeable = False
@@ -300,9 +311,9 @@ def load_idx(name: str, split: str = "train", data_dir: str | Path | None = None
     The arrays are cached in-process and therefore read-only.
     """
     if name not in IMAGE_SETS:
-        raise GbError(f"dataset.name {name!r} has no IDX files; image sets are: {', '.join(IMAGE_SETS)}")
+        raise GbError(f"dataset.name {quoted(name)} has no IDX files; image sets are: {', '.join(IMAGE_SETS)}")
     if split not in SPLIT_FILES:
-        raise GbError(f"split {split!r} is not one of: {', '.join(SPLIT_FILES)}")
+        raise GbError(f"split {quoted(split)} is not one of: {', '.join(SPLIT_FILES)}")
     root = _data_root(data_dir)
     paths = tuple(_find(name, root, f) for f in SPLIT_FILES[split])
     return _load_idx_cached(name, paths, tuple(_stamp(p) for p in paths))
@@ -338,31 +349,79 @@ def _parse_idx(data: bytes, path: str | Path) -> np.ndarray:
         raise GbError(
             f"{path}: IDX header says shape {dims} ({expected} bytes) but the file has {len(data)} bytes"
         )
-    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+    out = np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+    out.flags.writeable = False   # cached and shared
+    return out
 
 
-def _read_verified(name: str, path: Path) -> bytes:
-    """The decompressed bytes of `path`; GbError if unreadable or the md5 is wrong."""
-    data = _decompressed(path)
-    if data is None or _md5(data) != CHECKSUMS[name][_base(path)]:
-        raise GbError(f"{path} is corrupt (checksum mismatch): delete it and run `gb data fetch {name}`")
+def _read_verified(name: str, path: Path) -> bytes | bytearray:
+    """The decompressed bytes of `path`; GbError if unreadable, of the wrong size or md5."""
+    base = _base(path)
+    data, digest, problem = _read_bounded(path, SIZES[base], keep=True)
+    if problem is None and digest != CHECKSUMS[name][base]:
+        problem = "checksum mismatch"
+    if problem is not None:
+        raise GbError(f"{path} is corrupt ({problem}): delete it and run `gb data fetch {name}`")
     return data
 
 
-def _decompressed(path: Path) -> bytes | None:
-    """File contents, gunzipped for .gz files; None for a broken gzip stream."""
+def _read_bounded(path: Path, size: int, keep: bool) -> tuple[bytes | bytearray | None, str | None, str | None]:
+    """(data, md5, None) when the contents of `path` (gunzipped for .gz files) are exactly `size`
+    bytes, data None unless `keep`; else (None, None, the problem). Reads at most `size` + one
+    chunk, so a file that decompresses to gigabytes (a gzip bomb) costs no more than a good one."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            if path.suffix == ".gz":
+                return _gunzip_bounded(f, size, keep)
+            data = f.read(size + 1)   # at most size + 1 bytes, whatever the file claims
     except OSError as exc:
         raise GbError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return _gunzip(raw) if path.suffix == ".gz" else raw
+    if len(data) != size:
+        return None, None, _size_problem(len(data), size)
+    return (data if keep else None), _md5(data), None
 
 
-def _gunzip(raw: bytes) -> bytes | None:
+def _size_problem(n: int, size: int) -> str:
+    if n > size:
+        return f"more than the {size:,} bytes of this file"
+    return f"truncated: {n:,} of {size:,} bytes"
+
+
+def _gunzip_bounded(f, size: int, keep: bool) -> tuple[bytearray | None, str | None, str | None]:
+    """Stream-decompress the gzip file object `f` (any number of members), hashing as it goes and
+    stopping as soon as the output exceeds `size` bytes: (data, md5, problem) as `_read_bounded`.
+    A stream that is not gzip counts as a checksum mismatch."""
+    out = memoryview(bytearray(size)) if keep else None
+    md5 = hashlib.md5(usedforsecurity=False)
+    n = 0
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = b""
     try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error):
-        return None
+        while True:
+            if not pending:
+                pending = f.read(CHUNK)
+                if not pending:
+                    break
+            if d.eof:   # a further gzip member, or trailing zero padding
+                if not pending.strip(b"\0"):
+                    pending = b""
+                    continue
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            piece = d.decompress(pending, min(size + 1 - n, PIECE))   # max_length >= 1 (0: no limit)
+            if n + len(piece) > size:
+                return None, None, _size_problem(n + len(piece), size)
+            if out is not None:
+                out[n:n + len(piece)] = piece
+            md5.update(piece)
+            n += len(piece)
+            pending = d.unconsumed_tail or (d.unused_data if d.eof else b"")
+    except zlib.error:
+        return None, None, "checksum mismatch"
+    if not d.eof:   # the stream ended early
+        return None, None, "checksum mismatch" if n == 0 else _size_problem(n, size)
+    if n != size:
+        return None, None, _size_problem(n, size)
+    return (out.obj if out is not None else None), md5.hexdigest(), None
 
 
 def _find(name: str, root: Path, base: str) -> Path:
@@ -411,12 +470,15 @@ def verify(name: str, data_dir: str | Path | None = None) -> dict[str, str]:
 
 
 def _status(name: str, root: Path, base: str) -> str:
+    """"ok", "missing", "checksum mismatch" or "corrupt (<why>)" (a wrong decompressed size)."""
     try:
         path = _find(name, root, base)
     except GbError:
         return "missing"
-    data = _decompressed(path)
-    return "ok" if data is not None and _md5(data) == CHECKSUMS[name][base] else "checksum mismatch"
+    _, digest, problem = _read_bounded(path, SIZES[base], keep=False)
+    if problem is not None:
+        return problem if problem == "checksum mismatch" else f"corrupt ({problem})"
+    return "ok" if digest == CHECKSUMS[name][base] else "checksum mismatch"
 
 
 def fetch(
@@ -461,13 +523,13 @@ def _fetch_file(name: str, root: Path, base: str, urls: Sequence[str], bar) -> N
     for url in urls:
         source = url.rstrip("/") + "/" + file
         try:
-            raw = _download(source, f"{name}/{file}", bar)
+            raw = _download(source, f"{name}/{file}", bar, limit=SIZES[base] + CHUNK)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             reasons.append(f"{source}: {_reason(exc)}")
             continue
-        data = _gunzip(raw)
-        if data is None or _md5(data) != CHECKSUMS[name][base]:
-            reasons.append(f"{source}: checksum mismatch")
+        _, digest, problem = _gunzip_bounded(io.BytesIO(raw), SIZES[base], keep=False)
+        if problem is not None or digest != CHECKSUMS[name][base]:
+            reasons.append(f"{source}: {problem or 'checksum mismatch'}")
             continue
         atomic_write_bytes(root / name / file, raw)
         return
@@ -477,14 +539,20 @@ def _fetch_file(name: str, root: Path, base: str, urls: Sequence[str], bar) -> N
     )
 
 
-def _download(url: str, label: str, bar) -> bytes:
-    """The body of `url`, read in chunks to drive the progress bar."""
+def _download(url: str, label: str, bar, limit: int) -> bytes:
+    """The body of `url`, read in chunks to drive the progress bar; ValueError past `limit` bytes
+    (a gzip of the file is never much larger than the file itself)."""
     buf = io.BytesIO()
     with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as resp:
         total = resp.headers.get("Content-Length")
-        task = bar.add_task(label, total=int(total) if total else None) if bar is not None else None
+        total = int(total) if total and total.isdigit() else None
+        if total is not None and total > limit:
+            raise ValueError(f"{total:,} bytes is larger than the file can be")
+        task = bar.add_task(label, total=total) if bar is not None else None
         while chunk := resp.read(1 << 16):
             buf.write(chunk)
+            if buf.tell() > limit:
+                raise ValueError(f"more than {limit:,} bytes, larger than the file can be")
             if task is not None:
                 bar.advance(task, len(chunk))
     return buf.getvalue()
@@ -508,12 +576,12 @@ def _reason(exc: BaseException) -> str:
 
 def _check_name(name: str) -> None:
     if name not in DATASETS:
-        raise GbError(f"dataset.name {name!r} is not one of: {', '.join(DATASETS)}")
+        raise GbError(f"dataset.name {quoted(name)} is not one of: {', '.join(DATASETS)}")
 
 
 def _int(value, key: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise GbError(f"{key} must be an integer, got {value!r}")
+        raise GbError(f"{key} must be an integer, got {quoted(value)}")
     if value < low:
         raise GbError(f"{key} must be at least {low}, got {value}")
     return int(value)
@@ -521,13 +589,13 @@ def _int(value, key: str, low: int) -> int:
 
 def _margin(value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise GbError(f"dataset.margin must be a number >= 0, got {value!r}")
+        raise GbError(f"dataset.margin must be a number >= 0, got {quoted(value)}")
     return float(value)
 
 
 def _positive_classes(value) -> list[int]:
     """Validated positive classes: a non-empty proper subset of 0..9."""
-    bad = GbError(f"dataset.positive_classes must be a non-empty proper subset of 0..9, got {value!r}")
+    bad = GbError(f"dataset.positive_classes must be a non-empty proper subset of 0..9, got {quoted(value)}")
     if isinstance(value, (str, bytes)):
         raise bad
     try:

@@ -27,7 +27,7 @@ from torch import nn
 
 from gbcli.errors import GbError
 from gbcli.instruments.base import Instrument, TrackContext, first_layer
-from gbcli.io import write_csv
+from gbcli.io import read_csv_untrusted, write_csv
 from gbcli.models.base import Problem, Program
 from gbcli.programs.design import GatedDesign
 from gbcli.reports.render import save_png
@@ -297,7 +297,7 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     per-neuron cosines) and `figures/neurons.png`, one histogram per point of the cosines with w+- and,
     next to them, with the class means (close to w+- but not them)."""
     out_dir = Path(out_dir)
-    frames = [pd.read_csv(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob("points/*/gd/neurons.csv"))]
+    frames = [read_csv_untrusted(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob("points/*/gd/neurons.csv"))]
     if not frames:
         return []
     table = pd.concat(frames, ignore_index=True)
@@ -319,7 +319,7 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
 
 
 def _point_tables(out_dir: Path, stem: str) -> pd.DataFrame | None:
-    frames = [pd.read_csv(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob(f"points/*/gd/{stem}.csv"))]
+    frames = [read_csv_untrusted(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob(f"points/*/gd/{stem}.csv"))]
     return pd.concat(frames, ignore_index=True) if frames else None
 
 

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from scipy.optimize import minimize
 from torch import nn
 
-from gbcli.io import load_yaml, read_json, write_csv
+from gbcli.io import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.errors import GbError
 from gbcli.models.base import ModelSpec, Program, set_weights
 from gbcli.reports.render import save_png
@@ -242,7 +242,7 @@ def kkt_row(run_dir: str | Path) -> dict | None:
     gd_path = run_dir / "gd" / "summary.json"
     if not res or not gd_path.is_file():
         return None
-    cfg = load_yaml((run_dir / "gd" / "config.yaml").read_text())
+    cfg = load_yaml(read_text_untrusted(run_dir / "gd" / "config.yaml"))
     gd = read_json(gd_path)
     m, t = cfg["model"], cfg["training"]
     g_res = next(iter(res.values()))
@@ -285,7 +285,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     `figures/kkt.png`: (a) ||theta||^2 at margin 1 along training over the global value found;
     (b) the decrease of ||theta||^2 found within eps of GD's limit (and of the global point) vs eps."""
     out_dir = Path(out_dir)
-    rows = [dict(point=p.parent.parent.name, **pd.read_csv(p).iloc[0].to_dict())
+    rows = [dict(point=p.parent.parent.name, **read_csv_untrusted(p).iloc[0].to_dict())
             for p in sorted(out_dir.glob("points/*/tables/kkt.csv"))]
     if not rows:
         return []
@@ -297,7 +297,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     for _, r in table.iterrows():
         label = f"{r['construction']} ({r['loss']})"
         style = dict(color=f"C{names.index(r['construction']) % 10}", ls="-" if r["loss"] == "exponential" else "--")
-        m = pd.read_csv(out_dir / "points" / r["point"] / "gd" / "metrics.csv")
+        m = read_csv_untrusted(out_dir / "points" / r["point"] / "gd" / "metrics.csv")
         m = m[(m["step"] > 0) & (m["normalized_margin"] > 0)]
         ax_a.plot(m["step"], m["normalized_margin"] ** (-2.0 / r["depth"]) / r["global_norm_sq"], label=label, **style)
         for tag, marker in (("gd", "o"), ("global", "x")):

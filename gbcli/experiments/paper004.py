@@ -40,7 +40,7 @@ from torch import nn
 from torch.func import functional_call
 
 from gbcli.instruments.base import Instrument
-from gbcli.io import flatten, load_yaml, write_csv
+from gbcli.io import flatten, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
@@ -246,11 +246,11 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
         gd = summary.parent
         if not (gd / "predictions.npz").is_file():
             continue
-        cfg = {k: repr(v) for k, v in flatten(load_yaml((gd / "config.yaml").read_text())).items()}
+        cfg = {k: repr(v) for k, v in flatten(load_yaml(read_text_untrusted(gd / "config.yaml"))).items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
-        metrics = pd.read_csv(gd / "metrics.csv")
-        points[gd.parent.name] = (tuple(sorted(cfg.items())), seed, np.load(gd / "predictions.npz")["val_out"],
+        metrics = read_csv_untrusted(gd / "metrics.csv")
+        points[gd.parent.name] = (tuple(sorted(cfg.items())), seed, load_npz_untrusted(gd / "predictions.npz")["val_out"],
                                   metrics.iloc[-1])
     rows = []
     order = lambda item: (item[1][1].isdigit(), int(item[1][1]) if item[1][1].isdigit() else 0, item[0])

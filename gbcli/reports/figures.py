@@ -16,7 +16,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from gbcli.io import flatten, load_yaml, write_csv
+from gbcli.errors import GbError
+from gbcli.io import flatten, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import save_png
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
@@ -275,12 +276,30 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     return fig
 
 
+def _metrics(path: Path) -> pd.DataFrame:
+    """A stage's metrics.csv (untrusted): one line naming it when it is not a readable table."""
+    try:
+        return read_csv_untrusted(path)
+    except Exception as exc:   # noqa: BLE001 (pandas raises parser, value, unicode and OS errors)
+        raise GbError(f"{path}: not a readable gb metrics table ({type(exc).__name__}); rerun the stage") from None
+
+
+def _config(path: Path) -> dict:
+    try:
+        d = load_yaml(read_text_untrusted(path, 10_000_000))
+    except Exception as exc:   # noqa: BLE001
+        raise GbError(f"{path}: not a readable gb config ({type(exc).__name__}); rerun the stage") from None
+    if not isinstance(d, dict):
+        raise GbError(f"{path}: not a gb config; rerun the stage")
+    return d
+
+
 def plot_run_training(run_dir: str | Path) -> Path | None:
     """`figures/training.png` of a run whose gd/metrics.csv has tracked columns (else nothing)."""
     path = Path(run_dir) / "gd" / "metrics.csv"
     if not path.is_file():
         return None
-    fig = training_figure({Path(run_dir).name: pd.read_csv(path)}, title=str(run_dir))
+    fig = training_figure({Path(run_dir).name: _metrics(path)}, title=str(run_dir))
     return None if fig is None else save_png(fig, Path(run_dir) / "figures" / "training.png")
 
 
@@ -306,9 +325,9 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     runs = {}
     for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
-        m = pd.read_csv(metrics)
+        m = _metrics(metrics)
         if any(c in m for c in tracked_columns()):
-            cfg = flatten(load_yaml((metrics.parent / "config.yaml").read_text()))
+            cfg = flatten(_config(metrics.parent / "config.yaml"))
             runs[metrics.parent.parent.name] = (m, cfg)
     if not runs:
         return []

@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 
 from gbcli.errors import GbError
-from gbcli.io import load_yaml, read_json, write_csv
+from gbcli.io import load_npz_untrusted, load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.metrics import expected_if_uncorrelated, inconsistency
 from gbcli.registry import MODELS
 
@@ -53,7 +53,7 @@ def _record(path: Path, keys: tuple[str, ...]) -> dict:
 def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarray:
     """The validation outputs of a predictions.npz (GbError naming the file when it is not one)."""
     def load(p):
-        with np.load(p, allow_pickle=False) as z:
+        with load_npz_untrusted(p) as z:
             return np.asarray(z[key if key in z.files or key == "val_out" else "val_out"], dtype=float)
 
     try:
@@ -69,7 +69,7 @@ def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarr
 
 
 def _meta(config_path: Path) -> dict:
-    cfg = _read(config_path, lambda p: load_yaml(p.read_text()))
+    cfg = _read(config_path, lambda p: load_yaml(read_text_untrusted(p, 10_000_000)))
     if not isinstance(cfg, dict):
         raise GbError(f"{config_path}: not a resolved gb config; rerun the stage")
     try:
@@ -163,7 +163,7 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         if not path.is_file():
             raise GbError(f"{path}: not found (run `gb compare` on a run or `gb sweep` first)")
         try:
-            frame = pd.read_csv(path)
+            frame = read_csv_untrusted(path)
         except pd.errors.EmptyDataError:
             raise GbError(f"{path}: is empty (no finished points to plot)") from None
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:

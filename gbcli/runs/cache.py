@@ -13,26 +13,34 @@ atomically: a reader sees a complete entry or none). A worker holds an exclusive
 `<key>.lock` while it looks up and solves, so a twin program that comes up meanwhile waits for the
 answer instead of solving it again (the kernel releases the lock of a killed process). Only
 certified results are stored. Without a folder the cache lives for one `fit_svm` call.
+
+The folder is untrusted like the rest of a run directory: an entry that cannot be read, is not
+gb's, carries another key, does not fit the program or does not certify on it counts as missing
+(a warning names it; the program is solved again and the entry replaced atomically).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import hashlib
 import io
 import json
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
 
+from gbcli.errors import GbError
 from gbcli.io import atomic_write_bytes
 from gbcli.programs.design import GatedDesign, Solution
 
 NOT_SOLVED_FROM = ("x_val", "e_val")   # design fields no solver reads (predictions are recomputed)
 FORMAT = 1
+MAX_ENTRY_BYTES = 2 * 1024 ** 3   # a 48,000-point answer is a few MB; nothing gb writes comes near this
 
 
 class SolveCache:
@@ -76,46 +84,114 @@ class SolveCache:
 
     @contextlib.contextmanager
     def claim(self, key: str):
-        """Hold `key` while looking it up and solving: another process waits, then finds the answer."""
+        """Hold `key` while looking it up and solving: another process waits, then finds the answer.
+        The lock file is opened with O_NOFOLLOW: a received `solves/` whose lock links elsewhere is
+        refused, never truncated through."""
         if self.folder is None:
             yield
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        path = self.folder / f"{key}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise GbError(f"{path}: is a symlink; gb never writes through a symlink in a sweep directory") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)
 
-    def get(self, key: str) -> tuple[Solution, str] | None:
-        """The stored solution and where it was solved (`<run>/<objective>`), or None. An unreadable
-        entry counts as missing (it is solved again and replaced)."""
+    def entry(self, key: str) -> str:
+        """Where `key`'s entry lives (for messages)."""
+        return str(self.folder / f"{key}.npz") if self.folder is not None else f"(in memory) {key}"
+
+    def get(self, key: str, design: GatedDesign | None = None, warn=None) -> tuple[Solution, str] | None:
+        """The stored solution and where it was solved (`<run>/<objective>`), or None. An entry that
+        cannot be read, is not gb's, answers another key or does not fit `design` (array shapes,
+        finite values) counts as missing: `warn` (a message sink) is told which entry, and the
+        program is solved again and the entry replaced. The caller certifies a hit on its own design
+        and treats an entry that does not certify as missing too."""
         if key in self._memory:
             return self._memory[key]
         if self.folder is None:
             return None
         path = self.folder / f"{key}.npz"
+        if not os.path.lexists(path):
+            return None
         try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["meta"]))
-                arrays = {k: z[k] for k in ("zeta", "lam") if k in z.files}
-        except (OSError, ValueError, KeyError, UnicodeDecodeError):
+            hit = self._read(path, key, design)
+        except _Unusable as exc:
+            if warn is not None:
+                warn(f"  warning: solve cache entry {path} is unusable ({exc}); solving again and replacing it")
             return None
-        if meta.get("key") != key:
-            return None
-        sol = Solution(arrays.get("zeta"), meta["status"], meta["value"], meta["seconds"], meta["solver"],
-                       meta["message"], meta["iterations"], arrays.get("lam"))
+        return hit
+
+    def _read(self, path: Path, key: str, design: GatedDesign | None) -> tuple[Solution, str]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    raise _Unusable("not a regular file")
+                if os.fstat(fh.fileno()).st_size > MAX_ENTRY_BYTES:
+                    raise _Unusable("larger than any entry gb writes")
+                data = fh.read()
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                if set(z.files) - {"meta", "zeta", "lam"} or "meta" not in z.files:
+                    raise _Unusable(f"unexpected arrays {sorted(z.files)}")
+                meta = json.loads(str(z["meta"][()]))
+                arrays = {k: np.asarray(z[k]) for k in ("zeta", "lam") if k in z.files}
+        except _Unusable:
+            raise
+        except Exception as exc:   # noqa: BLE001 (truncated, bit-flipped, empty, foreign: zipfile, EOF, value errors)
+            raise _Unusable(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else 'unreadable'}") from None
+        if not isinstance(meta, dict) or meta.get("key") != key:
+            raise _Unusable("it answers another program (its key differs)")
+        if meta.get("format", FORMAT) != FORMAT:
+            raise _Unusable(f"format {meta.get('format')!r}, not {FORMAT}")
+        types = {"origin": str, "status": str, "solver": str, "message": str}
+        for k, t in types.items():
+            if not isinstance(meta.get(k), t):
+                raise _Unusable(f"metadata without a valid {k!r}")
+        if meta["status"] not in ("optimal", "infeasible"):
+            raise _Unusable(f"status {meta['status'][:40]!r} is not a certified answer")
+        for k in ("value", "seconds"):
+            if not isinstance(meta.get(k), (int, float)) or isinstance(meta.get(k), bool):
+                raise _Unusable(f"metadata without a valid {k!r}")
+        iterations = meta.get("iterations")
+        if iterations is not None and (not isinstance(iterations, int) or isinstance(iterations, bool)):
+            raise _Unusable("metadata without a valid 'iterations'")
+        for k, a in arrays.items():
+            if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
+                raise _Unusable(f"{k} is not a finite float array")
+        if design is not None:
+            n, rows, dim = len(design.y_train), design.rows, design.x_train.shape[1]
+            zeta, lam = arrays.get("zeta"), arrays.get("lam")
+            if lam is not None and lam.shape != (n,):
+                raise _Unusable(f"lam has shape {lam.shape}, the program has {n} margins")
+            if zeta is not None and zeta.size and zeta.shape != (rows, dim):
+                raise _Unusable(f"zeta has shape {zeta.shape}, the program has {rows} x {dim} variables")
+            if meta["status"] == "optimal" and (zeta is None or not zeta.size):
+                raise _Unusable("an optimal answer without a predictor")
+        sol = Solution(arrays.get("zeta"), meta["status"], float(meta["value"]), float(meta["seconds"]), meta["solver"],
+                       meta["message"], iterations, arrays.get("lam"))
         return sol, meta["origin"]
 
     def put(self, key: str, sol: Solution, origin: str) -> None:
+        """Store a certified answer under `key` (atomically: a reader sees the old entry or the new one)."""
         self._memory[key] = (sol, origin)
         if self.folder is None:
             return
-        meta = {"key": key, "origin": origin, "status": sol.status, "value": float(sol.value), "seconds": float(sol.seconds),
-                "solver": sol.solver, "message": sol.message,
+        meta = {"key": key, "format": FORMAT, "origin": origin, "status": sol.status, "value": float(sol.value),
+                "seconds": float(sol.seconds), "solver": sol.solver, "message": sol.message,
                 "iterations": None if sol.iterations is None else int(sol.iterations)}
         arrays = {k: v for k, v in (("zeta", sol.zeta), ("lam", sol.lam)) if v is not None}
         buf = io.BytesIO()
         np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)
         atomic_write_bytes(self.folder / f"{key}.npz", buf.getvalue())
+
+
+class _Unusable(Exception):
+    """A cache entry that counts as missing (the message says why)."""

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -35,17 +36,21 @@ from gbcli.io import atomic_write_bytes, atomic_write_text, write_csv, write_jso
 from gbcli.metrics import error
 from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import certificate
+from gbcli.logs import log, run_log
+from gbcli.provenance import Clock
 from gbcli.programs.design import GatedDesign, decision
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
 from gbcli.runs.cache import SolveCache
-from gbcli.runs.integrity import (begin_gd, begin_svm, check_run, check_same_problem, check_trained, gd_manifest,
-                                  run_lock, svm_manifest)
+from gbcli.runs.integrity import (begin_gd, begin_svm, check_kind, check_run, check_same_problem, check_trained,
+                                  check_tree, gd_manifest, plan_gd, plan_svm, run_lock, svm_manifest)
 from gbcli.reports.figures import plot_run_training
 from gbcli.reports.tables import compare, write_tables
 from gbcli.training.batched import batch_key, train_batched
-from gbcli.training.loop import train
+from gbcli.training.loop import check_device, train
+
+CHECKPOINT_FORMAT = 2   # tensors only (hyperplanes as tensors): loaded with torch.load(weights_only=True)
 
 
 def dataset_of(cfg: Config) -> Dataset:
@@ -68,14 +73,58 @@ def build_design(objective: str, cfg: Config, problem: Problem, trained: nn.Modu
     return program_of(cfg, objective).design(cfg, problem, trained)
 
 
+def check_single(cfg: Config, command: str) -> None:
+    """`train-gd` / `fit-svm` run one configuration: a sweep config (grid or zip axes) is refused
+    rather than silently run at its base values."""
+    for key in ("grid", "zip"):
+        axes = getattr(cfg, key)
+        if axes:
+            names = ", ".join(list(axes)[:3]) + (", ..." if len(axes) > 3 else "")
+            raise GbError(f"{key}: a sweep config (axes {names}); {command} runs one configuration: run the grid "
+                          f"with `gb sweep CONFIG`, or one point with --set and no grid/zip")
+
+
+def _numpy_globals() -> list:
+    """What a checkpoint of gb before format 2 (hyperplanes as numpy arrays) needs beyond tensors:
+    numpy's array reconstruction and dtypes, none of which runs code (allow_pickle-free arrays)."""
+    import numpy.core.multiarray as ma   # noqa: F401 (numpy 1.x and 2.x both expose it)
+
+    out = [np.ndarray, np.dtype, ma._reconstruct]
+    dtypes = getattr(np, "dtypes", None)
+    if dtypes is not None:
+        out += [getattr(dtypes, n) for n in ("Float64DType", "Float32DType", "Int64DType", "BoolDType")
+                if hasattr(dtypes, n)]
+    return out
+
+
+def load_checkpoint(path: Path) -> dict:
+    """A `model.pt` as data: torch.load with weights_only=True (tensors, containers and numbers; a
+    checkpoint carrying any other object, e.g. a pickle payload that would run code, is refused
+    with one line and never executed). Read through O_NOFOLLOW: never a link's target."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise GbError(f"{path}: not a regular file; rerun `gb train-gd`")
+            with torch.serialization.safe_globals(_numpy_globals()):
+                state = torch.load(fh, weights_only=True, map_location="cpu")
+    except GbError:
+        raise
+    except Exception as exc:   # truncated, foreign, unreadable, or carrying code (pickle.UnpicklingError)
+        why = "holds objects other than tensors (refused, never loaded)" if "weights_only" in str(exc) \
+            else f"not a readable checkpoint ({type(exc).__name__})"
+        raise GbError(f"{path}: {why}; rerun `gb train-gd`") from None
+    if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict) or \
+            not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["state_dict"].items()):
+        raise GbError(f"{path}: not a gb checkpoint; rerun `gb train-gd`")
+    return state
+
+
 def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "this stage") -> nn.Module:
     """The trained network of `run_dir/gd/model.pt` (float64), checked against the config."""
     check_trained(run_dir, cfg, needed_by)
     path = Path(run_dir) / "gd" / "model.pt"
-    try:
-        state = torch.load(path, weights_only=False)
-    except Exception as exc:   # truncated, foreign or unreadable file
-        raise GbError(f"{path}: not a readable checkpoint ({type(exc).__name__}); rerun `gb train-gd`") from None
+    state = load_checkpoint(path)
     if not isinstance(state, dict) or "state_dict" not in state:
         raise GbError(f"{path}: not a gb checkpoint; rerun `gb train-gd`")
     if state.get("kind") != cfg.model.kind:
@@ -86,25 +135,66 @@ def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "t
 # ------------------------------------------------------------------ GD
 
 
-def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None) -> dict:
-    """Train the configured network and write `run_dir/gd/`; returns the summary."""
+def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | None:
+    """Everything `train_gd` refuses, before any work or write: a sweep config, an unusable device, a
+    run directory that is a sweep's or holds a symlink, and finished results the training would
+    remove (unless `force`). Returns the finished record of this very config (nothing to do), or None."""
+    check_single(cfg, "train-gd")
+    check_device(cfg)
+    run_dir = Path(run_dir)
+    check_tree(run_dir)
+    check_kind(run_dir, "run", command="train-gd")
+    same, lost = plan_gd(run_dir, cfg)
+    if force:
+        return None
+    if same is not None:
+        return same
+    if lost:
+        raise GbError(f"--out {run_dir}: holds finished results that training this config would replace: "
+                      f"{'; '.join(lost[:4])}{f' and {len(lost) - 4} more' if len(lost) > 4 else ''}; use another "
+                      f"--out, or --force to replace them")
+    return None
+
+
+def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
+             force: bool = False) -> dict:
+    """Train the configured network and write `run_dir/gd/`; returns the summary. A run directory
+    whose network was trained from this very config is left as it is (its summary is returned, with
+    `skipped: True`) unless `force`; one holding other finished results is refused unless `force`
+    (`check_gd`)."""
+    same = check_gd(cfg, run_dir, force)
+    if same is not None:
+        return {**same, "skipped": True}
+    clock = Clock()
     problem = problem or prepare(cfg)
     ds = problem.dataset
     spec = spec_of(cfg)
     torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
     model = spec.build(cfg, ds.dim)
     tracker = make_tracker(cfg, problem)
-    with run_lock(run_dir):
+    with run_lock(run_dir), run_log(run_dir):
         begin_gd(Path(run_dir), cfg)   # the old stage and what depended on it go before anything new is written
+        log.info(f"train-gd {cfg.model.predictor}: {ds.x_train.shape[0]} training points, {ds.dim} features "
+                 f"({'forced: ' if force else ''}{clock.started})")
         res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
                     progress=progress, tracker=tracker, spec=spec)
-        return _write_gd(cfg, Path(run_dir), problem, model, res, tracker)
+        summary = _write_gd(cfg, Path(run_dir), problem, model, res, tracker, clock)
+        log.info(f"train-gd {summary['predictor']}: {summary['status']}, train error {summary['train_error']:.4f}, "
+                 f"val error {summary['val_error']:.4f}, {summary['steps']} steps in {summary['seconds']:.1f} s")
+        return summary
 
 
-def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None) -> list[dict]:
+def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None,
+                   force: bool = False) -> list[dict]:
     """Train networks that share a batch key (`gbcli.training.batched`) as one computation and write
     each `run_dir/gd/` exactly as `train_gd` would; when the batched run fails (a network diverged),
-    each is trained by `train_gd`, which records it. Returns the summaries."""
+    each is trained by `train_gd`, which records it. Returns the summaries. Every directory is checked
+    as `train_gd` checks it, before any training."""
+    for cfg, d in zip(cfgs, run_dirs):
+        if check_gd(cfg, d, force) is not None:   # a finished network of this config: train each alone (skips)
+            return [train_gd(c, d, progress=False, problem=p, force=force)
+                    for c, d, p in zip(cfgs, run_dirs, problems or [None] * len(cfgs))]
+    clock = Clock()
     problems = problems or [prepare(c) for c in cfgs]
     if len(cfgs) > 1 and batch_key(cfgs[0]) is not None:
         models = []
@@ -119,19 +209,23 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
                 out = []
                 for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
                     begin_gd(Path(d), cfg)
-                    out.append(_write_gd(cfg, Path(d), problem, model, res, None))
+                    out.append(_write_gd(cfg, Path(d), problem, model, res, None, clock,
+                                         batched=f"trained as one computation with {len(cfgs)} networks"))
                 return out
-    return [train_gd(c, d, progress=False, problem=p) for c, d, p in zip(cfgs, run_dirs, problems)]
+    return [train_gd(c, d, progress=False, problem=p, force=force) for c, d, p in zip(cfgs, run_dirs, problems)]
 
 
-def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, res, tracker) -> dict:
+def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, res, tracker, clock: Clock,
+              batched: str | None = None) -> dict:
     ds = problem.dataset
     out = run_dir / "gd"
     atomic_write_text(out / "config.yaml", dump_config(cfg))
     write_csv(out / "metrics.csv", res.metrics)
     buf = io.BytesIO()
-    torch.save({"kind": cfg.model.kind, "state_dict": model.cpu().state_dict(),
-                "hyperplanes": None if problem.hyperplanes is None else problem.hyperplanes.to_arrays()}, buf)
+    hyperplanes = None if problem.hyperplanes is None else \
+        {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in problem.hyperplanes.to_arrays().items()}
+    torch.save({"kind": cfg.model.kind, "format": CHECKPOINT_FORMAT, "state_dict": model.cpu().state_dict(),
+                "hyperplanes": hyperplanes}, buf)
     atomic_write_bytes(out / "model.pt", buf.getvalue())
     published = spec_of(cfg).published_outputs(model, cfg, problem) if not res.diverged else None
     write_npz(out / "predictions.npz", train_out=res.train_out, val_out=res.val_out,
@@ -147,6 +241,7 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
     if summary["status"] != "ok":
         summary["message"] = res.diverged or f"the training loss is {last['train_loss']}"
     summary["manifest"] = gd_manifest(cfg)
+    summary["provenance"] = {**clock.stamp(), **({"batched": batched} if batched else {})}
     if tracker is not None:
         summary["track"] = {**tracker.info, **{k: float(last[k]) for k in tracker.columns if k in last}}
     if tracker is not None and summary["status"] == "ok":
@@ -179,12 +274,18 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
     paper 003's tables/kkt.csv). errors.csv is written last: a sweep counts the point as done
     when it exists."""
+    check_tree(run_dir)
+    check_kind(run_dir, "run", key="RUN_DIR", command="compare_run")
     check_run(run_dir)
     errors, incons = compare(run_dir)
-    with run_lock(run_dir, key="RUN_DIR"):
+    with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir):
         plot_run_training(run_dir)
         for report in RUN_REPORTS:
-            report(run_dir)
+            try:
+                report(run_dir)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:   # a foreign record
+                raise GbError(f"{run_dir}: a stage record is not gb's ({type(exc).__name__}: "
+                              f"{str(exc)[:120]}); rerun the stage") from None
         write_tables(run_dir, errors, incons)
     return errors, incons
 
@@ -210,71 +311,87 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
 
 
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
-            progress: bool = True, problem: Problem | None = None, echo=print,
-            cache: SolveCache | None = None) -> list[dict]:
+            progress: bool = True, problem: Problem | None = None, echo=None,
+            cache: SolveCache | None = None, force: bool = False) -> list[dict]:
     """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised.
     A program identical to one in `cache` (default: the programs of this call) is not solved again
-    (`gbcli.runs.cache`): its result says `cached_from`."""
+    (`gbcli.runs.cache`): its result says `cached_from`. A program already solved in `run_dir` from
+    this very config and network is not solved again (its record is returned with `skipped: True`);
+    one solved with other svm options is refused unless `force`. Every refusal comes before any write.
+    Messages go to the `gbcli` logger (and RUN_DIR/log.txt), and to `echo` when one is given."""
     run_dir = Path(run_dir)
     objectives = list(objectives or cfg.svm.objectives)
     solver = solver or cfg.svm.solver
+    check_single(cfg, "fit-svm")
     programs = check_svm_request(cfg, objectives, solver)
+    check_tree(run_dir)
+    check_kind(run_dir, "run", command="fit-svm")
     check_same_problem(run_dir, cfg)   # one run directory holds one problem
     needing = [o for o, p in programs.items() if p.needs_trained]
     if needing:   # before loading any data
         check_trained(run_dir, cfg, " and ".join(needing))
+    done, lost = {}, []
+    for o, p in programs.items():
+        same, loss = plan_svm(run_dir, cfg, o, p.needs_trained)
+        if same is not None and not force:
+            done[o] = {**same, "skipped": True}
+        elif loss is not None and not force:
+            lost.append(loss)
+    if lost:
+        raise GbError(f"--out {run_dir}: holds finished results that this fit-svm would replace: {'; '.join(lost[:4])}"
+                      f"{f' and {len(lost) - 4} more' if len(lost) > 4 else ''}; use another --out, or --force to "
+                      f"solve again")
+    todo = {o: p for o, p in programs.items() if o not in done}
+    if not todo:
+        return [done[o] for o in programs]
     problem = problem or prepare(cfg)
-    with run_lock(run_dir):
-        return _solve_all(cfg, run_dir, programs, solver, problem, echo, cache or SolveCache())
+    needing = [o for o, p in todo.items() if p.needs_trained]
+    trained = load_trained(run_dir, cfg, problem.dataset.dim, " and ".join(needing)) if needing else None
+    with run_lock(run_dir), run_log(run_dir):
+        solved = _solve_all(cfg, run_dir, todo, solver, problem, _teller(echo), cache or SolveCache(), trained)
+    by_name = dict(zip(todo, solved))
+    return [done.get(o) or by_name[o] for o in programs]
 
 
-class _EchoHandler(logging.Handler):
-    def __init__(self, echo):
-        super().__init__(logging.INFO)
-        self.echo = echo
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.echo(record.getMessage())
-
-
-@contextlib.contextmanager
-def _echo_log(name: str, echo):
-    """The progress lines the library logs under `name` (e.g. the working set's rounds), shown through
-    `echo` (the terminal, or a sweep point's log.txt) while the block runs."""
-    logger, handler = logging.getLogger(name), _EchoHandler(echo)
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+def _teller(echo):
+    """The stage's messages: to the `gbcli` logger (the console of `gb`, RUN_DIR/log.txt) and to
+    `echo` when the caller gave one (a notebook's print, a test's list)."""
+    def say(msg: str) -> None:
+        log.info(msg)
+        if echo is not None:
+            echo(msg)
+    return say
 
 
 def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver: str | None, problem: Problem,
-               echo, cache: SolveCache) -> list[dict]:
+               echo, cache: SolveCache, trained: nn.Module | None) -> list[dict]:
     spec = spec_of(cfg)
-    needing = [o for o, p in programs.items() if p.needs_trained]
-    trained = load_trained(run_dir, cfg, problem.dataset.dim, " and ".join(needing)) if needing else None
     results = []
     for obj, prog in programs.items():
+        clock = Clock()
         out = run_dir / "svm" / obj
         begin_svm(run_dir, obj)
         manifest = svm_manifest(cfg, run_dir, prog.needs_trained)
         if prog.fit is not None:   # a non-convex program (paper 003): its own solver
             result, arrays = prog.fit(obj, cfg, spec, problem, trained if prog.needs_trained else None, echo)
-            results.append(_write_result(cfg, out, {**result, "manifest": manifest}, arrays))
+            results.append(_write_result(cfg, out, {**result, "manifest": manifest, "provenance": clock.stamp()},
+                                         arrays))
             continue
         design = prog.design(cfg, problem, trained if prog.needs_trained else None)
         use = solver or default_solver(design.norm)
         echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
              f"{len(design.y_train)} margins, solver {use} ...")
         key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
-        with cache.claim(key), _echo_log("gbcli.programs", echo):   # a twin program being solved elsewhere: wait
-            hit = cache.get(key)
+        with cache.claim(key):   # a twin program being solved elsewhere: wait
+            hit = cache.get(key, design, warn=echo)
+            if hit is not None:   # certified again on this design; an entry that does not certify is missing
+                r = _record(obj, cfg, design, hit[0], out, problem.dataset, manifest, hit[1], write=False)
+                if not (r["certified"] and r["status"] in ("optimal", "infeasible")):
+                    echo(f"  warning: solve cache entry {cache.entry(key)} does not certify this program "
+                         f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
+                    hit = None
             sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps), None)
-            results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest, origin))
+            results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock))
             r = results[-1]
             if hit is None and r["certified"] and r["status"] in ("optimal", "infeasible"):
                 cache.put(key, sol, f"{run_dir.name}/{obj}")
@@ -308,7 +425,9 @@ def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
 
 
 def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Dataset, manifest: dict,
-            cached_from: str | None = None) -> dict:
+            cached_from: str | None = None, write: bool = True, clock: Clock | None = None) -> dict:
+    """The certified record of a solution on `design` (written to `out` unless `write` is False),
+    with the provenance of `clock` (started when the program's work started)."""
     result = {"predictor": obj, "solver": sol.solver, "status": sol.status, "objective": sol.value,
               "solve_seconds": sol.seconds, "message": sol.message, "train_error": float("nan"),
               "val_error": float("nan"), **certificate(design, sol, cfg.svm.certify_tol), "manifest": manifest}
@@ -327,6 +446,8 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
                              f"{result['rel_gap']:.1e}) although the solver stopped short: {result['message']}")
     if cached_from is not None:   # the solution of an identical program, certified again on this design
         result["cached_from"] = cached_from
+    if clock is not None:
+        result["provenance"] = clock.stamp()
     arrays = {}
     if sol.zeta is not None:
         train_out = decision(sol.zeta, design.x_train, design.e_train)
@@ -335,4 +456,4 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         result.update(train_error=error(train_out, design.y_train), val_error=error(val_out, ds.y_val))
         arrays = {"predictions": {"train_out": train_out, "val_out": val_out},
                   "solution": {"zeta": sol.zeta, **({} if sol.lam is None else {"lam": sol.lam})}}
-    return _write_result(cfg, out, result, arrays)
+    return _write_result(cfg, out, result, arrays) if write else result

@@ -26,17 +26,19 @@ from pathlib import Path
 
 import pandas as pd
 import threadpoolctl
+import yaml
 import torch
 
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
 from gbcli.errors import GbError
 from gbcli.models.base import Problem
-from gbcli.io import flatten, read_json, write_csv, write_json
+from gbcli.provenance import Clock
+from gbcli.io import atomic_write_text, flatten, read_json, write_csv, write_json
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS, spec_of
 from gbcli.reports.figures import plot_sweep
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.runs.cache import SolveCache
-from gbcli.runs.integrity import PROBLEM_SECTIONS, run_lock, section_hash
+from gbcli.runs.integrity import PROBLEM_SECTIONS, check_kind, check_tree, run_lock, section_hash
 from gbcli.runs.executors import check_slurm, run_local, run_slurm
 from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
@@ -106,20 +108,41 @@ def point_id(cfg: Config) -> str:
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
 
 
+MAX_POINTS = 10_000   # points a sweep may have: counted before the grid is expanded or validated
+
+
 def _axes(raw: dict, key: str, path) -> dict:
     axes = raw.pop(key, None) or {}
-    if not isinstance(axes, dict) or not all(isinstance(v, list) and v for v in axes.values()):
+    if not isinstance(axes, dict) or not all(isinstance(k, str) and isinstance(v, list) and v
+                                             for k, v in axes.items()):
         raise GbError(f"{path}: {key}: must map dotted keys to non-empty lists of values")
     return axes
 
 
+def count_points(grid: dict, zipped: dict) -> int:
+    """How many points the axes make (before duplicates are merged), without expanding them."""
+    n = 1
+    for values in grid.values():
+        n *= len(values)
+    return n * (len(next(iter(zipped.values()))) if zipped else 1)
+
+
 def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, list[Config]]:
-    """The base config and the validated config of every point (refuses any invalid point)."""
+    """The base config and the validated config of every point (refuses any invalid point). The
+    grid is counted first and refused above MAX_POINTS, so the work before any answer is bounded."""
     raw = read_config(path, overrides)
     grid, zipped = _axes(raw, "grid", path), _axes(raw, "zip", path)
     if len({len(v) for v in zipped.values()}) > 1:
         raise GbError(f"{path}: zip: all lists must have the same length "
                       f"({', '.join(f'{k}: {len(v)}' for k, v in zipped.items())})")
+    both = sorted(set(grid) & set(zipped))
+    if both:
+        raise GbError(f"{path}: grid and zip: {both[0][:200]} is an axis of both (which value would win is not "
+                      f"defined); name it in one of them")
+    total = count_points(grid, zipped)
+    if total > MAX_POINTS:
+        raise GbError(f"{path}: grid: {total:,} points, more than gb's limit of {MAX_POINTS:,} for one sweep "
+                      f"(split the grid into several sweeps)")
     base = validate(apply_preset(raw, str(path)), str(path))
     zip_rows = list(zip(*zipped.values())) or [()]
     points, seen = [], set()
@@ -136,6 +159,13 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
 
 
 # ------------------------------------------------------------------ one point
+
+
+def open_log(path: Path):
+    """A point's log.txt for appending, never through a symlink (a received point whose log links
+    to another file must not have it appended to: OSError ELOOP, recorded as the point's failure)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    return os.fdopen(fd, "a")
 
 
 def is_done(run_dir: Path) -> bool:
@@ -172,7 +202,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        log = open(log_path, "a")
+        log = open_log(log_path)
         echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}, torch threads {torch.get_num_threads()}")
         cfg = Config.model_validate(cfg_dict)
         problem = problem or prepare(cfg)
@@ -185,7 +215,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         stage = "fit-svm"
         todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()]
         if todo:
-            fit_svm(cfg, run_dir, todo, progress=False, problem=problem, echo=echo,
+            fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
                     cache=SolveCache(cache_dir) if cache_dir else None)
         bad = []
         for o in cfg.svm.objectives:
@@ -245,7 +275,7 @@ def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None 
             note = f"batched training failed ({type(exc).__name__}: {exc}); training alone".splitlines()[0]
         for _, d in todo:
             try:
-                with open(Path(d) / "log.txt", "a") as log:
+                with open_log(Path(d) / "log.txt") as log:
                     log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
             except OSError:
                 pass
@@ -263,7 +293,8 @@ class PointFailure(Exception):
 
 def sweep_lock(out: Path):
     """Exclusive lock on OUT/.sweep.lock (released by the kernel if the process dies)."""
-    return run_lock(out, name=".sweep.lock", busy="another sweep is running on this directory (pid {pid})")
+    return run_lock(out, name=".sweep.lock", busy="another sweep is running on this directory (pid {pid})",
+                    kind="sweep")
 
 
 def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = (),
@@ -271,17 +302,22 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
               progress: bool = True, echo=print, threads: int | None = None,
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures)."""
+    clock = Clock()
     base, points = expand(path, overrides)
     executor = executor or base.sweep.executor
     jobs = jobs or base.sweep.jobs
     threads = threads or base.sweep.threads
-    out = run_dir_for(base, out)
+    out = run_dir_for(base, out, overrides)
+    check_tree(out)   # before any work: a received sweep directory with a symlink, or a run directory
+    check_kind(out, "sweep", command="gb sweep")
     # data-level checks (files, split sizes) for every distinct dataset, before any point runs
     for cfg in {json.dumps(p.dataset.model_dump(), sort_keys=True): p for p in points}.values():
         dataset_of(cfg)
     if executor == "slurm":
         check_slurm()
     with sweep_lock(out):
+        # the sweep's own config as given (grid and zip included), for `gb runs show` and colleagues
+        atomic_write_text(out / "config.yaml", yaml.safe_dump(read_config(path, overrides), sort_keys=False))
         dirs = {point_id(p): out / "points" / point_id(p) for p in points}
         todo = [p for p in points if not is_done(dirs[point_id(p)])]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
@@ -295,7 +331,12 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
                 run_slurm(run_group, tasks, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
             else:
                 run_local(run_group, tasks, jobs, progress, echo, threads)
-        return aggregate(out, points, echo)
+        errors, incons, failures = aggregate(out, points, echo)
+        # the last invocation of the sweep: how it was run (each point's records carry their own)
+        write_json(out / "sweep.json", {"name": base.name, "points": len(points), "ran": len(todo),
+                                        "failed": len(failures), "executor": executor, "jobs": jobs,
+                                        "provenance": clock.stamp()})
+        return errors, incons, failures
 
 
 def group_points(points: list[Config], size: int) -> list[list[Config]]:

@@ -127,6 +127,15 @@ def tensors(device, *arrays, dtype=torch.float32):
     return [None if a is None else torch.tensor(a, dtype=dtype, device=device) for a in arrays]
 
 
+def check_device(cfg) -> torch.device:
+    """The configured training device, refused when torch cannot use it (called before a run
+    directory is created, and again by `train`)."""
+    device = torch.device(cfg.training.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise GbError("training.device: cuda was asked for, but torch sees no CUDA device (use cpu)")
+    return device
+
+
 def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
           x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True,
           tracker=None, spec=None) -> TrainResult:
@@ -135,9 +144,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     model's spec, default: from the registry) gets its per-epoch hook (FReLU freezes its gates)."""
     spec = spec or spec_of(cfg)
     t = cfg.training
-    device = torch.device(t.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise GbError("training.device: cuda was asked for, but torch sees no CUDA device (use cpu)")
+    device = check_device(cfg)
     model.to(device)
     xt, yt, xv, yv = tensors(device, x_train, y_train, x_val, y_val)
     ct, cv = tensors(device, ctx_train, ctx_val, dtype=torch.long)
@@ -156,14 +163,11 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker)
     rows, log, why_diverged = metrics.rows, partial(metrics.log, model), metrics.why_diverged
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from gbcli.logs import StepProgress
 
     start = time.perf_counter()
     step, diverged = 0, ""
-    with Progress(TextColumn("[bold]train {task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("loss {task.fields[loss]:.3g}"), TimeRemainingColumn(),
-                  disable=not progress, transient=True) as bar:
-        task = bar.add_task(cfg.model.predictor, total=total, loss=float("nan"))
+    with StepProgress(f"train {cfg.model.predictor}", total, show=progress) as bar:
         for epoch in range(t.epochs):
             if diverged:
                 break
@@ -177,7 +181,10 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                     if not log(step, epoch + i / per_epoch, lr):
                         diverged = why_diverged(step)
                         break
-                    bar.update(task, loss=rows[-1]["train_loss"])
+                    last = rows[-1]
+                    bar.note(loss=last["train_loss"], train_err=last.get("train_error"),
+                             **({"val_err": last["val_error"]} if last.get("val_error") == last.get("val_error")
+                                and last.get("val_error") is not None else {}))
                 idx = perm[i * batch:(i + 1) * batch]
                 loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
                 if not bool(torch.isfinite(loss)):
@@ -192,7 +199,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                         g["lr"] = lr / weight_norm(model) ** (2 * degree - 2)
                 opt.step()
                 step += 1
-                bar.advance(task)
+                bar.advance()
         if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
             if not log(step, step / per_epoch, lr, validate=True) and not diverged:
                 diverged = why_diverged(step)

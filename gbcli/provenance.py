@@ -1,0 +1,108 @@
+"""How a record was made: gb's version, the code's commit, the libraries, the machine, the command
+and the times. Every stage record (`gd/summary.json`, `svm/<objective>/result.json`), every run and
+sweep marker (`gb-run.json`) and every sweep point carries one under `provenance`.
+
+    clock = Clock()            # when the work starts
+    ...
+    record["provenance"] = clock.stamp()   # environment, command, start/end (UTC), wall and CPU seconds
+
+The version comes from the installed package's metadata (pyproject.toml is its one source); the
+commit from `git` when gb runs from a checkout (with `dirty: true` when tracked files differ from
+it). Nothing here imports torch: the torch version is recorded only when torch is already loaded
+by the work being recorded (it always is for training and solving).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+PACKAGE = "gbcli"
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def version() -> str:
+    """gb's version, from the installed package's metadata ("unknown" when it is not installed)."""
+    try:
+        return metadata.version(PACKAGE)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def git_state() -> dict:
+    """{"commit": sha, "dirty": bool} when gb runs from a git checkout, else {} (an installed wheel)."""
+    if not (SOURCE_ROOT / ".git").exists():
+        return {}
+    try:
+        head = subprocess.run(["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5)
+        if head.returncode != 0:
+            return {}
+        status = subprocess.run(["git", "-C", str(SOURCE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def _blas() -> list[dict]:
+    try:
+        from threadpoolctl import threadpool_info
+
+        return [{k: info.get(k) for k in ("internal_api", "version", "num_threads")} for info in threadpool_info()
+                if info.get("user_api") == "blas"]
+    except Exception:   # noqa: BLE001 (only a description)
+        return []
+
+
+@functools.lru_cache(maxsize=1)
+def _static() -> dict:
+    import numpy
+
+    return {"gb_version": version(), **git_state(), "python": platform.python_version(),
+            "numpy": numpy.__version__, "host": socket.gethostname(), "platform": platform.platform()}
+
+
+def environment() -> dict:
+    """The versions and the machine (cached per process), the BLAS and torch as loaded now."""
+    env = dict(_static())
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        env["torch"] = torch.__version__
+        env["torch_threads"] = torch.get_num_threads()
+    env["blas"] = _blas()
+    env["pid"] = os.getpid()
+    return env
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python",
+                                             *sys.argv[1:]])
+
+
+class Clock:
+    """Started when the work starts; `stamp()` is the provenance of a record written now."""
+
+    def __init__(self) -> None:
+        self.started = utc_now()
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+
+    def stamp(self) -> dict:
+        return {**environment(), "command": command_line(), "started": self.started, "ended": utc_now(),
+                "wall_seconds": round(time.perf_counter() - self.wall, 3),
+                "cpu_seconds": round(time.process_time() - self.cpu, 3)}

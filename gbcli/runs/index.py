@@ -1,0 +1,374 @@
+"""Finding and reading runs: the index behind `gb runs` (list, show, diff) and the MLflow export.
+
+Everything is read from the run directories as untrusted data (`gbcli.io.read_untrusted`: no
+symlink is followed, no FIFO can hang the reader, a corrupt file is reported, never raised). A
+stage's status is computed where it can be: a program's `optimal` is shown only when its record's
+certificate fields (relative gap, smallest margin, tolerance) bear it out, a stage whose manifest no
+longer matches the network or problem it is paired with is `stale`, a stage directory without its
+record is `unfinished`, and a record that is not gb's is `foreign`.
+
+    from gbcli.runs.index import scan, show, diff
+    for run in scan("runs"):   # newest first
+        print(run.path, run.kind, run.status, run.stages)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from gbcli.io import flatten, load_yaml, read_text_untrusted, read_untrusted
+
+RECORD_LIMIT = 64 * 1024 ** 2
+KEY_COLUMNS = ("dataset.name", "dataset.train_size", "model.kind", "model.hidden_units", "contexts.count",
+               "contexts.seed", "training.momentum")
+GD_STATUSES = ("ok", "diverged")
+SVM_STATUSES = ("optimal", "inaccurate", "infeasible", "failed")
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        rec = json.loads(read_untrusted(path, RECORD_LIMIT))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _yaml(path: Path) -> dict | None:
+    try:
+        d = load_yaml(read_text_untrusted(path, 10_000_000))
+    except Exception:   # noqa: BLE001 (unreadable, not YAML, not UTF-8: the index reports it, never raises)
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def _number(v: Any) -> float | None:
+    """A finite number of a record (None for anything else: text, bool, NaN, infinity)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def gd_status(rec: dict | None) -> str:
+    """The GD stage's status from its record: `ok` only with a finite training loss."""
+    if rec is None:
+        return "foreign"
+    status = rec.get("status")
+    if status not in GD_STATUSES:
+        return "foreign"
+    if status == "ok" and _number(rec.get("train_loss")) is None:   # a non-finite loss is no trained network
+        return "diverged"
+    return status
+
+
+def svm_status(rec: dict | None) -> str:
+    """A program's status from its record, checked against its own certificate fields: `optimal` needs
+    certified = true, a finite relative gap and a smallest margin within the tolerance it names;
+    `infeasible` with certified = true is a certified answer too. Anything else that claims more than
+    its numbers bear is `unverified`."""
+    if rec is None:
+        return "foreign"
+    status = rec.get("status")
+    if status not in SVM_STATUSES:
+        return "foreign"
+    if rec.get("certified") is not True:
+        return {"optimal": "inaccurate", "infeasible": "uncertified"}.get(status, status)
+    if status == "optimal":
+        gap, margin = _number(rec.get("rel_gap")), _number(rec.get("min_margin"))
+        tol = _number(rec.get("tolerance"))
+        tol = 1e-6 if tol is None or not 0 < tol < 1 else tol
+        if gap is None or margin is None or not abs(gap) <= tol or not margin >= 1 - tol:
+            return "unverified"
+    elif status in ("inaccurate", "failed"):
+        return "unverified"   # a certified record with an uncertified status: not gb's
+    return status
+
+
+@dataclasses.dataclass
+class RunInfo:
+    """One run or sweep directory as the index sees it."""
+
+    path: Path
+    kind: str                       # run | sweep | foreign
+    status: str                     # complete | partial | empty | failed | foreign (a run); for a sweep: its points
+    stages: dict[str, str]          # "gd" / "<objective>" / "points" -> status
+    config: dict[str, Any]          # the flattened config (a run: gd's or a program's; a sweep: its base)
+    numbers: dict[str, float]       # headline numbers: "<predictor>.val_error", "<objective>.objective", ...
+    time: str                       # when the newest record was written (UTC, from its provenance or mtime)
+    note: str = ""
+
+    def brief(self, root: Path | None = None) -> dict:
+        """The row of a terminal listing: the key values in one column, the headline errors in two."""
+        short = {"dataset.name": "", "dataset.train_size": "N=", "model.kind": "", "model.hidden_units": "H=",
+                 "contexts.count": "C=", "contexts.seed": "seed=", "training.momentum": "m="}
+        config = " ".join(f"{p}{self.config[k]}" for k, p in short.items() if k in self.config)
+        gd = [v for k, v in self.numbers.items() if k.startswith("gd-") and k.endswith(".val_error")]
+        svm = {k.split(".")[0]: v for k, v in self.numbers.items() if not k.startswith("gd-") and k.endswith(".val_error")}
+        best = min(svm.items(), key=lambda kv: kv[1]) if svm else None
+        full = self.row(root)
+        return {"run": full["run"], "kind": self.kind, "status": self.status, "time": self.time[:16].replace("T", " "),
+                "stages": full["stages"], "config": config or self.note,
+                "gd val err": f"{gd[0]:.4f}" if gd else "",
+                "best svm val err": f"{best[1]:.4f} ({best[0]})" if best else ""}
+
+    def row(self, root: Path | None = None) -> dict:
+        name = str(self.path.relative_to(root)) if root is not None and self.path.is_relative_to(root) else str(self.path)
+        out = {"run": name, "kind": self.kind, "status": self.status, "time": self.time,
+               "stages": " ".join(f"{k}:{v}" for k, v in self.stages.items())}
+        for k in KEY_COLUMNS:
+            if k in self.config:
+                out[k] = self.config[k]
+        out.update({k: round(v, 6) for k, v in self.numbers.items() if k.endswith("val_error")})
+        return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _time_of(records: list[tuple[Path, dict | None]]) -> str:
+    import datetime as dt
+
+    times = []
+    for path, rec in records:
+        prov = rec.get("provenance") if isinstance(rec, dict) else None
+        ended = prov.get("ended") if isinstance(prov, dict) else None
+        if isinstance(ended, str) and len(ended) < 40:
+            times.append(ended)
+        elif path.exists():
+            times.append(dt.datetime.fromtimestamp(_mtime(path), dt.timezone.utc).isoformat(timespec="seconds"))
+    return max(times) if times else ""
+
+
+def read_run(path: str | Path) -> RunInfo:
+    """A run directory's stages (status computed as the module says), config and headline numbers."""
+    from gbcli.runs.integrity import _manifest, file_hash   # noqa: PLC2701 (the same manifests as the checks)
+    from gbcli.errors import GbError
+
+    path = Path(path)
+    stages, numbers, records = {}, {}, []
+    config: dict = {}
+    summary = path / "gd" / "summary.json"
+    gm = None
+    if summary.exists() or summary.is_symlink():
+        rec = _json(summary)
+        stages["gd"] = gd_status(rec)
+        records.append((summary, rec))
+        gm = _manifest(summary)
+        if rec is not None:
+            pred = rec.get("predictor") if isinstance(rec.get("predictor"), str) else "gd"
+            for k in ("train_error", "val_error"):
+                if _number(rec.get(k)) is not None:
+                    numbers[f"{pred}.{k}"] = _number(rec[k])
+        config = flatten(_yaml(path / "gd" / "config.yaml") or {})
+    elif (path / "gd").is_dir():
+        stages["gd"] = "unfinished"
+    upstream = None
+    for stage in sorted(p for p in (path / "svm").glob("*") if p.is_dir() and not p.is_symlink()):
+        record = stage / "result.json"
+        if not record.exists():
+            stages[stage.name] = "unfinished"
+            continue
+        rec = _json(record)
+        records.append((record, rec))
+        status = svm_status(rec)
+        m = _manifest(record)
+        if status != "foreign" and m is not None:
+            if gm is not None and m.get("problem") != gm.get("problem"):
+                status = "stale"
+            elif m.get("upstream"):
+                if upstream is None:
+                    try:
+                        upstream = file_hash(summary) if summary.is_file() else ""
+                    except GbError:
+                        upstream = ""
+                if m["upstream"] != upstream:
+                    status = "stale"
+        stages[stage.name] = status
+        if rec is not None:
+            for k in ("val_error", "objective"):
+                if _number(rec.get(k)) is not None:
+                    numbers[f"{stage.name}.{k}"] = _number(rec[k])
+        if not config:
+            config = flatten(_yaml(stage / "config.yaml") or {})
+    if not stages:
+        status = "empty"
+    elif any(v in ("foreign", "stale", "unverified") for v in stages.values()):
+        status = "foreign" if "foreign" in stages.values() else "stale" if "stale" in stages.values() else "unverified"
+    elif any(v in ("diverged", "inaccurate", "failed", "uncertified") for v in stages.values()):
+        status = "failed"
+    elif any(v == "unfinished" for v in stages.values()) or "gd" not in stages:
+        status = "partial"
+    else:
+        status = "complete" if (path / "tables" / "errors.csv").is_file() else "solved"
+    return RunInfo(path, "run", status, stages, config, numbers, _time_of(records))
+
+
+def read_sweep(path: str | Path) -> RunInfo:
+    """A sweep directory: its points (done, failed, interrupted, not run), base config and means."""
+    path = Path(path)
+    points = sorted(p for p in (path / "points").glob("*") if p.is_dir() and not p.is_symlink())
+    counts = {"done": 0, "failed": 0, "interrupted": 0, "not run": 0}
+    for p in points:
+        if (p / "tables" / "errors.csv").is_file():
+            counts["done"] += 1
+        elif (p / "failed.json").exists():
+            rec = _json(p / "failed.json")
+            counts["interrupted" if rec and rec.get("status") == "interrupted" else "failed"] += 1
+        else:
+            counts["not run"] += 1
+    meta = _json(path / "sweep.json") or {}
+    total = meta.get("points") if isinstance(meta.get("points"), int) else len(points)
+    counts["not run"] += max(0, total - len(points))
+    stages = {k: str(v) for k, v in counts.items() if v}
+    status = "complete" if counts["done"] == total and total else "failed" if counts["failed"] else \
+        "partial" if counts["done"] else "empty"
+    config = flatten(_yaml(path / "config.yaml") or {})
+    numbers: dict[str, float] = {}
+    try:
+        import pandas as pd
+
+        from gbcli.io import read_csv_untrusted
+
+        errors = read_csv_untrusted(path / "tables" / "errors.csv")
+        if {"predictor", "val_error"} <= set(errors.columns):
+            for pred, v in errors.groupby("predictor")["val_error"].mean().items():
+                if pd.notna(v):
+                    numbers[f"{pred}.val_error"] = float(v)
+    except Exception:   # noqa: BLE001 (no tables yet, or not gb's: the listing shows the counts)
+        pass
+    records = [(path / "sweep.json", meta)]
+    return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points")
+
+
+def read_any(path: str | Path) -> RunInfo:
+    from gbcli.errors import GbError
+    from gbcli.runs.integrity import dir_kind
+
+    path = Path(path)
+    try:
+        kind = dir_kind(path, key="RUN")
+    except GbError as exc:
+        return RunInfo(path, "foreign", "foreign", {}, {}, {}, "", note=str(exc))
+    if kind == "sweep":
+        return read_sweep(path)
+    return read_run(path)
+
+
+def _is_gb_dir(path: Path) -> bool:
+    return any(os.path.lexists(path / n) for n in ("gb-run.json", "gd", "svm", "points"))
+
+
+def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth: int = 2) -> list[RunInfo]:
+    """The runs and sweeps under `root` (itself, if it is one; else its folders down to `depth`
+    levels, never inside a run or sweep, never through a symlink), newest first. `filters`: dotted
+    config key (or kind, status) -> value as text; a run is listed when every one matches."""
+    root = Path(root)
+    found: list[Path] = []
+
+    def walk(d: Path, level: int) -> None:
+        if _is_gb_dir(d):
+            found.append(d)
+            return
+        if level >= depth:
+            return
+        try:
+            children = sorted(c for c in d.iterdir() if c.is_dir() and not c.is_symlink())
+        except OSError:
+            return
+        for c in children:
+            walk(c, level + 1)
+
+    if root.is_dir():
+        walk(root, 0)
+    infos = [read_any(p) for p in found]
+    if filters:
+        infos = [i for i in infos if _matches(i, filters)]
+    return sorted(infos, key=lambda i: i.time, reverse=True)
+
+
+def _text(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+
+def _matches(info: RunInfo, filters: dict[str, str]) -> bool:
+    fields = {"kind": info.kind, "status": info.status, **{k: _text(v) for k, v in info.config.items()}}
+    for key, want in filters.items():
+        if key not in fields:
+            return False
+        got = fields[key]
+        if got != want:
+            try:   # 10 == 10.0, 0.9 == .9
+                if float(got) != float(want):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+def show(path: str | Path) -> dict:
+    """One run or sweep in full: what it is, its resolved config, provenance and results."""
+    path = Path(path)
+    info = read_any(path)
+    out: dict[str, Any] = {"path": str(path), "kind": info.kind, "status": info.status, "stages": info.stages,
+                           "time": info.time, "numbers": info.numbers}
+    if info.note:
+        out["note"] = info.note
+    marker = _json(path / "gb-run.json")
+    if info.kind == "run":
+        cfg = _yaml(path / "gd" / "config.yaml") or next(
+            (c for c in (_yaml(s / "config.yaml") for s in sorted((path / "svm").glob("*"))) if c), None)
+        out["config"] = cfg
+        gd = _json(path / "gd" / "summary.json")
+        out["provenance"] = {"gd": gd.get("provenance") if gd else None}
+        results = {}
+        for record in sorted((path / "svm").glob("*/result.json")):
+            rec = _json(record)
+            if rec is not None:
+                out["provenance"][record.parent.name] = rec.get("provenance")
+                results[record.parent.name] = {k: rec.get(k) for k in (
+                    "status", "certified", "objective", "train_error", "val_error", "rel_gap", "min_margin",
+                    "solver", "solve_seconds", "cached_from") if k in rec}
+        if gd is not None:
+            results["gd"] = {k: gd.get(k) for k in ("status", "train_error", "val_error", "train_loss", "steps",
+                                                    "seconds", "normalized_margin") if k in gd}
+        out["results"] = results
+    elif info.kind == "sweep":
+        out["config"] = _yaml(path / "config.yaml")
+        meta = _json(path / "sweep.json")
+        out["provenance"] = {"sweep": meta.get("provenance") if meta else None}
+    if marker is not None:
+        out["created"] = marker.get("created")
+        out["provenance"]["created"] = marker.get("provenance")
+    return out
+
+
+def diff(a: str | Path, b: str | Path) -> list[dict]:
+    """The config keys and headline numbers that differ between two runs (or sweeps): rows of
+    {"what": "config" | "number" | "stage", "key", "a", "b"}."""
+    ia, ib = read_any(a), read_any(b)
+    rows = []
+    ignore = {"name", "output.dir"}
+    for k in sorted(set(ia.config) | set(ib.config)):
+        if k in ignore:
+            continue
+        va, vb = ia.config.get(k, "(absent)"), ib.config.get(k, "(absent)")
+        if _text(va) != _text(vb):
+            rows.append({"what": "config", "key": k, "a": _text(va), "b": _text(vb)})
+    for k in sorted(set(ia.stages) | set(ib.stages)):
+        va, vb = ia.stages.get(k, "(absent)"), ib.stages.get(k, "(absent)")
+        if va != vb:
+            rows.append({"what": "stage", "key": k, "a": va, "b": vb})
+    for k in sorted(set(ia.numbers) | set(ib.numbers)):
+        va, vb = ia.numbers.get(k), ib.numbers.get(k)
+        if va != vb:
+            rows.append({"what": "number", "key": k, "a": "(absent)" if va is None else f"{va:.6g}",
+                         "b": "(absent)" if vb is None else f"{vb:.6g}"})
+    return rows
