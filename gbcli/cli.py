@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 import click
 import typer
@@ -15,10 +15,35 @@ from rich.console import Console
 
 from gbcli.errors import GbError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+def _plain_help() -> None:
+    """Typer 0.2x labels every parameter in the help with its type ("<bool>", "<path>") and writes a
+    required argument as "{config}"; gb's options carry metavars that say more ("--out DIR"), so the
+    help shows those alone: CONFIG, not {config} <path>. (Private attributes: guarded, so another
+    Typer version only loses this polish.)"""
+    core = getattr(typer, "core", None)
+    arg = getattr(core, "TyperArgument", None)
+    if arg is not None and hasattr(arg, "_usage_display_name"):
+        arg._usage_display_name = lambda self: (self.metavar or self.name.upper()) if self.required else \
+            f"[{self.metavar or self.name.upper()}]"
+    for cls in (arg, getattr(core, "TyperOption", None)):
+        if cls is not None and hasattr(cls, "display_type"):
+            original = cls.display_type
+
+            def display_type(self, ctx, _original=original):
+                if self.metavar is not None or isinstance(self, arg):
+                    return None
+                shown = _original(self, ctx)
+                return None if shown in ("<bool>", "<boolean>") else shown
+            cls.display_type = display_type
+
+
+_plain_help()
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="gb: train GD networks, solve their max-margin programs, compare them.")
 data_app = typer.Typer(no_args_is_help=True, help="Fetch or verify dataset files.")
 app.add_typer(data_app, name="data")
+runs_app = typer.Typer(help="Find and read runs: list them (the default), show one, diff two, export them to MLflow.")
+app.add_typer(runs_app, name="runs")
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that table headers are not cut
     console = Console(width=160)
@@ -28,11 +53,16 @@ OutOpt = typer.Option(None, "--out", metavar="DIR", help="run directory (default
 SetOpt = typer.Option([], "--set", metavar="KEY.PATH=VALUE",
                       help="override a config value, e.g. --set training.momentum=0.9 (repeatable; the value is YAML)")
 QuietOpt = typer.Option(False, "--quiet", "-q", is_flag=True, metavar="", help="no progress bars (a flag)")
-ConfigArg = typer.Argument(..., help="the YAML config file (see README: Config)")
-RunDirArg = typer.Argument(..., help="a run directory (or a sweep's --out directory)")
+ConfigArg = typer.Argument(..., metavar="CONFIG", help="the YAML config file (see README: Config)")
+RunDirArg = typer.Argument(..., metavar="RUN_DIR", help="a run directory (or a sweep's --out directory)")
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
                           help="the data directory holding mnist/ and fashion-mnist/ (default: $GB_DATA_DIR, "
                                "else ~/.cache/gb/data)")
+# the registered solvers (gbcli.programs.solvers.SOLVERS), named here so that `gb --help` needs no
+# solver import; tests/test_cli_errors.py checks the two agree
+SOLVER_NAMES = ("dual", "ecos", "osqp", "clarabel", "scs")
+SolverName = Literal["dual", "ecos", "osqp", "clarabel", "scs"]
+MAX_ERROR_LINE = 480   # characters of an error message (values in it are shortened to ~200 where they are quoted)
 USABLE = ("ok", "optimal")   # statuses that are results; a certified infeasibility is an answer too
 
 
@@ -60,6 +90,22 @@ def _echo(msg: str) -> None:
     console.print(msg, highlight=False)
 
 
+def _logging(quiet: bool = False) -> None:
+    """Show the library's messages (progress, stage lines) on stdout; -q: warnings only."""
+    import logging
+
+    from gbcli.logs import LOGGER, console_handler
+
+    logger = logging.getLogger(LOGGER)
+    for h in list(logger.handlers):
+        if getattr(h, "_gb_console", False):
+            logger.removeHandler(h)
+    handler = console_handler(quiet)
+    handler._gb_console = True
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def _load(config: Path, overrides: List[str]):
     from gbcli.config import load_config
 
@@ -81,16 +127,30 @@ def _print_tables(errors, incons) -> None:
     console.print(rich_table(incons, "inconsistency (validation)", cols))
 
 
+ForceOpt = typer.Option(False, "--force", is_flag=True, metavar="",
+                        help="replace finished results that this command would otherwise refuse to remove "
+                             "(a network or programs of another config), or redo a stage already finished "
+                             "with this config")
+
+
 @app.command("train-gd")
-def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt):
+def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
+                 force: bool = ForceOpt):
     """Train the configured network by gradient descent."""
     from gbcli.config import run_dir_for
 
     cfg = _load(config, set_)
-    run_dir = run_dir_for(cfg, out)
+    run_dir = run_dir_for(cfg, out, set_)
+    _logging(quiet)
     from gbcli.runs.stages import train_gd  # torch: only once the input is known to be valid
 
-    s = train_gd(cfg, run_dir, progress=not quiet)
+    s = train_gd(cfg, run_dir, progress=not quiet, force=force)
+    if s.get("skipped"):
+        _echo(f"{run_dir / 'gd'}: already trained from this config ({s.get('status')}); nothing to do "
+              f"(--force retrains)")
+        if s.get("status") != "ok":
+            raise typer.Exit(1)
+        return
     _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
           f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
     if s["status"] != "ok":
@@ -103,8 +163,10 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
 def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt,
                 objective: List[str] = typer.Option([], "--objective", metavar="NAME",
                                                     help="a program to solve, e.g. svm-gln (repeatable; default: svm.objectives)"),
-                solver: Optional[str] = typer.Option(None, "--solver", help="dual | ecos | osqp | clarabel | scs (each declares the norms it solves)"),
-                quiet: bool = QuietOpt):
+                solver: Optional[SolverName] = typer.Option(None, "--solver",
+                                                     help="the solver (each declares the norms it solves; default: "
+                                                          "svm.solver, else the fastest certified one)"),
+                quiet: bool = QuietOpt, force: bool = ForceOpt):
     """Solve the matching convex max-margin programs."""
     from gbcli.config import run_dir_for
 
@@ -114,10 +176,15 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
     if solver:
         overrides.append(f"svm.solver={solver}")
     cfg = _load(config, overrides)
-    run_dir = run_dir_for(cfg, out)
+    run_dir = run_dir_for(cfg, out, set_)
     from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
 
-    results = fit_svm(cfg, run_dir, progress=not quiet, echo=_echo)
+    _logging(quiet)
+    results = fit_svm(cfg, run_dir, progress=not quiet, force=force)
+    for r in results:
+        if r.get("skipped"):
+            _echo(f"{r.get('predictor')}: already solved from this config ({r.get('status')}); nothing to do "
+                  f"(--force solves again)")
     _echo(f"results -> {run_dir / 'svm'}")
     bad = _failed(results)
     if bad:
@@ -131,9 +198,10 @@ def compare_cmd(run_dir: Path = RunDirArg):
     """Write and print the error and inconsistency tables of a run directory (of a finished sweep:
     its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
     from gbcli.reports.tables import read_tables
+    from gbcli.runs.integrity import dir_kind
     from gbcli.runs.stages import compare_run
 
-    if (run_dir / "points").is_dir() and not (run_dir / "gd").exists():   # a sweep directory
+    if dir_kind(run_dir, key="RUN_DIR") == "sweep":   # a sweep directory: its aggregated tables, read only
         errors, incons = read_tables(run_dir)
         _print_tables(errors, incons)
         _echo(f"a sweep: its aggregated tables are in {run_dir / 'tables'} (rerun `gb sweep` to update them)")
@@ -149,20 +217,35 @@ def compare_cmd(run_dir: Path = RunDirArg):
 
 
 @app.command("plot")
-def plot_cmd(run_dir: Path = RunDirArg):
-    """Draw the four panels of protocol section 8 from the tables of a sweep or run directory
-    (RUN_DIR/tables/{errors,inconsistency}.csv) into RUN_DIR/figures/."""
+def plot_cmd(run_dir: Path = RunDirArg,
+             points: bool = typer.Option(False, "--points", is_flag=True, metavar="",
+                                         help="a sweep: also each point's own curves (points/<id>/figures/curves.png)")):
+    """Draw the training curves (loss, training and validation error, tracked instruments) from the
+    metrics.csv of a run or of every sweep point into RUN_DIR/figures/curves.png, and, once the
+    tables exist (RUN_DIR/tables/{errors,inconsistency}.csv), the four panels of protocol section 8."""
+    from gbcli.reports.figures import plot_curves
     from gbcli.reports.tables import read_tables
+    from gbcli.runs.integrity import check_tree, dir_kind
     from gbcli.runs.sweep import draw_figures
 
-    errors, incons = read_tables(run_dir)
-    for path in draw_figures(errors, incons, run_dir):
+    check_tree(run_dir)   # it writes RUN_DIR/figures/: never through a symlink
+    dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused
+    have_tables = (run_dir / "tables" / "errors.csv").exists() or (run_dir / "tables" / "inconsistency.csv").exists()
+    curves = plot_curves(run_dir, per_point=points)
+    if not have_tables and not curves:
+        read_tables(run_dir)   # neither curves nor tables: says what is missing
+    for path in curves:
         _echo(f"figure -> {path}")
+    if have_tables:
+        errors, incons = read_tables(run_dir)
+        for path in draw_figures(errors, incons, run_dir):
+            _echo(f"figure -> {path}")
 
 
 @app.command("sweep")
 def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
-              executor: Optional[str] = typer.Option(None, "--executor", help="local | slurm (default: sweep.executor)"),
+              executor: Optional[Literal["local", "slurm"]] = typer.Option(None, "--executor",
+                                                     help="where the points run (default: sweep.executor)"),
               jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="points at once (default: sweep.jobs)"),
               partition: Optional[str] = typer.Option(None, "--partition", help="slurm partition"),
               time_min: Optional[int] = typer.Option(None, "--time", min=1, help="slurm minutes per point"),
@@ -191,10 +274,141 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
         raise typer.Exit(1)
 
 
+FormatOpt = typer.Option("table", "--format", "-f", help="a rich table, or CSV or JSON for other programs")
+Format = Literal["table", "csv", "json"]
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in ("table", "csv", "json"):
+        raise GbError(f"--format: {fmt[:40]!r} is not one of table, csv, json")
+
+
+def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
+    """Rows as a rich table, CSV or JSON on stdout."""
+    import json as _json
+
+    if fmt == "json":
+        print(_json.dumps(rows, indent=2, default=str))
+        return
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    if fmt == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(str(c), overflow="fold")
+    for r in rows:
+        table.add_row(*["" if r.get(c) is None or (isinstance(r.get(c), float) and r[c] != r[c]) else
+                        (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])) for c in columns])
+    console.print(table)
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs_cmd(ctx: typer.Context,
+             root: Path = typer.Option(Path("runs"), "--dir", "-d", help="where to look (default: runs/)"),
+             where: List[str] = typer.Option([], "--where", "-w", metavar="KEY=VALUE",
+                                             help="only runs whose config (or kind, status) has this value, e.g. "
+                                                  "model.hidden_units=10 (repeatable)"),
+             fmt: Format = FormatOpt):
+    """List the runs and sweeps under a directory, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    _check_format(fmt)
+    filters = {}
+    for w in where:
+        if "=" not in w:
+            raise GbError(f"--where {w[:60]!r}: expected KEY=VALUE")
+        k, v = w.split("=", 1)
+        filters[k.strip()] = v.strip()
+    from gbcli.runs.index import scan
+
+    infos = scan(root, filters)
+    if not infos:
+        _echo(f"no runs under {root}" + (" matching " + ", ".join(where) if where else ""))
+        return
+    _emit_rows([i.brief(root) if fmt == "table" else i.row(root) for i in infos], fmt, f"runs under {root}")
+
+
+@runs_app.command("show")
+def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory"), fmt: Format = FormatOpt):
+    """Show one run or sweep: what it is, its stages, resolved config, provenance and results."""
+    _check_format(fmt if fmt != "csv" else "json")
+    if not run.is_dir():
+        raise GbError(f"RUN: {run}: not a directory")
+    from gbcli.runs.index import show
+
+    rec = show(run)
+    if fmt in ("json", "csv"):
+        import json as _json
+
+        print(_json.dumps(rec, indent=2, default=str))
+        return
+    import yaml
+
+    _echo(f"[bold]{rec['path']}[/bold]: {rec['kind']}, {rec['status']}" + (f" ({rec['note']})" if rec.get("note") else ""))
+    _echo("stages: " + (", ".join(f"{k} {v}" for k, v in rec["stages"].items()) or "none"))
+    if rec.get("results"):
+        rows = [{"stage": k, **v} for k, v in rec["results"].items()]
+        _emit_rows(rows, "table", "results")
+    elif rec.get("numbers"):
+        _emit_rows([{"number": k, "value": v} for k, v in rec["numbers"].items()], "table", "results")
+    if rec.get("config"):
+        console.print("config:", highlight=False)
+        console.print(yaml.safe_dump(rec["config"], sort_keys=False).rstrip(), markup=False, highlight=False)
+    for what, prov in (rec.get("provenance") or {}).items():
+        if isinstance(prov, dict):
+            keep = {k: prov.get(k) for k in ("gb_version", "commit", "dirty", "python", "torch", "numpy", "host",
+                                             "torch_threads", "command", "started", "ended", "wall_seconds",
+                                             "cpu_seconds") if k in prov}
+            console.print(f"provenance ({what}): " + ", ".join(f"{k}={v}" for k, v in keep.items()),
+                          markup=False, highlight=False)
+
+
+@runs_app.command("diff")
+def runs_diff(a: Path = typer.Argument(..., help="a run or sweep directory"),
+              b: Path = typer.Argument(..., help="another one"), fmt: Format = FormatOpt):
+    """The config keys, stages and headline numbers that differ between two runs."""
+    _check_format(fmt)
+    for key, p in (("A", a), ("B", b)):
+        if not p.is_dir():
+            raise GbError(f"{key}: {p}: not a directory")
+    from gbcli.runs.index import diff
+
+    rows = diff(a, b)
+    if not rows:
+        _echo(f"{a} and {b}: no difference in config, stages or headline numbers")
+        return
+    _emit_rows([{"what": r["what"], "key": r["key"], str(a): r["a"], str(b): r["b"]} for r in rows], fmt,
+               f"{a} vs {b}")
+
+
+@runs_app.command("export")
+def runs_export(target: str = typer.Argument(..., metavar="TARGET", help="mlflow (the only store so far)"),
+                root: Path = typer.Option(Path("runs"), "--dir", "-d", help="the runs to export (default: runs/)"),
+                tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", metavar="URI",
+                                                           help="an MLflow tracking URI (default: sqlite:///DIR/mlflow.db)"),
+                experiment: str = typer.Option("gb", "--experiment", help="the MLflow experiment's name")):
+    """Log every run and sweep (points as child runs) into an MLflow store: parameters, metric
+    curves, results, provenance as tags, tables and figures as artifacts. Needs the `mlflow` extra."""
+    if target != "mlflow":
+        raise GbError(f"TARGET: {target[:40]!r} is not a known store (mlflow)")
+    from gbcli.runs.mlflow_export import export
+
+    export(root, tracking_uri, experiment, echo=_echo)
+
+
 def _data_name(name: str, known: tuple[str, ...]) -> None:
     """NAME of `gb data fetch|verify`: a dataset with files (the synthetic sets are made from the config)."""
     if name not in known:
-        raise GbError(f"NAME: {name!r} is not one of {', '.join(known)} (the synthetic datasets have no files)")
+        from gbcli.text import quoted
+
+        raise GbError(f"NAME: {quoted(name)} is not one of {', '.join(known)} (the synthetic datasets have no files)")
 
 
 @data_app.command("fetch")
@@ -239,32 +453,45 @@ CLICK_ERRORS = (click.exceptions.ClickException, getattr(typer, "TyperException"
 
 def _fail(msg: str, code: int = 2) -> None:
     """Print `gb: error: msg` as one line on stderr and exit with `code` (2: bad input)."""
-    err_console.print(f"gb: error: {' '.join(str(msg).split())}", highlight=False, markup=False, soft_wrap=True)
+    line = " ".join(str(msg).split())
+    if len(line) > MAX_ERROR_LINE:   # a value we did not shorten at its source: the line stays readable
+        line = f"{line[:MAX_ERROR_LINE - 200]} ... {line[-180:]}"
+    err_console.print(f"gb: error: {line}", highlight=False, markup=False, soft_wrap=True)
     sys.exit(code)
 
 
 def main() -> None:
-    """Entry point: one-line errors and exit code 2 for bad input, never a traceback."""
+    """Entry point: one-line errors and exit code 2 for bad input, never a traceback; Ctrl-C or
+    SIGTERM: work stopped (gbcli.interrupts), one line, exit code 130."""
+    from gbcli import interrupts
+
+    interrupts.install()
     try:
-        code = app(standalone_mode=False)
-    except typer.Exit as exc:   # sweep: 1 when a point failed
-        sys.exit(exc.exit_code)
-    except OSError as exc:   # a full disk, a file that cannot be written: one line, not a traceback
-        where = exc.filename or ""
-        _fail(f"{where}: {exc.strerror or exc}" if where else f"{exc.strerror or exc}", code=1)
-    except GbError as exc:
-        _fail(str(exc))
-    except CLICK_ERRORS as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `gb` / `gb data`: the help is the answer
-            help_text = exc.format_message()
-            if help_text.strip():
-                console.print(help_text, highlight=False, markup=False)
-            sys.exit(2)
-        _fail(exc.format_message())
-    except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
-        err_console.print("gb: interrupted", highlight=False)
-        sys.exit(130)
-    sys.exit(code or 0)
+        try:
+            code = app(standalone_mode=False)
+        except typer.Exit as exc:   # sweep: 1 when a point failed
+            sys.exit(exc.exit_code)
+        except OSError as exc:   # a full disk, a file that cannot be written: one line, not a traceback
+            where = exc.filename or ""
+            _fail(f"{where}: {exc.strerror or exc}" if where else f"{exc.strerror or exc}", code=1)
+        except GbError as exc:
+            _fail(str(exc))
+        except CLICK_ERRORS as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `gb` / `gb data`: the help is the answer
+                help_text = exc.format_message()
+                if help_text.strip():
+                    console.print(help_text, highlight=False, markup=False)
+                sys.exit(2)
+            _fail(exc.format_message())
+        except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
+            err_console.print(interrupts.line("SIGINT"), highlight=False, markup=False, soft_wrap=True)
+            sys.exit(interrupts.EXIT_CODE)
+        sys.exit(code or 0)
+    except interrupts.Interrupted as exc:   # the work was stopped on its way here (a sweep's workers, its jobs)
+        err_console.print(interrupts.announce(exc), highlight=False, markup=False, soft_wrap=True)
+        sys.exit(interrupts.EXIT_CODE)
+    finally:   # a signal from here on (interpreter exit) ends the process at once, with the line
+        interrupts.exiting()
 
 
 if __name__ == "__main__":

@@ -423,3 +423,122 @@ def test_sets_without_files_need_no_fetch(tmp_path):
         data.fetch(name, data_dir=tmp_path, mirrors=[_dead_url()], progress=False)
         assert data.verify(name, tmp_path) == {}
     assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- bounded reading
+
+
+def _write_bomb(path: Path, nbytes: int) -> None:
+    """A gzip file of `nbytes` zeros, written in 1 MB chunks (never held in memory)."""
+    zeros = bytes(1 << 20)
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        for _ in range(nbytes // len(zeros)):
+            f.write(zeros)
+
+
+class _CountingReader:
+    def __init__(self, f) -> None:
+        self.f, self.read_bytes = f, 0
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self.f.read(n)
+        self.read_bytes += len(chunk)
+        return chunk
+
+
+def test_expected_sizes_match_the_real_files(mnist_dir):
+    assert data.SIZES == {"train-images-idx3-ubyte": 47_040_016, "train-labels-idx1-ubyte": 60_008,
+                          "t10k-images-idx3-ubyte": 7_840_016, "t10k-labels-idx1-ubyte": 10_008}
+    for base, size in data.SIZES.items():
+        assert len(gzip.decompress((mnist_dir / f"{base}.gz").read_bytes())) == size
+
+
+def test_a_gzip_bomb_stops_at_the_expected_size(tmp_path, mirror_dir):
+    import tracemalloc
+
+    root = _copy_mnist(mirror_dir, tmp_path)
+    bomb = root / "mnist" / "train-labels-idx1-ubyte.gz"
+    _write_bomb(bomb, 512 * 1024 ** 2)   # 512 MB of zeros in ~2 MB
+    tracemalloc.start()
+    try:
+        status = data.verify("mnist", root)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert status["train-labels-idx1-ubyte"] == "corrupt (more than the 60,008 bytes of this file)"
+    assert status["train-images-idx3-ubyte"] == "ok"
+    assert peak < 12 * 1024 ** 2   # verifying hashes pieces: not even a whole good file is held
+    with bomb.open("rb") as f:   # reading stops within one chunk of the point the output is too large
+        reader = _CountingReader(f)
+        assert data._gunzip_bounded(reader, 60_008, keep=True)[2] == "more than the 60,008 bytes of this file"
+    assert reader.read_bytes <= data.CHUNK
+    with pytest.raises(GbError, match=r"train-labels-idx1-ubyte\.gz is corrupt \(more than the 60,008 bytes") as err:
+        data.load_dataset("mnist", train_size=10, val_size=10, data_dir=root)
+    assert "\n" not in str(err.value) and "gb data fetch mnist" in str(err.value)
+
+
+def test_truncated_and_oversized_files_are_corrupt(tmp_path, mirror_dir):
+    root = _copy_mnist(mirror_dir, tmp_path)
+    folder = root / "mnist"
+    labels = (mirror_dir / "t10k-labels-idx1-ubyte.gz").read_bytes()
+    (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(labels[: len(labels) // 2])   # a cut download
+    images = gzip.decompress((mirror_dir / "t10k-images-idx3-ubyte.gz").read_bytes())
+    (folder / "t10k-images-idx3-ubyte.gz").unlink()
+    (folder / "t10k-images-idx3-ubyte").write_bytes(images + b"\0")   # uncompressed, one byte too many
+    status = data.verify("mnist", root)
+    assert status["t10k-labels-idx1-ubyte"].startswith("corrupt (truncated: ")
+    assert status["t10k-labels-idx1-ubyte"].endswith(" of 10,008 bytes)")
+    assert status["t10k-images-idx3-ubyte"] == "corrupt (more than the 7,840,016 bytes of this file)"
+    with pytest.raises(GbError, match=r"t10k-images-idx3-ubyte is corrupt \(more than the 7,840,016 bytes"):
+        data.load_idx("mnist", "test", root)
+    (folder / "t10k-images-idx3-ubyte").write_bytes(images)
+    with pytest.raises(GbError, match=r"t10k-labels-idx1-ubyte\.gz is corrupt \(truncated"):
+        data.load_idx("mnist", "test", root)
+    (folder / "t10k-images-idx3-ubyte").write_bytes(images[:-1])
+    assert data.verify("mnist", root)["t10k-images-idx3-ubyte"] == "corrupt (truncated: 7,840,015 of 7,840,016 bytes)"
+    (folder / "t10k-images-idx3-ubyte").write_bytes(b"")
+    assert data.verify("mnist", root)["t10k-images-idx3-ubyte"] == "corrupt (truncated: 0 of 7,840,016 bytes)"
+
+
+def test_multi_member_gzip_and_zero_padding_are_accepted(tmp_path, mirror_dir, shared_data_dir):
+    """What gzip.decompress (and gunzip) accept, the bounded reader accepts too."""
+    root = _copy_mnist(mirror_dir, tmp_path)
+    folder = root / "mnist"
+    images = gzip.decompress((mirror_dir / "t10k-images-idx3-ubyte.gz").read_bytes())
+    half = len(images) // 2
+    (folder / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(images[:half]) + gzip.compress(images[half:]))
+    labels = (mirror_dir / "t10k-labels-idx1-ubyte.gz").read_bytes()
+    (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(labels + bytes(3000))
+    assert _all_ok(data.verify("mnist", root))
+    got, ref = data.load_idx("mnist", "test", root), data.load_idx("mnist", "test", shared_data_dir)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+    assert not got[0].flags.writeable and not got[1].flags.writeable
+    (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(labels + b"garbage")
+    assert data.verify("mnist", root)["t10k-labels-idx1-ubyte"] == "checksum mismatch"
+
+
+def test_fetch_refuses_a_gzip_bomb_from_a_mirror(tmp_path, mirror_dir):
+    bad = tmp_path / "bomb-mirror"
+    bad.mkdir()
+    for name in MNIST_FILES:
+        shutil.copyfile(mirror_dir / name, bad / name)
+    _write_bomb(bad / "train-labels-idx1-ubyte.gz", 256 * 1024 ** 2)
+    with _serve(bad) as url, pytest.raises(GbError, match=r"train-labels-idx1-ubyte\.gz from any mirror") as err:
+        data.fetch("mnist", data_dir=tmp_path / "d", mirrors=[url], progress=False)
+    assert "larger than the file can be" in str(err.value) or "more than the 60,008 bytes" in str(err.value)
+    assert not (tmp_path / "d" / "mnist" / "train-labels-idx1-ubyte.gz").exists()
+
+
+def test_a_long_value_is_shortened_in_messages():
+    from gbcli.text import quoted, shorten
+
+    assert shorten("abc") == "abc" and quoted("abc") == "'abc'"
+    text = shorten("a" * 150 + "b" * 1_000_000 + "c" * 50)
+    assert len(text) <= 200 and text.startswith("a" * 100) and "...bbb" in text and text.endswith("(1,000,200 characters)")
+    for call in (lambda: data.load_dataset("x" * 1_000_000, train_size=1, val_size=1),
+                 lambda: data.load_dataset("digits", train_size=1, val_size=1, positive_classes=list(range(10)) * 10**5),
+                 lambda: data.load_dataset("digits", train_size="1" * 10**6, val_size=1)):
+        with pytest.raises(GbError) as err:
+            call()
+        assert len(str(err.value)) < 400 and "..." in str(err.value)

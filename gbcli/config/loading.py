@@ -307,12 +307,16 @@ def run_dir_for(cfg: Config, out: str | Path | None, overrides: list[str] | tupl
     else:
         tag = override_tag(overrides)
         path, key = Path("runs") / (cfg.name if tag is None else f"{cfg.name}-{tag}"), "name"
-    blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
-    if blocker is not None:  # refuse now rather than fail at the first write, after the work
-        raise GbError(f"{key}: {blocker} exists and is not a directory")
-    existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor or "."))
-    if not os.access(existing if existing.exists() else Path("."), os.W_OK | os.X_OK) or _read_only(existing):
-        raise GbError(f"{key}: {path}: cannot write here ({existing} is not writable)")
+    try:   # a name too long for the file system (ENAMETOOLONG) is bad input too
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:  # refuse now rather than fail at the first write, after the work
+            raise GbError(f"{key}: {shorten(str(blocker))} exists and is not a directory")
+        existing = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor or "."))
+        writable = os.access(existing if existing.exists() else Path("."), os.W_OK | os.X_OK)
+    except OSError as exc:
+        raise GbError(f"{key}: {shorten(str(path))}: {exc.strerror or exc}") from None
+    if not writable or _read_only(existing):
+        raise GbError(f"{key}: {shorten(str(path))}: cannot write here ({shorten(str(existing))} is not writable)")
     return path
 
 

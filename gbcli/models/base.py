@@ -226,7 +226,10 @@ def set_weights(model: nn.Module, weights: dict) -> None:
     params = dict(model.named_parameters())
     unknown = sorted(set(weights) - set(params))
     if unknown:
-        raise GbError(f"model.weights.{unknown[0]}: not a parameter of this network (it has {', '.join(params)})")
+        from gbcli.text import shorten
+
+        raise GbError(f"model.weights.{shorten(str(unknown[0]))}: not a parameter of this network (it has "
+                      f"{', '.join(params)})")
     for name, p in params.items():
         if name not in weights:
             raise GbError(f"model.weights.{name}: missing (explicit weights need every parameter: {', '.join(params)})")

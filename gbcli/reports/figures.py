@@ -54,14 +54,70 @@ def _no_data(ax, what: str) -> None:
     ax.set_yticks([])
 
 
+def predictor_order() -> list[str]:
+    """Every predictor name gb knows, in a fixed order (each model kind's GD network, then its
+    programs, in registry order): a predictor's colour is its place here, whatever else a figure shows."""
+    from gbcli.registry import MODELS as kinds
+
+    names: list[str] = []
+    for kind, spec in kinds.items():
+        for name in (f"gd-{kind}", *spec.programs):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _palette() -> list:
+    from matplotlib import colormaps
+
+    # tab10 first (the strongest colours go to the first kinds' predictors), then tab20b / tab20c
+    return [*colormaps["tab10"].colors, *colormaps["tab20b"].colors, *colormaps["tab20c"].colors]
+
+
+def predictor_style(label: str) -> tuple:
+    """(colour, marker) of a legend label, the same in every figure of every run and sweep: the
+    colour is the predictor's (`predictor_order`); a GD network's momentum variant ("gd-gln (momentum
+    0.9)") keeps its predictor's hue, darkened, with its own marker."""
+    base, _, rest = label.partition(" (")
+    order = predictor_order()
+    palette = _palette()
+    i = order.index(base) if base in order else len(order) + sum(map(ord, base))
+    colour = palette[i % len(palette)]
+    marker = MARKERS[i % len(MARKERS)]
+    if rest.startswith("momentum "):
+        try:
+            m = float(rest[len("momentum "):].rstrip(")"))
+        except ValueError:
+            m = 0.0
+        if m:
+            colour = tuple(0.6 * c for c in colour[:3])
+            marker = MARKERS[(i + 3 + int(round(10 * m))) % len(MARKERS)]
+    return colour, marker
+
+
 def _style(labels) -> dict:
-    """One colour and marker per legend label, stable across panels."""
-    return {s: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, s in enumerate(sorted(set(labels)))}
+    """One colour and marker per legend label, stable across panels and figures (`predictor_style`)."""
+    return {s: predictor_style(s) for s in set(labels)}
+
+
+def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
+    """Limits of an error axis that span at least `min_span` (one run's single point gave an axis
+    from 0.16596 to 0.16604), clipped to [0, 1]."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return
+    lo, hi = float(v.min()), float(v.max())
+    if hi - lo >= min_span:
+        return
+    mid = (lo + hi) / 2
+    lo, hi = max(0.0, mid - min_span), min(1.0, mid + min_span)
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
 
 
 def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> None:
     for name, g in pairs.groupby("predictor_a"):
-        ax.scatter(g["gd_val_error"], g[y], c=style[name][0], marker=style[name][1], label=name, alpha=0.75, s=22)
+        ax.scatter(g["gd_val_error"], g[y], color=style[name][0], marker=style[name][1], label=name, alpha=0.75, s=22)
 
 
 def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
@@ -75,6 +131,8 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
     ax.set_xlabel("GD validation error")
     ax.set_ylabel("SVM validation error")
+    _readable_limits(ax, "x", pairs["gd_val_error"])
+    _readable_limits(ax, "y", pairs["svm_val_error"])
     ax.legend(fontsize=8)
 
 
@@ -85,10 +143,12 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
         return _no_data(ax, "panel (b)")
     _scatter(ax, pairs, style, "inconsistency")
     lo, hi = pairs["gd_val_error"].min(), pairs["gd_val_error"].max()
-    p = np.linspace(lo - 0.05 * (hi - lo + 1e-3), hi + 0.05 * (hi - lo + 1e-3), 200)
+    mid, half = (lo + hi) / 2, max((hi - lo) * 0.55, 0.02)   # at least the readable span of the x axis
+    p = np.linspace(max(0.0, mid - half), min(1.0, mid + half), 200)
     ax.plot(p, 2 * p * (1 - p), "k--", lw=1, label="2p(1-p), uncorrelated")
     ax.set_xlabel("GD validation error p")
     ax.set_ylabel("inconsistency with GD")
+    _readable_limits(ax, "x", pairs["gd_val_error"])
     ax.legend(fontsize=8)
 
 
@@ -346,3 +406,91 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     write_csv(out_dir / "tables" / "training_summary.csv", pd.DataFrame(summary))
     fig = training_figure({label[p]: m for p, (m, _) in runs.items()}, title=out_dir.name)
     return [save_png(fig, out_dir / "figures" / "training.png")]
+
+
+# ------------------------------------------------------------ training curves of every run (`gb plot`)
+
+BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "training error", "linear"),
+                ("val_error", "validation error", "linear"))
+MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
+
+
+def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
+    """Loss, training and validation error, and every tracked instrument's column, against the step,
+    one line per run (None when no run has a logged row)."""
+    runs = {k: m for k, m in runs.items() if "step" in m and len(m)}
+    if not runs:
+        return None
+    panels = [p for p in (*BASIC_CURVES, *training_panels())
+              if any(p[0] in m and pd.to_numeric(m[p[0]], errors="coerce").notna().any() for m in runs.values())]
+    panels = list(dict.fromkeys(panels))
+    if not panels:
+        return None
+    ncols = min(len(panels), 3)
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in grid[len(panels):]:
+        ax.set_axis_off()
+    many = len(runs) > MAX_LABELLED
+    for ax, (col, label, scale) in zip(grid, panels):
+        stacked = []
+        for i, (name, m) in enumerate(runs.items()):
+            if col not in m:
+                continue
+            y = pd.to_numeric(m[col], errors="coerce")
+            ok = y.notna() & np.isfinite(y) & ((y > 0) if scale == "log" else True)
+            if not ok.any():
+                continue
+            if many:
+                ax.plot(m["step"][ok], y[ok], color="0.6", lw=0.6, alpha=0.5)
+                stacked.append(pd.Series(y[ok].values, index=m["step"][ok].values))
+            else:
+                ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", lw=1.4, label=name,
+                        marker="." if ok.sum() < 5 else None)
+        if many and stacked:
+            mean = pd.concat(stacked, axis=1).mean(axis=1).sort_index()
+            ax.plot(mean.index, mean.values, color="C3", lw=1.8, label=f"mean of {len(stacked)} points")
+        ax.set_title(label)
+        ax.set_xlabel("step")
+        if scale == "log":
+            ax.set_yscale("log")
+        if ax.get_legend_handles_labels()[0] and (len(runs) > 1 or many):
+            ax.legend(fontsize=7)
+    plain_ticks(fig)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
+    """`figures/curves.png` of a run (its gd/metrics.csv) or of a sweep (every point's, labelled by
+    what tells them apart); with `per_point`, also each sweep point's own `figures/curves.png`."""
+    out_dir = Path(out_dir)
+    paths: list[Path] = []
+    single = out_dir / "gd" / "metrics.csv"
+    if single.is_file():
+        fig = curves_figure({out_dir.name: _metrics(single)}, title=str(out_dir))
+        if fig is not None:
+            paths.append(save_png(fig, out_dir / "figures" / "curves.png"))
+        return paths
+    runs = {}
+    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
+        if metrics.is_symlink():
+            continue
+        runs[metrics.parent.parent.name] = (_metrics(metrics), flatten(_config(metrics.parent / "config.yaml")))
+    if not runs:
+        return paths
+    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
+    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    naming = _naming_keys(varied, runs)
+    label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in naming) or p for p, (_, c) in runs.items()}
+    fig = curves_figure({label[p]: m for p, (m, _) in runs.items()}, title=f"{out_dir} ({len(runs)} points)")
+    if fig is not None:
+        paths.append(save_png(fig, out_dir / "figures" / "curves.png"))
+    if per_point:
+        for p, (m, _) in runs.items():
+            fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
+            if fig is not None:
+                paths.append(save_png(fig, out_dir / "points" / p / "figures" / "curves.png"))
+    return paths
