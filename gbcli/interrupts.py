@@ -1,0 +1,155 @@
+"""Ctrl-C and SIGTERM: every gb command stops promptly, says so in one line and exits 130.
+
+The main process (`install`, called first thing by the CLI) turns SIGINT and SIGTERM into one
+exception, `Interrupted`, carrying the signal's name. It is a BaseException, so that the
+`except Exception` that records a failure (a sweep point, a solver fallback) never swallows it,
+but not a KeyboardInterrupt, which typer turns into a silent exit 130. Whoever started work that
+outlives the exception stops it on the way out (a sweep: its pool workers, its Slurm jobs) and may
+add a note for the line. A second signal while the first is being handled exits at once.
+
+The exception can only be raised between Python bytecodes of the main thread: a long call into C
+(a solver, a torch kernel) would keep it waiting. A watchdog thread, woken by the signal itself
+(`signal.set_wakeup_fd`), therefore gives the main thread GRACE seconds to take it; if it has not
+(it is inside such a call), the watchdog prints the line and ends the process (exit 130): results
+are written atomically, and a rerun removes the temporary files a cut write leaves.
+
+A sweep's pool workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group: the
+parent decides, and terminates them); they are started with both signals blocked (`deferred`) so
+that a Ctrl-C while a worker is still starting up is not a KeyboardInterrupt traceback in it, and
+`worker_init` (their pool initializer; the pool spawns fresh interpreters, so handlers are set
+there) ignores SIGINT and unblocks them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+HINT = "finished work is kept, rerun the same command to resume"
+EXIT_CODE = 130   # what a shell reports for a command stopped by Ctrl-C (128 + SIGINT)
+GRACE = 2.0   # seconds the main thread has to take a signal before the watchdog ends the process
+
+
+class Interrupted(BaseException):
+    """A SIGINT or SIGTERM reached the main process. `signame`: "SIGINT" or "SIGTERM"; `notes`:
+    what was done about it on the way out (e.g. "Slurm array 123 cancelled"), for the one line."""
+
+    def __init__(self, signame: str):
+        super().__init__(signame)
+        self.signame = signame
+        self.notes: list[str] = []
+
+
+_state = {"signal": None, "announced": False, "exiting": False, "handled": 0, "watchdog": None}
+_lock = threading.RLock()   # one line, whoever (the main thread, the watchdog) prints it
+
+
+def line(signame: str, notes: list[str] | tuple[str, ...] = ()) -> str:
+    """The one line on stderr: `gb: interrupted (SIGINT); <notes; >finished work is kept, ...`."""
+    return "; ".join([f"gb: interrupted ({signame})", *notes, HINT])
+
+
+def announce(exc: Interrupted) -> str:
+    """The line for `exc`; from now on a further signal exits at once, without a second line."""
+    with _lock:
+        _state["announced"] = True
+        return line(exc.signame, exc.notes)
+
+
+def _exit_now(signame: str, notes: list[str]) -> None:
+    """The line (unless printed already), straight to fd 2, and the end of the process."""
+    with _lock:
+        if not _state["announced"]:
+            _state["announced"] = True
+            with contextlib.suppress(OSError):
+                os.write(2, (line(signame, notes) + "\n").encode())
+        os._exit(EXIT_CODE)
+
+
+def _handler(signum: int, frame) -> None:
+    name = signal.Signals(signum).name
+    with _lock:
+        _state["handled"] += 1
+        first = _state["signal"] is None and not _state["exiting"]
+        if first:
+            _state["signal"] = name
+    if first:
+        raise Interrupted(name)
+    # a second signal while the first is handled (workers being stopped, jobs cancelled), or one
+    # once the command is over (exceptions raised in exit handlers are printed, not handled): now.
+    # Pool workers die with this process (PR_SET_PDEATHSIG); the rerun cleans what they left.
+    _exit_now(_state["signal"] or name, ["stopped at once by a second signal"] if _state["signal"] else [])
+
+
+def _watch(fd: int) -> None:
+    """The watchdog: each byte is a signal the C-level handler saw; if the main thread has not run
+    the Python handler for it within GRACE seconds (it is inside a long call into C), end now."""
+    seen = 0
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        for signum in data:
+            if signum not in SIGNALS:
+                continue
+            seen += 1
+            deadline = time.monotonic() + GRACE
+            while _state["handled"] < seen and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _state["handled"] < seen:
+                _exit_now(_state["signal"] or signal.Signals(signum).name, [])
+
+
+def install() -> None:
+    """SIGINT and SIGTERM raise `Interrupted` in this (main) process, and the watchdog runs. A
+    signal that was ignored when gb started (`nohup`, a shell's background job) stays ignored, as
+    Python itself does. In the main thread only (Python's rule for signal handlers)."""
+    _state.update(signal=None, announced=False, exiting=False)
+    handled = [sig for sig in SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
+    for sig in handled:
+        signal.signal(sig, _handler)
+    if handled and _state["watchdog"] is None:
+        r, w = os.pipe()
+        os.set_blocking(w, False)   # the C handler must never block on a full pipe
+        for fd in (r, w):
+            os.set_inheritable(fd, False)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        _state["watchdog"] = threading.Thread(target=_watch, args=(r,), name="gb-interrupt-watchdog", daemon=True)
+        _state["watchdog"].start()
+
+
+def exiting() -> None:
+    """The command is over (its result or error printed; the interpreter exits): a signal now
+    ends the process at once, with the line unless one was printed, instead of an exception that
+    an exit handler would print as a traceback."""
+    _state["exiting"] = True
+
+
+@contextlib.contextmanager
+def deferred():
+    """SIGINT and SIGTERM are held (blocked, not lost) in the calling thread while the block runs,
+    and delivered when it ends: around starting pool workers, which inherit the blocked mask (see
+    `worker_init`), and around a submission whose job ids must be known to cancel them."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def worker_init() -> None:
+    """In a pool worker (its initializer): SIGINT ignored (the parent terminates its workers),
+    SIGTERM as by default (it ends the process); then both unblocked (`deferred`). A Ctrl-C that
+    arrived while the worker was starting is discarded by the ignore."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
