@@ -44,7 +44,8 @@ class Interrupted(BaseException):
         self.notes: list[str] = []
 
 
-_state = {"signal": None, "announced": False, "exiting": False, "handled": 0, "watchdog": None}
+_state = {"signal": None, "announced": False, "exiting": False, "handled": 0, "watchdog": None,
+          "deferred": 0, "pending": None}
 _lock = threading.RLock()   # one line, whoever (the main thread, the watchdog) prints it
 
 
@@ -77,6 +78,9 @@ def _handler(signum: int, frame) -> None:
         first = _state["signal"] is None and not _state["exiting"]
         if first:
             _state["signal"] = name
+            if _state["deferred"]:   # raised when the block ends (`deferred`)
+                _state["pending"] = name
+                return
     if first:
         raise Interrupted(name)
     # a second signal while the first is handled (workers being stopped, jobs cancelled), or one
@@ -103,8 +107,8 @@ def _watch(fd: int) -> None:
                 continue
             seen += 1
             deadline = time.monotonic() + GRACE
-            while _state["handled"] < seen and time.monotonic() < deadline:
-                time.sleep(0.05)
+            while _state["handled"] < seen and (time.monotonic() < deadline or _state["deferred"]):
+                time.sleep(0.05)   # (a `deferred` block, e.g. a Slurm submission, is waited for)
             if _state["handled"] < seen:
                 _exit_now(_state["signal"] or signal.Signals(signum).name, [])
 
@@ -113,6 +117,8 @@ def install() -> None:
     """SIGINT and SIGTERM raise `Interrupted` in this (main) process, and the watchdog runs. A
     signal that was ignored when gb started (`nohup`, a shell's background job) stays ignored, as
     Python itself does. In the main thread only (Python's rule for signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     _state.update(signal=None, announced=False, exiting=False)
     handled = [sig for sig in SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
     for sig in handled:
@@ -136,14 +142,20 @@ def exiting() -> None:
 
 @contextlib.contextmanager
 def deferred():
-    """SIGINT and SIGTERM are held (blocked, not lost) in the calling thread while the block runs,
-    and delivered when it ends: around starting pool workers, which inherit the blocked mask (see
-    `worker_init`), and around a submission whose job ids must be known to cancel them."""
+    """SIGINT and SIGTERM are held, not lost, while the block runs: blocked in the calling thread
+    (processes started in the block inherit that: see `worker_init`) and, if one reaches the
+    process anyway (through another thread), raised as `Interrupted` when the block ends. Around
+    starting pool workers, and around a submission whose job ids must be known to cancel them."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    _state["deferred"] += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _state["deferred"] -= 1
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)   # a signal held by the mask is handled here
+        name, _state["pending"] = _state["pending"], None
+        if name and not _state["deferred"]:
+            raise Interrupted(name)
 
 
 def worker_init() -> None:

@@ -81,7 +81,8 @@ def run_local(fn: Callable, tasks: list[tuple], jobs: int, progress: bool, echo,
         except BaseException as exc:   # interrupted (or the sweep process failed): stop now, not after the queue
             running = [f for f in futures if not f.done()]   # before the pool fails them (BrokenProcessPool)
             _stop_pool(pool)
-            _stopped([d for f in running if not _returned(f) for d in futures[f][1]], exc, lambda d: _ran_since(d, start))
+            _stopped([d for f in running if not _returned(f) for d in futures[f][1]], exc,
+                     lambda d: _ran_since(d, start))
             raise
 
 
@@ -150,7 +151,8 @@ def _stopped(dirs: list[str], exc: BaseException, started: Callable[[str], bool]
                 continue
             write_json(d / "failed.json", {"status": "interrupted", "stage": _stage(d),
                                            "message": f"{why}; rerun the sweep to run it again",
-                                           "log": str((d / "log.txt").resolve()), "at": time.strftime("%Y-%m-%d %H:%M:%S")})
+                                           "log": str((d / "log.txt").resolve()),
+                                           "at": time.strftime("%Y-%m-%d %H:%M:%S")})
         except OSError:   # best effort: the point is not done either way
             pass
 
