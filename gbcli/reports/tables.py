@@ -39,7 +39,7 @@ SUMMARY_KEYS = ("predictor", "train_error", "val_error", "status")
 RESULT_KEYS = ("predictor", "train_error", "val_error", "status")
 
 
-def _record(path: Path, keys: tuple[str, ...]) -> dict:
+def _record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
     """A stage record (summary.json / result.json): a JSON object with at least `keys`."""
     rec = _read(path, read_json)
     if not isinstance(rec, dict):
@@ -47,7 +47,38 @@ def _record(path: Path, keys: tuple[str, ...]) -> dict:
     missing = [k for k in keys if k not in rec]
     if missing:
         raise GbError(f"{path}: not a gb stage record (missing {', '.join(missing)}); rerun the stage")
+    _check_types(path, rec, gd)
     return rec
+
+
+GD_WORDS = ("ok", "diverged")
+SVM_WORDS = ("optimal", "inaccurate", "infeasible", "failed")
+
+
+def _check_types(path: Path, rec: dict, gd: bool) -> None:
+    """A received record is data, not trusted: its status must be one of gb's words, its errors
+    numbers in [0, 1] (or NaN: nothing to measure), its flags booleans and its objective a number."""
+    def bad(why: str):
+        raise GbError(f"{path}: not a gb stage record ({why}); rerun the stage")
+
+    status = rec.get("status")
+    if not isinstance(status, str) or status not in (GD_WORDS if gd else SVM_WORDS):
+        bad(f"status {str(status)[:40]!r} is not one of {', '.join(GD_WORDS if gd else SVM_WORDS)}")
+    if not isinstance(rec.get("predictor"), str):
+        bad("predictor is not a name")
+    for k in ("train_error", "val_error"):
+        v = rec.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (v == v and not 0 <= v <= 1):
+            bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
+    if not gd:
+        if "certified" in rec and not isinstance(rec["certified"], bool):
+            bad(f"certified {str(rec['certified'])[:40]!r} is not true or false")
+        for k in ("objective", "rel_gap", "min_margin", "solve_seconds"):
+            v = rec.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                bad(f"{k} {str(v)[:40]!r} is not a number")
 
 
 def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarray:
@@ -110,7 +141,7 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     errors, pairs = [], []
     gd = None
     if (run_dir / "gd" / "summary.json").is_file():
-        s = _record(run_dir / "gd" / "summary.json", SUMMARY_KEYS)
+        s = _record(run_dir / "gd" / "summary.json", SUMMARY_KEYS, gd=True)
         meta = _meta(run_dir / "gd" / "config.yaml")
         gd = (s, _outputs(run_dir / "gd" / "predictions.npz"),
               _outputs(run_dir / "gd" / "predictions.npz", key="val_out_published"))

@@ -71,6 +71,13 @@ def check_tree(root: str | Path) -> None:
     for dirpath, dirnames, filenames in os.walk(root, onerror=None, followlinks=False):
         for name in (*dirnames, *filenames):
             p = Path(dirpath) / name
+            try:
+                mode = p.lstat().st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                raise GbError(f"{_short(p, 200)}: not a regular file or folder (a FIFO, socket or device); gb "
+                              f"writes only files and folders into a run directory (remove it)")
             if p.is_symlink():
                 try:
                     target = os.readlink(p)

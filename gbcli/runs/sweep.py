@@ -33,6 +33,7 @@ from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_pat
 from gbcli.errors import GbError
 from gbcli.models.base import Problem
 from gbcli.provenance import Clock
+from gbcli.text import shorten
 from gbcli.io import atomic_write_text, flatten, read_json, write_csv, write_json
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS, spec_of
 from gbcli.reports.figures import plot_sweep
@@ -151,7 +152,7 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
             point, where = raw, {**dict(zip(grid, values)), **dict(zip(zipped, zvalues))}
             for key, value in where.items():
                 point = set_path(point, key.split("."), value)
-            cfg = validate(apply_preset(point, str(path)), f"{path} (grid point {where})")
+            cfg = validate(apply_preset(point, str(path)), f"{path} (grid point {shorten(repr(where))})")
             if point_id(cfg) not in seen:   # axes that do not change the config give one point
                 seen.add(point_id(cfg))
                 points.append(cfg)
