@@ -4,17 +4,37 @@
 
 SOLUTION.npz is `benchmarks/fullscale_solve.py --save-solution`'s file (zeta, lam, status, message,
 seconds, iterations) for the program of RUN_DIR's configuration (RUN_DIR/gd/config.yaml) and
-OBJECTIVE: a predictor, or a dual ray (status infeasible, zeta empty). The answer is certified on
-the point's own design, as any solve is (a ray by its bound on every predictor's relative margin), and recorded as
-RUN_DIR/svm/OBJECTIVE/result.json with its message saying where it came from (and --note); a
-certified optimal one also enters the solve cache (--cache, a sweep's OUT/solves), so the resumed
-sweep reuses it instead of solving again. An answer of another size, a non-finite one or one without
-a predictor is refused with exit 2 and nothing is written.
+OBJECTIVE (one of its svm.objectives): a predictor, or a dual ray (zeta empty). Its status word is a
+claim, never taken as it is: the answer is certified on the point's own design at the
+configuration's svm.certify_tol (`gbcli.programs.certify.certificate`) and the status recorded is
+the computed one:
+
+- a predictor: `optimal` when its relative duality gap and 1 - its smallest margin are within the
+  tolerance, `inaccurate` otherwise;
+- a ray: `infeasible` when its multipliers bound every predictor's relative margin below
+  `gbcli.programs.ipm.NOT_SEPARABLE` (weak duality), `failed` otherwise (the bounds are kept,
+  uncertified).
+
+A file that says `optimal` or `infeasible` when its data does not certify it is refused (exit 2, one
+line, nothing written), as is a file saying `infeasible` that also holds a predictor. Otherwise the
+answer is recorded as RUN_DIR/svm/OBJECTIVE/result.json with its message saying where it came from
+(and --note), a line is appended to RUN_DIR/log.txt, and a certified one also enters the solve cache
+(--cache, a sweep's OUT/solves), so the resumed sweep reuses it instead of solving again. Exit 0
+when the record is certified, 1 when it is not.
+
+Refused with exit 2, one line `gb: error: ...` on stderr and nothing written: an answer of another
+size, a non-finite one, negative multipliers, a status word that is not a solver's, a file that is
+not such an .npz; and, as scripts/finish_stalled.py refuses them, an objective that is not a plain
+name of the configuration, a RUN_DIR that is not a run directory (a sweep directory, say) or holds a
+symlink, a missing or garbage configuration and an svm.certify_tol that is not a finite number in (0, 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -24,51 +44,131 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from finish_stalled import record  # noqa: E402
+from finish_stalled import (MAX_LINE, Parser, Refused, array, check_cache, check_log, error_line, one_line,  # noqa: E402
+                            open_npz, open_run, record, why)
 
-from gbcli.config import Config  # noqa: E402
-from gbcli.io import load_yaml  # noqa: E402
+from gbcli.errors import GbError  # noqa: E402
 from gbcli.programs import Solution, norm_of  # noqa: E402
+from gbcli.programs.certify import certificate  # noqa: E402
+from gbcli.programs.ipm import NOT_SEPARABLE  # noqa: E402
 from gbcli.runs.stages import build_design, prepare  # noqa: E402
 from gbcli.runs.sweep import limit_threads  # noqa: E402
 
+STATUSES = ("optimal", "inaccurate", "infeasible", "failed")   # a solver's words (gbcli.programs.design.Solution)
+CERTIFIED_WORDS = ("optimal", "infeasible")                    # words that claim a certificate
+MAX_SOLUTION_BYTES = 1024 ** 3
+
+
+def read_solution(path: Path) -> dict:
+    """The arrays and scalars of SOLUTION.npz, checked for types (shapes are checked on the design).
+    The file is the user's: a symlink to it is followed, but only a regular file is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("not a regular file")
+            if st.st_size > MAX_SOLUTION_BYTES:
+                raise ValueError(f"{st.st_size} bytes, more than {MAX_SOLUTION_BYTES}")
+            with open(fd, "rb", closefd=False) as fh:
+                data = fh.read(MAX_SOLUTION_BYTES + 1)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as exc:
+        raise Refused(f"{path}: cannot read the answer ({why(exc)})") from None
+    try:
+        with open_npz(data, path) as z:
+            out = {"zeta": array(z, "zeta", path), "lam": array(z, "lam", path, 1)}
+            for name in ("status", "message"):
+                if name not in z.files:
+                    raise Refused(f"{path}: has no {name!r} (holds {', '.join(z.files)[:200]})")
+                a = z[name]
+                if a.ndim != 0 or a.dtype.kind != "U":
+                    raise Refused(f"{path}: {name} is not a text (dtype {a.dtype}, shape {a.shape})")
+                out[name] = str(a)
+            seconds, iterations = array(z, "seconds", path, 0), array(z, "iterations", path, 0)
+    except Refused:
+        raise
+    except Exception as exc:   # noqa: BLE001 (object arrays, a corrupt member)
+        raise Refused(f"{path}: cannot read the answer ({why(exc)})") from None
+    if out["status"] not in STATUSES:
+        raise Refused(f"{path}: status {one_line(repr(out['status']), 80)} is not a solver's ({', '.join(STATUSES)})")
+    if not seconds >= 0 or iterations < 0 or float(iterations) != math.floor(iterations):
+        raise Refused(f"{path}: seconds {float(seconds)} and iterations {float(iterations)} are not a time >= 0 "
+                      f"and a count")
+    out["seconds"], out["iterations"] = float(seconds), int(iterations)
+    if (out["lam"] < 0).any():
+        raise Refused(f"{path}: lam holds negative values (margin multipliers are >= 0)")
+    return out
+
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("objective")
-    ap.add_argument("solution", type=Path)
-    ap.add_argument("--cache", default=None, help="a sweep's OUT/solves")
+    ap = Parser(prog="adopt_solution.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path, help="a run directory (not a sweep directory)")
+    ap.add_argument("objective", help="one of the run configuration's svm.objectives")
+    ap.add_argument("solution", type=Path, help="benchmarks/fullscale_solve.py --save-solution's .npz")
+    ap.add_argument("--cache", default=None, help="a sweep's OUT/solves: a certified answer enters it")
     ap.add_argument("--note", default=None, help="said in the result's message")
-    args = ap.parse_args(argv)   # a wrong command line: usage, exit 2
+    args = ap.parse_args(argv)   # a wrong command line: one line, exit 2
+    try:
+        return adopt(args)
+    except (Refused, GbError) as exc:
+        error_line(exc)
+        return 2
+    except OSError as exc:   # a full disk, an unwritable directory: one line
+        error_line(f"{exc.filename or args.run_dir}: cannot write ({exc.strerror or exc})")
+        return 2
+
+
+def adopt(args) -> int:
     run_dir, obj, path = args.run_dir, args.objective, args.solution
     limit_threads(1)
-    try:   # a missing, truncated or foreign file: one line, exit 2, nothing written
-        cfg = Config.model_validate(load_yaml((run_dir / "gd" / "config.yaml").read_text()))
-        with np.load(path, allow_pickle=False) as z:
-            zeta, lam = np.asarray(z["zeta"], np.float64), np.asarray(z["lam"], np.float64)
-            status, message = str(z["status"]), str(z["message"])
-            seconds, iterations = float(z["seconds"]), int(z["iterations"])
-    except Exception as exc:   # noqa: BLE001 (OSError, YAML, validation, npz errors alike)
-        print(f"{path}: cannot read the answer or {run_dir}'s configuration ({type(exc).__name__}: "
-              f"{str(exc).splitlines()[0][:200] if str(exc) else ''})")
-        return 2
-    if obj not in cfg.svm.objectives:
-        print(f"{obj}: not an objective of {run_dir}'s configuration ({', '.join(cfg.svm.objectives)})")
-        return 2
-    problem = prepare(cfg)
-    design = build_design(obj, cfg, problem)
-    ray = status == "infeasible" and zeta.size == 0   # a dual ray: its certificate is a relative margin bound
-    if (not ray and zeta.shape != (design.rows, design.x_train.shape[1])) or lam.shape != design.y_train.shape \
-            or not (np.isfinite(zeta).all() and np.isfinite(lam).all()):
-        print(f"{path}: zeta {zeta.shape} and lam {lam.shape} do not fit {obj} of {run_dir} "
-              f"({design.rows} x {design.x_train.shape[1]}, {len(design.y_train)} points), or are not finite")
-        return 2
+    cfg = open_run(run_dir, obj)
+    check_cache(args.cache)
+    check_log(run_dir)
+    ans = read_solution(path)   # a missing, truncated or foreign file: one line, exit 2, nothing written
+    try:
+        problem = prepare(cfg)
+        design = build_design(obj, cfg, problem)
+    except GbError:
+        raise
+    except Exception as exc:   # noqa: BLE001
+        raise Refused(f"{run_dir}: cannot rebuild the program {obj} of its configuration ({why(exc)})") from None
+    zeta, lam, claim, tol = ans["zeta"], ans["lam"], ans["status"], cfg.svm.certify_tol
+    rows, dim, n = design.rows, design.x_train.shape[1], len(design.y_train)
+    ray = zeta.size == 0   # a dual ray: its certificate is a relative margin bound
+    if (not ray and zeta.shape != (rows, dim)) or lam.shape != (n,):
+        raise Refused(f"{path}: zeta {zeta.shape} and lam {lam.shape} do not fit {obj} of {run_dir} "
+                      f"({rows} x {dim}, {n} points)")
     note = f"solved outside the sweep and adopted by scripts/adopt_solution.py from {path.name}"
     if args.note:
-        note += f" ({args.note})"
-    sol = Solution(None if ray else zeta, status, float("nan") if ray else norm_of(design).value(design, zeta),
-                   seconds, "dual", f"{message}; {note}", iterations, lam)
+        note += f" ({one_line(args.note, MAX_LINE)})"
+    message = f"{ans['message']}; {note}" if ans["message"] else note
+
+    # the status is computed from the data: certify as a ray and (with a predictor) as a solution
+    as_ray = certificate(design, Solution(None, "infeasible", float("nan"), ans["seconds"], "dual", message,
+                                          ans["iterations"], lam), tol)
+    if claim == "infeasible":
+        if not as_ray["certified"]:
+            raise Refused(f"{path}: says infeasible, but its multipliers do not certify infeasibility (relative "
+                          f"margin bound {as_ray['relative_margin_bound']:.3g}, certified only at or below "
+                          f"{NOT_SEPARABLE:g})")
+        if not ray:
+            raise Refused(f"{path}: says infeasible, but it holds a predictor (zeta {zeta.shape}); a dual ray's "
+                          f"zeta is empty")
+    if ray:
+        status = "infeasible" if as_ray["certified"] else "failed"
+        sol = Solution(None, status, float("nan"), ans["seconds"], "dual", message, ans["iterations"], lam)
+    else:
+        sol = Solution(zeta, "optimal", norm_of(design).value(design, zeta), ans["seconds"], "dual", message,
+                       ans["iterations"], lam)
+        cert = certificate(design, sol, tol)
+        sol.status = "optimal" if cert["certified"] else "inaccurate"
+        if claim == "optimal" and not cert["certified"]:
+            raise Refused(f"{path}: says optimal, but it is not certified at svm.certify_tol = {tol:g} (relative "
+                          f"gap {cert['rel_gap']:.3g}, smallest margin {cert['min_margin']:.10g})")
+    if claim == "optimal" and sol.status != "optimal":
+        raise Refused(f"{path}: says optimal, but it holds no predictor (zeta is empty)")
     r = record(run_dir, obj, cfg, design, problem, sol, args.cache)
     return 0 if r["certified"] else 1
 

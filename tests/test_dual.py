@@ -461,6 +461,11 @@ def test_adopt_solution_records_an_answer_solved_elsewhere_and_refuses_a_foreign
 
     design = build_design("svm-gln", cfg, prepare(cfg))
     sol = solve_dual(design)
+    import dataclasses
+
+    forged = save("forged.npz", dataclasses.replace(sol, status="infeasible"))   # a feasible answer called a ray
+    assert forged.returncode == 2 and "says infeasible" in forged.stdout and len(forged.stdout.splitlines()) == 1
+    assert result.read_bytes() == before and not (tmp_path / "solves").exists()
     proc = save("good.npz", sol)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = json.loads(result.read_text())

@@ -212,3 +212,17 @@ def test_input_errors(make):
     bad[0, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         make().fit(bad, [0, 1, 0])
+
+
+@pytest.mark.parametrize("tol", [float("inf"), float("nan"), 0.0, 1.0, -1e-6, True, "1e-6", None])
+def test_tolerances_that_would_loosen_the_certificate_are_refused(tol):
+    """KernelSVM(tol=inf) reported `optimal`, certified, at a relative gap of 0.99 (issue 24)."""
+    from gbcli import GroupNormSVM, KernelSVM
+
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    y = np.array([1, 1, -1, -1])
+    with pytest.raises(ValueError, match="tol"):
+        KernelSVM(tol=tol).fit(X, y)
+    with pytest.raises(ValueError, match="tol"):
+        GroupNormSVM(tol=tol).fit(X, y, contexts=np.zeros((4, 1), dtype=int), count=1)
+    assert KernelSVM(tol=1e-6).fit(X, y).certificate_["certified"]

@@ -53,6 +53,15 @@ def _warn_inexact(est, status: str, message: str) -> None:
         warnings.warn(f"{type(est).__name__}: the solve is {status}: {message}", ConvergenceWarning, stacklevel=3)
 
 
+def _check_tol(tol) -> None:
+    """A certificate's tolerance is a finite number in (0, 1): tol=inf certified a relative gap of 0.99."""
+    import math
+
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(float(tol)) or not 0 < float(tol) < 1:
+        raise ValueError(f"tol must be a finite number in (0, 1), got {tol!r}")
+
+
 class KernelSVM(ClassifierMixin, BaseEstimator):
     """Hard-margin kernel SVM without bias: min ||w||^2 s.t. y_n f(x_n) >= 1, f(x) = sum_n alpha_n k(x_n, x).
 
@@ -100,8 +109,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
             if np.abs(X - X.T).max() > 1e-6 * scale or ev[0] < -1e-6 * scale:
                 raise ValueError("the precomputed kernel is not symmetric positive semidefinite, so the program "
                                  f"is not convex (smallest eigenvalue {ev[0]:.3g})")
-        if not self.tol > 0:
-            raise ValueError(f"tol must be positive, got {self.tol!r}")
+        _check_tol(self.tol)
         gram = self._gram(X, X)
         q = gram * np.outer(ypm, ypm)
         status, message, lam, s, it = interior_point(Kernel(torch.as_tensor(q, dtype=torch.float64)), True,
@@ -227,8 +235,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         if self.solver not in SOLVERS or not SOLVERS[self.solver].can_solve("group"):
             able = [n for n, s in SOLVERS.items() if s.can_solve("group")]
             raise ValueError(f"solver must be one of {able}, got {self.solver!r}")
-        if not self.tol > 0:
-            raise ValueError(f"tol must be positive, got {self.tol!r}")
+        _check_tol(self.tol)
         e, units, count = self._gates(len(X), gates, contexts, count, fitting=True)
         mode = "gates" if gates is not None else "contexts" if contexts is not None else "constant"
         groups = self._group_list(e.shape[1], units, count, mode)
