@@ -44,6 +44,10 @@ data_app = typer.Typer(no_args_is_help=True, help="Fetch or verify dataset files
 app.add_typer(data_app, name="data")
 runs_app = typer.Typer(help="Find and read runs: list them (the default), show one, diff two, export them to MLflow.")
 app.add_typer(runs_app, name="runs")
+config_app = typer.Typer(no_args_is_help=True,
+                         help="A config as it runs (`show`), or every config key with its type, default and meaning "
+                              "(`keys`).")
+app.add_typer(config_app, name="config")
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that table headers are not cut
     console = Console(width=160)
@@ -401,6 +405,51 @@ def runs_export(target: str = typer.Argument(..., metavar="TARGET", help="mlflow
     from gbcli.runs.mlflow_export import export
 
     export(root, tracking_uri, experiment, echo=_echo)
+
+
+@config_app.command("show")
+def config_show(config: Path = ConfigArg, set_: List[str] = SetOpt):
+    """Print the resolved config as YAML (preset, --set overrides and derived values applied):
+    what `gb train-gd` would run and save as gd/config.yaml."""
+    from gbcli.config import dump_config
+
+    sys.stdout.write(dump_config(_load(config, set_)))
+
+
+@config_app.command("keys")
+def config_keys(section: Optional[str] = typer.Argument(
+                    None, metavar="SECTION",
+                    help="a section (training, contexts, ...; top: the top level), model or dataset with all their "
+                         "kinds, one kind (model.gln, dataset.mnist) or one key (training.lr); default: every section"),
+                fmt: Optional[str] = typer.Option(None, "--format", "-f", metavar="FORMAT",
+                                                  help="text (one line per key), table or json (default: a table "
+                                                       "on a terminal, else text)")):
+    """Every config key of every section and of every model and dataset kind: its type, default and
+    description (read from the key snapshot, gbcli/config/keys.json: nothing heavy is imported)."""
+    from gbcli.config import keys
+
+    if fmt not in (None, "text", "table", "json"):
+        raise GbError(f"--format: {fmt[:40]!r} is not one of text, table, json")
+    rows = keys.rows(section)
+    fmt = fmt or ("table" if console.is_terminal else "text")
+    if fmt == "json":
+        import json as _json
+
+        print(_json.dumps(rows, indent=2))
+    elif fmt == "text":
+        sys.stdout.write(keys.render_text(rows))
+    else:
+        from rich.table import Table
+        from rich.text import Text   # plain text: a description's [low, high] is not markup
+
+        for title, group in keys.blocks(rows):
+            table = Table(title=Text(title), title_justify="left")
+            for column in ("key", "type", "default", "description"):
+                table.add_column(column, overflow="fold")
+            for r in group:
+                table.add_row(*(Text(c) for c in (r["key"], keys.type_with_range(r), keys.default_text(r),
+                                                  r["description"])))
+            console.print(table)
 
 
 def _data_name(name: str, known: tuple[str, ...]) -> None:

@@ -4,27 +4,28 @@
 
 SOLUTION.npz is `benchmarks/fullscale_solve.py --save-solution`'s file (zeta, lam, status, message,
 seconds, iterations) for the program of RUN_DIR's configuration (RUN_DIR/gd/config.yaml) and
-OBJECTIVE (one of its svm.objectives): a predictor, or a dual ray (zeta empty). Its status word is a
-claim, never taken as it is: the answer is certified on the point's own design at the
-configuration's svm.certify_tol (`gbcli.programs.certify.certificate`) and the status recorded is
-the computed one:
+OBJECTIVE (one of its svm.objectives): a predictor, or a dual ray (status infeasible, zeta empty).
+Its status word is a claim, never recorded as it is: the answer is certified on the point's own
+design at the configuration's svm.certify_tol (`gbcli.programs.certify.certificate`), and the
+status recorded is the computed one:
 
-- a predictor: `optimal` when its relative duality gap and 1 - its smallest margin are within the
-  tolerance, `inaccurate` otherwise;
-- a ray: `infeasible` when its multipliers bound every predictor's relative margin below
-  `gbcli.programs.ipm.NOT_SEPARABLE` (weak duality), `failed` otherwise (the bounds are kept,
-  uncertified).
+- a ray (the file says `infeasible`) is recorded `infeasible`, certified, only when its multipliers
+  bound every predictor's relative margin at or below `gbcli.programs.ipm.NOT_SEPARABLE` (weak
+  duality); a file that says infeasible but whose multipliers do not certify it, or that holds a
+  predictor, is refused;
+- a predictor (any other word) is recorded `optimal` when its relative duality gap and 1 - its
+  smallest margin are within the tolerance, and `inaccurate`, uncertified, otherwise (a file that
+  said `optimal` then gets the reason in its message, as any uncertified solve does).
 
-A file that says `optimal` or `infeasible` when its data does not certify it is refused (exit 2, one
-line, nothing written), as is a file saying `infeasible` that also holds a predictor. Otherwise the
-answer is recorded as RUN_DIR/svm/OBJECTIVE/result.json with its message saying where it came from
-(and --note), a line is appended to RUN_DIR/log.txt, and a certified one also enters the solve cache
-(--cache, a sweep's OUT/solves), so the resumed sweep reuses it instead of solving again. Exit 0
-when the record is certified, 1 when it is not.
+The record is RUN_DIR/svm/OBJECTIVE/result.json, its message saying where the answer came from (and
+--note); a line is appended to RUN_DIR/log.txt (never through a symlink), and a certified answer
+also enters the solve cache (--cache, a sweep's OUT/solves), so the resumed sweep reuses it instead
+of solving again. Exit 0 when the record is certified, 1 when it is not.
 
-Refused with exit 2, one line `gb: error: ...` on stderr and nothing written: an answer of another
-size, a non-finite one, negative multipliers, a status word that is not a solver's, a file that is
-not such an .npz; and, as scripts/finish_stalled.py refuses them, an objective that is not a plain
+Refused with exit 2, one line `gb: error: ...` on stderr and nothing written: a claim the data does
+not certify (above), an answer of another size, a non-finite one, one without a predictor that is
+not a ray, negative multipliers, a status word that is not a solver's, a file that is not such an
+.npz; and, as scripts/finish_stalled.py refuses them, an objective that is not a plain
 name of the configuration, a RUN_DIR that is not a run directory (a sweep directory, say) or holds a
 symlink, a missing or garbage configuration and an svm.certify_tol that is not a finite number in (0, 1).
 """
@@ -38,24 +39,20 @@ import stat
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from finish_stalled import (MAX_LINE, Parser, Refused, array, check_cache, check_log, error_line, one_line,  # noqa: E402
-                            open_npz, open_run, record, why)
+from finish_stalled import (MAX_LINE, Parser, Refused, array, check_cache, check_log,  # noqa: E402
+                            error_line, one_line, open_npz, open_run, rebuild_design, record, why)
 
 from gbcli.errors import GbError  # noqa: E402
 from gbcli.programs import Solution, norm_of  # noqa: E402
 from gbcli.programs.certify import certificate  # noqa: E402
 from gbcli.programs.ipm import NOT_SEPARABLE  # noqa: E402
-from gbcli.runs.stages import build_design, prepare  # noqa: E402
 from gbcli.runs.sweep import limit_threads  # noqa: E402
 
 STATUSES = ("optimal", "inaccurate", "infeasible", "failed")   # a solver's words (gbcli.programs.design.Solution)
-CERTIFIED_WORDS = ("optimal", "infeasible")                    # words that claim a certificate
 MAX_SOLUTION_BYTES = 1024 ** 3
 
 
@@ -127,13 +124,7 @@ def adopt(args) -> int:
     check_cache(args.cache)
     check_log(run_dir)
     ans = read_solution(path)   # a missing, truncated or foreign file: one line, exit 2, nothing written
-    try:
-        problem = prepare(cfg)
-        design = build_design(obj, cfg, problem)
-    except GbError:
-        raise
-    except Exception as exc:   # noqa: BLE001
-        raise Refused(f"{run_dir}: cannot rebuild the program {obj} of its configuration ({why(exc)})") from None
+    design, problem = rebuild_design(run_dir, cfg, obj)
     zeta, lam, claim, tol = ans["zeta"], ans["lam"], ans["status"], cfg.svm.certify_tol
     rows, dim, n = design.rows, design.x_train.shape[1], len(design.y_train)
     ray = zeta.size == 0   # a dual ray: its certificate is a relative margin bound
@@ -145,30 +136,25 @@ def adopt(args) -> int:
         note += f" ({one_line(args.note, MAX_LINE)})"
     message = f"{ans['message']}; {note}" if ans["message"] else note
 
-    # the status is computed from the data: certify as a ray and (with a predictor) as a solution
-    as_ray = certificate(design, Solution(None, "infeasible", float("nan"), ans["seconds"], "dual", message,
-                                          ans["iterations"], lam), tol)
-    if claim == "infeasible":
-        if not as_ray["certified"]:
+    # the status is computed from the data, never taken from the file
+    if claim == "infeasible":   # a dual ray: certified by its bound on every predictor's relative margin
+        sol = Solution(None, "infeasible", float("nan"), ans["seconds"], "dual", message, ans["iterations"], lam)
+        cert = certificate(design, sol, tol)
+        if not cert["certified"]:
             raise Refused(f"{path}: says infeasible, but its multipliers do not certify infeasibility (relative "
-                          f"margin bound {as_ray['relative_margin_bound']:.3g}, certified only at or below "
+                          f"margin bound {cert['relative_margin_bound']:.3g}, certified only at or below "
                           f"{NOT_SEPARABLE:g})")
         if not ray:
             raise Refused(f"{path}: says infeasible, but it holds a predictor (zeta {zeta.shape}); a dual ray's "
                           f"zeta is empty")
-    if ray:
-        status = "infeasible" if as_ray["certified"] else "failed"
-        sol = Solution(None, status, float("nan"), ans["seconds"], "dual", message, ans["iterations"], lam)
-    else:
-        sol = Solution(zeta, "optimal", norm_of(design).value(design, zeta), ans["seconds"], "dual", message,
-                       ans["iterations"], lam)
-        cert = certificate(design, sol, tol)
-        sol.status = "optimal" if cert["certified"] else "inaccurate"
-        if claim == "optimal" and not cert["certified"]:
-            raise Refused(f"{path}: says optimal, but it is not certified at svm.certify_tol = {tol:g} (relative "
-                          f"gap {cert['rel_gap']:.3g}, smallest margin {cert['min_margin']:.10g})")
-    if claim == "optimal" and sol.status != "optimal":
-        raise Refused(f"{path}: says optimal, but it holds no predictor (zeta is empty)")
+    else:   # a predictor: `optimal` only when certified (gap and margins), `inaccurate` otherwise
+        if ray:
+            raise Refused(f"{path}: says {claim}, but holds no predictor (zeta is empty; only a ray, status "
+                          f"infeasible, has none)")
+        # _record (gbcli.runs.stages) certifies it at svm.certify_tol and writes `optimal` only when
+        # certified (an uncertified `optimal` becomes `inaccurate`, a certified `inaccurate` `optimal`)
+        sol = Solution(zeta, "optimal" if claim == "optimal" else "inaccurate", norm_of(design).value(design, zeta),
+                       ans["seconds"], "dual", message, ans["iterations"], lam)
     r = record(run_dir, obj, cfg, design, problem, sol, args.cache)
     return 0 if r["certified"] else 1
 

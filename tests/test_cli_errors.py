@@ -159,7 +159,7 @@ CASES = [
     # ---- command line (click usage errors)
     pytest.param(gd("--bogus", expect=("No such option: --bogus",)), id="unknown-option"),
     pytest.param(Case(("trian-gd", "cfg.yaml"), expect=("No such command 'trian-gd'",)), id="unknown-command"),
-    pytest.param(Case(("train-gd",), expect=("Missing argument 'config'",)), id="missing-argument"),
+    pytest.param(Case(("train-gd",), expect=("Missing argument 'CONFIG'",)), id="missing-argument"),
     pytest.param(svm("--solver", expect=("--solver", "requires an argument")), id="option-without-value"),
 ]
 

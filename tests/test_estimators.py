@@ -226,3 +226,53 @@ def test_tolerances_that_would_loosen_the_certificate_are_refused(tol):
     with pytest.raises(ValueError, match="tol"):
         GroupNormSVM(tol=tol).fit(X, y, contexts=np.zeros((4, 1), dtype=int), count=1)
     assert KernelSVM(tol=1e-6).fit(X, y).certificate_["certified"]
+
+
+# ------------------------------------------------------------------ parameters, validated at fit
+
+_FOUR = (np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]]), np.array([1, 1, -1, -1]))
+
+
+@pytest.mark.parametrize("make", [KernelSVM, GroupNormSVM])
+@pytest.mark.parametrize("tol", [float("inf"), 0, 1, float("nan"), True, "1e-6", np.float64(2.0), -np.inf])
+def test_a_tolerance_outside_0_1_is_refused_at_fit_before_the_data(make, tol):
+    """tol=inf certified a relative gap of 0.99; the check comes first (scikit-learn validates its
+    parameters at the start of fit), so it is what a fit on bad data reports too."""
+    est = make(tol=tol)
+    assert est.get_params()["tol"] is tol   # stored unchanged (scikit-learn's convention)
+    with pytest.raises(ValueError, match=r"tol must be a finite number in \(0, 1\)"):
+        est.fit(*_FOUR)
+    with pytest.raises(ValueError, match="tol must be"):
+        est.fit(np.full((4, 2), np.nan), _FOUR[1])
+
+
+@pytest.mark.parametrize("params,key", [
+    ({"max_iter": 0}, "max_iter"), ({"max_iter": -3}, "max_iter"), ({"max_iter": 2.5}, "max_iter"),
+    ({"max_iter": True}, "max_iter"), ({"max_iter": "50"}, "max_iter"),
+    ({"gamma": 0.0}, "gamma"), ({"gamma": -1.0}, "gamma"), ({"gamma": float("inf")}, "gamma"),
+    ({"gamma": float("nan")}, "gamma"), ({"gamma": "scale"}, "gamma"), ({"gamma": True}, "gamma"),
+    ({"degree": 0}, "degree"), ({"degree": 2.5}, "degree"), ({"degree": True}, "degree"),
+    ({"coef0": float("nan")}, "coef0"), ({"coef0": float("inf")}, "coef0"), ({"coef0": "1"}, "coef0"),
+    ({"kernel": "sigmoid"}, "kernel"), ({"kernel": None}, "kernel"),
+])
+def test_kernel_svm_refuses_parameters_out_of_range_at_fit(params, key):
+    est = KernelSVM(**params)
+    assert all(est.get_params()[k] is v for k, v in params.items())
+    with pytest.raises(ValueError, match=f"KernelSVM: {key} must be"):
+        est.fit(*_FOUR)
+
+
+@pytest.mark.parametrize("params,key", [({"max_iter": 0}, "max_iter"), ({"max_iter": True}, "max_iter"),
+                                        ({"max_iter": 1.5}, "max_iter"), ({"solver": ["dual"]}, "solver"),
+                                        ({"solver": 5}, "solver")])
+def test_group_norm_svm_refuses_parameters_out_of_range_at_fit(params, key):
+    with pytest.raises(ValueError, match=f"{key} must be"):
+        GroupNormSVM(**params).fit(*_FOUR)
+
+
+def test_numpy_scalars_are_valid_parameters():
+    est = KernelSVM(kernel="poly", gamma=np.float32(0.5), degree=np.int64(2), coef0=np.float64(1.0),
+                    tol=np.float64(1e-6), max_iter=np.int64(100)).fit(*_FOUR)
+    assert est.status_ == "optimal" and est.certificate_["certified"] and est.certificate_["tolerance"] == 1e-6
+    gn = GroupNormSVM(tol=np.float32(1e-5), max_iter=np.int32(100)).fit(*_FOUR)
+    assert gn.status_ == "optimal" and gn.certificate_["certified"]

@@ -16,10 +16,13 @@ its own outcome. The corrupt-run cases copy a real finished run (made once by `t
 
 from __future__ import annotations
 
+import builtins
 import copy
 import io
 import json
 import os
+import pickle
+import re
 import shutil
 import signal
 import subprocess
@@ -106,6 +109,9 @@ GARBAGE = bytes(range(256)) * 4 + b"\x00\xff\xfe" * 100
 BASE_RUNS = {   # the real finished runs the corrupt-run cases copy (name -> config)
     "gln": full_config({"name": "base", "svm": {"objectives": ["svm-gln"]}}),
     "relu": full_config({"name": "base", "model": RELU, "svm": {"objectives": ["svm-lc"]}}),
+    # a finished sweep of one point (OUT/points/<id>/, OUT/solves/<key>.npz, OUT/tables/, OUT/figures/)
+    "sweep": full_config({"name": "base", "svm": {"objectives": ["svm-gln"]}, "grid": {"model.hidden_units": [2]},
+                          "sweep": {"jobs": 1}}),
 }
 
 
@@ -122,6 +128,18 @@ class Case:
     unwritten: tuple[str, ...] = ("runs",)   # must not exist afterwards (besides: the tree is unchanged)
     outside: tuple[str, ...] = ()            # paths (relative to the work dir, may escape it) not to create
     only_new: bool = False                   # corrupt runs: no new files (a lock file's pid may change)
+    # ---- received run and sweep directories (paths may hold {point}: the copied sweep's one point
+    # id, and {key}: its one solve-cache key)
+    links: tuple[tuple[str, str], ...] = ()   # (path, target): real symlinks, made last; "@/x" is OUTSIDE/x
+    outside_files: tuple[tuple[str, str | bytes], ...] = ()   # files in OUTSIDE, a folder beside the work dir
+    setup: Callable[[Path], None] | None = None   # a last preparation step, given the work dir
+    reports: bool = False                    # copy the base run's tables/ and figures/ too (a sweep's always are)
+    max_line: int | None = None              # the error line is shorter than this
+    quote: tuple[str, int] | None = None     # (character, n): the error line holds at most n of it
+    timeout: float = TIMEOUT                 # a hang is reported after this
+    codes: tuple[int, ...] = (2,)            # test_received_run: the exit codes allowed
+    check: Callable | None = None            # test_received_run: check(work, outcome, before, what)
+    outside_written: bool = False            # test_received_run: OUTSIDE may change (the user's --out link)
 
 
 def gd(*args: str, **kw) -> Case:
@@ -304,6 +322,363 @@ CASES = [
 ]
 
 
+# ------------------------------------------------------------------ a run directory you can hand to a colleague
+# Nothing in a received run or sweep directory is executed (model.pt is read with
+# torch.load(weights_only=True), arrays never with allow_pickle, YAML never with python tags);
+# nothing outside it is written, truncated or removed (a symlink inside is refused: one line naming
+# the path and "symlink", the target keeps its bytes and mtime); no result is lost without being
+# asked (--force); a run and a sweep directory know what they are (gb-run.json); bounded work; every
+# refusal comes before the directory or its lock is created.
+
+
+class _Payload:
+    """Pickles as a call: unpickling it runs fn(*args) (what a hostile model.pt or .npz may hold)."""
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+def _touch_marker():
+    return _Payload(os.system, ("touch MARKER",))
+
+
+def checkpoint_with_payload(data: bytes) -> bytes:
+    """The real checkpoint (its tensors kept) with one more entry: a call of os.system."""
+    import torch
+
+    state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    state = dict(state) if isinstance(state, dict) else {"state": state}
+    state["extra"] = _touch_marker()
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
+
+
+def pickle_open_payload(data: bytes) -> bytes:
+    """A bare pickle (not torch's zip format) whose loading opens MARKER for writing."""
+    return pickle.dumps(_Payload(builtins.open, ("MARKER", "w")), protocol=2)
+
+
+def _npz_arrays(data: bytes) -> dict:
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def npz_object_array(data: bytes) -> bytes:
+    """The same arrays, but val_out an object array (a pickle inside the npz) holding the payload."""
+    arrays = _npz_arrays(data)
+    evil = np.empty(arrays["val_out"].shape, dtype=object)
+    evil[...] = 0.0
+    evil.flat[0] = _touch_marker()
+    arrays["val_out"] = evil
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)   # np.save pickles object arrays
+    return buf.getvalue()
+
+
+def npz_wrong_shape(data: bytes) -> bytes:
+    arrays = _npz_arrays(data)
+    arrays["train_out"] = np.zeros(3)
+    arrays["val_out"] = np.zeros((7, 7))
+    return npz_bytes(**arrays)
+
+
+def npz_strings(data: bytes) -> bytes:
+    arrays = _npz_arrays(data)
+    arrays["val_out"] = np.array(["x"] * len(arrays["val_out"]))
+    return npz_bytes(**arrays)
+
+
+def set_json(**kv) -> Callable[[bytes], bytes]:
+    def f(data: bytes) -> bytes:
+        rec = json.loads(data)
+        rec.update(kv)
+        return json.dumps(rec).encode()
+    return f
+
+
+def _fifo(rel: str) -> Callable[[Path], None]:
+    def setup(work: Path) -> None:
+        path = work / rel
+        _remove(path)
+        os.mkfifo(path)
+    return setup
+
+
+def _tables_outside(link_file: bool) -> Callable[[Path], None]:
+    """plotdir/tables moved OUTSIDE and linked back (the folder, or each file)."""
+    def setup(work: Path) -> None:
+        tables, target = work / "plotdir" / "tables", outside_of(work) / "tables"
+        shutil.move(str(tables), str(target))
+        if link_file:
+            tables.mkdir()
+            for f in target.iterdir():
+                os.symlink(f, tables / f.name)
+        else:
+            os.symlink(target, tables)
+    return setup
+
+
+def _received(*args: str, config=None, **kw) -> Case:
+    """A command on a copy of a finished base run (./run); the base run's lock file is removed, so
+    that a refusal must leave the whole tree (dotfiles included) as it was."""
+    corrupt = (("run/.gb.lock", None),) + tuple(kw.pop("corrupt", ()))
+    return Case(args, config=config, corrupt=corrupt, **kw)
+
+
+NO_LOCK = (("run/.gb.lock", None),)
+VICTIM = b"precious: not gb's file\n"
+OUTSIDE = (("victim.txt", VICTIM), ("folder/a.txt", b"not gb's\n"), ("folder/sub/b.txt", b"not gb's either\n"))
+SYMLINK = ("symlink",)
+KIND_SWEEP = ("sweep",)
+GLN_CFG, RELU_CFG, SWEEP_CFG = BASE_RUNS["gln"], BASE_RUNS["relu"], BASE_RUNS["sweep"]
+MB = 1_000_000
+SEVEN_AXES = {k: list(range(1, 11)) for k in ("training.epochs", "training.batch_seed", "contexts.seed",
+                                              "dataset.data_seed", "model.init_seed", "training.lr",
+                                              "training.momentum")}   # 10**7 points
+
+
+def linked(args: tuple[str, ...], links, expect, run: str | None = "gln", config=None, **kw) -> Case:
+    """`args` on a run (a copy of a base run, or a fresh directory) holding symlinks to OUTSIDE."""
+    corrupt = (NO_LOCK if run in ("gln", "relu") else ()) + tuple(kw.pop("corrupt", ()))
+    return Case(tuple(args), config=config, run=run, links=tuple(links), outside_files=OUTSIDE, corrupt=corrupt,
+                expect=(*expect, "symlink"), unwritten=kw.pop("unwritten", ("MARKER", "runs")), **kw)
+
+
+HANDED = [
+    # ---- A. nothing in a run directory is executed
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-lc", config=RELU_CFG,
+                           run="relu", corrupt=(("run/gd/model.pt", checkpoint_with_payload),),
+                           expect=("model.pt",), unwritten=("run/svm", "MARKER")), id="model-pt-os-system-payload"),
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-lc", config=RELU_CFG,
+                           run="relu", corrupt=(("run/gd/model.pt", pickle_open_payload),),
+                           expect=("model.pt",), unwritten=("run/svm", "MARKER")), id="model-pt-bare-pickle-open"),
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/predictions.npz", npz_object_array),),
+                           expect=("run/gd/predictions.npz",), unwritten=("run/tables", "MARKER")),
+                 id="gd-predictions-object-array"),
+    pytest.param(_received("compare", "run", run="gln",
+                           corrupt=(("run/svm/svm-gln/predictions.npz", npz_object_array),),
+                           expect=("run/svm/svm-gln/predictions.npz",), unwritten=("run/tables", "MARKER")),
+                 id="svm-predictions-object-array"),
+    pytest.param(_received("compare", "run", run="gln",
+                           corrupt=(("run/gd/config.yaml", b'!!python/object/apply:os.system ["touch MARKER"]\n'),),
+                           expect=("run/gd/config.yaml",), unwritten=("run/tables", "MARKER")),
+                 id="gd-config-python-tag"),
+    pytest.param(gd(config='!!python/object/apply:os.system ["touch MARKER"]\n', expect=("cfg.yaml",),
+                    unwritten=("runs", "MARKER")), id="cli-config-python-tag"),
+    pytest.param(gd(config=YAML_HEAD + 'model: !!python/object/apply:builtins.open ["MARKER", "w"]\n',
+                    expect=("cfg.yaml",), unwritten=("runs", "MARKER")), id="cli-config-nested-python-tag"),
+    # ---- B. symlinks inside a run or sweep directory: refused, their targets untouched
+    pytest.param(linked(("train-gd", "cfg.yaml", "-q", "--out", "run"), (("run/.gb.lock", "@/victim.txt"),),
+                        ("run/.gb.lock",), run=None, config=GLN_CFG), id="link-gb-lock-train-gd"),
+    pytest.param(linked(("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-l2"),
+                        (("run/.gb.lock", "@/victim.txt"),), ("run/.gb.lock",), config=GLN_CFG),
+                 id="link-gb-lock-fit-svm"),
+    pytest.param(linked(("compare", "run"), (("run/.gb.lock", "@/victim.txt"),), ("run/.gb.lock",)),
+                 id="link-gb-lock-compare"),
+    pytest.param(linked(("sweep", "cfg.yaml", "-q", "--out", "out"), (("out/.sweep.lock", "@/victim.txt"),),
+                        ("out/.sweep.lock",), run=None, config=SWEEP_CFG), id="link-sweep-lock"),
+    pytest.param(linked(("train-gd", "cfg.yaml", "-q", "--out", "run", "--force"), (("run/svm", "@/folder"),),
+                        ("run/svm",), config=GLN_CFG), id="link-svm-train-gd-force"),
+    pytest.param(linked(("fit-svm", "cfg.yaml", "-q", "--out", "run"), (("run/svm", "@/folder"),), ("run/svm",),
+                        config=GLN_CFG), id="link-svm-fit-svm"),
+    pytest.param(linked(("compare", "run"), (("run/svm", "@/folder"),), ("run/svm",)), id="link-svm-compare"),
+    pytest.param(linked(("fit-svm", "cfg.yaml", "-q", "--out", "run", "--force"), (("run/svm/svm-gln", "@/folder"),),
+                        ("run/svm/svm-gln",), config=GLN_CFG), id="link-svm-gln-fit-svm-force"),
+    pytest.param(linked(("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-l2"),
+                        (("run/svm/svm-l2", "@/folder"),), ("run/svm/svm-l2",), config=GLN_CFG),
+                 id="link-new-objective-dir"),
+    pytest.param(linked(("train-gd", "cfg.yaml", "-q", "--out", "run", "--force"), (("run/gd", "@/folder"),),
+                        ("run/gd",), config=GLN_CFG), id="link-gd-train-gd-force"),
+    pytest.param(linked(("train-gd", "cfg.yaml", "-q", "--out", "run"), (("run/gd", "@/folder"),), ("run/gd",),
+                        run=None, config=GLN_CFG), id="link-gd-fresh-run"),
+    pytest.param(linked(("compare", "run"), (("run/tables", "@/folder"),), ("run/tables",)), id="link-tables-compare"),
+    pytest.param(linked(("compare", "run"), (("run/figures", "@/folder"),), ("run/figures",)),
+                 id="link-figures-compare"),
+    pytest.param(linked(("plot", "plotdir"), (("plotdir/figures", "@/folder"),), ("plotdir/figures",), run=None,
+                        plot_tables=True), id="link-figures-plot"),
+    pytest.param(Case(("plot", "plotdir"), config=None, plot_tables=True, setup=_tables_outside(link_file=True),
+                      expect=("plotdir/tables/", "symlink"), unwritten=("plotdir/figures",)), id="link-table-files-plot"),
+    pytest.param(Case(("plot", "plotdir"), config=None, plot_tables=True, setup=_tables_outside(link_file=False),
+                      expect=("plotdir/tables", "symlink"), unwritten=("plotdir/figures",)), id="link-tables-dir-plot"),
+    pytest.param(linked(("train-gd", "cfg.yaml", "-q", "--out", "run", "--force"),
+                        (("run/gd/summary.json", "@/victim.txt"),), ("run/gd/summary.json",), config=GLN_CFG),
+                 id="link-summary-json-train-gd-force"),
+    pytest.param(linked(("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-lc"),
+                        (("run/gd/model.pt", "@/victim.txt"),), ("run/gd/model.pt",), run="relu", config=RELU_CFG),
+                 id="link-model-pt-fit-svm"),
+    pytest.param(linked(("fit-svm", "cfg.yaml", "-q", "--out", "run", "--force"),
+                        (("run/svm/svm-gln/result.json", "@/victim.txt"),), ("run/svm/svm-gln/result.json",),
+                        config=GLN_CFG), id="link-result-json-fit-svm-force"),
+    pytest.param(linked(("train-gd", "cfg.yaml", "-q", "--out", "run"), (("run/gb-run.json", "@/victim.txt"),),
+                        ("run/gb-run.json",), run=None, config=GLN_CFG), id="link-marker-train-gd"),
+    pytest.param(linked(("sweep", "cfg.yaml", "-q", "--out", "run"), (("run/points/{point}/log.txt", "@/victim.txt"),),
+                        ("log.txt",), run="sweep", config=SWEEP_CFG,
+                        corrupt=(("run/points/{point}/tables", None),)),   # the point is rerun: it would log
+                 id="link-sweep-point-log"),
+    pytest.param(linked(("sweep", "cfg.yaml", "-q", "--out", "run"), (("run/points/{point}", "@/folder"),),
+                        ("run/points/",), run="sweep", config=SWEEP_CFG), id="link-sweep-point-dir"),
+    pytest.param(linked(("sweep", "cfg.yaml", "-q", "--out", "run"), (("run/solves", "@/folder"),), ("run/solves",),
+                        run="sweep", config=SWEEP_CFG), id="link-sweep-solves-dir"),
+    pytest.param(linked(("sweep", "cfg.yaml", "-q", "--out", "run"), (("run/solves/{key}.lock", "@/victim.txt"),),
+                        ("run/solves/", ".lock"), run="sweep", config=SWEEP_CFG), id="link-sweep-solve-lock"),
+    # ---- C. a run directory and a sweep directory know what they are
+    pytest.param(Case(("train-gd", "cfg.yaml", "-q", "--out", "run"), config=GLN_CFG, run="sweep",
+                      expect=("run", KIND_SWEEP)), id="train-gd-into-sweep-dir"),
+    pytest.param(Case(("fit-svm", "cfg.yaml", "-q", "--out", "run"), config=GLN_CFG, run="sweep",
+                      expect=("run", KIND_SWEEP)), id="fit-svm-into-sweep-dir"),
+    pytest.param(_received("sweep", "cfg.yaml", "-q", "--out", "run", config=SWEEP_CFG, run="gln", reports=True,
+                           expect=("run", "run directory")), id="sweep-into-finished-run"),
+    pytest.param(Case(("train-gd", "cfg.yaml", "-q", "--out", "run"), config=GLN_CFG, run="sweep",
+                      corrupt=(("run/gb-run.json", None),), expect=("run", KIND_SWEEP)), id="train-gd-into-legacy-sweep"),
+    pytest.param(_received("sweep", "cfg.yaml", "-q", "--out", "run", config=SWEEP_CFG, run="gln", reports=True,
+                           corrupt=(("run/gb-run.json", None),), expect=("run", "run directory")),
+                 id="sweep-into-legacy-run"),
+    pytest.param(gd("--out", "run", config=GLN_CFG, files=(("run/gb-run.json", GARBAGE),), expect=("gb-run.json",)),
+                 id="marker-garbage"),
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-l2", config=GLN_CFG,
+                           run="gln", corrupt=(("run/gb-run.json", b"[1, 2]\n"),), expect=("gb-run.json",)),
+                 id="marker-a-list"),
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gb-run.json", b'{"kind": "notebook"}\n'),),
+                           expect=("gb-run.json",), unwritten=("run/tables",)), id="marker-unknown-kind"),
+    pytest.param(gd("--out", "run", config=GLN_CFG, dirs=("run/gb-run.json",), expect=("gb-run.json",)),
+                 id="marker-a-directory"),
+    pytest.param(_received("train-gd", "cfg.yaml", "-q", "--out", "run", config=GLN_CFG, run="gln",
+                           corrupt=(("run/gb-run.json", b'{"kind": "sweep"}\n'),), expect=("run", KIND_SWEEP)),
+                 id="marker-sweep-over-run-files"),
+    pytest.param(_received("train-gd", "cfg.yaml", "-q", "--out", "run", config=GLN_CFG, run="gln",
+                           dirs=("run/points/0123456789",), expect=("run", ("mixed", "both"))),
+                 id="mixed-points-and-gd-train-gd"),
+    pytest.param(_received("sweep", "cfg.yaml", "-q", "--out", "run", config=SWEEP_CFG, run="gln",
+                           dirs=("run/points/0123456789",), expect=("run", ("mixed", "both"))),
+                 id="mixed-points-and-gd-sweep"),
+    pytest.param(gd(config={"grid": {"model.hidden_units": [2, 3]}}, expect=("grid", "gb sweep")),
+                 id="grid-config-to-train-gd"),
+    pytest.param(svm(config={"svm": {"objectives": ["svm-gln"]}, "zip": {"contexts.seed": [1, 2]}},
+                     expect=("zip", "gb sweep")), id="zip-config-to-fit-svm"),
+    # ---- D. bounded work, bounded messages
+    pytest.param(sweep(config={"grid": SEVEN_AXES}, expect=("grid", ("10,000,000", "10000000", "10,000", "10000")),
+                       timeout=300), id="grid-ten-million-points"),
+    pytest.param(sweep(config={"grid": {"contexts.seed": [1, 2]}, "zip": {"contexts.seed": [3, 4]}},
+                       expect=("contexts.seed",)), id="key-in-grid-and-zip"),
+    pytest.param(gd(config={"name": "Q" * MB}, expect=("name",), max_line=500, quote=("Q", 250)), id="name-1mb"),
+    pytest.param(sweep(config={"grid": {"model.kind": ["Q" * MB]}}, expect=("model.kind",), max_line=500,
+                       quote=("Q", 250)), id="grid-value-1mb"),
+    pytest.param(gd("--set", "model.kind=" + "Q" * 100_000, expect=("model.kind",), max_line=500, quote=("Q", 250)),
+                 id="set-value-100k"),
+    # ---- E. refusals before the run directory or its lock exists
+    pytest.param(gd(config={"training": {"device": "cuda"}}, expect=("training.device",)), id="device-cuda"),
+    pytest.param(gd("--out", "fresh/run", config={"training": {"device": "cuda"}}, expect=("training.device",),
+                    unwritten=("runs", "fresh")), id="device-cuda-fresh-out"),
+    pytest.param(_received("train-gd", "cfg.yaml", "-q", "--out", "run", "--force",
+                           config=deep_merge(GLN_CFG, {"training": {"device": "cuda"}}), run="gln",
+                           expect=("training.device",)), id="device-cuda-on-finished-run"),
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-lc", config=RELU_CFG,
+                           run="relu", corrupt=(("run/gd/model.pt", truncate),), expect=("model.pt",),
+                           unwritten=("run/svm",)), id="model-pt-truncated-no-lock"),
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-lc", config=RELU_CFG,
+                           run="gln", expect=("model.kind",)), id="relu-config-on-gln-run"),
+    # ---- F. corrupt or foreign files of a received run
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/predictions.npz", npz_wrong_shape),),
+                           expect=("run/gd/predictions.npz",), unwritten=("run/tables",)), id="gd-predictions-wrong-shape"),
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/predictions.npz", npz_strings),),
+                           expect=("run/gd/predictions.npz",), unwritten=("run/tables",)), id="gd-predictions-strings"),
+    pytest.param(_received("compare", "run", run="gln",
+                           corrupt=(("run/svm/svm-gln/result.json", set_json(certified="yes")),),
+                           expect=("run/svm/svm-gln/result.json", "certified"), unwritten=("run/tables",)),
+                 id="result-certified-yes"),
+    pytest.param(_received("compare", "run", run="gln",
+                           corrupt=(("run/svm/svm-gln/result.json", set_json(objective="2.65")),),
+                           expect=("run/svm/svm-gln/result.json", "objective"), unwritten=("run/tables",)),
+                 id="result-objective-string"),
+    pytest.param(_received("compare", "run", run="gln",
+                           corrupt=(("run/svm/svm-gln/result.json", set_json(status="splendid")),),
+                           expect=("run/svm/svm-gln/result.json", "status"), unwritten=("run/tables",)),
+                 id="result-status-unknown"),
+    pytest.param(_received("compare", "run", run="gln",
+                           corrupt=(("run/gd/summary.json", set_json(train_error=1e308, val_error=-3.0)),),
+                           expect=("run/gd/summary.json", ("train_error", "val_error")), unwritten=("run/tables",)),
+                 id="summary-errors-out-of-range"),
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/summary.json", set_json(status=["ok"])),),
+                           expect=("run/gd/summary.json", "status"), unwritten=("run/tables",)), id="summary-status-list"),
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/config.yaml", b" " * (11 * MB)),),
+                           expect=("run/gd/config.yaml",), unwritten=("run/tables",)), id="gd-config-11mb-spaces"),
+    pytest.param(_received("compare", "run", run="gln", setup=_fifo("run/gd/summary.json"), timeout=300,
+                           expect=("run/gd/summary.json",), unwritten=("run/tables",)), id="fifo-summary-compare"),
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-lc", config=RELU_CFG,
+                           run="relu", setup=_fifo("run/gd/summary.json"), timeout=300, expect=("run/gd",),
+                           unwritten=("run/svm",)), id="fifo-summary-fit-svm"),
+    pytest.param(sweep("--out", "afile/sub", config=SWEEP_CFG, files=(("afile", "keep me\n"),), expect=("--out", "afile")),
+                 id="sweep-out-below-a-file"),
+    pytest.param(svm("--out", "afile/sub", config=GLN_CFG, files=(("afile", "keep me\n"),), expect=("--out", "afile")),
+                 id="fit-svm-out-below-a-file"),
+]
+CASES += HANDED
+
+
+# ---- received directories where a command may succeed: what it must never do
+
+
+def _unchanged(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    after = _tree(work)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not changed, f"read only, but files were written or changed: {changed}\n{what}"
+
+
+def _prints_sweep_tables(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    assert "svm-gln" in outcome.stdout and "gd-gln" in outcome.stdout, f"the aggregated tables are not shown\n{what}"
+    _unchanged(work, outcome, before, what)
+
+
+def _trained_through_link(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    assert (work / "linked").is_symlink(), what
+    summary = outside_of(work) / "real" / "gd" / "summary.json"
+    assert json.loads(summary.read_text())["status"] == "ok", what
+
+
+def _foreign_point_kept(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    keep = work / "run" / "points" / "not-a-point" / "keep.txt"
+    assert keep.is_file() and keep.read_bytes() == b"mine\n", f"a folder that is not gb's was changed\n{what}"
+
+
+def _failed_json_replaced(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    for failed in (work / "run" / "points").glob("*/failed.json"):
+        assert isinstance(json.loads(failed.read_text()), dict), f"{failed} is still not a record\n{what}"
+
+
+RECEIVED = [
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/model.pt", checkpoint_with_payload),),
+                           expect=("model.pt",), codes=(0, 1, 2), unwritten=("MARKER",)), id="gln-payload-compare"),
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-gln", "--force",
+                           config=GLN_CFG, run="gln", corrupt=(("run/gd/model.pt", checkpoint_with_payload),),
+                           expect=("model.pt",), codes=(0, 2), unwritten=("MARKER",)), id="gln-payload-fit-svm-gln"),
+    pytest.param(Case(("compare", "run"), config=None, run="sweep", expect=(), codes=(0,), check=_prints_sweep_tables),
+                 id="compare-sweep-dir-read-only"),
+    pytest.param(gd("--out", "linked", config=GLN_CFG, links=(("linked", "@/real"),),
+                    outside_files=(("real/.keep", b""),), expect=(), codes=(0,), outside_written=True,
+                    check=_trained_through_link), id="out-itself-a-symlink"),
+    pytest.param(Case(("sweep", "cfg.yaml", "-q", "--out", "run"), config=SWEEP_CFG, run="sweep",
+                      files=(("run/points/not-a-point/keep.txt", b"mine\n"),), expect=("not-a-point",), codes=(0, 2),
+                      check=_foreign_point_kept), id="sweep-point-dir-not-an-id"),
+    pytest.param(Case(("sweep", "cfg.yaml", "-q", "--out", "run"), config=SWEEP_CFG, run="sweep",
+                      corrupt=(("run/points/{point}/tables", None),),
+                      files=(("run/points/{point}/failed.json", b"[1, 2]\n"),), expect=("failed.json",),
+                      codes=(0, 1, 2), check=_failed_json_replaced), id="sweep-failed-json-a-list"),
+]
+
+
+def _check_length(case: Case, err: str, what: str) -> None:
+    if case.max_line is not None:
+        assert len(err) < case.max_line, f"an error line of {len(err)} characters\n{what[:2000]}"
+    if case.quote is not None:
+        ch, n = case.quote
+        assert err.count(ch) <= n, f"the error line quotes {err.count(ch)} characters of the value\n{what[:2000]}"
+
+
+
 # ------------------------------------------------------------------ running
 
 
@@ -371,6 +746,8 @@ def _make_base(kind: str, root: Path) -> Path:
     (work / "data").mkdir()
     _write(work / "cfg.yaml", dump(BASE_RUNS[kind]))
     steps = [("train-gd", "cfg.yaml", "-q", "--out", "run")]
+    if kind == "sweep":
+        steps = [("sweep", "cfg.yaml", "-q", "--out", "run")]
     if kind == "gln":
         steps += [("fit-svm", "cfg.yaml", "-q", "--out", "run"), ("compare", "run")]
     for args in steps:
@@ -380,27 +757,60 @@ def _make_base(kind: str, root: Path) -> Path:
     return work / "run"
 
 
+def outside_of(work: Path) -> Path:
+    """OUTSIDE: a folder beside the work directory, where the symlinks of a case point."""
+    return work.parent / f"{work.name}.outside"
+
+
+def _fill(rel: str, work: Path) -> str:
+    """`rel` with {point} (the copied sweep's point id) and {key} (its solve-cache key) filled in."""
+    if "{point}" in rel:
+        rel = rel.replace("{point}", next((work / "run" / "points").iterdir()).name)
+    if "{key}" in rel:
+        rel = rel.replace("{key}", next((work / "run" / "solves").glob("*.npz")).stem)
+    return rel
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
 def _prepare_case(case: Case, work: Path, bases: dict[str, Future]) -> None:
     (work / "data").mkdir(exist_ok=True)
     if isinstance(case.config, dict):
         _write(work / "cfg.yaml", dump(full_config(case.config)))
     elif case.config is not None:
         _write(work / "cfg.yaml", case.config)
-    for d in case.dirs:
-        (work / d).mkdir(parents=True, exist_ok=True)
     if case.run is not None:
         src = bases[case.run].result()
-        shutil.copytree(src, work / "run", ignore=shutil.ignore_patterns("tables", "figures"))
+        full = case.reports or case.run == "sweep"
+        shutil.copytree(src, work / "run", ignore=None if full else shutil.ignore_patterns("tables", "figures"))
+    for d in case.dirs:   # after the copy: folders added to a received run
+        (work / d).mkdir(parents=True, exist_ok=True)
     if case.plot_tables:
         shutil.copytree(bases["gln"].result() / "tables", work / "plotdir" / "tables")
     for rel, data in case.files:
-        _write(work / rel, data)
+        _write(work / _fill(rel, work), data)
     for rel, op in case.corrupt:
-        path = work / rel
+        path = work / _fill(rel, work)
         if op is None:
-            path.unlink()
+            _remove(path)
         else:
             path.write_bytes(op(path.read_bytes()) if callable(op) else op)
+    outside = outside_of(work)
+    outside.mkdir(exist_ok=True)
+    for rel, data in case.outside_files:
+        _write(outside / rel, data)
+    for rel, target in case.links:
+        path = work / _fill(rel, work)
+        _remove(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(outside / target[2:] if target.startswith("@/") else target, path)
+    if case.setup is not None:
+        case.setup(work)
 
 
 def _launch_case(case: Case, work: Path, bases: dict[str, Future]):
@@ -408,8 +818,9 @@ def _launch_case(case: Case, work: Path, bases: dict[str, Future]):
     outside = {rel: (work / rel).resolve() for rel in case.outside}
     existed = {rel for rel, p in outside.items() if p.exists()}
     before = _tree(work)
-    outcome = run_gb(case.args, work, memory=CASE_MEMORY)
-    return outcome, work, before, {rel: p for rel, p in outside.items() if rel not in existed}
+    outside_before = _tree(outside_of(work))
+    outcome = run_gb(case.args, work, memory=CASE_MEMORY, timeout=case.timeout)
+    return outcome, work, before, {rel: p for rel, p in outside.items() if rel not in existed}, outside_before
 
 
 # ---- flows: a few commands in sequence in one working directory (status words, reruns, umask)
@@ -420,6 +831,8 @@ class Flow:
     config: dict
     steps: tuple[tuple[str, ...], ...]
     umask: int | None = None
+    base: str | None = None                  # copy this finished base run (BASE_RUNS) to ./run first
+    before: tuple[tuple[int, Callable[[Path], None]], ...] = ()   # (step index, f(work)): run before that step
 
 
 FLOWS = {
@@ -433,7 +846,8 @@ FLOWS = {
     "rerun-invalidates": Flow(full_config({"name": "x", "svm": {"objectives": ["svm-gln"]}}),
                               (("train-gd", "cfg.yaml", "-q", "--out", "runs/x"),
                                ("fit-svm", "cfg.yaml", "-q", "--out", "runs/x"),
-                               ("train-gd", "cfg.yaml", "-q", "--out", "runs/x", "--set", "model.hidden_units=3"),
+                               ("train-gd", "cfg.yaml", "-q", "--out", "runs/x", "--set", "model.hidden_units=3",
+                                "--force"),
                                ("compare", "runs/x"))),
     "fit-svm-other-model": Flow(full_config({"name": "m", "svm": {"objectives": ["svm-gln"]}}),
                                 (("train-gd", "cfg.yaml", "-q", "--out", "runs/m"),
@@ -443,11 +857,70 @@ FLOWS = {
 }
 
 
-def _launch_flow(flow: Flow, work: Path):
+def _flip(data: bytes) -> bytes:
+    i = len(data) // 2
+    return data[:i] + bytes([data[i] ^ 0x10]) + data[i + 1:]
+
+
+def _break_solve_entry(how: str) -> Callable[[Path], None]:
+    """Corrupt the copied sweep's one solve-cache entry and remove its point's program and tables,
+    so that the rerun asks the cache for it (the corrupted bytes are kept in ./entry.corrupted)."""
+    def f(work: Path) -> None:
+        run = work / "run"
+        entry = next((run / "solves").glob("*.npz"))
+        data = entry.read_bytes()
+        bad = {"truncated": truncate(data), "empty": b"", "bit-flipped": _flip(data)}[how]
+        entry.write_bytes(bad)
+        (work / "entry.corrupted").write_bytes(bad)
+        for point in (run / "points").iterdir():
+            shutil.rmtree(point / "svm")
+            shutil.rmtree(point / "tables")
+    return f
+
+
+def _gd(*args: str) -> tuple[str, ...]:
+    return ("train-gd", "cfg.yaml", "-q", *args)
+
+
+def _svm(*args: str) -> tuple[str, ...]:
+    return ("fit-svm", "cfg.yaml", "-q", *args)
+
+
+FLOWS.update({
+    # one directory per configuration: --set of what is trained -> runs/<name>-<hash>; svm.* does not move it
+    "default-dir": Flow(full_config({"name": "h", "svm": {"objectives": ["svm-gln"]}}),
+                        (_gd(), _gd("--set", "model.hidden_units=3"), _svm("--set", "model.hidden_units=3"),
+                         _svm("--set", "svm.certify_tol=2e-6"))),
+    "already-trained": Flow(full_config({"name": "a"}),
+                            (_gd("--out", "runs/a"), _gd("--out", "runs/a"), _gd("--out", "runs/a", "--force"))),
+    "already-trained-diverged": Flow(full_config({"name": "d", "training": {"lr": 1.0e6}}),
+                                     (_gd("--out", "runs/d"), _gd("--out", "runs/d"))),
+    "other-config": Flow(full_config({"name": "o", "svm": {"objectives": ["svm-gln"]}}),
+                         (_gd("--out", "runs/o"), _svm("--out", "runs/o"),
+                          _gd("--out", "runs/o", "--set", "model.hidden_units=3"),
+                          _gd("--out", "runs/o", "--set", "training.epochs=3"),
+                          _gd("--out", "runs/o", "--set", "model.hidden_units=3", "--force"))),
+    "svm-options": Flow(full_config({"name": "s", "svm": {"objectives": ["svm-gln"]}}),
+                        (_gd("--out", "runs/s"), _svm("--out", "runs/s"), _svm("--out", "runs/s"),
+                         _svm("--out", "runs/s", "--set", "svm.certify_tol=1e-5"),
+                         _svm("--out", "runs/s", "--solver", "ecos"),
+                         _svm("--out", "runs/s", "--set", "svm.certify_tol=1e-5", "--force"))),
+    **{f"heal-{how}": Flow(BASE_RUNS["sweep"], (("sweep", "cfg.yaml", "-q", "--out", "run"),), base="sweep",
+                           before=((0, _break_solve_entry(how)),))
+       for how in ("truncated", "empty", "bit-flipped")},
+})
+
+
+def _launch_flow(flow: Flow, work: Path, bases: dict[str, Future]):
     (work / "data").mkdir(parents=True, exist_ok=True)
     _write(work / "cfg.yaml", dump(flow.config))
+    if flow.base is not None:
+        shutil.copytree(bases[flow.base].result(), work / "run")
     results = []
-    for args in flow.steps:
+    for i, args in enumerate(flow.steps):
+        for at, f in flow.before:
+            if at == i:
+                f(work)
         before = _tree(work)
         results.append((args, run_gb(args, work, timeout=TIMEOUT, umask=flow.umask), before))
     return results, work
@@ -462,10 +935,11 @@ def launched(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 2)
     needed = {c.run for c in cases.values() if c.run} | ({"gln"} if any(c.plot_tables for c in cases.values()) else set())
+    needed |= {FLOWS[name].base for name in flows if FLOWS[name].base}
     bases = {kind: pool.submit(_make_base, kind, root) for kind in sorted(needed)}
     futures = {"flows": {}, "cases": {}}
     for name in sorted(flows):
-        futures["flows"][name] = pool.submit(_launch_flow, FLOWS[name], root / f"flow-{name}")
+        futures["flows"][name] = pool.submit(_launch_flow, FLOWS[name], root / f"flow-{name}", bases)
     # independent cases first, then those that wait for a base run
     for cid, case in sorted(cases.items(), key=lambda kv: bool(kv[1].run or kv[1].plot_tables)):
         work = root / f"case-{cid}"
@@ -490,9 +964,13 @@ def _check_error_line(o: Outcome, expect: tuple[Expect, ...], what: str, code: i
 
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input(case: Case, launched, request):
-    outcome, work, before, outside = launched["cases"][request.node.callspec.id].result()
+    outcome, work, before, outside, outside_before = launched["cases"][request.node.callspec.id].result()
     what = shown(case.args, outcome)
-    _check_error_line(outcome, case.expect, what)
+    err = _check_error_line(outcome, case.expect, what)
+    _check_length(case, err, what)
+    ext = _tree(outside_of(work))
+    changed = sorted(k for k in set(outside_before) | set(ext) if outside_before.get(k) != ext.get(k))
+    assert not changed, f"files outside the working directory were written, changed or removed: {changed}\n{what}"
     for rel in case.unwritten:
         assert not (work / rel).exists(), f"{rel} was written\n{what}"
     for rel, path in outside.items():
@@ -637,9 +1115,9 @@ def test_two_concurrent_writers(tmp_path):
     (tmp_path / "data").mkdir()
     _write(tmp_path / "cfg.yaml", dump({"name": "two", **LONG}))
     for trial in range(3):
-        procs = [_popen(("train-gd", "cfg.yaml", "-q", "--out", "runs/two"), tmp_path) for _ in range(2)]
+        procs = [_popen(("train-gd", "cfg.yaml", "-q", "--out", "runs/two", "--force"), tmp_path) for _ in range(2)]
         outs = [_communicate(p) for p in procs]
-        what = "\n".join(shown(("train-gd", "cfg.yaml", "-q", "--out", "runs/two"), o) for o in outs)
+        what = "\n".join(shown(("train-gd", "cfg.yaml", "-q", "--out", "runs/two", "--force"), o) for o in outs)
         for o in outs:
             assert "Traceback" not in o.stderr + o.stdout, what
         assert sorted(o.returncode for o in outs) == [0, 2], f"trial {trial}: want one success, one refusal\n{what}"
@@ -693,7 +1171,7 @@ def _kill_trial(name: str, tmp_path: Path, template: Path) -> tuple[bool, str]:
     run = tmp_path / f"trial-{name}"
     shutil.copytree(template, run)
     old = {p.name: p.stat().st_mtime_ns for p in (run / "gd").iterdir()}
-    args = ("train-gd", "new.yaml", "-q", "--out", run.name)
+    args = ("train-gd", "new.yaml", "-q", "--out", run.name, "--force")   # another config: replaces results
     p = _popen(args, tmp_path)
     start, cond = time.monotonic(), KILL_AT[name]
     while p.poll() is None and not cond(run, old) and time.monotonic() - start < TIMEOUT:
@@ -820,3 +1298,218 @@ def test_small_things(tmp_path):
         o = run_gb(args, tmp_path)
         assert o.returncode == 0 and said in o.stdout and o.stderr == "", shown(args, o)
     assert _tree(tmp_path) == {"data": _tree(tmp_path)["data"]}, "the data commands wrote something for digits"
+
+
+# ------------------------------------------------------------------ a run directory you can hand to a colleague
+
+
+@pytest.mark.parametrize("case", RECEIVED)
+def test_received_run(case: Case, launched, request):
+    """A received directory on which the command may succeed: it never executes what the directory
+    holds, never touches what is outside it, and refuses (if at all) with one line."""
+    outcome, work, before, _, outside_before = launched["cases"][request.node.callspec.id].result()
+    what = shown(case.args, outcome)
+    assert outcome.returncode is not None, f"timed out (a hang)\n{what}"
+    assert "Traceback" not in outcome.stderr + outcome.stdout, what
+    assert outcome.returncode in case.codes, what
+    if outcome.returncode == 2:
+        _check_error_line(outcome, case.expect, what)
+    for rel in case.unwritten:
+        assert not (work / rel).exists(), f"{rel} was written (code from the run directory was executed?)\n{what}"
+    if not case.outside_written:
+        ext = _tree(outside_of(work))
+        assert ext == outside_before, f"files outside the working directory changed\n{what}"
+    if case.check is not None:
+        case.check(work, outcome, before, what)
+
+
+def _changed_but_locks(before: dict, after: dict) -> list[str]:
+    """Paths written, changed or removed, besides the pid in a lock file that existed before."""
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)
+                  and not (Path(k).name in (".gb.lock", ".sweep.lock") and k in before and k in after))
+
+
+def _tree_after(results: list, work: Path, i: int) -> dict:
+    return results[i + 1][2] if i + 1 < len(results) else _tree(work)
+
+
+def _ok(args, o: Outcome, code: int = 0) -> str:
+    what = shown(args, o)
+    assert o.returncode is not None and "Traceback" not in o.stderr + o.stdout, what
+    assert o.returncode == code, what
+    return what
+
+
+@pytest.mark.parametrize("flow", ["default-dir"])
+def test_default_run_dir_per_configuration(flow, launched):
+    results, work = _flow(launched, flow)
+    for args, o, _ in results:
+        _ok(args, o)
+    runs = work / "runs"
+    names = sorted(p.name for p in runs.iterdir())
+    tagged = [n for n in names if n != "h"]
+    assert "h" in names and len(tagged) == 1 and re.fullmatch(r"h-[0-9a-f]{8}", tagged[0]), \
+        f"want runs/h and runs/h-<8 hex>, got {names}"
+    plain = {k: v for k, v in results[1][2].items() if k.startswith("runs/h/")}
+    assert plain == {k: v for k, v in results[2][2].items() if k.startswith("runs/h/")}, \
+        f"`train-gd --set model.hidden_units=3` changed runs/h\n{shown(*results[1][:2])}"
+    cfg_of = lambda d: yaml.safe_load((runs / d / "gd" / "config.yaml").read_text())["model"]["hidden_units"]  # noqa: E731
+    assert cfg_of("h") == 2 and cfg_of(tagged[0]) == 3, (cfg_of("h"), cfg_of(tagged[0]))
+    assert (runs / tagged[0] / "svm" / "svm-gln" / "result.json").is_file(), \
+        f"fit-svm with the same --set did not find {tagged[0]}\n{shown(*results[2][:2])}"
+    assert not any(k.startswith("runs/h/svm") for k in results[3][2]), "fit-svm --set model.* wrote into runs/h"
+    assert (runs / "h" / "svm" / "svm-gln" / "result.json").is_file(), \
+        f"fit-svm --set svm.* did not solve in runs/h\n{shown(*results[3][:2])}"
+
+
+@pytest.mark.parametrize("flow", ["already-trained", "already-trained-diverged"])
+def test_already_trained_is_not_retrained(flow, launched):
+    results, work = _flow(launched, flow)
+    code = 1 if flow.endswith("diverged") else 0
+    _ok(*results[0][:2], code=code)
+    args, o, before = results[1]
+    what = _ok(args, o, code=code)
+    assert "already" in (o.stdout + o.stderr).lower(), f"does not say it is already trained\n{what}"
+    changed = _changed_but_locks(before, _tree_after(results, work, 1))
+    assert not changed, f"the same config again wrote or changed: {changed}\n{what}"
+    if len(results) > 2:   # --force retrains
+        args, o, before = results[2]
+        what = _ok(args, o)
+        after = _tree(work)
+        for f in ("runs/a/gd/summary.json", "runs/a/gd/model.pt"):
+            assert after[f][1] != before[f][1], f"--force did not retrain ({f} unchanged)\n{what}"
+
+
+def _refused_unchanged(results, work: Path, steps: tuple[int, ...], expect: tuple) -> None:
+    """Each of `steps` refused with one line naming `expect`, and wrote or changed nothing but locks
+    (finished results would have been lost)."""
+    for i in steps:
+        args, o, before = results[i]
+        what = shown(args, o)
+        _check_error_line(o, expect, what)
+        changed = _changed_but_locks(before, _tree_after(results, work, i))
+        assert not changed, f"a refusal wrote or changed: {changed}\n{what}"
+
+
+@pytest.mark.parametrize("flow", ["other-config"])
+def test_other_config_needs_force(flow, launched):
+    results, work = _flow(launched, flow)
+    for args, o, _ in results[:2]:
+        _ok(args, o)
+    _refused_unchanged(results, work, (2, 3), ("runs/o", "--force"))   # another model, then another training
+    args, o, _ = results[4]
+    what = _ok(args, o)
+    run = work / "runs" / "o"
+    assert yaml.safe_load((run / "gd" / "config.yaml").read_text())["model"]["hidden_units"] == 3, what
+    assert json.loads((run / "gd" / "summary.json").read_text())["status"] == "ok", what
+    assert not (run / "svm" / "svm-gln" / "result.json").exists(), f"the H=2 program survived --force\n{what}"
+
+
+@pytest.mark.parametrize("flow", ["svm-options"])
+def test_solved_programs_are_kept(flow, launched):
+    results, work = _flow(launched, flow)
+    for args, o, _ in results[:2]:
+        _ok(args, o)
+    args, o, before = results[2]   # solved with the same config: skipped
+    what = _ok(args, o)
+    assert "already" in (o.stdout + o.stderr).lower(), f"does not say it is already solved\n{what}"
+    changed = _changed_but_locks(before, _tree_after(results, work, 2))
+    assert not changed, f"the same config again wrote or changed: {changed}\n{what}"
+    _refused_unchanged(results, work, (3, 4), ("svm/svm-gln", "--force"))   # other certify_tol, then solver
+    args, o, before = results[5]
+    what = _ok(args, o)
+    result = "runs/s/svm/svm-gln/result.json"
+    assert _tree(work)[result][1] != before[result][1], f"--force did not solve again\n{what}"
+    saved = yaml.safe_load((work / "runs" / "s" / "svm" / "svm-gln" / "config.yaml").read_text())
+    assert saved["svm"]["certify_tol"] == 1e-5, f"{saved['svm']}\n{what}"
+
+
+@pytest.mark.parametrize("flow", ["heal-truncated", "heal-empty", "heal-bit-flipped"])
+def test_solve_cache_heals(flow, launched):
+    """A sweep's solve-cache entry that is truncated, empty or bit-flipped counts as missing: a
+    warning names it, the program is solved again, the entry replaced, exit 0."""
+    results, work = _flow(launched, flow)
+    (args, o, _), = results
+    what = _ok(args, o)
+    run = work / "run"
+    entry = next((run / "solves").glob("*.npz"))
+    logs = "".join(p.read_text(errors="replace") for p in (run / "points").glob("*/log.txt"))
+    said = (o.stdout + o.stderr + logs).splitlines()
+    assert any(entry.stem in line and "warn" in line.lower() for line in said), \
+        f"no warning names {entry.name}\n{what}\n--- logs\n{logs[-3000:]}"
+    assert entry.read_bytes() != (work / "entry.corrupted").read_bytes(), f"{entry.name} was not replaced\n{what}"
+    with np.load(entry, allow_pickle=False) as z:
+        assert z.files, f"{entry.name}: an empty archive\n{what}"
+    records = [json.loads(p.read_text()) for p in (run / "points").glob("*/svm/svm-gln/result.json")]
+    assert records and all(r["status"] == "optimal" and r["certified"] is True for r in records), f"{records}\n{what}"
+
+
+# ---- two commands at once on one directory: the first is stopped (SIGSTOP) while it holds its lock
+
+
+def _hold(p: subprocess.Popen, lock: Path, timeout: float = TIMEOUT) -> bool:
+    """Wait until `p` holds `lock` (its pid written in it), give it 0.3 s to write its marker, then
+    stop it: the lock stays held. False when it ended first."""
+    start = time.monotonic()
+    while p.poll() is None and time.monotonic() - start < timeout:
+        try:
+            if lock.read_text().strip() == str(p.pid):
+                time.sleep(0.3)
+                if p.poll() is not None:
+                    return False
+                os.kill(p.pid, signal.SIGSTOP)
+                return True
+        except OSError:
+            pass
+        time.sleep(0.002)
+    return False
+
+
+def _while_held(tmp: Path, first: tuple[str, ...], lock: str, second: tuple[str, ...]) -> tuple[Outcome, Outcome, str]:
+    p = _popen(first, tmp)
+    try:
+        held = _hold(p, tmp / lock)
+        o2 = run_gb(second, tmp, timeout=300) if held else None
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGCONT)
+    o1 = _communicate(p)
+    what = shown(first, o1) + ("\n" + shown(second, o2) if o2 else "")
+    assert held, f"the first command was not caught holding {lock}\n{what}"
+    return o1, o2, what
+
+
+LONG_SWEEP = {"name": "long", **LONG, "grid": {"model.hidden_units": [3]}, "sweep": {"jobs": 1}}
+
+
+def test_two_sweeps_at_once(tmp_path):
+    (tmp_path / "data").mkdir()
+    _write(tmp_path / "cfg.yaml", dump(LONG_SWEEP))
+    args = ("sweep", "cfg.yaml", "-q", "--out", "out")
+    o1, o2, what = _while_held(tmp_path, args, "out/.sweep.lock", args)
+    _check_error_line(o2, (("another", "lock", "running"),), what)
+    assert o1.returncode == 0 and "Traceback" not in o1.stderr + o1.stdout, what
+
+
+@pytest.mark.parametrize("first", ["train-gd", "sweep"])
+def test_train_gd_and_sweep_at_once(first, tmp_path):
+    """`gb train-gd` and `gb sweep` on one --out: whichever comes second is refused with one line,
+    and writes nothing of its kind into the other's directory."""
+    (tmp_path / "data").mkdir()
+    _write(tmp_path / "run.yaml", dump({"name": "long", **LONG}))
+    _write(tmp_path / "cfg.yaml", dump(LONG_SWEEP))
+    train = ("train-gd", "run.yaml", "-q", "--out", "shared")
+    sweep_ = ("sweep", "cfg.yaml", "-q", "--out", "shared")
+    if first == "train-gd":
+        o1, o2, what = _while_held(tmp_path, train, "shared/.gb.lock", sweep_)
+        _check_error_line(o2, (("run", "lock", "another"),), what)
+        assert not (tmp_path / "shared" / "points").exists(), f"the sweep wrote points into a run directory\n{what}"
+        assert not (tmp_path / "shared" / ".sweep.lock").exists(), what
+    else:
+        o1, o2, what = _while_held(tmp_path, sweep_, "shared/.sweep.lock", train)
+        _check_error_line(o2, (("sweep", "lock", "another"),), what)
+        assert not (tmp_path / "shared" / "gd").exists(), f"train-gd wrote gd/ into a sweep directory\n{what}"
+        assert not (tmp_path / "shared" / ".gb.lock").exists(), what
+    assert o1.returncode == 0 and "Traceback" not in o1.stderr + o1.stdout, what
+    marker = json.loads((tmp_path / "shared" / "gb-run.json").read_text())
+    assert marker["kind"] == ("run" if first == "train-gd" else "sweep"), f"{marker}\n{what}"

@@ -8,15 +8,18 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import ValidationError
 
-from gbcli.config.schema import Config
+from gbcli.config.keys import config_key, unknown_key_hint
 from gbcli.errors import GbError
-from gbcli.schema import Section
 from gbcli.text import quoted, shorten
+
+if TYPE_CHECKING:   # the schema imports torch and every model module: only where a config is validated
+    from pydantic import ValidationError
+
+    from gbcli.config.schema import Config
 
 PRESET_DIR = Path(__file__).parent / "presets"
 UNION_SECTIONS = ("model", "dataset")   # their second error-location element is the union's tag
@@ -184,6 +187,10 @@ def apply_preset(raw: dict, source: str = "config") -> dict:
 
 
 def _validated(raw: dict, source: str) -> Config:
+    from pydantic import ValidationError
+
+    from gbcli.config.schema import Config
+
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
@@ -199,24 +206,7 @@ def validate(raw: dict, source: str = "config") -> Config:
     return _validated(deep_merge(raw, updates), source) if updates else cfg
 
 
-def _config_key(loc: tuple) -> str:
-    """The dotted config key of an error location, without pydantic's union-member tags
-    (`training.epochs.int` -> `training.epochs`, `model.gln.leaky_alpha` -> `model.leaky_alpha`).
-    A long part (an unknown key can be anything) is shortened."""
-    parts, section, tag_next = [], Config, False
-    for i, p in enumerate(loc):
-        if tag_next:  # the member of a Union field that failed: not part of the key
-            tag_next = False
-            continue
-        parts.append(shorten(str(p), 120))
-        if i == 0 and p in UNION_SECTIONS:
-            tag_next, section = True, None
-            continue
-        field = section.model_fields.get(p) if section is not None and isinstance(p, str) else None
-        ann = field.annotation if field is not None else None
-        section = ann if isinstance(ann, type) and issubclass(ann, Section) else None
-        tag_next = get_origin(ann) is Union and type(None) not in get_args(ann)
-    return shorten(".".join(parts), 240)
+_config_key = config_key   # the key of an error location (gbcli.config.keys: read from the key snapshot)
 
 
 MAX_MESSAGE = 400   # characters of a validation message (values in it are shortened where quoted)
@@ -224,7 +214,13 @@ MAX_MESSAGE = 400   # characters of a validation message (values in it are short
 
 def format_validation_error(exc: ValidationError) -> str:
     """The first error of `exc` as one line naming its key; a quoted value is shortened."""
-    return shorten(_format_error(exc.errors()), MAX_MESSAGE)
+    return format_errors(exc.errors())
+
+
+def format_errors(errors: list[dict]) -> str:
+    """The first of pydantic-style `errors` (dicts with type, loc, msg, input, ctx) as one line
+    naming its key: the full validation's and the fast check's (`gbcli.config.check`) words."""
+    return shorten(_format_error(errors), MAX_MESSAGE)
 
 
 def _format_error(errors: list) -> str:
@@ -232,7 +228,7 @@ def _format_error(errors: list) -> str:
     loc = _config_key(err["loc"])
     kind = err["type"]
     if kind == "extra_forbidden":
-        return f"{loc}: unknown key"
+        return f"{loc}: unknown key{unknown_key_hint(err['loc'])}"
     if kind == "union_tag_invalid":
         field = "kind" if loc == "model" else "name"
         ctx = err.get("ctx", {})
@@ -267,8 +263,22 @@ def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read, override, preset-merge and validate a config file."""
-    return validate(apply_preset(read_config(path, overrides), str(path)), str(path))
+    """Read, override, preset-merge and validate a config file. Its keys, kinds and plain value
+    types are checked against the key snapshot first (`gbcli.config.check`), so a typo is
+    reported before torch and the model modules are imported."""
+    raw = apply_preset(read_config(path, overrides), str(path))
+    precheck(raw, str(path))
+    return validate(raw, str(path))
+
+
+def precheck(raw: dict, source: str = "config") -> None:
+    """Raise the one-line GbError of the first error the key snapshot can judge in `raw` (the
+    config with its preset applied), or return None (the full validation decides)."""
+    from gbcli.config.check import first_errors
+
+    errors = first_errors(raw)
+    if errors:
+        raise GbError(f"{source}: {format_errors(errors)}")
 
 
 NOT_IN_RUN_DIR = ("svm", "name", "output", "sweep")   # overrides that leave the default run directory as it is

@@ -64,11 +64,19 @@ DatasetSection = _union(DATASETS, "name", DEFAULT_DATASET)
 class ContextsConfig(Section):
     """Hyperplane gating (protocol section 3); `count` is C per unit (global count for shallow)."""
 
-    count: StrictInt = Field(2, ge=1, le=2 ** 20)
-    seed: StrictInt = Field(1, **SEED)
-    median_init: bool = True
-    normal_std: float = Field(36.0, gt=0, allow_inf_nan=False)
-    offset_std: float = Field(9.0, ge=0, allow_inf_nan=False)
+    count: StrictInt = Field(2, ge=1, le=2 ** 20,
+                             description="C: contexts per unit, a power of two (log2 C random hyperplanes per unit; "
+                                         "the shallow GLN: C global contexts)")
+    seed: StrictInt = Field(1, **SEED, description="seed of the hyperplane draws (and the GLNs' default "
+                                                   "model.init_seed)")
+    median_init: bool = Field(True, description="true: each offset is the median projection of the data pool "
+                                                "(every hyperplane halves the data); false: the offsets drawn "
+                                                "N(0, offset_std^2)")
+    normal_std: float = Field(36.0, gt=0, allow_inf_nan=False,
+                              description="standard deviation of the hyperplane normals' coordinates, N(0, std^2)")
+    offset_std: float = Field(9.0, ge=0, allow_inf_nan=False,
+                              description="standard deviation of the drawn offsets (kept only when median_init is "
+                                          "false)")
     draws: Literal["ours", "published"] = Field(
         "ours", description="ours: float64 from a seeded generator; published: the published code's draw "
                             "sequence and float32 gating (protocol section 10)")
@@ -89,17 +97,28 @@ class TrainingConfig(Section):
     """Gradient descent (protocol section 4). `paper` values are resolved from the train size."""
 
     batch_size: Optional[StrictInt] = Field(128, ge=1, description="null: full-batch GD")
-    lr: float = Field(0.04, gt=0, allow_inf_nan=False)
-    momentum: float = Field(0.0, ge=0, lt=1)
+    lr: float = Field(0.04, gt=0, allow_inf_nan=False,
+                      description="step size (learning rate) before the milestones decay it; the base step eta_0 of a "
+                                  "normalized step_rule")
+    momentum: float = Field(0.0, ge=0, lt=1, description="heavy-ball momentum of torch.optim.SGD (0: plain SGD; sgd "
+                                                         "only)")
     optimizer: Literal["sgd", "adam"] = Field(
         "sgd", description="adam: torch's Adam with its default betas at step lr (paper 001's appendix D)")
-    epochs: Union[StrictInt, Literal["paper"]] = 100
-    lr_milestones: Union[list[StrictInt], Literal["paper"]] = Field(default_factory=list)
-    lr_decay: float = Field(0.25, gt=0, allow_inf_nan=False)
-    loss: Literal["logistic", "exponential"] = "logistic"
-    batch_seed: StrictInt = Field(1, **SEED)
-    device: Literal["cpu", "cuda"] = "cpu"
-    log_points: StrictInt = Field(50, ge=2, le=1_000_000)
+    epochs: Union[StrictInt, Literal["paper"]] = Field(
+        100, description="passes over the training set; paper: round(200 * 2000 / dataset.train_size), the published "
+                         "schedule")
+    lr_milestones: Union[list[StrictInt], Literal["paper"]] = Field(
+        default_factory=list, description="epochs (in 1..epochs-1) at which lr is multiplied by lr_decay; paper: "
+                                          "[epochs // 2]")
+    lr_decay: float = Field(0.25, gt=0, allow_inf_nan=False, description="factor lr is multiplied by at each milestone")
+    loss: Literal["logistic", "exponential"] = Field(
+        "logistic", description="of the margins m = y f(x), averaged: logistic log(1 + e^-m), exponential e^-m")
+    batch_seed: StrictInt = Field(1, **SEED, description="seed of the minibatch order (one shuffle per epoch)")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="torch device to train on (cuda: refused when torch "
+                                                              "sees no CUDA device)")
+    log_points: StrictInt = Field(50, ge=2, le=1_000_000,
+                                  description="steps logged to metrics.csv (the full training and validation sets; "
+                                              "step 0 and the last included)")
     log_spacing: Literal["linear", "log"] = Field(
         "linear", description="log: geometrically spaced logged steps, for log-x plots of long runs")
     # loss-normalized: eta_t = lr / R(w_t), R the mean loss of the batch the step is taken on (the
@@ -107,7 +126,9 @@ class TrainingConfig(Section):
     # space. homogeneous-normalized: eta_t = lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model
     # (the same for L = 1): with L = 2, lr / R alone grows ||w|| geometrically and the margins'
     # relative change per step with it, until the steps oscillate; this keeps it like the linear case.
-    step_rule: Literal["constant", "loss-normalized", "homogeneous-normalized"] = "constant"
+    step_rule: Literal["constant", "loss-normalized", "homogeneous-normalized"] = Field(
+        "constant", description="step size at step t: constant lr; loss-normalized lr / R(w_t), R the batch's mean "
+                                "loss; homogeneous-normalized lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model")
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
     track: list[str] = Field(default_factory=list, description="instruments logged to metrics.csv (gbcli.instruments)")
@@ -135,9 +156,11 @@ class SvmConfig(Section):
     """Max-margin programs to solve (protocol section 5). `restarts`, `radii` and `search_seed`
     belong to paper 003's non-convex programs and are refused for models without them."""
 
-    objectives: list[str] = Field(default_factory=list)
+    objectives: list[str] = Field(default_factory=list,
+                                  description="programs `gb fit-svm` solves, e.g. [svm-gln, svm-l2] (each a program of "
+                                              "the model kind; --objective overrides)")
     solver: Optional[str] = Field(None, description="default: each norm's default solver (dual, certified)")
-    max_iters: Optional[StrictInt] = Field(None, ge=1)
+    max_iters: Optional[StrictInt] = Field(None, ge=1, description="solver iteration limit (default: the solver's own)")
     eps: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
                                  description="solver tolerance (default: the solver's own; dual: 1e-6)")
     certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
@@ -171,13 +194,17 @@ class SvmConfig(Section):
 
 
 class OutputConfig(Section):
-    dir: Optional[str] = None
+    """Where a run's results are written."""
+
+    dir: Optional[str] = Field(None, description="the run directory (default: runs/<name>, or runs/<name>-<hash> with "
+                                                 "--set overrides that change what is trained; --out overrides)")
 
 
 class SweepConfig(Section):
     """How `gb sweep` runs its points (not part of a point's identity); the command line overrides these."""
 
-    executor: Literal["local", "slurm"] = "local"
+    executor: Literal["local", "slurm"] = Field(
+        "local", description="local: a process pool on this machine; slurm: one Slurm job array (submitit)")
     jobs: StrictInt = Field(1, ge=1, le=1024, description="local: processes at once; slurm: array tasks at once")
     partition: Optional[str] = Field(None, description="slurm partition (default: the cluster's default)")
     time_min: StrictInt = Field(60, ge=1, description="slurm time limit per point, minutes")
@@ -192,17 +219,26 @@ class SweepConfig(Section):
 
 
 class Config(Section):
-    name: str = "run"
-    preset: Optional[Literal["paper"]] = None
-    dataset: DatasetSection = Field(default_factory=lambda: DATASETS[DEFAULT_DATASET]())
-    model: ModelSection = Field(default_factory=lambda: MODELS[DEFAULT_KIND].Params())
-    contexts: ContextsConfig = Field(default_factory=ContextsConfig)
-    training: TrainingConfig = Field(default_factory=TrainingConfig)
-    svm: SvmConfig = Field(default_factory=SvmConfig)
-    output: OutputConfig = Field(default_factory=OutputConfig)
+    """A run: its data, network, gating, training, programs and output (and a sweep's axes)."""
+
+    name: str = Field("run", description="names the default run directory runs/<name> (default: the config file's "
+                                         "name; letters, digits, '.', '_', '+', '-')")
+    preset: Optional[Literal["paper"]] = Field(
+        None, description="paper: start from the published settings (gbcli/config/presets/paper.yaml); the "
+                          "config's own keys override them")
+    dataset: DatasetSection = Field(default_factory=lambda: DATASETS[DEFAULT_DATASET](),
+                                    description=f"the data (a dataset kind, chosen by dataset.name; default "
+                                                f"{DEFAULT_DATASET})")
+    model: ModelSection = Field(default_factory=lambda: MODELS[DEFAULT_KIND].Params(),
+                                description=f"the network (a model kind, chosen by model.kind; default {DEFAULT_KIND})")
+    contexts: ContextsConfig = Field(default_factory=ContextsConfig,
+                                     description="the hyperplane gating of the GLN kinds")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="gradient descent")
+    svm: SvmConfig = Field(default_factory=SvmConfig, description="the max-margin programs `gb fit-svm` solves")
+    output: OutputConfig = Field(default_factory=OutputConfig, description="where the results are written")
     grid: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes: dotted key -> values (full product)")
     zip: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes varied together (equal lengths)")
-    sweep: SweepConfig = Field(default_factory=SweepConfig)
+    sweep: SweepConfig = Field(default_factory=SweepConfig, description="how `gb sweep` runs its points")
 
     @field_validator("name")
     @classmethod

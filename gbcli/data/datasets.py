@@ -28,10 +28,12 @@ VAL_DEFAULT = 12000   # protocol: 12,000 validation points, or what the set has 
 
 
 class DatasetParams(Section):
-    name: str
-    train_size: StrictInt = Field(500, ge=1)
-    val_size: Optional[StrictInt] = Field(None, ge=1, description="default: the last min(12000, rest) points")
-    data_seed: StrictInt = Field(1, **SEED)
+    name: str = Field(description="the dataset kind")
+    train_size: StrictInt = Field(500, ge=1, description="N: training points, drawn from the pool by the seeded split")
+    val_size: Optional[StrictInt] = Field(None, ge=1, description="validation points, disjoint from the training "
+                                                                 "points (default: min(12000, what the pool has left))")
+    data_seed: StrictInt = Field(1, **SEED, description="seed of the train / validation split (torch's random_split "
+                                                        "order)")
 
     def source_size(self) -> int:
         raise NotImplementedError
@@ -82,9 +84,12 @@ MAX_NORM = Field(None, gt=0, allow_inf_nan=False,
 class ImageSet(DatasetParams):
     """MNIST, Fashion-MNIST (IDX files, checksummed) or scikit-learn's bundled 8x8 digits."""
 
-    name: Literal["mnist", "fashion-mnist", "digits"] = "digits"
+    name: Literal["mnist", "fashion-mnist", "digits"] = Field(
+        "digits", description="mnist, fashion-mnist (IDX files in data_dir: `gb data fetch`) or digits (scikit-learn's "
+                              "8x8 digits); 28x28 or 8x8 pixels and a constant 1 feature")
     data_dir: Optional[str] = Field(None, description="default: $GB_DATA_DIR, else ~/.cache/gb/data")
-    positive_classes: list[StrictInt] = Field(default_factory=lambda: [0, 1, 2, 3, 4])
+    positive_classes: list[StrictInt] = Field(default_factory=lambda: [0, 1, 2, 3, 4],
+                                              description="classes (0..9) labelled +1; the others are -1")
     classes: Optional[list[StrictInt]] = Field(
         None, description="keep only these classes (e.g. a digit pair [3, 5]); set val_size too")
     max_norm: Optional[float] = MAX_NORM
@@ -124,9 +129,11 @@ class ImageSet(DatasetParams):
 
 
 class SyntheticSet(DatasetParams):
-    n_samples: StrictInt = Field(500, ge=2, le=10_000_000)
-    dim: StrictInt = Field(20, ge=1, le=100_000)
-    synthetic_seed: StrictInt = Field(0, **SEED)
+    n_samples: StrictInt = Field(500, ge=2, le=10_000_000,
+                                 description="points generated (the pool; train_size + val_size at most)")
+    dim: StrictInt = Field(20, ge=1, le=100_000, description="input dimension (before the bias feature)")
+    synthetic_seed: StrictInt = Field(0, **SEED, description="seed of the generated points (and of their teacher "
+                                                             "or direction)")
     bias: StrictBool = Field(False, description="append a constant 1 feature")
     max_norm: Optional[float] = MAX_NORM
 
@@ -147,14 +154,16 @@ class SyntheticSet(DatasetParams):
 class LinearTeacher(SyntheticSet):
     """Gaussian inputs labelled by a random linear teacher, points within `margin` of it dropped."""
 
-    name: Literal["linear-teacher"] = "linear-teacher"
-    margin: float = Field(0.0, ge=0, allow_inf_nan=False)
+    name: Literal["linear-teacher"] = Field(
+        "linear-teacher", description="Gaussian inputs labelled by the sign of a random unit teacher <w*, x>")
+    margin: float = Field(0.0, ge=0, allow_inf_nan=False,
+                          description="keep only points with |<w*, x>| >= margin (below 3)")
 
 
 class Orthogonal(SyntheticSet):
     """An orthogonally separable set (paper 001)."""
 
-    name: Literal["orthogonal"] = "orthogonal"
+    name: Literal["orthogonal"] = Field("orthogonal", description="an orthogonally separable set (paper 001)")
 
 
 class SymmetricGaussians(SyntheticSet):
@@ -163,7 +172,8 @@ class SymmetricGaussians(SyntheticSet):
     again, so the set is linearly separable (by e) and the classes are mirror images in distribution
     (Lemma 6.1's symmetry, approximately in a finite sample)."""
 
-    name: Literal["symmetric-gaussians"] = "symmetric-gaussians"
+    name: Literal["symmetric-gaussians"] = Field(
+        "symmetric-gaussians", description="two mirror-image Gaussian classes around +-mean_norm e (paper 002)")
     mean_norm: float = Field(3.0, ge=0, allow_inf_nan=False, description="distance of each class mean from 0")
     std: float = Field(1.0, gt=0, allow_inf_nan=False, description="standard deviation of every coordinate")
     margin: float = Field(0.0, ge=0, allow_inf_nan=False, description="keep points with y <e, x> > margin")
@@ -202,10 +212,13 @@ class SymmetricGaussians(SyntheticSet):
 class Points(DatasetParams):
     """Explicit training points (paper 003's constructions); validation = the same points."""
 
-    name: Literal["points"] = "points"
+    name: Literal["points"] = Field("points", description="explicit points x, y; they are both the training and "
+                                                          "the validation set")
     x: list[list[float]] = Field(description="the inputs, one list per point")
     y: list[StrictInt] = Field(description="the labels, +1 or -1")
     train_size: Optional[StrictInt] = Field(None, ge=1, description="resolved: the number of points")
+    val_size: Optional[StrictInt] = Field(None, ge=1, description="resolved: the number of points")
+    data_seed: StrictInt = Field(1, **SEED, description="unused: a points set is not split")
 
     @model_validator(mode="after")
     def _shape(self) -> "Points":

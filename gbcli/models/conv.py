@@ -17,7 +17,8 @@ from gbcli.models.base import ModelParams
 
 
 class Params(ModelParams):
-    kind: Literal["conv"] = "conv"
+    kind: Literal["conv"] = Field("conv", description="paper 003: shared-filter convolution over disjoint patches, "
+                                                      "explicit initial weights")
     patches: StrictInt = Field(2, ge=1, le=10_000, description="disjoint patches the input is split into")
     activation: Literal["linear", "relu"] = Field("relu", description="the hidden activation")
     weights: dict[str, Any] = Field(description="explicit initial weights by parameter name (w: the filter, v)")

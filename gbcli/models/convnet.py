@@ -34,7 +34,8 @@ PAPER_CONVS = [[32, 3, 1, 1], [32, 3, 1, 1], [32, 5, 2, 2], [64, 3, 1, 1], [64, 
 
 
 class Params(ModelParams):
-    kind: Literal["convnet"] = "convnet"
+    kind: Literal["convnet"] = Field("convnet", description="paper 001: six conv layers and two fully connected ones, "
+                                                            "on 28 x 28 images")
     convs: list[tuple[StrictInt, StrictInt, StrictInt, StrictInt]] = Field(
         default_factory=lambda: [tuple(c) for c in PAPER_CONVS],
         description="conv(n, k, s, p) layers: n kernels of size k x k, stride s, padding p (paper 001's Table 1)")

@@ -21,7 +21,7 @@ from gbcli.models.linear import linear_design
 
 
 class Params(ModelParams):
-    kind: Literal["deep-linear"] = "deep-linear"
+    kind: Literal["deep-linear"] = Field("deep-linear", description="paper 004: deep linear network x -> W_L ... W_1 x")
     depth: StrictInt = Field(2, ge=2, le=16, description="L: number of weight matrices")
     width: StrictInt = Field(10, ge=1, le=10_000, description="hidden width of the layers between input and output")
     init: Optional[InitScheme] = Field(None, description="default: normal (std 1/sqrt(fan-in)) times init_scale")

@@ -15,7 +15,8 @@ from gbcli.models.base import ModelParams
 
 
 class Params(ModelParams):
-    kind: Literal["diagonal"] = "diagonal"
+    kind: Literal["diagonal"] = Field("diagonal", description="paper 003: depth-m diagonal network, explicit initial "
+                                                              "weights")
     depth: StrictInt = Field(2, ge=2, le=64, description="number of layers m")
     activation: Literal["linear", "relu"] = Field("relu", description="the hidden activation")
     weights: dict[str, Any] = Field(description="explicit initial weights by parameter name (w: m x d)")

@@ -20,7 +20,8 @@ from gbcli.programs.design import GatedDesign, reference_groups, unit_groups
 
 
 class Params(ModelParams):
-    kind: Literal["gln"] = "gln"
+    kind: Literal["gln"] = Field("gln", description="the deep gated linear network: H units x C contexts, hyperplane "
+                                                    "gating")
     hidden_units: StrictInt = Field(10, ge=1, description="H: hidden units")
     output_bias: bool = Field(True, description="scalar output bias (published runs kept it)")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
@@ -56,9 +57,9 @@ class DeepGLN(nn.Module):
 
 class StackedGLN(nn.Module):
     """K DeepGLNs of one shape as one computation (batched training of a sweep's points): the
-    first layer of all K at once (one product, bit for bit the per-network products at H*C >= 20), the
-    output layer per network (a batched product there sums in another order than `DeepGLN`'s, and
-    batched training must reproduce the plain loop's trajectories exactly)."""
+    K networks' parameters as stacked tensors, one optimizer step for all; each network's products
+    are the very calls `DeepGLN` makes (a wide or batched product sums in another order on some
+    CPUs, and batched training must reproduce the plain loop's trajectories exactly)."""
 
     def __init__(self, models: list[DeepGLN]):
         super().__init__()
@@ -70,12 +71,12 @@ class StackedGLN(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         rows = ctx + self.first_row                                                  # (K, n, H)
-        k, hc, d = self.w1.shape
-        # the K first layers as one (n x D) @ (D x K*H*C) product, 5-30% faster in training than a
-        # batched product: bit for bit the K single products at the grids' widths (H*C >= 20, tested
-        # in tests/test_grid_speed.py); at tiny widths MKL's kernel for the wide product rounds differently
-        z = (x @ self.w1.reshape(k * hc, d).T).reshape(len(x), k, hc).transpose(0, 1).gather(2, rows)
-        out = torch.stack([z[k] @ self.w2[k, 0] for k in range(len(z))])
+        # each network's first layer is its own (n x D) @ (D x H*C) product, the very call DeepGLN
+        # makes: one wide (n x D) @ (D x K*H*C) product was 5-30% faster, but whether the BLAS kernel
+        # sums it in the same order as the narrow one depends on the CPU (equal on one machine, off by
+        # 1e-4 at H*C = 80 on an AVX-512 one), and a batched grid must give the plain loop's numbers
+        z = torch.stack([(x @ self.w1[j].T).gather(1, rows[j]) for j in range(len(rows))])
+        out = torch.stack([z[j] @ self.w2[j, 0] for j in range(len(z))])
         return out + self.bias[:, None] if self.bias is not None else out
 
     def weights(self) -> list[torch.Tensor]:

@@ -22,7 +22,7 @@ from gbcli.models.gln import hyperplane_problem
 
 
 class Params(ModelParams):
-    kind: Literal["gln3"] = "gln3"
+    kind: Literal["gln3"] = Field("gln3", description="three-layer GLN: H x C contexts at both hidden layers")
     hidden_units: StrictInt = Field(5, ge=1, le=10_000, description="H: units at each of the two hidden layers")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
 

@@ -20,7 +20,7 @@ from gbcli.programs.design import GatedDesign
 
 
 class Params(ModelParams):
-    kind: Literal["leaky"] = "leaky"
+    kind: Literal["leaky"] = Field("leaky", description="paper 002: 2k leaky ReLU units, output weights fixed to +-v")
     hidden_units: StrictInt = Field(10, ge=1, description="2k: k units with output weight +v, k with -v")
     init: Optional[InitScheme] = Field(None, description="default: normal")
     leaky_alpha: float = Field(0.2, ge=0, lt=1, description="slope alpha of max(alpha z, z); 0 is a ReLU net "

@@ -14,7 +14,7 @@ from gbcli.programs.design import GatedDesign, constant_gates
 
 
 class Params(ModelParams):
-    kind: Literal["linear"] = "linear"
+    kind: Literal["linear"] = Field("linear", description="a linear predictor <w, x>")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
 
     @property

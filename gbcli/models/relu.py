@@ -23,7 +23,7 @@ from gbcli.programs.design import GatedDesign, constant_gates, singleton_groups
 
 
 class Params(ModelParams):
-    kind: Literal["relu"] = "relu"
+    kind: Literal["relu"] = Field("relu", description="x -> H -> 1 ReLU network, no biases")
     hidden_units: StrictInt = Field(10, ge=1, description="H: hidden units")
     init: Optional[Literal["orthogonal", "kaiming", "normal", "torch-default", "balanced"]] = Field(
         None, description="default: kaiming; balanced (paper 001's theory): normal first layer, |w2_j| = "

@@ -26,7 +26,8 @@ from gbcli.models.deep_linear import DeepLinear
 
 
 class Params(ModelParams):
-    kind: Literal["residual"] = "residual"
+    kind: Literal["residual"] = Field("residual", description="paper 001: residual ReLU network f_l = f_{l-1} + W_l "
+                                                              "relu(f_{l-1}), no biases")
     depth: StrictInt = Field(4, ge=2, le=64, description="L: number of weight matrices")
     width: StrictInt = Field(100, ge=1, le=10_000, description="p: the width of every hidden layer")
     init: Optional[InitScheme] = Field(None, description="default: torch-default (nn.Linear's) times init_scale")

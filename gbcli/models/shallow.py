@@ -20,7 +20,7 @@ from gbcli.programs.design import GatedDesign
 
 
 class Params(ModelParams):
-    kind: Literal["shallow"] = "shallow"
+    kind: Literal["shallow"] = Field("shallow", description="the shallow GLN: one unit, C = 2^k global contexts")
     hidden_units: Literal[1] = Field(1, description="a shallow GLN has exactly one unit (set contexts.count)")
     output_bias: bool = Field(True, description="scalar output bias (published runs kept it)")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")

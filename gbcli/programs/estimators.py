@@ -13,6 +13,8 @@ Both take any two labels: classes_[1] plays +1. Data that no predictor of the pr
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 
 import numpy as np
@@ -53,13 +55,27 @@ def _warn_inexact(est, status: str, message: str) -> None:
         warnings.warn(f"{type(est).__name__}: the solve is {status}: {message}", ConvergenceWarning, stacklevel=3)
 
 
-def _check_tol(tol) -> None:
-    """A certificate's tolerance is a finite number in (0, 1): tol=inf certified a relative gap of 0.99."""
-    import math
+def _is_real(value) -> bool:
+    """A real number: int, float or numpy's, not a bool (True is not a tolerance) or a string."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(float(tol)) or not 0 < float(tol) < 1:
-        raise ValueError(f"tol must be a finite number in (0, 1), got {tol!r}")
+
+def _check_tol(est, tol) -> float:
+    """A certificate's tolerance is a finite number in (0, 1): a relative gap and a margin shortfall
+    below 1 is the least an answer needs, so tol >= 1 (or inf) would certify anything (tol=inf
+    certified a relative gap of 0.99), and tol <= 0 (or NaN) nothing."""
+    if not _is_real(tol) or not math.isfinite(float(tol)) or not 0 < float(tol) < 1:
+        raise ValueError(f"{type(est).__name__}: tol must be a finite number in (0, 1), got {tol!r}")
+    return float(tol)
+
+
+def _check_max_iter(est, max_iter) -> int | None:
+    """max_iter: None (the method's default) or a positive integer (not a bool or a float)."""
+    if max_iter is None:
+        return None
+    if not isinstance(max_iter, numbers.Integral) or isinstance(max_iter, (bool, np.bool_)) or max_iter < 1:
+        raise ValueError(f"{type(est).__name__}: max_iter must be None or a positive integer, got {max_iter!r}")
+    return int(max_iter)
 
 
 class KernelSVM(ClassifierMixin, BaseEstimator):
@@ -89,6 +105,22 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
+    def _check_params(self) -> tuple[float, int | None]:
+        """(tol, max_iter), validated at fit as scikit-learn does (the constructor stores them
+        unchanged); ValueError naming the parameter otherwise."""
+        name = type(self).__name__
+        if not isinstance(self.kernel, str) or self.kernel not in ("linear", "rbf", "poly", "precomputed"):
+            raise ValueError(f"{name}: kernel must be 'linear', 'rbf', 'poly' or 'precomputed', got {self.kernel!r}")
+        if self.gamma is not None and (not _is_real(self.gamma) or not math.isfinite(float(self.gamma))
+                                       or not float(self.gamma) > 0):
+            raise ValueError(f"{name}: gamma must be None or a finite positive number, got {self.gamma!r}")
+        if not isinstance(self.degree, numbers.Integral) or isinstance(self.degree, (bool, np.bool_)) \
+                or self.degree < 1:
+            raise ValueError(f"{name}: degree must be a positive integer, got {self.degree!r}")
+        if not _is_real(self.coef0) or not math.isfinite(float(self.coef0)):
+            raise ValueError(f"{name}: coef0 must be a finite number, got {self.coef0!r}")
+        return _check_tol(self, self.tol), _check_max_iter(self, self.max_iter)
+
     def _gram(self, x, z):
         if self.kernel == "precomputed":
             return x
@@ -98,7 +130,9 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                 degree=self.degree, coef0=self.coef0)
 
     def fit(self, X, y):
-        """Solve the program on (X, y); ValueError when the data is not separable by this kernel."""
+        """Solve the program on (X, y); ValueError when the data is not separable by this kernel, or
+        when a parameter is out of range (tol a finite number in (0, 1), max_iter a positive integer)."""
+        tol, max_iter = self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
         if self.kernel == "precomputed":
@@ -109,11 +143,10 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
             if np.abs(X - X.T).max() > 1e-6 * scale or ev[0] < -1e-6 * scale:
                 raise ValueError("the precomputed kernel is not symmetric positive semidefinite, so the program "
                                  f"is not convex (smallest eigenvalue {ev[0]:.3g})")
-        _check_tol(self.tol)
         gram = self._gram(X, X)
         q = gram * np.outer(ypm, ypm)
         status, message, lam, s, it = interior_point(Kernel(torch.as_tensor(q, dtype=torch.float64)), True,
-                                                     self.tol, self.max_iter)
+                                                     tol, max_iter)
         if status == "infeasible":
             raise ValueError(f"the training data is not separable by this kernel ({self.kernel}) with a hard "
                              "margin and no bias: the program has no solution")
@@ -129,8 +162,8 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         dual = float(lam.sum() ** 2 / qlam) if qlam > 0 else float("nan")
         gap = (primal - dual) / max(abs(primal), 1e-12)
         self.certificate_ = {"primal_objective": primal, "dual_objective": dual, "rel_gap": gap,
-                             "min_margin": float(margins.min()), "iterations": it, "tolerance": self.tol,
-                             "certified": bool(abs(gap) <= self.tol and margins.min() >= 1 - self.tol)}
+                             "min_margin": float(margins.min()), "iterations": it, "tolerance": tol,
+                             "certified": bool(abs(gap) <= tol and margins.min() >= 1 - tol)}
         status = _certified_status(status, self.certificate_)
         self.status_, self.message_, self.lam_, self.alpha_, self.objective_ = status, message, lam, alpha, primal
         self.support_ = np.flatnonzero(lam > SUPPORT * lam.max())
@@ -226,28 +259,30 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return groups
 
     def fit(self, X, y, gates=None, contexts=None, count=None):
-        """Solve the program on (X, y) with the points' gates; ValueError when it has no solution."""
+        """Solve the program on (X, y) with the points' gates; ValueError when it has no solution, or
+        when a parameter is out of range (tol a finite number in (0, 1), max_iter a positive integer)."""
         from gbcli.programs.solvers import SOLVERS
 
+        tol, max_iter = _check_tol(self, self.tol), _check_max_iter(self, self.max_iter)
         X, y = validate_data(self, X, y, dtype=np.float64)
         X = X if X.flags.writeable else X.copy()   # the dual solver hands X to torch, which wants writable arrays
         classes, ypm = _binary_labels(self, y)
-        if self.solver not in SOLVERS or not SOLVERS[self.solver].can_solve("group"):
+        if not isinstance(self.solver, str) or self.solver not in SOLVERS \
+                or not SOLVERS[self.solver].can_solve("group"):
             able = [n for n, s in SOLVERS.items() if s.can_solve("group")]
             raise ValueError(f"solver must be one of {able}, got {self.solver!r}")
-        _check_tol(self.tol)
         e, units, count = self._gates(len(X), gates, contexts, count, fitting=True)
         mode = "gates" if gates is not None else "contexts" if contexts is not None else "constant"
         groups = self._group_list(e.shape[1], units, count, mode)
         design = GatedDesign(X, ypm, e, X[:0], e[:0], "group", groups, units, count)
-        sol = SOLVERS[self.solver].solve(design, self.max_iter, self.tol)
+        sol = SOLVERS[self.solver].solve(design, max_iter, tol)
         if sol.zeta is None:
             if sol.status == "infeasible":
                 raise ValueError(f"no hard-margin solution with these gates: {sol.message}")
             raise ValueError(f"the {self.solver} solver failed ({sol.status}): {sol.message}")
         self.classes_, self.gate_mode_, self.groups_, self.count_ = classes, mode, groups, count
         self.zeta_, self.lam_, self.objective_ = sol.zeta, sol.lam, sol.value
-        self.certificate_ = certificate(design, sol, self.tol)
+        self.certificate_ = certificate(design, sol, tol)
         sol.status = _certified_status(sol.status, self.certificate_)
         self.status_, self.message_, self.n_iter_ = sol.status, sol.message, sol.iterations
         _warn_inexact(self, sol.status, sol.message)

@@ -36,7 +36,7 @@ def usable(errors: pd.DataFrame) -> pd.DataFrame:
 def series(frame: pd.DataFrame) -> pd.Series:
     """Legend label of every row: the predictor, with the momentum for GD ("gd-gln (momentum 0.9)")."""
     gd = frame["predictor"].str.startswith("gd-")
-    mom = frame["momentum"].map(lambda m: f" (momentum {m:g})")
+    mom = frame["momentum"].map(lambda m: f" (momentum {m:g})").astype(str)   # str even when empty (pandas 3)
     return frame["predictor"].where(~gd, frame["predictor"] + mom)
 
 
