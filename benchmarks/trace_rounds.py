@@ -10,8 +10,8 @@ optimum when the round finished). A round still running at the end of the log ge
 
 from __future__ import annotations
 
+import argparse
 import re
-import sys
 
 
 def main(path: str) -> None:
@@ -35,4 +35,6 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description="One table row per working-set round of a traced solve's log.")
+    parser.add_argument("log", help="the output of benchmarks/fullscale_solve.py --trace")
+    main(parser.parse_args().log)

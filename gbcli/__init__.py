@@ -25,13 +25,17 @@ Layout (each package's docstring says more):
 - `instruments`: theory instruments tracked during training;
 - `runs`: the stages of a run, sweeps and their executors (local pool, Slurm);
 - `reports`: tables and figures;
-- `experiments`: the papers' own programs, instruments and reports;
+- `experiments`: the papers' own instruments and reports (built on the models, never the reverse);
 - `registry`: every model kind, instrument and report, listed once.
 """
 
 import importlib
+from importlib import metadata as _metadata
 
-__version__ = "0.2.0"
+try:   # one source of truth: the installed package's metadata (pyproject.toml's version)
+    __version__ = _metadata.version("gbcli")
+except _metadata.PackageNotFoundError:   # run from a source tree that was never installed
+    __version__ = "unknown"
 
 # name -> the module that defines it. Resolved on first use (PEP 562), so `import gbcli` and the
 # `gb` command's argument errors stay fast: torch and the solvers load only when a name is used.
@@ -39,6 +43,7 @@ _API = {
     "Config": "gbcli.config", "load_config": "gbcli.config", "validate": "gbcli.config",
     "GbError": "gbcli.errors",
     "KernelSVM": "gbcli.programs.estimators", "GroupNormSVM": "gbcli.programs.estimators",
+    "NotSeparableError": "gbcli.programs.estimators", "NotSeparableWarning": "gbcli.programs.estimators",
     "MODELS": "gbcli.registry",
     "read_tables": "gbcli.reports.tables",
     "prepare": "gbcli.runs.stages", "build_model": "gbcli.runs.stages", "build_design": "gbcli.runs.stages",

@@ -259,6 +259,10 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
                                                     help="local: torch threads per job (default: sweep.threads, 1)")):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
     Exit code 1 when a point failed (see tables/failures.csv)."""
+    from gbcli.config.loading import apply_preset, precheck, read_config
+
+    # the base config's typos and plain types, judged before torch and the sweep machinery load
+    precheck(apply_preset(read_config(config, tuple(set_)), str(config)), str(config))
     from gbcli.runs.sweep import run_sweep
 
     if executor not in (None, "local", "slurm"):
@@ -342,13 +346,16 @@ def runs_cmd(ctx: typer.Context,
 @runs_app.command("show")
 def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory"), fmt: Format = FormatOpt):
     """Show one run or sweep: what it is, its stages, resolved config, provenance and results."""
-    _check_format(fmt if fmt != "csv" else "json")
+    _check_format(fmt)
+    if fmt == "csv":   # one record of nested sections: no table to write as CSV
+        raise GbError("--format: csv is for lists of runs (`gb runs`, `gb runs diff`); `gb runs show` prints a "
+                      "table or json")
     if not run.is_dir():
         raise GbError(f"RUN: {run}: not a directory")
     from gbcli.runs.index import show
 
     rec = show(run)
-    if fmt in ("json", "csv"):
+    if fmt == "json":
         import json as _json
 
         print(_json.dumps(rec, indent=2, default=str))

@@ -76,7 +76,7 @@ def console_handler(quiet: bool = False) -> logging.Handler:
     return handler
 
 
-def _eta(seconds: float) -> str:
+def clock(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
         f"{seconds // 60}:{seconds % 60:02d}"
@@ -137,9 +137,9 @@ class StepProgress:
         now = time.perf_counter()
         elapsed = now - self.start
         fraction = min(self.done / self.total, 1.0)
-        eta = "" if final or fraction <= 0 else f", ETA {_eta(elapsed * (1 - fraction) / fraction)}"
+        eta = "" if final or fraction <= 0 else f", ETA {clock(elapsed * (1 - fraction) / fraction)}"
         numbers = self._numbers()
         self.logger.info(f"{self.what}: step {self.done}/{self.total} ({100 * fraction:.0f}%)"
-                         + (f", {numbers}" if numbers else "") + f", elapsed {_eta(elapsed)}{eta}"
+                         + (f", {numbers}" if numbers else "") + f", elapsed {clock(elapsed)}{eta}"
                          + (" (done)" if final else ""))
         self.last_line, self.last_fraction = now, fraction

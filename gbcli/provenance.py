@@ -23,19 +23,17 @@ import socket
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
-PACKAGE = "gbcli"
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def version() -> str:
-    """gb's version, from the installed package's metadata ("unknown" when it is not installed)."""
-    try:
-        return metadata.version(PACKAGE)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    """gb's version, from the installed package's metadata ("unknown" when it is not installed):
+    `gbcli.__version__`, read there once."""
+    import gbcli
+
+    return gbcli.__version__
 
 
 @functools.lru_cache(maxsize=1)

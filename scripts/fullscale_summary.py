@@ -9,6 +9,7 @@ the same published context draws and seeds), for each training schedule (`points
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -74,16 +75,20 @@ def stage_results(run_dir: Path, points: pd.DataFrame) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["--stages"]:   # --stages RUN_DIR: the stage results of every point, finished or not
-        run_dir = Path(argv[1])
-        stage_results(run_dir, pd.read_csv(run_dir / "tables" / "points.csv"))
+    parser = argparse.ArgumentParser(description="Every table of results/fullscale/README.md, from the committed tables.")
+    parser.add_argument("full", nargs="?", type=Path, default=ROOT / "results" / "fullscale" / "tables",
+                        help="the full-scale tables (default: results/fullscale/tables)")
+    parser.add_argument("fig2", nargs="?", type=Path, default=ROOT / "results" / "paper" / "fig2" / "tables",
+                        help="Figure 2's tables (default: results/paper/fig2/tables)")
+    parser.add_argument("--stages", type=Path, metavar="RUN_DIR",
+                        help="print instead the stage results of every point of a sweep, finished or not")
+    parser.add_argument("--figure", type=Path, metavar="PATH",
+                        help="also draw the inconsistency against N and the schedule")
+    args = parser.parse_args(argv)
+    if args.stages is not None:
+        stage_results(args.stages, pd.read_csv(args.stages / "tables" / "points.csv"))
         return
-    figure = None
-    if "--figure" in argv:   # --figure PATH: also draw the inconsistency against N and the schedule
-        k = argv.index("--figure")
-        figure, argv = Path(argv[k + 1]), argv[:k] + argv[k + 2:]
-    full = Path(argv[0]) if argv else ROOT / "results" / "fullscale" / "tables"
-    fig2 = Path(argv[1]) if len(argv) > 1 else ROOT / "results" / "paper" / "fig2" / "tables"
+    figure, full, fig2 = args.figure, args.full, args.fig2
     ef, inf = pd.read_csv(full / "errors.csv"), pd.read_csv(full / "inconsistency.csv")
     epochs = pd.read_csv(full / "points.csv").set_index("point")["training.epochs"]   # the two schedules
     ef, inf = ef.assign(epochs=ef.point.map(epochs)), inf.assign(epochs=inf.point.map(epochs))

@@ -10,6 +10,7 @@ and prints one section per question the README answers.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -253,13 +254,21 @@ def l2_reference_counts(sweep_dir: Path) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["--l2-reference"]:   # --l2-reference SWEEP_DIR (reads the points' result files)
-        l2_reference_counts(Path(argv[1]))
+    parser = argparse.ArgumentParser(description="Every number of results/paper/README.md, from the committed tables.")
+    parser.add_argument("base", nargs="?", type=Path, default=Path(__file__).resolve().parents[1] / "results" / "paper",
+                        help="the folder of the grids' tables (default: results/paper)")
+    parser.add_argument("--l2-reference", type=Path, metavar="SWEEP_DIR",
+                        help="print instead svm-l2-reference's counts from a sweep's point records")
+    parser.add_argument("--batch-order", nargs=2, type=Path, metavar=("SWEEP_DIR", "OUT_TABLES_DIR"),
+                        help="write instead the batch-order table of a sweep")
+    args = parser.parse_args(argv)
+    if args.l2_reference is not None:
+        l2_reference_counts(args.l2_reference)
         return
-    if argv[:1] == ["--batch-order"]:   # --batch-order SWEEP_DIR OUT_TABLES_DIR
-        batch_order_table(Path(argv[1]), Path(argv[2]))
+    if args.batch_order is not None:
+        batch_order_table(*args.batch_order)
         return
-    base = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "results" / "paper"
+    base = args.base
     pd.set_option("display.width", 200)
     fig2(base)
     fig3(base)

@@ -1,5 +1,6 @@
-"""The package's structure: no import cycles (imports inside functions included), and no module
-outside a model kind's own module (and the registry) branches on that kind."""
+"""The package's structure: no import cycles (imports inside functions included), experiments build
+on models and never the reverse, and no module outside a model kind's own module (and the
+registry) branches on that kind."""
 
 from __future__ import annotations
 
@@ -78,6 +79,24 @@ def test_no_import_cycle_counting_imports_inside_functions():
 def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_model_module_imports_the_experiments(tmp_path):
+    """Dependency direction: gbcli.experiments builds on gbcli.models, never the reverse (imports
+    inside functions included)."""
+    mods = modules()
+    known = set(mods)
+    offenders = {name: sorted(i for i in imports_of(name, path, known)
+                              if i == "gbcli.experiments" or i.startswith("gbcli.experiments."))
+                 for name, path in mods.items() if name == "gbcli.models" or name.startswith("gbcli.models.")}
+    assert len(offenders) > 5      # the walk sees the model modules
+    assert not any(offenders.values()), {k: v for k, v in offenders.items() if v}
+    # the walk itself sees such an import, at module level and inside a function
+    probe = tmp_path / "probe.py"
+    for source, found in (("from gbcli.experiments import paper001\n", "gbcli.experiments.paper001"),
+                          ("def f():\n    import gbcli.experiments.paper003 as p\n", "gbcli.experiments.paper003")):
+        probe.write_text(source)
+        assert found in imports_of("gbcli.models.probe", probe, known)
 
 
 def _kind_branches(tree: ast.AST, kinds: set[str]) -> list[str]:

@@ -150,7 +150,7 @@ CASES = [
                                                                ("run/gd/config.yaml", "name: x\n")),
                       expect=("run/gd/summary.json",), unwritten=("run/tables",)), id="compare-corrupt-summary"),
     # ---- sweep
-    pytest.param(Case(("sweep", "cfg.yaml", "-q"), config={"grid": {"training.lr": 0.1}}, expect=("cfg.yaml: grid:",)),
+    pytest.param(Case(("sweep", "cfg.yaml", "-q"), config={"grid": {"training.lr": 0.1}}, expect=("cfg.yaml: grid", "list")),
                  id="sweep-grid-not-a-list"),
     pytest.param(Case(("sweep", "cfg.yaml", "-q"), config={"grid": {"model.hidden_units": [2, 0]}},
                       expect=("grid point", "model.hidden_units:")), id="sweep-invalid-grid-point"),

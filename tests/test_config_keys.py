@@ -233,6 +233,17 @@ def test_a_typo_is_reported_without_torch(cfg, expect, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("command", ["fit-svm", "sweep", "config show"])
+def test_every_command_that_reads_a_config_reports_a_typo_without_torch(command, tmp_path):
+    _write(tmp_path / "typo.yaml", {**TINY, "training": {"epochs": 2, "momentun": 0.9},
+                                    **({"grid": {"contexts.seed": [1, 2]}} if command == "sweep" else {})})
+    p = gb(tmp_path, *command.split(), "typo.yaml")
+    assert p.returncode == 2, p.stderr
+    assert _error_line(p).startswith("typo.yaml: training.momentun: unknown key"), p.stderr
+    assert not _torch_imported(p)
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_typo_in_an_override_is_reported_without_torch(tmp_path):
     _write(tmp_path / "tiny.yaml", TINY)
     p = gb(tmp_path, "train-gd", "tiny.yaml", "--set", "training.learning_rate=0.1")

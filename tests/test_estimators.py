@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gbcli.models.gating import one_hot
 from gbcli.programs.design import unit_groups
-from gbcli.programs.estimators import GroupNormSVM, KernelSVM
+from gbcli.programs.estimators import GroupNormSVM, KernelSVM, NotSeparableError, NotSeparableWarning
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -276,3 +276,198 @@ def test_numpy_scalars_are_valid_parameters():
     assert est.status_ == "optimal" and est.certificate_["certified"] and est.certificate_["tolerance"] == 1e-6
     gn = GroupNormSVM(tol=np.float32(1e-5), max_iter=np.int32(100)).fit(*_FOUR)
     assert gn.status_ == "optimal" and gn.certificate_["certified"]
+
+
+# ------------------------------------------------------------------ model selection on MNIST (issue 25)
+
+H = 4   # units of random-hyperplane contexts, C = 2 contexts each
+
+
+@pytest.fixture(scope="module")
+def mnist300(shared_data_dir):
+    """300 MNIST training images as the project uses them: 784 pixels in [-1, 1] and a constant 1,
+    labels -1 / +1 for digits 5-9 / 0-4; contexts of H units, each the side of a random hyperplane."""
+    from gbcli.data.sources import load_dataset
+
+    if not (shared_data_dir / "mnist" / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip(f"MNIST files not found in {shared_data_dir}/mnist: set GB_DATA_DIR to a folder with mnist/")
+    ds = load_dataset("mnist", train_size=300, val_size=100, data_seed=1, data_dir=shared_data_dir)
+    x, y = ds.x_train, ds.y_train
+    ctx = (x @ np.random.default_rng(0).normal(size=(x.shape[1], H)) > 0).astype(np.int64)
+    return x, y, ctx
+
+
+def _coarse(x):
+    """Three features of each image (mean of the top half, the bottom half, every other pixel): no
+    linear predictor through the origin separates 0-4 from 5-9 on them."""
+    return np.stack([x[:, :392].mean(1), x[:, 392:784].mean(1), x[:, :784:2].mean(1)], axis=1)
+
+
+def test_cross_val_score_kernel_svm_on_mnist(mnist300):
+    from sklearn.model_selection import cross_val_score
+
+    x, y, _ = mnist300
+    scores = cross_val_score(KernelSVM(), x, y, cv=3)
+    assert scores.shape == (3,) and np.isfinite(scores).all()
+    assert scores.min() > 0.6   # a real classifier: 0-4 against 5-9 from 200 images
+
+
+def test_cross_val_score_group_norm_contexts_in_x_equals_per_fold_fits(mnist300):
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    x, y, ctx = mnist300
+    xc = np.hstack([x, ctx])   # the contexts travel as X's last H columns
+    est = GroupNormSVM(context_columns=H, count=2)
+    scores = cross_val_score(est, xc, y, cv=3)
+    assert scores.shape == (3,) and np.isfinite(scores).all() and scores.min() > 0.6
+
+    manual = []
+    for train, test in StratifiedKFold(3).split(x, y):   # cross_val_score's cv=3 for a classifier
+        fold = GroupNormSVM(count=2).fit(x[train], y[train], contexts=ctx[train])
+        assert fold.status_ == "optimal" and fold.certificate_["certified"]
+        manual.append(fold.score(x[test], y[test], contexts=ctx[test]))
+        in_x = clone(est).fit(xc[train], y[train])
+        assert in_x.n_features_in_ == x.shape[1] + H and in_x.objective_ == pytest.approx(fold.objective_, rel=1e-9)
+        np.testing.assert_allclose(in_x.decision_function(xc[test]), fold.decision_function(x[test], contexts=ctx[test]),
+                                   rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(scores, manual)
+
+
+def test_cross_val_score_group_norm_contexts_by_metadata_routing(mnist300):
+    import sklearn
+    from sklearn.model_selection import cross_val_score
+
+    x, y, ctx = mnist300
+    in_x = cross_val_score(GroupNormSVM(context_columns=H, count=2), np.hstack([x, ctx]), y, cv=3)
+    with sklearn.config_context(enable_metadata_routing=True):
+        est = GroupNormSVM().set_fit_request(contexts=True, count=True).set_score_request(contexts=True)
+        routed = cross_val_score(est, x, y, cv=3, params={"contexts": ctx, "count": 2})
+    assert np.isfinite(routed).all()
+    np.testing.assert_array_equal(routed, in_x)
+
+
+def test_grid_search_kernel_svm_over_the_kernel_in_a_pipeline(mnist300):
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y, _ = mnist300
+    search = GridSearchCV(KernelSVM(), {"kernel": ["linear", "rbf"], "gamma": [None, 1e-2]}, cv=3).fit(x, y)
+    assert search.best_params_["kernel"] in ("linear", "rbf") and np.isfinite(search.best_score_)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_estimator_.status_ == "optimal" and search.score(x, y) == 1.0   # hard margin: fits all
+
+    pipe = make_pipeline(StandardScaler(), KernelSVM(kernel="rbf"))
+    scores = cross_val_score(pipe, x, y, cv=3)
+    assert np.isfinite(scores).all() and scores.min() > 0.6
+    piped = GridSearchCV(pipe, {"kernelsvm__kernel": ["linear", "rbf"]}, cv=3).fit(x, y)
+    assert piped.best_params_["kernelsvm__kernel"] in ("linear", "rbf") and np.isfinite(piped.best_score_)
+
+
+def test_grid_search_group_norm_over_the_norm(mnist300):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    x, y, ctx = mnist300
+    xc = np.hstack([x, ctx])
+    search = GridSearchCV(GroupNormSVM(context_columns=H, count=2), {"groups": ["units", None]}, cv=3).fit(xc, y)
+    assert search.best_params_["groups"] in ("units", None) and np.isfinite(search.best_score_)
+    means = search.cv_results_["mean_test_score"]
+    assert np.isfinite(means).all() and search.best_score_ == means.max()
+    # the two norms are different programs: different optima on the same data
+    units, columns = (GroupNormSVM(context_columns=H, count=2, groups=g).fit(xc, y) for g in ("units", None))
+    assert units.certificate_["certified"] and columns.certificate_["certified"]
+    assert len(units.groups_) == H and len(columns.groups_) == 2 * H
+    assert units.objective_ != pytest.approx(columns.objective_, rel=1e-3)
+
+    # in a pipeline that transforms the features and passes the context columns through unchanged
+    pre = ColumnTransformer([("pixels", FunctionTransformer(lambda a: 0.5 * a), slice(0, x.shape[1])),
+                             ("contexts", "passthrough", slice(x.shape[1], None))])
+    pipe = Pipeline([("pre", pre), ("svm", GroupNormSVM(context_columns=H, count=2))])
+    grid = GridSearchCV(pipe, {"svm__groups": ["units", None]}, cv=3).fit(xc, y)
+    assert np.isfinite(grid.best_score_) and grid.best_params_["svm__groups"] in ("units", None)
+    assert grid.best_score_ == pytest.approx(search.best_score_)   # scaling X scales zeta, not the predictions
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda: (KernelSVM(on_inseparable="warn"), "coarse"), id="KernelSVM"),
+    pytest.param(lambda: (GroupNormSVM(on_inseparable="warn"), "coarse"), id="GroupNormSVM"),
+    pytest.param(lambda: (GroupNormSVM(on_inseparable="warn", context_columns=2, count=2), "coarse+contexts"),
+                 id="GroupNormSVM-contexts-in-X"),
+])
+def test_inseparable_mnist_is_a_status_and_a_warning(mnist300, make):
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    x, y, ctx = mnist300
+    est, features = make()
+    xs = _coarse(x) if features == "coarse" else np.hstack([_coarse(x), ctx[:, :2]])
+    with pytest.warns(NotSeparableWarning, match="status_ 'infeasible'"):
+        fitted = clone(est).fit(xs, y)
+    assert fitted.status_ == "infeasible" and fitted.objective_ == float("inf")
+    assert fitted.certificate_["certified"] and fitted.certificate_["relative_margin_bound"] <= 1e-9
+    majority = 1.0 if (y > 0).sum() > (y < 0).sum() else -1.0
+    assert fitted.majority_ == majority
+    assert (fitted.predict(xs) == majority).all()
+    assert (np.sign(fitted.decision_function(xs)) == majority).all()
+    assert fitted.score(xs, y) == pytest.approx(float(np.mean(y == majority)))
+
+    with pytest.warns(NotSeparableWarning):
+        scores = cross_val_score(est, xs, y, cv=3)
+    assert scores.shape == (3,) and np.isfinite(scores).all()
+    with pytest.warns(NotSeparableWarning):
+        search = GridSearchCV(est, {"tol": [1e-6, 1e-5]}, cv=3).fit(xs, y)
+    assert np.isfinite(search.best_score_)
+
+    default = clone(est).set_params(on_inseparable="raise")
+    with pytest.raises(NotSeparableError, match="not separable|no hard-margin solution") as info:
+        default.fit(xs, y)
+    assert isinstance(info.value, ValueError)
+
+
+def test_a_refit_on_separable_data_forgets_the_infeasible_fit():
+    x, y = _separable_through_origin(30, 3, seed=4)
+    est = KernelSVM(on_inseparable="warn")
+    with pytest.warns(NotSeparableWarning):
+        est.fit(np.vstack([x, x]), np.concatenate([y, np.where(y == "yes", "no", "yes")]))
+    assert est.status_ == "infeasible" and not hasattr(est, "alpha_")
+    est.fit(x, y)
+    assert est.status_ == "optimal" and not hasattr(est, "majority_") and (est.predict(x) == y).all()
+    gn = GroupNormSVM(on_inseparable="warn")
+    with pytest.warns(NotSeparableWarning):
+        gn.fit(np.vstack([x, x]), np.concatenate([y, np.where(y == "yes", "no", "yes")]))
+    assert gn.status_ == "infeasible" and not hasattr(gn, "zeta_")
+    assert gn.fit(x, y).status_ == "optimal" and not hasattr(gn, "majority_") and (gn.predict(x) == y).all()
+
+
+@pytest.mark.parametrize("params,fit_kw,match", [
+    ({"on_inseparable": "ignore"}, {}, "on_inseparable must be 'raise' or 'warn'"),
+    ({"context_columns": 0}, {}, "context_columns must be None or a positive integer"),
+    ({"gate_columns": 1.5}, {}, "gate_columns must be None or a positive integer"),
+    ({"context_columns": 1, "gate_columns": 1}, {}, "not both"),
+    ({"context_columns": 2}, {}, "leaves no features"),
+    ({"context_columns": 1}, {"contexts": np.zeros((4, 1), dtype=int)}, "travel in X"),
+    ({"count": 0}, {}, "count must be None or a positive integer"),
+    ({"count": 2}, {}, "goes with contexts"),
+])
+def test_model_selection_parameters_are_checked_at_fit(params, fit_kw, match):
+    est = GroupNormSVM(**params)
+    with pytest.raises(ValueError, match=match):
+        est.fit(*_FOUR, **fit_kw)
+    if set(params) == {"on_inseparable"}:
+        with pytest.raises(ValueError, match=match):
+            KernelSVM(**params).fit(*_FOUR)
+
+
+def test_gates_in_x_are_the_gates_argument():
+    x, y = _separable_through_origin(40, 4, seed=5)
+    relu = np.hstack([np.ones((len(x), 1)), (x[:, :2] > 0).astype(float)])
+    by_arg = GroupNormSVM(groups=None).fit(x, y, gates=relu)
+    in_x = GroupNormSVM(groups=None, gate_columns=3).fit(np.hstack([x, relu]), y)
+    assert in_x.objective_ == pytest.approx(by_arg.objective_, rel=1e-9)
+    np.testing.assert_allclose(in_x.decision_function(np.hstack([x, relu])), by_arg.decision_function(x, gates=relu),
+                               rtol=1e-9, atol=1e-12)
+    assert in_x.score(np.hstack([x, relu]), y) == 1.0
+    with pytest.raises(ValueError, match="4 features"):   # predicting without the gate columns
+        in_x.predict(x)

@@ -962,6 +962,37 @@ def _check_error_line(o: Outcome, expect: tuple[Expect, ...], what: str, code: i
     return err
 
 
+def test_the_payloads_are_live(tmp_path):
+    """Positive control of the payload cases: loaded the unsafe way (torch.load with
+    weights_only=False, pickle.loads, numpy with allow_pickle=True, yaml's unsafe loader), each
+    payload really touches MARKER, so a case that finds no MARKER shows gb did not run it."""
+    import torch
+
+    net = torch.nn.Linear(3, 1)
+    buf = io.BytesIO()
+    torch.save({"state_dict": net.state_dict()}, buf)
+    base_npz = io.BytesIO()
+    np.savez(base_npz, val_out=np.zeros(4), train_out=np.zeros(4))
+    unsafe = {
+        "checkpoint": lambda: torch.load(io.BytesIO(checkpoint_with_payload(buf.getvalue())), weights_only=False),
+        "bare-pickle": lambda: pickle.loads(pickle_open_payload(b"")),
+        "npz-object": lambda: dict(np.load(io.BytesIO(npz_object_array(base_npz.getvalue())), allow_pickle=True)),
+        "yaml-tag": lambda: yaml.unsafe_load('!!python/object/apply:os.system ["touch MARKER"]\n'),
+    }
+    for name, load in unsafe.items():
+        work = tmp_path / name
+        work.mkdir()
+        cwd = os.getcwd()
+        os.chdir(work)
+        try:
+            obj = load()
+            if isinstance(obj, dict):
+                [v.tolist() for v in obj.values() if isinstance(v, np.ndarray)]   # unpickles the object array
+        finally:
+            os.chdir(cwd)
+        assert (work / "MARKER").exists(), f"the {name} payload did not run when loaded unsafely"
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input(case: Case, launched, request):
     outcome, work, before, outside, outside_before = launched["cases"][request.node.callspec.id].result()

@@ -1,7 +1,9 @@
-"""The papers' own experiments, one module each (`paper001`, `paper002`, `paper003`).
+"""The papers' own experiments, one module each (`paper001`, `paper002`, `paper003`, `paper004`).
 
-Each module holds what only its paper needs: programs that a model module declares as its own
-(`PROGRAMS`), instruments (`INSTRUMENTS`), and the reports it adds to `gb compare` on a run
-(`RUN_REPORTS`) and to a sweep's aggregation (`SWEEP_REPORTS`). `gbcli.registry` collects them;
-the general modules do not mention papers.
+Each module holds what only its paper's experiments need: instruments (`INSTRUMENTS`), and the
+reports it adds to `gb compare` on a run (`RUN_REPORTS`) and to a sweep's aggregation
+(`SWEEP_REPORTS`). `gbcli.registry` collects them; the general modules do not mention papers.
+Experiments build on models, never the reverse: the models a paper introduces, with their programs
+and inits, live in `gbcli.models` (e.g. `gbcli.models.construction`, `gbcli.models.one_class`),
+and no module of `gbcli.models` imports this package.
 """

@@ -1,7 +1,9 @@
 """Paper 001 (min-norm / rank-two bias of ReLU nets on orthogonally separable data).
 
-- `balance`: the balanced init, |w2_j| = ||w1_j|| with random signs (`model.init: balanced`);
-- the programs `svm-pos` / `svm-neg`: the one-class max-margin directions w+ and w-;
+The model-side pieces live with the models: the balanced init (`model.init: balanced`,
+|w2_j| = ||w1_j|| with random signs) in `gbcli.models.relu`, and the programs `svm-pos` /
+`svm-neg` (the one-class max-margin directions w+ and w-) in `gbcli.models.one_class`. Here:
+
 - the instruments `rank` (singular values of the first layer; also used for paper 002's nets) and
   `alignment` (each neuron's cosine with w+ or w-, by the sign of its output weight, and with the
   class means), with the final per-neuron table `gd/neurons.csv`;
@@ -23,44 +25,12 @@ import numpy as np
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
-from torch import nn
 
-from gbcli.errors import GbError
 from gbcli.instruments.base import Instrument, TrackContext, first_layer
 from gbcli.io import read_csv_untrusted, write_csv
-from gbcli.models.base import Problem, Program
-from gbcli.programs.design import GatedDesign
 from gbcli.reports.render import save_png
 
 RANK_TOL = 0.05   # numerical rank: singular values above 5% of the largest
-
-
-def balance(model: nn.Module, gen: torch.Generator) -> None:
-    """The balanced init: |w2_j| = ||w1_j||, with random signs."""
-    with torch.no_grad():
-        sign = torch.where(torch.rand(model.w2.shape[1], generator=gen) < 0.5, -1.0, 1.0)
-        model.w2.copy_((sign * model.w1.norm(dim=1))[None])
-
-
-def one_class_design(sign: float):
-    """svm-pos (sign +1): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only. svm-neg: w- the
-    same on the negatives, written with label -1 and gate -1 so that the design's decision
-    -<w-, x> is a classifier of the task (positive on the positives), like svm-pos's <w+, x>."""
-    name = "svm-pos" if sign > 0 else "svm-neg"
-
-    def design(cfg, problem: Problem, trained=None) -> GatedDesign:
-        ds = problem.dataset
-        xs = ds.x_train[ds.y_train == sign]
-        if not len(xs):
-            raise GbError(f"svm.objectives: {name} needs training points with label {sign:+.0f}, there are none")
-        return GatedDesign(xs, np.full(len(xs), sign), np.full((len(xs), 1), sign), ds.x_val,
-                           np.full((len(ds.x_val), 1), sign), "sq")
-
-    return design
-
-
-PROGRAMS = {"svm-pos": Program("svm-pos", "sq", one_class_design(1.0), description="w+: max margin on the positives"),
-            "svm-neg": Program("svm-neg", "sq", one_class_design(-1.0), description="w-: max margin on the negatives")}
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Paper 003's convolution with disjoint patches and one shared filter:
 f(x) = sum_j v_j sigma(<w, x^(j)>), started from explicit weights; its program is the non-convex
-Problem 2 (gbcli.experiments.paper003)."""
+Problem 2 (gbcli.models.construction)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic import Field, StrictInt
 from torch import nn
 
 from gbcli.errors import GbError
-from gbcli.experiments import paper003
+from gbcli.models import construction
 from gbcli.models.base import ModelParams
 
 
@@ -41,16 +41,16 @@ class SharedFilterConv(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         pre = x.reshape(len(x), self.patches, -1) @ self.w
-        return paper003.activate(pre, self.activation) @ self.v
+        return construction.activate(pre, self.activation) @ self.v
 
     def weights(self) -> list[torch.Tensor]:
         return [self.w, self.v]
 
 
-class Spec(paper003.ConstructionSpec):
+class Spec(construction.ConstructionSpec):
     kind, Params = "conv", Params
     description = "paper 003: shared-filter convolution over disjoint patches, explicit initial weights"
-    programs = paper003.programs()
+    programs = construction.programs()
 
     example_model = {"activation": "relu", "weights": {"w": [0.0, 1.0], "v": [0.7, 0.7]}}
     example_x = [[4.0, 0.7, -4.0, 0.7]]
@@ -62,7 +62,7 @@ class Spec(paper003.ConstructionSpec):
         w, v = theta_parts
         patches = x.reshape(len(x), len(v), -1)
         pre = patches @ w
-        g = paper003.gate(pre, cfg.model.activation)
+        g = construction.gate(pre, cfg.model.activation)
         return (pre * g) @ v, np.hstack([np.einsum("nj,njp->np", g * v, patches), pre * g])
 
 

@@ -1,5 +1,5 @@
 """Paper 003's depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>,
-started from explicit weights; its program is the non-convex Problem 2 (gbcli.experiments.paper003)."""
+started from explicit weights; its program is the non-convex Problem 2 (gbcli.models.construction)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from pydantic import Field, StrictInt
 from torch import nn
 
-from gbcli.experiments import paper003
+from gbcli.models import construction
 from gbcli.models.base import ModelParams
 
 
@@ -37,7 +37,7 @@ class DiagonalNet(nn.Module):
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         h = x
         for j in range(self.w.shape[0] - 1):
-            h = paper003.activate(self.w[j] * h, self.activation)
+            h = construction.activate(self.w[j] * h, self.activation)
         return h @ self.w[-1]
 
     def weights(self) -> list[torch.Tensor]:
@@ -54,8 +54,8 @@ def diagonal_margins(activation: str):
         h = x.copy()
         for j in range(m - 1):
             z = w[j] * h
-            gates = gates * paper003.gate(z, activation)
-            h = z * paper003.gate(z, activation)
+            gates = gates * construction.gate(z, activation)
+            h = z * construction.gate(z, activation)
         f = h @ w[-1]
         jac = np.empty((len(x), m, w.shape[1]))
         for j in range(m):
@@ -65,10 +65,10 @@ def diagonal_margins(activation: str):
     return margins
 
 
-class Spec(paper003.ConstructionSpec):
+class Spec(construction.ConstructionSpec):
     kind, Params = "diagonal", Params
     description = "paper 003: depth-m diagonal network, explicit initial weights"
-    programs = paper003.programs()
+    programs = construction.programs()
 
     example_model = {"depth": 2, "activation": "linear", "weights": {"w": [[1.0, 0.0], [1.0, 0.0]]}}
     example_x = [[1.0, 2.0]]

@@ -16,7 +16,7 @@ from pydantic import Field, StrictInt
 from torch import nn
 
 from gbcli.errors import GbError
-from gbcli.experiments import paper001, paper003
+from gbcli.models import construction, one_class
 from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, set_weights
 from gbcli.models.gating import random_relu_gates
 from gbcli.programs.design import GatedDesign, constant_gates, singleton_groups
@@ -154,21 +154,28 @@ def relu_margins(theta_parts: list[np.ndarray], x: np.ndarray) -> tuple[np.ndarr
     return f, np.hstack([jw.reshape(len(x), -1), pre * g])
 
 
+def balance(model: nn.Module, gen: torch.Generator) -> None:
+    """Paper 001's balanced init: |w2_j| = ||w1_j||, with random signs."""
+    with torch.no_grad():
+        sign = torch.where(torch.rand(model.w2.shape[1], generator=gen) < 0.5, -1.0, 1.0)
+        model.w2.copy_((sign * model.w1.norm(dim=1))[None])
+
+
 class Spec(ModelSpec):
     kind, Params = "relu", Params
     description = "x -> H -> 1 ReLU, no biases"
-    programs = {**GATE_PROGRAMS, **paper001.PROGRAMS, **paper003.programs()}
+    programs = {**GATE_PROGRAMS, **one_class.PROGRAMS, **construction.programs()}
     instruments = ("kkt", "rank", "alignment", "layer_rank")
     default_init = "kaiming"
     example_model = {"hidden_units": 4}
 
     def example(self, program):
-        if program not in paper003.NONCONVEX:
+        if program not in construction.NONCONVEX:
             return super().example(program)
         # paper 003's Thm 3.2 construction: two points, GD's net classifies both from the start
-        cfg = paper003.example(program, {"kind": self.kind, "hidden_units": 2,
-                                         "weights": {"w1": [[0.1, 1.0], [-0.2, -1.0]], "w2": [[0.5, 0.4]]}},
-                               [[1.0, 0.25], [-1.0, 0.25]])
+        cfg = construction.example(program, {"kind": self.kind, "hidden_units": 2,
+                                             "weights": {"w1": [[0.1, 1.0], [-0.2, -1.0]], "w2": [[0.5, 0.4]]}},
+                                   [[1.0, 0.25], [-1.0, 0.25]])
         cfg["svm"]["restarts"] = 20   # random starts often stall at a dead neuron
         return cfg
 
@@ -183,7 +190,7 @@ class Spec(ModelSpec):
 
     def after_init(self, model, cfg, gen):
         if cfg.model.init == "balanced":   # paper 001: |w2_j| = ||w1_j||, signs from the same generator
-            paper001.balance(model, gen)
+            balance(model, gen)
         if cfg.model.weights is not None:   # explicit initial weights (paper 003's 2-neuron ReLU net)
             set_weights(model, cfg.model.weights)
 

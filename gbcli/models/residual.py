@@ -20,7 +20,7 @@ from typing import Literal, Optional
 import torch
 from pydantic import Field, StrictInt
 
-from gbcli.experiments import paper001
+from gbcli.models import one_class
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec
 from gbcli.models.deep_linear import DeepLinear
 
@@ -54,7 +54,7 @@ class ResidualNet(DeepLinear):
 class Spec(ModelSpec):
     kind, Params = "residual", Params
     description = "paper 001: residual ReLU net f_l = f_{l-1} + W_l relu(f_{l-1}), no biases"
-    programs = paper001.PROGRAMS
+    programs = one_class.PROGRAMS
     instruments = ("layer_rank", "closest_alignment")
     default_init = "torch-default"
     example_model = {"depth": 3, "width": 4}

@@ -7,8 +7,27 @@
   contexts (the svm-gln program of `gb fit-svm`), solved by a registered solver and certified by
   `gbcli.programs.certify`.
 
-Both take any two labels: classes_[1] plays +1. Data that no predictor of the program separates
-(a hard-margin program without bias has no solution then) raises ValueError.
+Both take any two labels: classes_[1] plays +1.
+
+Data that no predictor of the program separates (a hard-margin program without bias has no solution
+then) is a checkable outcome, chosen by the constructor parameter `on_inseparable`:
+- "raise" (the default): fit raises `NotSeparableError`, a ValueError subclass;
+- "warn": fit succeeds, warns `NotSeparableWarning` (a UserWarning subclass) and sets
+  `status_ = "infeasible"`, `objective_ = inf`, `certificate_` (the dual ray's bound on the margin,
+  `certified` when it proves the data inseparable) and `majority_`; the fitted estimator then has no
+  predictor: predict answers `majority_` (the training set's more frequent class, classes_[0] on a
+  tie) for every point and decision_function the constant +1 (majority_ is classes_[1]) or -1, so
+  score is a real number and cross_val_score / GridSearchCV get a score for every fold.
+
+Model selection (cross_val_score, GridSearchCV, Pipeline): KernelSVM needs nothing more. GroupNormSVM's
+gates travel with the points in either of two ways:
+- in X: `GroupNormSVM(context_columns=H, count=C)` reads the last H columns of X as the points'
+  local contexts (integers in [0, C)), `gate_columns=R` the last R columns as their gate matrix, so
+  that slicing the rows of X slices the gates with them; fit, decision_function, predict and score
+  split them off (n_features_in_ counts them);
+- as metadata: fit(X, y, contexts=..., count=...), predict / decision_function / score(X, ...,
+  contexts=...), routed by scikit-learn's metadata routing (`sklearn.set_config(enable_metadata_routing=True)`
+  and `est.set_fit_request(contexts=True, count=True).set_score_request(contexts=True)`).
 """
 
 from __future__ import annotations
@@ -28,9 +47,45 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from gbcli.programs.certify import certificate
 from gbcli.programs.design import GatedDesign, constant_gates, decision, singleton_groups, unit_groups
-from gbcli.programs.ipm import Kernel, interior_point
+from gbcli.programs.ipm import NOT_SEPARABLE, Kernel, interior_point
 
 SUPPORT = 1e-6   # a training point is a support vector when its multiplier exceeds this fraction of the largest
+ON_INSEPARABLE = ("raise", "warn")
+
+
+class NotSeparableError(ValueError):
+    """fit's answer, with on_inseparable="raise" (the default), to training data that no predictor of the
+    program separates: the hard-margin program has no solution. A ValueError, so code that caught
+    ValueError before still does; catch this class to tell inseparable data from bad input."""
+
+
+class NotSeparableWarning(UserWarning):
+    """Warned by fit, with on_inseparable="warn", when the training data is not separable: the
+    estimator is fitted with status_ "infeasible" and predicts its majority_ class."""
+
+
+def _check_on_inseparable(est) -> str:
+    if not isinstance(est.on_inseparable, str) or est.on_inseparable not in ON_INSEPARABLE:
+        raise ValueError(f"{type(est).__name__}: on_inseparable must be 'raise' or 'warn', "
+                         f"got {est.on_inseparable!r}")
+    return est.on_inseparable
+
+
+def _inseparable(est, message: str, classes, ypm, certificate_: dict, lam) -> None:
+    """Raise NotSeparableError, or (on_inseparable="warn") fit the estimator without a predictor."""
+    if est.on_inseparable == "raise":
+        raise NotSeparableError(message)
+    positive = int(np.sum(ypm > 0))
+    majority = 1 if positive > len(ypm) - positive else 0
+    est.classes_, est.majority_, est._constant = classes, classes[majority], 1.0 if majority else -1.0
+    est.status_, est.message_, est.objective_ = "infeasible", message, float("inf")
+    est.certificate_, est.lam_, est.n_iter_ = certificate_, lam, certificate_.get("iterations")
+    warnings.warn(f"{type(est).__name__}: {message}; fitted without a predictor (status_ 'infeasible'): "
+                  f"predict answers the majority class {classes[majority]!r}", NotSeparableWarning, stacklevel=3)
+
+
+def _no_predictor(est) -> bool:
+    return getattr(est, "status_", None) == "infeasible"
 
 
 def _binary_labels(est, y) -> tuple[np.ndarray, np.ndarray]:
@@ -85,19 +140,26 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
     None means 1 / n_features) or "precomputed" (fit takes the N x N training kernel, decision_function
     the M x N kernel between new and training points). tol: the relative duality gap (and margin
     shortfall) the solve is certified to; max_iter: interior-point iterations (None: the method's default).
+    on_inseparable: "raise" (NotSeparableError) or "warn" (status_ "infeasible", see the module's docstring).
+    kernel, gamma, degree and coef0 are the hyperparameters GridSearchCV can select.
 
     Fitted: classes_, alpha_ (N,), dual_coef_ (1, n_SV) and support_, coef_ (1, D) for the linear
-    kernel, lam_ (the dual multipliers), status_ ("optimal" | "inaccurate"), objective_ (||w||^2) and
-    certificate_ (primal_objective, dual_objective, rel_gap, min_margin, iterations, certified, tolerance).
+    kernel, lam_ (the dual multipliers), status_ ("optimal" | "inaccurate" | "infeasible"), objective_
+    (||w||^2) and certificate_ (primal_objective, dual_objective, rel_gap, min_margin, iterations,
+    certified, tolerance). When infeasible: classes_, majority_, status_, message_, objective_ (inf),
+    lam_ (the dual ray) and certificate_ (with relative_margin_bound: an upper bound on any predictor's
+    margin relative to ||w|| and the inputs' radius; certified when below 1e-9) only.
     """
 
-    def __init__(self, kernel="linear", gamma=None, degree=3, coef0=1.0, tol=1e-6, max_iter=None):
+    def __init__(self, kernel="linear", gamma=None, degree=3, coef0=1.0, tol=1e-6, max_iter=None,
+                 on_inseparable="raise"):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
         self.tol = tol
         self.max_iter = max_iter
+        self.on_inseparable = on_inseparable
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -119,6 +181,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{name}: degree must be a positive integer, got {self.degree!r}")
         if not _is_real(self.coef0) or not math.isfinite(float(self.coef0)):
             raise ValueError(f"{name}: coef0 must be a finite number, got {self.coef0!r}")
+        _check_on_inseparable(self)
         return _check_tol(self, self.tol), _check_max_iter(self, self.max_iter)
 
     def _gram(self, x, z):
@@ -130,8 +193,10 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                 degree=self.degree, coef0=self.coef0)
 
     def fit(self, X, y):
-        """Solve the program on (X, y); ValueError when the data is not separable by this kernel, or
-        when a parameter is out of range (tol a finite number in (0, 1), max_iter a positive integer)."""
+        """Solve the program on (X, y). Data not separable by this kernel: NotSeparableError (a
+        ValueError), or with on_inseparable="warn" a NotSeparableWarning and status_ "infeasible".
+        ValueError when a parameter is out of range (tol a finite number in (0, 1), max_iter a
+        positive integer)."""
         tol, max_iter = self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
@@ -148,8 +213,18 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         status, message, lam, s, it = interior_point(Kernel(torch.as_tensor(q, dtype=torch.float64)), True,
                                                      tol, max_iter)
         if status == "infeasible":
-            raise ValueError(f"the training data is not separable by this kernel ({self.kernel}) with a hard "
-                             "margin and no bias: the program has no solution")
+            qlam = float(lam @ q @ lam)
+            radius = math.sqrt(max(float(np.max(np.diag(gram))), 0.0))
+            bound = 0.0 if radius == 0 or lam.sum() <= 0 else math.sqrt(max(qlam, 0.0)) / (lam.sum() * radius)
+            cert = {"primal_objective": float("inf"), "dual_objective": float(lam.sum() ** 2 / qlam) if qlam > 0
+                    else float("inf"), "rel_gap": float("nan"), "min_margin": float("nan"),
+                    "relative_margin_bound": float(bound), "iterations": it, "tolerance": tol,
+                    "certified": bool(bound <= NOT_SEPARABLE)}
+            self._reset_fitted()
+            _inseparable(self, f"the training data is not separable by this kernel ({self.kernel}) with a hard "
+                         "margin and no bias: the program has no solution", classes, ypm, cert, lam)
+            self.X_fit_ = X
+            return self
         if s is None:
             raise ValueError(f"the interior-point method failed: {message}")
         alpha = s[0] * lam * ypm
@@ -165,6 +240,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                              "min_margin": float(margins.min()), "iterations": it, "tolerance": tol,
                              "certified": bool(abs(gap) <= tol and margins.min() >= 1 - tol)}
         status = _certified_status(status, self.certificate_)
+        self._reset_fitted()
         self.status_, self.message_, self.lam_, self.alpha_, self.objective_ = status, message, lam, alpha, primal
         self.support_ = np.flatnonzero(lam > SUPPORT * lam.max())
         self.dual_coef_ = alpha[self.support_][None, :]
@@ -174,10 +250,18 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         _warn_inexact(self, status, message)
         return self
 
+    def _reset_fitted(self):
+        """Forget a previous fit's attributes that this fit may not set (a refit on other data)."""
+        for name in ("alpha_", "dual_coef_", "support_", "coef_", "majority_", "_constant"):
+            self.__dict__.pop(name, None)
+
     def decision_function(self, X):
-        """f(x) = sum_n alpha_n k(x_n, x) for each row of X (M x N_train kernel rows when precomputed)."""
+        """f(x) = sum_n alpha_n k(x_n, x) for each row of X (M x N_train kernel rows when precomputed);
+        when fitted infeasible, the constant +1 or -1 of the majority_ class."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
+        if _no_predictor(self):
+            return np.full(X.shape[0], self._constant)
         return self._gram(X, self.X_fit_) @ self.alpha_
 
     def predict(self, X):
@@ -195,17 +279,36 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
     groups: "units" (contexts: the C columns of each unit, the svm-gln norm; gates: one group per
     column), None (one group per gate column) or a list of column-index arrays partitioning the R
     columns. solver: a name in gbcli.programs.solvers.SOLVERS that solves group norms (default the
-    certified dual interior point); tol and max_iter are passed to it.
+    certified dual interior point); tol and max_iter are passed to it. groups chooses the norm
+    (GridSearchCV can select it: "units" the sum over units of their Frobenius norms, None the sum over
+    gate columns of their Euclidean norms).
+
+    Gates and contexts come as keyword arguments of fit / decision_function / predict / score (routable
+    by scikit-learn's metadata routing), or travel in X, so that cross-validation slices them with the points:
+    - context_columns: None, or H >= 1: the last H columns of X are the points' local contexts (integers
+      in [0, count)), one per unit;
+    - gate_columns: None, or R >= 1: the last R columns of X are the points' gate matrix E;
+    - count: the number of contexts per unit (None: the training contexts' largest value + 1); give it
+      when the contexts travel in X, or a fold whose training rows never reach the last context
+      cannot score rows that do. fit's count argument, when given, overrides it.
+    on_inseparable: "raise" (NotSeparableError) or "warn" (status_ "infeasible"; see the module's docstring).
 
     Fitted: classes_, zeta_ (R, D), lam_ (the dual multipliers, when the solver gives them),
-    objective_, status_, message_, certificate_ (gbcli.programs.certify.certificate), groups_, count_.
+    objective_, status_, message_, certificate_ (gbcli.programs.certify.certificate), groups_, count_,
+    gate_mode_. When infeasible: classes_, majority_, status_ "infeasible", objective_ (inf), lam_
+    (the dual ray), certificate_ (relative_margin_bound, certified), gate_mode_, count_, groups_, but no zeta_.
     """
 
-    def __init__(self, groups="units", tol=1e-6, max_iter=None, solver="dual"):
+    def __init__(self, groups="units", tol=1e-6, max_iter=None, solver="dual", context_columns=None,
+                 gate_columns=None, count=None, on_inseparable="raise"):
         self.groups = groups
         self.tol = tol
         self.max_iter = max_iter
         self.solver = solver
+        self.context_columns = context_columns
+        self.gate_columns = gate_columns
+        self.count = count
+        self.on_inseparable = on_inseparable
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -241,9 +344,38 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
             units = ctx.shape[1]
         if e.shape[0] != n:
             raise ValueError(f"{mode} has {e.shape[0]} rows but X has {n}")
-        if not fitting and e.shape[1] != self.zeta_.shape[0]:
-            raise ValueError(f"{mode} gives {e.shape[1]} gate columns, the fit had {self.zeta_.shape[0]}")
+        if not fitting and e.shape[1] != self.n_gates_:
+            raise ValueError(f"{mode} gives {e.shape[1]} gate columns, the fit had {self.n_gates_}")
         return e, units, count
+
+    def _columns(self) -> tuple[str | None, int]:
+        """("contexts" | "gates" | None, k): which gates travel in the last k columns of X."""
+        name = type(self).__name__
+        for param in ("context_columns", "gate_columns"):
+            k = getattr(self, param)
+            if k is not None and (not isinstance(k, numbers.Integral) or isinstance(k, (bool, np.bool_)) or k < 1):
+                raise ValueError(f"{name}: {param} must be None or a positive integer, got {k!r}")
+        if self.context_columns is not None and self.gate_columns is not None:
+            raise ValueError(f"{name}: set context_columns or gate_columns, not both")
+        if self.context_columns is not None:
+            return "contexts", int(self.context_columns)
+        if self.gate_columns is not None:
+            return "gates", int(self.gate_columns)
+        return None, 0
+
+    def _split(self, X, gates, contexts):
+        """(features, gates, contexts): the gates travelling in X's last columns split off."""
+        kind, k = self._columns()
+        if kind is None:
+            return X, gates, contexts
+        if gates is not None or contexts is not None:
+            raise ValueError(f"{type(self).__name__}: the {kind} travel in X ({kind[:-1]}_columns={k}); "
+                             "do not pass gates= or contexts= as well")
+        if k >= X.shape[1]:
+            raise ValueError(f"{type(self).__name__}: {kind[:-1]}_columns={k} leaves no features in X's "
+                             f"{X.shape[1]} columns")
+        features, tail = X[:, :-k], X[:, -k:]
+        return (features, tail, None) if kind == "gates" else (features, None, tail)
 
     def _group_list(self, rows, units, count, mode):
         if isinstance(self.groups, str):
@@ -259,28 +391,45 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return groups
 
     def fit(self, X, y, gates=None, contexts=None, count=None):
-        """Solve the program on (X, y) with the points' gates; ValueError when it has no solution, or
-        when a parameter is out of range (tol a finite number in (0, 1), max_iter a positive integer)."""
+        """Solve the program on (X, y) with the points' gates (arguments, or X's last columns). Data
+        no predictor separates: NotSeparableError (a ValueError), or with on_inseparable="warn" a
+        NotSeparableWarning and status_ "infeasible". ValueError when a parameter is out of range
+        (tol a finite number in (0, 1), max_iter a positive integer)."""
         from gbcli.programs.solvers import SOLVERS
 
         tol, max_iter = _check_tol(self, self.tol), _check_max_iter(self, self.max_iter)
+        _check_on_inseparable(self)
+        self._columns()
+        if self.count is not None and (not isinstance(self.count, numbers.Integral)
+                                       or isinstance(self.count, (bool, np.bool_)) or self.count < 1):
+            raise ValueError(f"{type(self).__name__}: count must be None or a positive integer, got {self.count!r}")
         X, y = validate_data(self, X, y, dtype=np.float64)
-        X = X if X.flags.writeable else X.copy()   # the dual solver hands X to torch, which wants writable arrays
         classes, ypm = _binary_labels(self, y)
         if not isinstance(self.solver, str) or self.solver not in SOLVERS \
                 or not SOLVERS[self.solver].can_solve("group"):
             able = [n for n, s in SOLVERS.items() if s.can_solve("group")]
             raise ValueError(f"solver must be one of {able}, got {self.solver!r}")
+        X, gates, contexts = self._split(X, gates, contexts)
+        X = np.ascontiguousarray(X) if X.flags.writeable else X.copy()   # torch wants writable arrays
+        if count is None and contexts is not None:
+            count = self.count
+        elif count is None and self.count is not None:
+            raise ValueError("count is the number of contexts per unit: it goes with contexts")
         e, units, count = self._gates(len(X), gates, contexts, count, fitting=True)
         mode = "gates" if gates is not None else "contexts" if contexts is not None else "constant"
         groups = self._group_list(e.shape[1], units, count, mode)
         design = GatedDesign(X, ypm, e, X[:0], e[:0], "group", groups, units, count)
         sol = SOLVERS[self.solver].solve(design, max_iter, tol)
+        self.__dict__.pop("zeta_", None)
+        self.__dict__.pop("majority_", None)
+        self.gate_mode_, self.groups_, self.count_, self.n_gates_ = mode, groups, count, e.shape[1]
         if sol.zeta is None:
             if sol.status == "infeasible":
-                raise ValueError(f"no hard-margin solution with these gates: {sol.message}")
+                _inseparable(self, f"no hard-margin solution with these gates: {sol.message}", classes, ypm,
+                             certificate(design, sol, tol), sol.lam)
+                return self
             raise ValueError(f"the {self.solver} solver failed ({sol.status}): {sol.message}")
-        self.classes_, self.gate_mode_, self.groups_, self.count_ = classes, mode, groups, count
+        self.classes_ = classes
         self.zeta_, self.lam_, self.objective_ = sol.zeta, sol.lam, sol.value
         self.certificate_ = certificate(design, sol, tol)
         sol.status = _certified_status(sol.status, self.certificate_)
@@ -289,10 +438,14 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X, gates=None, contexts=None):
-        """f(x) = sum_r E[x, r] <zeta_r, x>, with the new points' gates given as in fit."""
+        """f(x) = sum_r E[x, r] <zeta_r, x>, with the new points' gates given as in fit; when fitted
+        infeasible, the constant +1 or -1 of the majority_ class."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
+        X, gates, contexts = self._split(X, gates, contexts)
         e, _, _ = self._gates(len(X), gates, contexts, None, fitting=False)
+        if _no_predictor(self):
+            return np.full(X.shape[0], self._constant)
         return decision(self.zeta_, X, e)
 
     def predict(self, X, gates=None, contexts=None):

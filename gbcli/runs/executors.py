@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import shutil
 import subprocess
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing.connection import wait as wait_for
@@ -27,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.io import write_json
+from gbcli.logs import LINE_FRACTION, LINE_SECONDS, clock
 
 STOP_SECONDS = 3   # how long terminated workers get to exit before they are killed
 
@@ -245,35 +247,54 @@ def _cancel_array(array: str) -> str:
 
 
 class _Progress:
-    """Points done / failed / running and an ETA: a rich bar on a terminal, log lines otherwise."""
+    """Points done / failed / running and an ETA. On a terminal, a rich bar; with output to a file
+    (a Slurm log, nohup, CI), a plain line about every `LINE_SECONDS` or `LINE_FRACTION` of the
+    points, and a last one; with `-q` (not `show`), only the failures. A failed point is always
+    named on its own line."""
 
     def __init__(self, total: int, show: bool, echo):
-        self.total, self.show, self.echo = total, show, echo
+        self.total, self.show, self.echo = max(int(total), 1), show, echo
         self.count = self.failed = 0
+        self.bar = None
+        self.start = self.last_line = time.perf_counter()
+        self.last_fraction = 0.0
 
     def __enter__(self):
-        if self.show:
+        if self.show and sys.stderr.isatty():
             self.bar = Progress(TextColumn("points"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("failed {task.fields[failed]}, running {task.fields[running]}"),
                                 TextColumn("ETA"), TimeRemainingColumn())
             self.bar.__enter__()
             self.task = self.bar.add_task("sweep", total=self.total, failed=0, running=0)
+        elif self.show:
+            self.echo(f"sweep: {self.total} points to run")
         return self
 
     def __exit__(self, *exc):
-        if self.show:
+        if self.bar is not None:
             self.bar.__exit__(*exc)
 
     def running(self, n: int) -> None:
-        if self.show:
+        if self.bar is not None:
             self.bar.update(self.task, running=n)
 
     def finished(self, result: dict, pid: str) -> None:
         self.count += 1
         self.failed += result["status"] != "done"
-        if self.show:
+        if self.bar is not None:
             self.bar.update(self.task, advance=1, failed=self.failed)
         if result["status"] != "done":
             self.echo(f"point {pid} FAILED at {result['stage']}: {result['message']} (log: {result['log']})")
-        elif not self.show:
-            self.echo(f"[{self.count}/{self.total}] point {pid} done ({result['seconds']:.0f} s)")
+        if self.bar is None and self.show:
+            now, fraction = time.perf_counter(), self.count / self.total
+            if now - self.last_line >= LINE_SECONDS or fraction - self.last_fraction >= LINE_FRACTION \
+                    or self.count == self.total:
+                self._line()
+
+    def _line(self) -> None:
+        now = time.perf_counter()
+        elapsed, fraction = now - self.start, min(self.count / self.total, 1.0)
+        eta = f", ETA {clock(elapsed * (1 - fraction) / fraction)}" if 0 < fraction < 1 else ""
+        self.echo(f"sweep: {self.count}/{self.total} points ({100 * fraction:.0f}%), {self.failed} failed, "
+                  f"elapsed {clock(elapsed)}{eta}")
+        self.last_line, self.last_fraction = now, fraction

@@ -21,7 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gbcli.errors import GbError
 from gbcli.io import flatten, load_yaml, read_text_untrusted, read_untrusted
+from gbcli.text import shorten
 
 RECORD_LIMIT = 64 * 1024 ** 2
 KEY_COLUMNS = ("dataset.name", "dataset.train_size", "model.kind", "model.hidden_units", "contexts.count",
@@ -150,7 +152,6 @@ def _time_of(records: list[tuple[Path, dict | None]]) -> str:
 def read_run(path: str | Path) -> RunInfo:
     """A run directory's stages (status computed as the module says), config and headline numbers."""
     from gbcli.runs.integrity import _manifest, file_hash   # noqa: PLC2701 (the same manifests as the checks)
-    from gbcli.errors import GbError
 
     path = Path(path)
     stages, numbers, records = {}, {}, []
@@ -207,7 +208,8 @@ def read_run(path: str | Path) -> RunInfo:
     elif any(v == "unfinished" for v in stages.values()) or "gd" not in stages:
         status = "partial"
     else:
-        status = "complete" if (path / "tables" / "errors.csv").is_file() else "solved"
+        status = "complete" if (path / "tables" / "errors.csv").is_file() else \
+            "solved" if any(name != "gd" for name in stages) else "trained"
     return RunInfo(path, "run", status, stages, config, numbers, _time_of(records))
 
 
@@ -249,7 +251,6 @@ def read_sweep(path: str | Path) -> RunInfo:
 
 
 def read_any(path: str | Path) -> RunInfo:
-    from gbcli.errors import GbError
     from gbcli.runs.integrity import dir_kind
 
     path = Path(path)
@@ -290,6 +291,11 @@ def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth
         walk(root, 0)
     infos = [read_any(p) for p in found]
     if filters:
+        known = {"kind", "status"} | {k for i in infos for k in i.config}
+        unknown = sorted(set(filters) - known)
+        if infos and unknown:   # a typo would otherwise list nothing, silently
+            raise GbError(f"--where {shorten(unknown[0], 200)}: no run under {shorten(str(root), 200)} has this key "
+                          f"(a config key such as model.hidden_units, or kind, status)")
         infos = [i for i in infos if _matches(i, filters)]
     return sorted(infos, key=lambda i: i.time, reverse=True)
 

@@ -117,10 +117,7 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
         if marker.is_symlink() or not marker.is_file():
             raise GbError(f"{where}: not a regular file (gb's marker of what this directory is)")
         try:
-            with open(marker, "rb") as fh:
-                data = fh.read(MARKER_MAX_BYTES + 1)
-            if len(data) > MARKER_MAX_BYTES:
-                raise ValueError("too large")
+            data = read_untrusted(marker, MARKER_MAX_BYTES)   # never through a link swapped in since the check
             rec = json.loads(data.decode("utf-8"))
         except (OSError, ValueError, UnicodeDecodeError):
             raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep)") from None

@@ -20,6 +20,7 @@ ever deleted from the store. Files are read as untrusted data; symlinks are neve
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from pathlib import Path
 
@@ -130,9 +131,11 @@ def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | No
 
 
 def export(root: str | Path = "runs", tracking_uri: str | None = None, experiment: str = "gb",
-           echo=print) -> dict:
+           echo=None) -> dict:
     """Log every run and sweep under `root` (a sweep with its points as child runs) into the MLflow
-    store at `tracking_uri` (default: SQLite in `root`); returns counts of what was logged."""
+    store at `tracking_uri` (default: SQLite in `root`); returns counts of what was logged. Messages
+    go to `echo` (default: the `gbcli` logger)."""
+    echo = echo or logging.getLogger("gbcli").info
     root = Path(root)
     if not root.is_dir():
         raise GbError(f"--dir: {root}: not a directory")

@@ -35,6 +35,7 @@ from gbcli.models.base import Problem
 from gbcli.provenance import Clock
 from gbcli.text import shorten
 from gbcli.io import atomic_write_text, flatten, read_json, write_csv, write_json
+from gbcli.logs import log
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS, spec_of
 from gbcli.reports.figures import plot_sweep
 from gbcli.reports.tables import read_tables, summarize
@@ -300,9 +301,10 @@ def sweep_lock(out: Path):
 
 def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = (),
               executor: str | None = None, jobs: int | None = None, slurm: dict | None = None,
-              progress: bool = True, echo=print, threads: int | None = None,
+              progress: bool = True, echo=log.info, threads: int | None = None,
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures)."""
+    """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures). Its
+    messages go to `echo` (default: the `gbcli` logger) and to OUT/log.txt."""
     clock = Clock()
     base, points = expand(path, overrides)
     executor = executor or base.sweep.executor
@@ -316,7 +318,18 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
         dataset_of(cfg)
     if executor == "slurm":
         check_slurm()
-    with sweep_lock(out):
+    with sweep_lock(out), open_log(out / "log.txt") as log_file:
+        shown = echo
+
+        def say(msg: str) -> None:   # the terminal (or the caller's logger) and the sweep's log.txt
+            shown(msg)
+            try:
+                log_file.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {msg}\n")
+                log_file.flush()
+            except OSError:   # a full disk: the message was shown; the sweep's own checks report it
+                pass
+
+        echo = say
         # the sweep's own config as given (grid and zip included), for `gb runs show` and colleagues
         atomic_write_text(out / "config.yaml", yaml.safe_dump(read_config(path, overrides), sort_keys=False))
         dirs = {point_id(p): out / "points" / point_id(p) for p in points}
@@ -417,7 +430,7 @@ def point_table(points: list[Config]) -> pd.DataFrame:
     return pd.DataFrame([{"point": point_id(p), **{k: f.get(k) for k in keys}} for p, f in zip(points, flat)])
 
 
-def aggregate(out: Path, points: list[Config], echo=print) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Concatenate the finished points' tables (one block per point: no duplicates however often the
     sweep was interrupted), list the failures, write OUT/tables/ (with `points.csv`, what tells the
     points apart) and OUT/figures/."""

@@ -1,0 +1,71 @@
+"""Paper 003's small networks (Vardi, Shamir & Srebro), the pieces their model modules share
+(`diagonal`, `conv`, and the two-neuron construction of `relu`):
+
+- the activations of the small networks (`activate`) and their derivatives as 0/1 gates (`gate`);
+- Problem 2, min ||theta||^2 s.t. y_i f_theta(x_i) >= 1, and its local searches as programs of a
+  model (`programs()`, names in `NONCONVEX`; solved by `gbcli.programs.nonconvex`);
+- `ConstructionSpec`: explicit initial weights, those programs, a construction as the contract
+  test's example (`example`).
+
+The paper's tables and figure are in `gbcli.experiments.paper003`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from gbcli.models.base import ModelSpec, Program, set_weights
+from gbcli.programs.nonconvex import fit_nonconvex
+
+NONCONVEX = ("nonconvex-global", "local-search", "local-search-global")
+
+
+# ------------------------------------------------------------------ activations of the small networks
+
+
+def activate(z: torch.Tensor, activation: str) -> torch.Tensor:
+    return torch.relu(z) if activation == "relu" else z
+
+
+def gate(z: np.ndarray, activation: str) -> np.ndarray:
+    """The activation's derivative as a 0/1 gate (ReLU: 0 at 0, as torch)."""
+    return (z > 0).astype(float) if activation == "relu" else np.ones_like(z)
+
+
+# ------------------------------------------------------------------ the programs (fit-svm)
+
+
+def programs() -> dict:
+    """Problem 2 and the local searches, as programs of a model (gbcli.models.base.Program)."""
+    options = ("restarts", "radii", "search_seed")
+    return {
+        "nonconvex-global": Program("nonconvex-global", fit=fit_nonconvex, options=options,
+                                    description="Problem 2: the best of svm.restarts SLSQP solves"),
+        "local-search": Program("local-search", fit=fit_nonconvex, options=options, needs_trained=True,
+                                description="Problem 2 within eps of GD's limit"),
+        "local-search-global": Program("local-search-global", fit=fit_nonconvex, options=options,
+                                       description="Problem 2 within eps of the best global point (a control)"),
+    }
+
+
+class ConstructionSpec(ModelSpec):
+    """The paper's small networks (diagonal, conv): explicit initial weights, Problem 2 as their
+    programs, and a construction as the contract test's example (`example_model`, `example_x`)."""
+
+    example_x: list[list[float]] = []
+
+    def build(self, cfg, dim):
+        model = self.network(cfg, dim)
+        set_weights(model, cfg.model.weights)
+        return model
+
+    def example(self, program):
+        return example(program, {"kind": self.kind, **self.example_model}, self.example_x)
+
+
+def example(program: str, model: dict, x: list[list[float]]) -> dict:
+    """A tiny raw config of one of the constructions (all labels +1), for the contract test."""
+    return {"name": "example-construction", "dataset": {"name": "points", "x": x, "y": [1] * len(x)}, "model": model,
+            "training": {"batch_size": None, "epochs": 20, "lr": 0.1, "log_points": 2},
+            "svm": {"objectives": [program], "restarts": 3, "radii": [0.1]}}

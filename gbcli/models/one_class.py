@@ -1,0 +1,33 @@
+"""Paper 001's one-class programs `svm-pos` / `svm-neg`: the max-margin directions w+ and w- of the
+positives and of the negatives alone, declared by the two-layer ReLU net (`relu`) and the residual
+net (`residual`). The instruments that compare neurons with them are in `gbcli.experiments.paper001`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gbcli.errors import GbError
+from gbcli.models.base import Problem, Program
+from gbcli.programs.design import GatedDesign
+
+
+def one_class_design(sign: float):
+    """svm-pos (sign +1): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only. svm-neg: w- the
+    same on the negatives, written with label -1 and gate -1 so that the design's decision
+    -<w-, x> is a classifier of the task (positive on the positives), like svm-pos's <w+, x>."""
+    name = "svm-pos" if sign > 0 else "svm-neg"
+
+    def design(cfg, problem: Problem, trained=None) -> GatedDesign:
+        ds = problem.dataset
+        xs = ds.x_train[ds.y_train == sign]
+        if not len(xs):
+            raise GbError(f"svm.objectives: {name} needs training points with label {sign:+.0f}, there are none")
+        return GatedDesign(xs, np.full(len(xs), sign), np.full((len(xs), 1), sign), ds.x_val,
+                           np.full((len(ds.x_val), 1), sign), "sq")
+
+    return design
+
+
+PROGRAMS = {"svm-pos": Program("svm-pos", "sq", one_class_design(1.0), description="w+: max margin on the positives"),
+            "svm-neg": Program("svm-neg", "sq", one_class_design(-1.0), description="w-: max margin on the negatives")}
