@@ -21,10 +21,13 @@ demo: install
 	$(BIN)/gb fit-svm configs/quickstart.yaml
 	$(BIN)/gb compare runs/quickstart
 
+# the whole suite on two workers, each file on one worker (a file's shared fixtures run once);
+# about 9-10 minutes on the idle 2-core machine (README)
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# a quick loop for contributors: every module, the slow end-to-end cases left out (under 2 minutes idle)
+# a quick loop for contributors: every module, the end-to-end subprocess cases (marked slow) left
+# out; about 70 s on the idle machine
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not slurm"
 

@@ -91,7 +91,7 @@ def _main(version: bool = typer.Option(False, "--version", is_flag=True, is_eage
 
 
 def _echo(msg: str) -> None:
-    console.print(msg, highlight=False)
+    console.print(msg, highlight=False, soft_wrap=True)   # one message, one line: never cut at the width
 
 
 def _logging(quiet: bool = False) -> None:

@@ -20,3 +20,14 @@ def shared_data_dir() -> Path:
     if shared.is_dir():
         return shared
     pytest.skip("MNIST files not found: set GB_DATA_DIR to a folder with mnist/")
+
+
+def pytest_configure(config):
+    """Under `pytest -n 2` (make test), each worker computes on one torch and BLAS thread: two
+    workers of two threads each on the 2-core machine wait on each other many times over."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import threadpoolctl
+        import torch
+
+        torch.set_num_threads(1)
+        threadpoolctl.threadpool_limits(limits=1, user_api="blas")

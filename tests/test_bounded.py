@@ -116,6 +116,7 @@ def bomb_dir(shared_data_dir, tmp_path_factory) -> Path:
 # ----------------------------------------------------------------------------- gzip bombs
 
 
+@pytest.mark.slow
 def test_verify_refuses_a_gzip_bomb(bomb_dir, work):
     p = run_gb(["data", "verify", "mnist", "--data-dir", bomb_dir], work, bomb_dir)
     err = _check_error_line(p, "mnist", "corrupt")
@@ -125,6 +126,7 @@ def test_verify_refuses_a_gzip_bomb(bomb_dir, work):
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_training_refuses_a_gzip_bomb(bomb_dir, work):
     cfg = _write_config(work, MNIST)
     _refused(work, bomb_dir, ["train-gd", cfg.name, "-q"],
@@ -159,12 +161,14 @@ BIG = "x" * MB
     pytest.param({**TINY, "dataset": {"name": "points", "x": [[float(i)] for i in range(100_000)], "y": [3] * 100_000}},
                  "dataset.y:", id="long-list"),
 ])
+@pytest.mark.slow
 def test_a_long_value_is_shortened(cfg, key, work, tmp_path):
     _write_config(work, cfg)
     err = _refused(work, tmp_path / "data", ["train-gd", "cfg.yaml"], "cfg.yaml: ", key)
     assert "..." in err
 
 
+@pytest.mark.slow
 def test_a_long_output_dir_is_shortened(work, tmp_path):
     _write_config(work, {**TINY, "output": {"dir": "o" * MB}})
     err = _refused(work, tmp_path / "data", ["train-gd", "cfg.yaml"], "output.dir: oooo", "File name too long")
@@ -180,6 +184,7 @@ def test_a_long_output_dir_is_shortened(work, tmp_path):
     pytest.param(f"preset={'y' * ARG_MAX}", "preset: unknown preset", id="preset"),
     pytest.param(f"output.dir={'y' * ARG_MAX}", "output.dir: yyyy", id="output-dir"),
 ])
+@pytest.mark.slow
 def test_a_long_override_is_shortened(override, key, work, tmp_path):
     _write_config(work, TINY)
     err = _refused(work, tmp_path / "data", ["train-gd", "cfg.yaml", "--set", override], key)
@@ -217,6 +222,7 @@ def test_a_fifo_is_not_a_config(work, tmp_path):
             pass
 
 
+@pytest.mark.slow
 def test_a_config_on_one_huge_line_is_fine(work, tmp_path):
     line = yaml.safe_dump({**TINY, "name": "one-line"}, default_flow_style=True, width=1 << 30).strip()
     (work / "cfg.yaml").write_text(line + "  # " + "c" * (5 * MB) + "\n")

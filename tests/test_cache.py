@@ -6,6 +6,7 @@ import json
 import multiprocessing as mp
 
 import numpy as np
+import pytest
 
 from gbcli.config import Config
 from gbcli.io import read_json
@@ -97,6 +98,7 @@ def _worker(args):
     return {o: read_json(f"{run_dir}/svm/{o}/result.json").get("cached_from") for o in cfg.svm.objectives}
 
 
+@pytest.mark.slow
 def test_two_processes_racing_on_one_key_solve_it_once(tmp_path):
     workers = 2
     body = {**BODY, "svm": {"objectives": ["svm-gln"]}}

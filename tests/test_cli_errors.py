@@ -20,6 +20,8 @@ import yaml
 
 from gbcli.config import deep_merge
 
+pytestmark = pytest.mark.slow   # subprocesses of gb, end to end: `make test-fast` leaves the file out
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DIGITS = {"dataset": {"name": "digits", "train_size": 100, "val_size": 200}, "training": {"epochs": 2}}
 

@@ -262,6 +262,7 @@ def test_help_version_and_keys_need_no_torch(args, tmp_path):
 # ----------------------------------------------------------------------------- gb config show
 
 
+@pytest.mark.slow
 def test_config_show_is_what_train_gd_runs_and_saves(tmp_path):
     _write(tmp_path / "tiny.yaml", TINY)
     sets = ("--set", "training.lr=0.05", "--set", "contexts.seed=3")
@@ -277,6 +278,7 @@ def test_config_show_is_what_train_gd_runs_and_saves(tmp_path):
     assert cfg["training"]["lr"] == 0.05 and cfg["dataset"]["val_size"] == 200 and cfg["name"] == "tiny"
 
 
+@pytest.mark.slow
 def test_config_show_resolves_derived_values(tmp_path):
     _write(tmp_path / "p.yaml", {**TINY, "training": {"epochs": "paper", "lr_milestones": "paper"}})
     p = gb(tmp_path, "config", "show", "p.yaml")
@@ -285,6 +287,7 @@ def test_config_show_resolves_derived_values(tmp_path):
     assert t["epochs"] == 4000 and t["lr_milestones"] == [2000]   # 200 * 2000 / 100
 
 
+@pytest.mark.slow
 def test_config_show_bad_input_is_one_line(tmp_path):
     _write(tmp_path / "bad.yaml", {**TINY, "training": {"lr": -1}})
     p = gb(tmp_path, "config", "show", "bad.yaml")
@@ -313,6 +316,7 @@ def test_config_keys_lists_every_key_with_its_description(tmp_path):
     assert "model.leaky_alpha" not in p.stdout
 
 
+@pytest.mark.slow
 def test_config_keys_json_and_selectors(tmp_path):
     p = gb(tmp_path, "config", "keys", "--format", "json")
     rows = json.loads(p.stdout)

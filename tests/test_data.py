@@ -104,6 +104,7 @@ def test_data_dir_precedence(monkeypatch, tmp_path):
 # ----------------------------------------------------------------------------- MNIST
 
 
+@pytest.mark.slow
 def test_mnist_shapes_and_range(mnist):
     assert mnist.name == "mnist"
     assert mnist.x_train.shape == (1000, 785) and mnist.x_val.shape == (500, 785)
@@ -270,6 +271,7 @@ def test_unknown_name_lists_datasets():
 # ----------------------------------------------------------------------------- Fashion-MNIST
 
 
+@pytest.mark.slow
 def test_fashion_mnist_from_debian_package(tmp_path):
     if not all((FASHION_DEBIAN_DIR / f).is_file() for f in MNIST_FILES):
         pytest.skip(f"Fashion-MNIST not in {FASHION_DEBIAN_DIR}: apt-get install dataset-fashion-mnist")
@@ -365,6 +367,7 @@ def test_synthetic_bias_and_split():
 # ----------------------------------------------------------------------------- fetch
 
 
+@pytest.mark.slow
 def test_fetch_from_local_mirror(tmp_path, mirror_dir, capsys):
     with _serve(mirror_dir) as url:
         folder = data.fetch("mnist", data_dir=tmp_path, mirrors=[url], progress=True)
@@ -378,6 +381,7 @@ def test_fetch_from_local_mirror(tmp_path, mirror_dir, capsys):
     assert ds.x_train.shape == (20, 785)
 
 
+@pytest.mark.slow
 def test_fetch_skips_to_next_mirror_after_bad_copy(tmp_path, mirror_dir):
     bad = tmp_path / "bad-mirror"
     bad.mkdir()
@@ -400,6 +404,7 @@ def test_fetch_replaces_corrupt_file_and_uses_gb_mirrors(tmp_path, mirror_dir, m
     assert _all_ok(data.verify("mnist", root))
 
 
+@pytest.mark.slow
 def test_fetch_without_working_mirror_fails(tmp_path, mirror_dir):
     dead = _dead_url()
     with pytest.raises(GbError) as err:
@@ -500,6 +505,7 @@ def test_truncated_and_oversized_files_are_corrupt(tmp_path, mirror_dir):
     assert data.verify("mnist", root)["t10k-images-idx3-ubyte"] == "corrupt (truncated: 0 of 7,840,016 bytes)"
 
 
+@pytest.mark.slow
 def test_multi_member_gzip_and_zero_padding_are_accepted(tmp_path, mirror_dir, shared_data_dir):
     """What gzip.decompress (and gunzip) accept, the bounded reader accepts too."""
     root = _copy_mnist(mirror_dir, tmp_path)

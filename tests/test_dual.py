@@ -375,6 +375,7 @@ def test_a_working_sets_final_round_on_the_rounding_floor_is_polished(objective)
     assert polished, "no working set's final round stalled on its floor and was polished"
 
 
+@pytest.mark.slow
 def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_else(tmp_path):
     """scripts/finish_stalled.py (issue 13: the 48,000-point answers that stalled before the polish
     existed) takes a stored `inaccurate` dual answer, here one stopped by svm.max_iters at a gap of
@@ -426,6 +427,7 @@ def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_e
     assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
 
 
+@pytest.mark.slow
 def test_adopt_solution_records_an_answer_solved_elsewhere_and_refuses_a_foreign_one(tmp_path):
     """scripts/adopt_solution.py (issue 13: seed 3's H = 10 programs, solved by
     benchmarks/fullscale_solve.py from saved working-set rounds): the answer is certified on the

@@ -303,6 +303,7 @@ def _coarse(x):
     return np.stack([x[:, :392].mean(1), x[:, 392:784].mean(1), x[:, :784:2].mean(1)], axis=1)
 
 
+@pytest.mark.slow
 def test_cross_val_score_kernel_svm_on_mnist(mnist300):
     from sklearn.model_selection import cross_val_score
 
@@ -346,6 +347,7 @@ def test_cross_val_score_group_norm_contexts_by_metadata_routing(mnist300):
     np.testing.assert_array_equal(routed, in_x)
 
 
+@pytest.mark.slow
 def test_grid_search_kernel_svm_over_the_kernel_in_a_pipeline(mnist300):
     from sklearn.model_selection import GridSearchCV, cross_val_score
     from sklearn.pipeline import make_pipeline
@@ -364,6 +366,7 @@ def test_grid_search_kernel_svm_over_the_kernel_in_a_pipeline(mnist300):
     assert piped.best_params_["kernelsvm__kernel"] in ("linear", "rbf") and np.isfinite(piped.best_score_)
 
 
+@pytest.mark.slow
 def test_grid_search_group_norm_over_the_norm(mnist300):
     from sklearn.compose import ColumnTransformer
     from sklearn.model_selection import GridSearchCV

@@ -102,6 +102,7 @@ def _check_png(path):
     assert float(np.var(img[..., :3])) > 0
 
 
+@pytest.mark.slow
 def test_plot_sweep_writes_five_nonblank_pngs(tmp_path):
     errors, incons = sweep_tables()
     paths = plot_sweep(errors, incons, tmp_path, title="test sweep")
@@ -130,6 +131,7 @@ def test_figure_contents():
     assert "H=10, C=2, N=1000, median_init=True" in {t.get_text() for t in c.texts}
 
 
+@pytest.mark.slow
 def test_shallow_model_uses_hyperplanes_on_panel_d(tmp_path):
     errors, incons = sweep_tables(model="shallow", units=(0, 1, 3), gd="gd-shallow", svms=("svm-shallow",))
     figs = make_figures(errors, incons)
@@ -153,6 +155,7 @@ def test_no_usable_results_is_a_note_not_a_crash(tmp_path):
         _check_png(p)
 
 
+@pytest.mark.slow
 def test_gb_plot_redraws_the_panels_from_a_directorys_tables(tmp_path):
     import subprocess
     import sys

@@ -37,6 +37,8 @@ import numpy as np
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow   # subprocesses of gb, end to end: `make test-fast` leaves the file out
+
 GB = (sys.executable, "-c", "from gbcli.cli import main; main()")
 # Bad input must be refused before any allocation or training. What enforces "before allocating" is
 # an address-space limit on every bad-input case (an allocation the estimate missed fails at once

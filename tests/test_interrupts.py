@@ -19,6 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow   # subprocesses of gb, end to end: `make test-fast` leaves the file out
+
 GB = (sys.executable, "-c", "from gbcli.cli import main; main()")
 LINE = "gb: interrupted ({}); finished work is kept, rerun the same command to resume"
 # slow enough that a point is still running when the signal arrives, small enough that the whole

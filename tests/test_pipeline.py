@@ -157,6 +157,7 @@ def test_relu_programs_read_the_trained_network(tmp_path):
     assert incons.set_index("predictor_a").inconsistency["svm-hl"] < 0.15
 
 
+@pytest.mark.slow
 def test_sweep_runs_every_point_and_skips_finished_ones(tmp_path):
     cfg = write_config(tmp_path, {"name": "grid", "dataset": DIGITS, "model": {"kind": "gln", "hidden_units": 3},
                                   "training": {"epochs": 5}, "svm": {"objectives": ["svm-gln"]},

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow   # subprocesses of gb, end to end: `make test-fast` leaves the file out
+
 GB = (sys.executable, "-c", "from gbcli.cli import main; main()")
 BASE = {"name": "idx", "dataset": {"name": "digits", "train_size": 100, "val_size": 200},
         "model": {"kind": "gln", "hidden_units": 2}, "training": {"epochs": 3}, "svm": {"objectives": ["svm-gln"]}}

@@ -141,6 +141,7 @@ def refused_unchanged(capsys, script, args, roots, *expect) -> str:
 # ------------------------------------------------------------------ as the user runs them
 
 
+@pytest.mark.slow
 def test_in_a_subprocess_a_forged_ray_and_a_foreign_file_end_in_one_line(base, run, tmp_path, shared_data_dir):
     """A file saying `infeasible` that holds a feasible solution (recorded before as `infeasible,
     certified: true`) is refused, and finish_stalled on a foreign solution.npz, as a user sees them."""

@@ -65,6 +65,7 @@ def test_groups_run_largest_first(tmp_path):
     assert all({p.training.momentum for p in g} == {0.0, 0.9} for g in groups)
 
 
+@pytest.mark.slow
 def test_local_pool_runs_every_point_and_aggregates(tmp_path):
     path = write(tmp_path, {"contexts.seed": [1, 2], "training.momentum": [0.0, 0.9]})
     proc = gb(tmp_path, "sweep", str(path), "--jobs", "2", "-q")
@@ -100,6 +101,7 @@ def test_local_pool_runs_every_point_and_aggregates(tmp_path):
     assert again.returncode == 0 and "4 points, 4 done, running 0" in again.stdout
 
 
+@pytest.mark.slow
 def test_kill_minus_nine_then_rerun_completes_without_duplicates(tmp_path):
     # groups of 2 networks: a group of all 6 (the default batch of 12) trains at once and then
     # finishes its points within a fraction of a second, before the kill could land between them
@@ -128,6 +130,7 @@ def test_kill_minus_nine_then_rerun_completes_without_duplicates(tmp_path):
     assert not list(out.rglob("*.tmp")), "no half-written files left behind"
 
 
+@pytest.mark.slow
 def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
     # one iteration of the dual solver cannot certify anything: that point fails at fit-svm
     path = write(tmp_path, {"svm.max_iters": [1, 100]})
@@ -143,6 +146,7 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert failures.point[0] not in set(errors.point)
 
 
+@pytest.mark.slow
 def test_second_sweep_on_the_same_directory_is_refused(tmp_path):
     path = write(tmp_path, {"contexts.seed": [1, 2]})
     with sweep_lock(tmp_path / "runs/grid"):
@@ -152,6 +156,7 @@ def test_second_sweep_on_the_same_directory_is_refused(tmp_path):
     assert not (tmp_path / "runs/grid/points").exists()
 
 
+@pytest.mark.slow
 def test_invalid_grid_point_is_refused_before_anything_runs(tmp_path):
     path = write(tmp_path, {"contexts.count": [2, 3]})
     proc = gb(tmp_path, "sweep", str(path), "-q")
@@ -172,6 +177,7 @@ def slurm_answers() -> str | None:
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 def test_slurm_executor_runs_a_real_job_array(tmp_path):
     why = slurm_answers()
     if why:

@@ -67,6 +67,7 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(CONSTRUCTIONS))
+@pytest.mark.slow
 def test_gd_limit_is_the_papers_kkt_point(runs, name):
     """GD's direction, scaled to margin 1, has the paper's ||theta||^2 and a vanishing KKT residual."""
     r = runs[name]

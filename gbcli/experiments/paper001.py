@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from matplotlib.figure import Figure
 
 from gbcli.instruments.base import Instrument, TrackContext, first_layer
 from gbcli.io import read_csv_untrusted, write_csv
@@ -273,6 +272,8 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     table = pd.concat(frames, ignore_index=True)
     write_csv(out_dir / "tables" / "neurons.csv", table)
     points = list(dict.fromkeys(table["point"]))
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
     fig = Figure(figsize=(4.6 * len(points), 3.6), layout="constrained")
     axes = fig.subplots(1, len(points), squeeze=False)[0]
     bins = np.linspace(min(0.8, float(table[["align", "mean_align"]].min().min())), 1.0, 41)
@@ -306,6 +307,8 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
     write_csv(out_dir / "tables" / "rows.csv", rows)
     points = list(dict.fromkeys(sv["point"]))
     mats = list(dict.fromkeys(sv["matrix"]))
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
     fig = Figure(figsize=(3.4 * 2 * len(mats), 3.2 * len(points)), layout="constrained")
     axes = fig.subplots(len(points), 2 * len(mats), squeeze=False)
     for i, p in enumerate(points):
@@ -341,6 +344,8 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
         hist = hist.assign(activation="post")
     rows = list(dict.fromkeys(zip(hist["point"], hist["activation"])))
     layers = sorted(hist["layer"].unique())
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
     fig = Figure(figsize=(3.0 * len(layers), 2.6 * len(rows)), layout="constrained")
     axes = fig.subplots(len(rows), len(layers), squeeze=False)
     for i, (p, act) in enumerate(rows):

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from gbcli.io import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.models.construction import NONCONVEX
@@ -90,6 +89,8 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
         return []
     table = pd.DataFrame(rows)
     write_csv(out_dir / "tables" / "kkt.csv", table)
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
     fig = Figure(figsize=(12, 4.6), layout="constrained")
     ax_a, ax_b = fig.subplots(1, 2)
     names = sorted(table["construction"].unique())

@@ -34,8 +34,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from matplotlib.figure import Figure
-from scipy.optimize import minimize
 from torch import nn
 from torch.func import functional_call
 
@@ -178,6 +176,8 @@ def constrained_minimizer(flat: _Flat, radius: float, starts: list[np.ndarray]) 
 
     best = None
     for z0 in starts:
+        from scipy.optimize import minimize
+
         res = minimize(fun, z0 / np.linalg.norm(z0), jac=True, method="L-BFGS-B",
                        options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-13})
         if best is None or res.fun < best.fun:
@@ -279,6 +279,8 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     for _, r in table.iterrows():
         i, j = seeds.index(r["init_seed_a"]), seeds.index(r["init_seed_b"])
         mat[i, j] = mat[j, i] = r["inconsistency"]
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
     fig = Figure(figsize=(4.2, 3.6), layout="constrained")
     ax = fig.subplots()
     im = ax.imshow(mat, cmap="viridis")

@@ -45,7 +45,6 @@ from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
 from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import (begin_gd, begin_svm, check_kind, check_run, check_same_problem, check_trained,
                                   check_tree, gd_manifest, plan_gd, plan_svm, run_lock, svm_manifest)
-from gbcli.reports.figures import plot_run_training
 from gbcli.reports.tables import compare, write_tables
 from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import check_device, train
@@ -279,6 +278,8 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     check_run(run_dir)
     errors, incons = compare(run_dir)
     with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir):
+        from gbcli.reports.figures import plot_run_training   # matplotlib: only when drawing (0.3 s of CPU)
+
         plot_run_training(run_dir)
         for report in RUN_REPORTS:
             try:

@@ -37,7 +37,6 @@ from gbcli.text import shorten
 from gbcli.io import atomic_write_text, flatten, read_json, write_csv, write_json
 from gbcli.logs import log
 from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS, spec_of
-from gbcli.reports.figures import plot_sweep
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import PROBLEM_SECTIONS, check_kind, check_tree, run_lock, section_hash
@@ -414,6 +413,8 @@ def largest_first(groups: list[list[Config]]) -> list[list[Config]]:
 def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) -> list[Path]:
     """The four panels (and training curves), then the experiments' own tables and figures
     (gbcli.experiments), of a sweep or run directory; returns the figures' paths."""
+    from gbcli.reports.figures import plot_sweep   # matplotlib: only when drawing (0.3 s of CPU)
+
     paths = plot_sweep(errors, incons, out)
     for report in SWEEP_REPORTS:
         paths += report(out)
