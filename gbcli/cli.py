@@ -135,11 +135,15 @@ ForceOpt = typer.Option(False, "--force", is_flag=True, metavar="",
                         help="replace finished results that this command would otherwise refuse to remove "
                              "(a network or programs of another config), or redo a stage already finished "
                              "with this config")
+ThreadsOpt = typer.Option(1, "--threads", min=1, metavar="N",
+                          help="torch and BLAS threads (default 1, as a sweep's workers: a sweep point's config "
+                               "then gives its numbers bit for bit; another count sums in another order, which "
+                               "changes the last bits and, over a long training, can change errors)")
 
 
 @app.command("train-gd")
 def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
-                 force: bool = ForceOpt):
+                 force: bool = ForceOpt, threads: int = ThreadsOpt):
     """Train the configured network by gradient descent."""
     from gbcli.config import run_dir_for
 
@@ -147,7 +151,9 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
     run_dir = run_dir_for(cfg, out, set_)
     _logging(quiet)
     from gbcli.runs.stages import train_gd  # torch: only once the input is known to be valid
+    from gbcli.runs.sweep import limit_threads
 
+    limit_threads(threads)   # a sweep worker's count (sweep.threads, 1): the same numbers as the sweep's point
     s = train_gd(cfg, run_dir, progress=not quiet, force=force)
     if s.get("skipped"):
         _echo(f"{run_dir / 'gd'}: already trained from this config ({s.get('status')}); nothing to do "
@@ -170,7 +176,7 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
                 solver: Optional[SolverName] = typer.Option(None, "--solver",
                                                      help="the solver (each declares the norms it solves; default: "
                                                           "svm.solver, else the fastest certified one)"),
-                quiet: bool = QuietOpt, force: bool = ForceOpt):
+                quiet: bool = QuietOpt, force: bool = ForceOpt, threads: int = ThreadsOpt):
     """Solve the matching convex max-margin programs."""
     from gbcli.config import run_dir_for
 
@@ -182,8 +188,10 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
     cfg = _load(config, overrides)
     run_dir = run_dir_for(cfg, out, set_)
     from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
+    from gbcli.runs.sweep import limit_threads
 
     _logging(quiet)
+    limit_threads(threads)   # as train-gd: a sweep worker's count
     results = fit_svm(cfg, run_dir, progress=not quiet, force=force)
     for r in results:
         if r.get("skipped"):
@@ -255,6 +263,10 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
               time_min: Optional[int] = typer.Option(None, "--time", min=1, help="slurm minutes per point"),
               cpus: Optional[int] = typer.Option(None, "--cpus", min=1, help="slurm CPUs per point"),
               mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point"),
+              gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="slurm GPUs per point (gres gpu:N)"),
+              account: Optional[str] = typer.Option(None, "--account", help="slurm account"),
+              qos: Optional[str] = typer.Option(None, "--qos", help="slurm quality of service"),
+              constraint: Optional[str] = typer.Option(None, "--constraint", help="slurm node features"),
               threads: Optional[int] = typer.Option(None, "--threads", min=1,
                                                     help="local: torch threads per job (default: sweep.threads, 1)")):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
@@ -267,8 +279,9 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
 
     if executor not in (None, "local", "slurm"):
         raise GbError(f"--executor: {executor!r} is not one of local, slurm")
-    slurm = {k: v for k, v in {"partition": partition, "time_min": time_min, "cpus": cpus,
-                               "mem_gb": mem_gb}.items() if v is not None}
+    slurm = {k: v for k, v in {"partition": partition, "time_min": time_min, "cpus": cpus, "mem_gb": mem_gb,
+                               "gpus": gpus, "account": account, "qos": qos,
+                               "constraint": constraint}.items() if v is not None}
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, slurm, progress=not quiet,
                                          echo=_echo, threads=threads)
     if len(errors):
@@ -315,6 +328,47 @@ def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
         table.add_row(*["" if r.get(c) is None or (isinstance(r.get(c), float) and r[c] != r[c]) else
                         (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])) for c in columns])
     console.print(table)
+
+
+@app.command("verify")
+def verify_cmd(run_dir: Path = typer.Argument(..., metavar="DIR",
+                                             help="a run or sweep directory, a results folder with solutions/, or a "
+                                                  "folder of those"),
+               export: Optional[Path] = typer.Option(None, "--export", metavar="DEST",
+                                                     help="also write each verified program's compact solution into "
+                                                          "DEST/solutions/<point>/ (e.g. results/paper/fig2)"),
+               fmt: Format = typer.Option("table", "--format", "-f", help="a rich table, or CSV or JSON"),
+               threads: int = ThreadsOpt):
+    """Check every stored solution's certificate again from the data, without a solver: objective,
+    training margins, dual bound (or the dual ray), predictions, against what the records claim.
+    Exit code 1 when a program does not verify, 2 for bad input."""
+    _check_format(fmt)
+    from gbcli.runs.sweep import limit_threads
+    from gbcli.runs.verify import export_solutions, verify
+
+    # the products summed as the solve summed them (a sweep worker's one thread): an output within
+    # rounding of 0 (svm-l2-reference's optimum-0 predictors) then keeps its sign
+    limit_threads(threads)
+
+    if export is not None:
+        rows, written = export_solutions(run_dir, export)
+    else:
+        rows, written = verify(run_dir), 0
+    shown = [{"where": r["where"], "objective": r["objective"],
+              "value": None if isinstance(r["value"], float) and r["value"] != r["value"] else r["value"],
+              "claimed status": r["claimed_status"],
+              "verified": {True: "yes", False: "NO", None: "n/a"}[r["verified"]], "checked": r["checked"],
+              "problems": "; ".join(r["problems"])} for r in rows]
+    _emit_rows(shown, fmt, f"gb verify {run_dir}")
+    bad = [r for r in rows if r["verified"] is False]
+    if fmt == "table":
+        _echo(f"{len(rows) - len(bad)} of {len(rows)} programs verified"
+              + (f"; {written} compact solutions -> {export / 'solutions'}" if export is not None else ""))
+    if bad:
+        err_console.print(f"gb: {len(bad)} program(s) not verified: "
+                          + ", ".join(f"{r['where']}/{r['objective']}" for r in bad[:5]) + (" ..." if len(bad) > 5 else ""),
+                          highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @runs_app.callback(invoke_without_command=True)

@@ -158,10 +158,33 @@ def deferred():
             raise Interrupted(name)
 
 
+def _worker_term(signum: int, frame) -> None:
+    """A pool worker's SIGTERM (the parent stopping its pool): the first raises `Interrupted`, so
+    that a training on its way out writes its checkpoint (`gbcli.training.loop`), a second ends
+    the worker at once. The parent prints the one line; the worker prints nothing."""
+    if _state["signal"] is None and _state.get("armed"):
+        _state["signal"] = "SIGTERM"
+        raise Interrupted("SIGTERM")
+    os._exit(EXIT_CODE)   # outside a task (starting up, between tasks), or a second signal: at once
+
+
+@contextlib.contextmanager
+def raising_in_worker():
+    """In a pool worker: while the block runs (a task), SIGTERM raises `Interrupted`; outside it
+    the worker ends at once, as it did before it ran anything."""
+    _state["armed"] = True
+    try:
+        yield
+    finally:
+        _state["armed"] = False
+
+
 def worker_init() -> None:
     """In a pool worker (its initializer): SIGINT ignored (the parent terminates its workers),
-    SIGTERM as by default (it ends the process); then both unblocked (`deferred`). A Ctrl-C that
-    arrived while the worker was starting is discarded by the ignore."""
+    SIGTERM raised as `Interrupted` once (`_worker_term`; the parent kills a worker that has not
+    ended STOP_SECONDS later, e.g. inside a long solver call); then both unblocked (`deferred`). A
+    Ctrl-C that arrived while the worker was starting is discarded by the ignore."""
+    _state.update(signal=None, announced=True, exiting=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _worker_term)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gbcli.data.sources import load_dataset
-from gbcli.models.gating import published_hyperplanes, sample_hyperplanes
+from gbcli.models.gating import context_sides, published_hyperplanes, sample_hyperplanes
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
                 rows = []
                 for seed in range(1, 7):
                     hp = draw(1, 2 ** k, ds.x_pool, seed, median)
-                    bits = hp.local_contexts(ds.x_train)[:, 0, None] >> np.arange(k) & 1
+                    bits = context_sides(hp.local_contexts(ds.x_train)[:, 0], k)
                     cutting = int(((bits.mean(0) > 0) & (bits.mean(0) < 1)).sum())
                     used = np.unique(hp.local_contexts(ds.x_train)[:, 0])
                     empty = float(np.mean(~np.isin(hp.local_contexts(ds.x_val)[:, 0], used)))

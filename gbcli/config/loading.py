@@ -294,7 +294,7 @@ def override_tag(overrides: list[str] | tuple[str, ...]) -> str | None:
     values = {}
     for text in overrides:
         path, value = parse_override(text)
-        if path[0] not in NOT_IN_RUN_DIR:
+        if path[0] not in NOT_IN_RUN_DIR and ".".join(path) != "training.checkpoint_seconds":   # how, not what
             values[".".join(path)] = value
     if not values:
         return None

@@ -37,7 +37,7 @@ def machine_memory() -> int:
     except (ValueError, OSError):   # not a POSIX sysconf: assume 16 GB
         return 16 * GB
 DEFAULT_DATASET = "digits"
-GENERAL_SVM_KEYS = ("objectives", "solver", "max_iters", "eps", "certify_tol")
+GENERAL_SVM_KEYS = ("objectives", "solver", "max_iters", "eps", "certify_tol", "time_limit", "device")
 
 
 def _tag(key: str, default: str):
@@ -135,6 +135,13 @@ class TrainingConfig(Section):
     validation: Literal["logged", "final"] = Field(
         "logged", description="steps at which the validation error is evaluated: every logged step, or only the "
                               "last (grids that use only the final values; it changes no result, only metrics.csv)")
+    # how often the training state is saved changes no result: it is left out of every identity (the
+    # gd manifest, a sweep point's id, the default run directory), so changing it never makes a
+    # finished run stale, and an interrupted run resumes under another interval
+    checkpoint_seconds: float = Field(
+        300, ge=0, allow_inf_nan=False,
+        description="save the training state to gd/checkpoint.pt every this many seconds and when interrupted "
+                    "(SIGTERM, Ctrl-C); the same command resumes from it, bit-identical (0: no checkpoints)")
 
     @field_validator("epochs")
     @classmethod
@@ -164,6 +171,12 @@ class SvmConfig(Section):
     eps: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
                                  description="solver tolerance (default: the solver's own; dual: 1e-6)")
     certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
+    time_limit: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+                                        description="seconds per program (dual solver): past it the solve stops "
+                                                    "`inaccurate` with its bounds, and a working-set solve keeps its "
+                                                    "last round for the next run to resume (default: none)")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="where the dual solver's arrays live (cuda: refused "
+                                                              "when torch sees no CUDA device)")
     restarts: StrictInt = Field(40, ge=1, le=100_000, description="nonconvex-global, local-search: random starts of each SLSQP solve")
     radii: list[float] = Field(default_factory=lambda: [0.3, 0.1, 0.03, 0.01, 0.003, 0.001],
                                description="local-search: the distances eps to search within")
@@ -200,6 +213,19 @@ class OutputConfig(Section):
                                                  "--set overrides that change what is trained; --out overrides)")
 
 
+# sbatch options (and submitit parameters) that gb sets itself, refused in sweep.slurm: the sweep
+# key that sets each ("" when gb needs it as it is: the array, its logs, submitit's signal and requeue)
+_SLURM_OWN = {
+    "partition": "partition", "time": "time_min", "cpus_per_task": "cpus", "mem": "mem_gb", "mem_per_cpu": "mem_gb",
+    "mem_per_gpu": "mem_gb", "cpus_per_gpu": "cpus", "array_parallelism": "jobs", "gres": "gpus", "gpus": "gpus",
+    "gpus_per_node": "gpus", "gpus_per_task": "gpus", "num_gpus": "gpus", "account": "account", "qos": "qos",
+    "constraint": "constraint", "array": "", "map_count": "", "nodes": "", "ntasks": "", "ntasks_per_node": "",
+    "output": "", "error": "", "open_mode": "", "stderr_to_stdout": "", "signal": "", "no_requeue": "",
+    "setup": "", "teardown": "", "srun_args": "", "use_srun": "", "additional_parameters": "", "folder": "",
+    "command": "", "wrap": "", "chdir": "", "export": "", "hold": "", "wait": "", "parsable": "", "test_only": "",
+}
+
+
 class SweepConfig(Section):
     """How `gb sweep` runs its points (not part of a point's identity); the command line overrides these."""
 
@@ -216,6 +242,56 @@ class SweepConfig(Section):
                              "batch order as one computation (same trajectories; gbcli.training.batched)")
     solve_cache: bool = Field(True, description="reuse the solution of a program identical to one already solved "
                                                 "in this sweep (OUT/solves/, gbcli.runs.cache)")
+    gpus: StrictInt = Field(0, ge=0, le=64, description="slurm GPUs per point (gres gpu:N); 0: none asked for")
+    account: Optional[str] = Field(None, description="slurm account to charge (sbatch --account; default: yours)")
+    qos: Optional[str] = Field(None, description="slurm quality of service (sbatch --qos)")
+    constraint: Optional[str] = Field(None, description="slurm node features required (sbatch --constraint, "
+                                                        "e.g. 'intel&ib')")
+    # its values are judged by _slurm_values (strictly: a string, an integer or a boolean)
+    slurm: dict[str, Any] = Field(
+        default_factory=dict,
+        description="further sbatch options, name -> a string, integer or boolean (e.g. {exclude: node3, nice: 10}): "
+                    "submitit's parameter when it has one, else an #SBATCH line; true: a bare flag, false: left out. "
+                    "The options gb sets itself (partition, time, cpus, memory, gpus, array, output, signal ...) are "
+                    "refused here: use the sweep keys")
+
+    @field_validator("partition", "account", "qos", "constraint")
+    @classmethod
+    def _slurm_word(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (not v.strip() or any(c.isspace() or not c.isprintable() for c in v)):
+            raise ValueError(f"{quoted(v)}: a Slurm name is one word without spaces or control characters")
+        return v
+
+    @field_validator("slurm", mode="before")
+    @classmethod
+    def _slurm_values(cls, v: Any) -> Any:
+        """One line naming the option whose value is not a string, an integer or a boolean (a
+        float, a list, null): the values are written into the sbatch script as they are."""
+        if isinstance(v, dict):
+            for key, value in v.items():
+                if not isinstance(value, (str, int)):   # bool is an int; float, list, null are not
+                    raise ValueError(f"{quoted(str(key))}: {shorten(repr(value))} is not a string, integer or boolean")
+        return v
+
+    @field_validator("slurm")
+    @classmethod
+    def _slurm_options(cls, v: dict) -> dict:
+        seen: dict[str, str] = {}
+        for key, value in v.items():
+            name = key.replace("-", "_")
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name):
+                raise ValueError(f"{quoted(key)} is not an sbatch option name (lower-case letters, digits, '_', '-')")
+            if name in seen:
+                raise ValueError(f"{quoted(key)} and {quoted(seen[name])} name the same option")
+            seen[name] = key
+            # sbatch takes any unambiguous abbreviation of an option: a prefix of one gb sets is refused too
+            own = next((o for o in _SLURM_OWN if o.startswith(name)), None)
+            if own is not None:
+                raise ValueError(f"{quoted(key)}: gb sets {own.replace('_', '-')} itself"
+                                 + (f" (use sweep.{_SLURM_OWN[own]})" if _SLURM_OWN[own] else ""))
+            if isinstance(value, str) and (not value or any(not c.isprintable() for c in value)):
+                raise ValueError(f"{quoted(key)}: its value must be a non-empty line without control characters")
+        return v
 
 
 class Config(Section):

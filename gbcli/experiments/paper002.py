@@ -18,15 +18,23 @@ every point the other way (y_n <u_i, x_n> < 0): `par_fraction` is the fraction o
 (`par_fraction_w`, `par_fraction_u` per group), and `par_max_angle` the largest angle (degrees) of a
 unit to its svm-par direction (w* for the +v units, u* for the -v units): 0 in the theorem's limit.
 The leaky network and svm-par are the model `gbcli.models.leaky`.
+Issue 27 adds the instrument `output_linearity` (Figure 3: f against its best linear fit on a 2-D input
+plane) and two sweep reports: `figures/output_linearity.png` and, for leaky sweeps that differ in
+`training.batch_size`, `tables/risk.csv` / `figures/risk.png` (Theorem 4.1: SGD against GD).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
 from gbcli.instruments.base import Instrument, first_layer
+from gbcli.io import load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.reports.render import save_png
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -113,6 +121,231 @@ class Clusters(Instrument):
         return {**row, **par_measures(first_layer(model), xn, y.double().cpu().numpy(), tracker.par_rows)}
 
 
-INSTRUMENTS = {i.name: i for i in (Clusters(),)}
+
+
+# ------------------------------------------------------------------ issue 27: Figure 3 and Theorem 4.1
+
+# `output_linearity` (Figure 3: a clustered net's decision boundary is linear, its output is not).
+# On a plane of inputs (dim 2, or dim 2 with the constant bias feature of `dataset.bias`), a GRID x GRID
+# grid over [-R, R]^2 (R the largest training norm): `output_linear_r2`, the R^2 of the best linear
+# function of the net's input (least squares over the grid; with the bias feature, an affine function of
+# the plane); `output_linear_dev`, its largest residual over max |f|; `output_sign_mismatch_grid`, the
+# fraction of the grid where sign f != sign <w_bar - u_bar, x>; `output_slope_ratio`, along the normal
+# of the linear rule's boundary line through its point nearest the origin, the largest slope of f over
+# the smallest (f is piecewise linear there; 1 for a linear function, nan if f is not increasing). Its final tables are
+# `output_grid` (f, the fit and the linear rule on the grid) and `output_line` (f and the fit along that
+# normal); the sweep's `figures/output_linearity.png` draws them.
+
+GRID = 61
+
+
+def plane_of(x_train: np.ndarray, bias: bool) -> float | None:
+    """The constant of the bias feature (0.0 without one), or None when the inputs are no plane."""
+    if x_train.shape[1] == 2:
+        return 0.0
+    if bias and x_train.shape[1] == 3 and np.ptp(x_train[:, -1]) == 0:
+        return float(x_train[0, -1])
+    return None
+
+
+def linearity_inputs(x_train: np.ndarray, const: float) -> dict:
+    """The grid and its radius (net inputs: the plane, then the constant when there is one)."""
+    r = float(np.linalg.norm(x_train[:, :2], axis=1).max())
+    t = np.linspace(-r, r, GRID)
+    g = np.stack(np.meshgrid(t, t), -1).reshape(-1, 2)
+    return {"radius": r, "const": const, "grid": g}
+
+
+def _lift(p: np.ndarray, const: float, bias: bool) -> np.ndarray:
+    return np.c_[p, np.full(len(p), const)] if bias else p
+
+
+def _normal_line(direction: np.ndarray, const: float, bias: bool, r: float, n: int = 201):
+    """Points x0 + t n, t in [-r, r]: n the unit normal of the rule's boundary line in the plane, x0 its
+    point nearest the origin."""
+    d = direction[:2]
+    nrm = d / max(np.linalg.norm(d), 1e-300)
+    off = -(direction[2] * const) / max(np.linalg.norm(d), 1e-300) if bias else 0.0
+    t = np.linspace(-r, r, n)
+    return t, (off + t)[:, None] * nrm[None]
+
+
+def _sign(v: np.ndarray) -> np.ndarray:
+    """sign with rounding noise (|v| <= 1e-9 max |v|, grid points on the boundary line) counted as 0."""
+    return np.sign(np.where(np.abs(v) <= 1e-9 * np.abs(v).max(), 0.0, v))
+
+
+def output_linearity(f_of, w1: np.ndarray, inputs: dict, bias: bool) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """The columns (see above) and the two final tables, for a net f_of(net inputs) -> outputs."""
+    k = len(w1) // 2
+    direction = w1[:k].mean(0) - w1[k:].mean(0)
+    r, const, g = inputs["radius"], inputs["const"], inputs["grid"]
+    xg = _lift(g, const, bias)
+    f = f_of(xg)
+    coef, *_ = np.linalg.lstsq(xg, f, rcond=None)
+    fit = xg @ coef
+    ss = float(((f - f.mean()) ** 2).sum())
+    rule = xg @ direction
+    t, line = _normal_line(direction, const, bias, r)
+    xl = _lift(line, const, bias)
+    fl = f_of(xl)
+    slopes = np.diff(fl) / np.diff(t)   # f is piecewise linear along the line: its slopes' range
+    row = {"output_linear_r2": 1 - float(((f - fit) ** 2).sum()) / ss if ss > 0 else float("nan"),
+           "output_linear_dev": float(np.abs(f - fit).max() / max(np.abs(f).max(), 1e-300)),
+           "output_sign_mismatch_grid": float(np.mean(_sign(f) != _sign(rule))),
+           "output_slope_ratio": float(slopes.max() / slopes.min()) if slopes.min() > 0 else float("nan")}
+    grid = pd.DataFrame({"x1": g[:, 0], "x2": g[:, 1], "f": f, "fit": fit, "rule": rule})
+    line_t = pd.DataFrame({"t": t, "x1": line[:, 0], "x2": line[:, 1], "f": fl, "fit": xl @ coef})
+    return row, grid, line_t
+
+
+class OutputLinearity(Instrument):
+    name, needs_matching = "output_linearity", False
+    description = "paper 002's Figure 3: f against its best linear fit on a 2-D input plane"
+    columns = ("output_linear_r2", "output_linear_dev", "output_sign_mismatch_grid", "output_slope_ratio")
+    panels = (("output_linear_r2", "R^2 of the best linear fit of f (input plane)", "linear"),
+              ("output_sign_mismatch_grid", "sign f != sign <w_bar - u_bar, x> (plane grid)", "linear"))
+
+    def setup(self, tracker, context):
+        ds, bias = tracker.problem.dataset, bool(getattr(context.cfg.dataset, "bias", False))
+        const = plane_of(ds.x_train, bias)
+        tracker.linearity = None if const is None else (linearity_inputs(ds.x_train, const), bias)
+        return {}
+
+    def _measure(self, tracker, model):
+        inputs, bias = tracker.linearity
+
+        def f_of(z: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return model(torch.tensor(z, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
+        return output_linearity(f_of, first_layer(model), inputs, bias)
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        if tracker.linearity is None:
+            return dict.fromkeys(self.columns, float("nan"))
+        return self._measure(tracker, model)[0]
+
+    def final_tables(self, tracker, model):
+        if tracker.linearity is None:
+            return {}
+        _, grid, line = self._measure(tracker, model)
+        return {"output_grid": grid, "output_line": line}
+
+
+def _point_frames(out_dir: Path, stem: str) -> dict[str, pd.DataFrame]:
+    return {f.parent.parent.name: read_csv_untrusted(f) for f in sorted(out_dir.glob(f"points/*/gd/{stem}.csv"))}
+
+
+def _point_config(out_dir: Path, point: str) -> dict:
+    return load_yaml(read_text_untrusted(out_dir / "points" / point / "gd" / "config.yaml"))
+
+
+def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
+    """For a sweep tracking `output_linearity`: `tables/output_linearity.csv` (each point's last logged
+    columns) and `figures/output_linearity.png` (per point: f over the plane with f = 0 and the linear
+    rule's boundary; f and its best linear fit along the boundary's normal)."""
+    out_dir = Path(out_dir)
+    grids, lines = _point_frames(out_dir, "output_grid"), _point_frames(out_dir, "output_line")
+    points = [p for p in grids if p in lines]
+    if not points:
+        return []
+    rows = []
+    for p in points:
+        cfg = _point_config(out_dir, p)
+        last = read_csv_untrusted(out_dir / "points" / p / "gd" / "metrics.csv").iloc[-1]
+        rows.append({"point": p, "run": cfg["name"], "hidden_units": cfg["model"].get("hidden_units"),
+                     "leaky_alpha": cfg["model"].get("leaky_alpha"), "bias": bool(cfg["dataset"].get("bias", False)),
+                     "steps": int(last["step"]), "train_error": last["train_error"],
+                     **{c: last.get(c, float("nan")) for c in OutputLinearity.columns + ("max_group_angle",)}})
+    table = pd.DataFrame(rows)
+    write_csv(out_dir / "tables" / "output_linearity.csv", table)
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
+    fig = Figure(figsize=(max(3.6 * len(points), 9.0), 7.2), layout="constrained")
+    axes = np.array(fig.subplots(2, len(points), squeeze=False))
+    for j, r in table.iterrows():
+        g, line = grids[r["point"]], lines[r["point"]]
+        n = int(round(np.sqrt(len(g))))
+        x1, x2, f = (g[c].to_numpy().reshape(n, n) for c in ("x1", "x2", "f"))
+        ax = axes[0, j]
+        lim = float(np.abs(f).max())
+        cs = ax.contourf(x1, x2, f, levels=21, cmap="RdBu_r", vmin=-lim, vmax=lim)
+        ax.contour(x1, x2, f, levels=9, colors="k", linewidths=0.4, alpha=0.5)
+        ax.contour(x1, x2, f, levels=[0.0], colors="k", linewidths=2.0)
+        ax.contour(x1, x2, g["rule"].to_numpy().reshape(n, n), levels=[0.0], colors="y", linewidths=1.0,
+                   linestyles="--")
+        ax.plot(line["x1"], line["x2"], color="g", lw=0.8)
+        fig.colorbar(cs, ax=ax, shrink=0.8)
+        ax.set(aspect="equal", title=f"{r['run']}\n2k = {r['hidden_units']}, alpha {r['leaky_alpha']}, "
+                                     f"bias {'yes' if r['bias'] else 'no'}", xlabel="x1", ylabel="x2")
+        ax = axes[1, j]
+        ax.plot(line["t"], line["f"], label="f (the net)")
+        ax.plot(line["t"], line["fit"], ls="--", label="best linear fit (over the grid)")
+        ax.axhline(0, color="k", lw=0.6)
+        ax.axvline(0, color="y", lw=0.8, ls="--")
+        ax.set(xlabel="t along the green normal (0: the rule's boundary)", ylabel="output",
+               title=f"R^2 {r['output_linear_r2']:.4f}, max dev {r['output_linear_dev']:.3f},\n"
+                     f"slope ratio {r['output_slope_ratio']:.3f}, sign != rule {r['output_sign_mismatch_grid']:.4f}")
+        ax.legend(fontsize=7)
+    fig.suptitle("f over the input plane: black f = 0, dashed yellow <w_bar - u_bar, x> = 0 (paper 002, Figure 3)")
+    return [save_png(fig, out_dir / "figures" / "output_linearity.png")]
+
+
+def _max_point_loss(m: pd.DataFrame, loss: str) -> pd.Series:
+    """Every point's loss is at most the loss at the smallest margin (leaky nets: 1-homogeneous, so
+    min_n y_n f(x_n) = normalized_margin x ||w||)."""
+    low = m["normalized_margin"] * m["weight_norm"]
+    return np.exp(-low) if loss == "exponential" else np.logaddexp(0.0, -low)
+
+
+RISK_EPS = 0.1   # Theorem 4.1's eps in `tables/risk.csv`: the first step with every point's loss below it
+
+
+def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
+    """For a sweep of leaky nets that differ in `training.batch_size` (SGD against GD, Theorem 4.1):
+    `tables/risk.csv` (per point: the last mean training loss, the largest loss of a training point, the
+    first logged step where every point's loss is below RISK_EPS and where the training error is 0) and
+    `figures/risk.png` (mean and largest point loss against the step)."""
+    out_dir = Path(out_dir)
+    metrics = _point_frames(out_dir, "metrics")
+    cfgs = {p: _point_config(out_dir, p) for p in metrics}
+    leaky = [p for p in metrics if "normalized_margin" in metrics[p]]   # homogeneous nets (the sweep's leaky ones)
+    if len({cfgs[p]["training"].get("batch_size") for p in leaky}) < 2:
+        return []
+    rows, curves = [], {}
+    for p in leaky:
+        c, m = cfgs[p], metrics[p]
+        worst = _max_point_loss(m, c["training"].get("loss", "logistic"))
+        below, fitted = m["step"][worst < RISK_EPS], m["step"][m["train_error"] == 0]
+        bs = c["training"].get("batch_size")
+        label = f"{c['name']}, margin {c['dataset'].get('margin')}, batch {bs if bs else 'full'}"
+        curves[p] = (label, m["step"], m["train_loss"], worst)
+        rows.append({"point": p, "run": label, "batch_size": bs if bs else "full", "margin": c["dataset"].get("margin"),
+                     "steps": int(m["step"].iloc[-1]), "train_loss": m["train_loss"].iloc[-1],
+                     "max_point_loss": float(worst.iloc[-1]),
+                     "first_step_all_below_eps": below.min() if len(below) else None,
+                     "first_step_train_error_0": fitted.min() if len(fitted) else None, "eps": RISK_EPS})
+    table = pd.DataFrame(rows).sort_values(["margin", "batch_size"], key=lambda s: s.astype(str))
+    write_csv(out_dir / "tables" / "risk.csv", table)
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
+    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    ax_a, ax_b = fig.subplots(1, 2)
+    margins = sorted({r["margin"] for r in rows}, key=str)
+    for p, (label, step, mean, worst) in curves.items():
+        c = cfgs[p]
+        style = dict(color=f"C{margins.index(c['dataset'].get('margin')) % 10}",
+                     ls="-" if c["training"].get("batch_size") else "--")
+        ax_a.plot(step[step > 0], mean[step > 0], label=label, **style)
+        ax_b.plot(step[step > 0], worst[step > 0], label=label, **style)
+    ax_b.axhline(RISK_EPS, color="k", lw=0.6)
+    ax_a.set(xscale="log", yscale="log", xlabel="step", ylabel="mean training loss", title="(a) training loss")
+    ax_b.set(xscale="log", yscale="log", xlabel="step", ylabel="largest loss of a training point",
+             title=f"(b) the worst point (line: eps = {RISK_EPS})")
+    ax_a.legend(fontsize=7)
+    return [save_png(fig, out_dir / "figures" / "risk.png")]
+
+
+INSTRUMENTS = {i.name: i for i in (Clusters(), OutputLinearity())}
 RUN_REPORTS = ()
-SWEEP_REPORTS = ()
+SWEEP_REPORTS = (plot_sweep_output_linearity, plot_sweep_risk)

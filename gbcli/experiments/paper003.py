@@ -9,7 +9,11 @@ programs `nonconvex-global`, `local-search`, `local-search-global`) are in
 here) in `gbcli.programs.nonconvex`. This module holds what only the paper's report needs:
 
 - the run's `tables/kkt.csv` (one row, the paper's Tables 1-2 entry for the construction);
-- the sweep's `tables/kkt.csv` and `figures/kkt.png`.
+- the sweep's `tables/kkt.csv` and `figures/kkt.png`;
+- the instrument `relu_pattern` (Theorem 3.2 under random inits) and the sweep's
+  `tables/init_outcomes*.csv` / `figures/init_outcomes.png`;
+- the instrument `layer_optimality` (Theorems 5.2-5.4: each layer against Problem 4, the max-margin
+  problem of that layer alone) and the sweep's `tables/layer_optimality.csv` / `figures/layer_optimality.png`.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
+from gbcli.instruments.base import Instrument
 from gbcli.io import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.models.construction import NONCONVEX
-from gbcli.programs.nonconvex import Problem2, flat_theta   # noqa: F401  (re-exported: Problem 2 lives there)
+from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
 from gbcli.reports.render import save_png
 
 KKT_TOL = 1e-3          # GD's limit counts as a KKT point when its relative KKT residual is below this
@@ -120,7 +126,270 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     return [save_png(fig, out_dir / "figures" / "kkt.png")]
 
 
+
+
+# ------------------------------------------------------------------ issue 27: Theorem 3.2 under random inits
+
+# `relu_pattern` (two-layer ReLU nets, `relu`): which units are active on which training points.
+# `units_active_all`: units with <w_j, x_i> > 0 on every training point; `units_dead`: units active on
+# none; `thm32_premise`: 1 when one unit is active on every point with v_j > 0 and every other unit is
+# dead (Theorem 3.2's assumption on the initialization, read at step 0; later, the pattern of its KKT
+# point); `top_unit_share`: the largest share of ||theta||^2 one unit carries (||w_j||^2 + v_j^2);
+# `norm_sq_margin1`: ||theta||^2 / min_i y_i f(x_i), ||theta||^2 at margin 1 (nan until every point is fitted).
+# The sweep report sorts each run's end into outcomes: `one unit carries the net` (top_unit_share above
+# ONE_UNIT_SHARE with every point fitted: that unit is active on every point, Theorem 3.2's KKT point,
+# not a local optimum), `units split the points`, `not fitted` (a training point still misclassified).
+
+
+def relu_pattern(w1: np.ndarray, v: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict:
+    """The columns of `relu_pattern` for first layer w1 (rows: units), output weights v and data (x, y)."""
+    active = x @ w1.T > 0
+    every, none = active.all(0), ~active.any(0)
+    sq = (w1 ** 2).sum(1) + v ** 2
+    low = float((y * (np.maximum(x @ w1.T, 0) @ v)).min())
+    premise = any(every[j] and v[j] > 0 and all(none[i] for i in range(len(v)) if i != j) for j in range(len(v)))
+    return {"units_active_all": int(every.sum()), "units_dead": int(none.sum()), "thm32_premise": float(premise),
+            "top_unit_share": float(sq.max() / sq.sum()) if sq.sum() > 0 else float("nan"),
+            "norm_sq_margin1": float(sq.sum() / low) if low > 0 else float("nan")}
+
+
+class ReluPattern(Instrument):
+    name = "relu_pattern"
+    description = "paper 003's Theorem 3.2: the units' activity pattern on the training points"
+    columns = ("units_active_all", "units_dead", "thm32_premise", "top_unit_share", "norm_sq_margin1")
+    panels = (("top_unit_share", "largest share of ||theta||^2 in one unit", "linear"),
+              ("norm_sq_margin1", "||theta||^2 at margin 1", "log"))
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        def np64(t: torch.Tensor) -> np.ndarray:
+            return t.detach().double().cpu().numpy()
+        return relu_pattern(np64(model.w1), np64(model.w2[0]), np64(x), np64(y))
+
+
+OUTCOMES = ("one unit carries the net", "units split the points", "not fitted")
+ONE_UNIT_SHARE = 0.95   # a fitted net whose largest unit carries more of ||theta||^2 is Thm 3.2's kind of end
+
+
+def outcome_of(last: pd.Series) -> str:
+    if last["train_error"] > 0:
+        return OUTCOMES[2]
+    return OUTCOMES[0] if last["top_unit_share"] > ONE_UNIT_SHARE else OUTCOMES[1]
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson interval of a fraction k / n."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = k / n
+    c, h = (p + z * z / (2 * n)) / (1 + z * z / n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, float(c - h)), min(1.0, float(c + h))
+
+
+def write_init_outcomes(out_dir: str | Path) -> list[Path]:
+    """For a sweep tracking `relu_pattern` over initializations: `tables/init_outcomes.csv` (per point:
+    init scheme, scale and seed, the premise at step 0, the end's pattern, ||theta||^2 at margin 1,
+    outcome), `tables/init_outcomes_summary.csv` (per scheme and scale: the fraction of each outcome with
+    its 95% Wilson interval) and `figures/init_outcomes.png`."""
+    out_dir = Path(out_dir)
+    rows = []
+    for f in sorted(out_dir.glob("points/*/gd/metrics.csv")):
+        m = read_csv_untrusted(f)
+        if "thm32_premise" not in m or len(m) < 2:
+            continue
+        cfg = load_yaml(read_text_untrusted(f.parent / "config.yaml"))
+        mod, last = cfg["model"], m.iloc[-1]
+        rows.append({"point": f.parent.parent.name, "init": mod.get("init") or "kaiming",
+                     "init_scale": mod.get("init_scale", 1.0), "init_seed": mod.get("init_seed"),
+                     "loss": cfg["training"].get("loss", "logistic"), "steps": int(last["step"]),
+                     "premise_at_init": bool(m["thm32_premise"].iloc[0] == 1), "train_error": last["train_error"],
+                     **{c: last[c] for c in ReluPattern.columns if c != "thm32_premise"},
+                     "kkt_residual": last.get("kkt_residual", float("nan")), "outcome": outcome_of(last)})
+    if not rows:
+        return []
+    table = pd.DataFrame(rows).sort_values(["init", "init_scale", "loss", "init_seed"])
+    write_csv(out_dir / "tables" / "init_outcomes.csv", table)
+    summary = []
+    for (init, scale, loss), g in table.groupby(["init", "init_scale", "loss"], sort=False):
+        row = {"init": init, "init_scale": scale, "loss": loss, "runs": len(g),
+               "premise_at_init": float(g["premise_at_init"].mean())}
+        for o in OUTCOMES:
+            k = int((g["outcome"] == o).sum())
+            row[o] = k / len(g)
+            row[f"{o} (95% low)"], row[f"{o} (95% high)"] = wilson(k, len(g))
+        pre = g[g["premise_at_init"]]
+        ended = float((pre["outcome"] == OUTCOMES[0]).mean()) if len(pre) else float("nan")
+        row["premise_runs_ending_one_unit"] = ended
+        summary.append(row)
+    summary = pd.DataFrame(summary)
+    write_csv(out_dir / "tables" / "init_outcomes_summary.csv", summary)
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
+    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    ax_a, ax_b = fig.subplots(1, 2)
+    labels = [f"{r['init']} x{r['init_scale']:g}\n{r['loss']}" for _, r in summary.iterrows()]
+    xs = np.arange(len(summary))
+    for i, o in enumerate(OUTCOMES):
+        val = summary[o].to_numpy(float)
+        err = np.abs(np.vstack([summary[f"{o} (95% low)"], summary[f"{o} (95% high)"]]) - val)
+        ax_a.bar(xs + (i - 1) * 0.27, val, 0.27, yerr=err, capsize=3, label=o)
+    ax_a.set(xticks=xs, ylabel="fraction of random initializations", ylim=(0, 1),
+             title="(a) where GD ends (95% Wilson intervals)")
+    ax_a.set_xticklabels(labels, fontsize=7)
+    ax_a.legend(fontsize=7)
+    for i, (_, g) in enumerate(table.groupby(["init", "init_scale", "loss"], sort=False)):
+        ok = g[g["outcome"] != OUTCOMES[2]]
+        jitter = np.linspace(-0.3, 0.3, len(ok)) if len(ok) > 1 else np.zeros(len(ok))
+        ax_b.scatter(i + jitter, ok["norm_sq_margin1"], c=["C0" if o == OUTCOMES[0] else "C1" for o in ok["outcome"]],
+                     s=14, marker="o")
+    ax_b.set(xticks=xs, yscale="log", ylabel="||theta||^2 at margin 1 at the last step",
+             title="(b) fitted runs (blue: one unit carries the net, orange: split)")
+    ax_b.set_xticklabels(labels, fontsize=7)
+    return [save_png(fig, out_dir / "figures" / "init_outcomes.png")]
+
+
+
+
+# ------------------------------------------------------------------ issue 27: Theorems 5.2-5.4 (per layer)
+
+# `layer_optimality` (the constructions' kinds: relu, diagonal, conv): at the end of training, each
+# layer of GD's network scaled to margin 1, theta~, against Problem 4, the max-margin problem of that
+# layer alone, min ||u||^2 s.t. y_i f(x_i) >= 1 with every other layer fixed at theta~. A layer is a
+# parameter tensor (relu: w1, w2; conv: w, v), and for the diagonal nets each row of `w` (one layer's
+# diagonal). SLSQP (scipy) solves Problem 4 from u~ and from LAYER_RESTARTS random starts (the best:
+# `global_norm_sq`; each layer's f is linear in that layer for these nets, so for linear nets Problem 4
+# is convex and this is its optimum), and within eps of u~ for eps in LAYER_RADII, from u~ and random
+# points of the ball (`local_norm_sq_eps_*`). Its final table `layer_optimality` has one row per layer;
+# the sweep's `tables/layer_optimality.csv` collects them. Theorem 5.2: every layer of a linear net's KKT
+# point is a global optimum of Problem 4; 5.4: a ReLU net's layer is a local one when every neuron's
+# input is non-zero; 5.3: otherwise it may not be even a local one.
+
+LAYER_RESTARTS = 20
+LAYER_RADII = (0.1, 0.01, 0.001)
+
+
+def layer_slices(cfg, model) -> list[tuple[str, np.ndarray]]:
+    """(name, indices into the flat theta) of each layer (module comment above)."""
+    out, i = [], 0
+    for name, p in model.named_parameters():
+        k = int(p.numel())
+        if cfg.spec.rows_are_layers and p.ndim == 2:
+            d = p.shape[1]
+            out += [(f"{name}[{j}]", np.arange(i + j * d, i + (j + 1) * d)) for j in range(p.shape[0])]
+        else:
+            out.append((name, np.arange(i, i + k)))
+        i += k
+    return out
+
+
+def layer_problem(p2: Problem2, theta: np.ndarray, idx: np.ndarray, restarts: int = LAYER_RESTARTS,
+                  radii=LAYER_RADII, seed: int = 0) -> dict:
+    """Problem 4 for the layer theta[idx], the rest fixed at theta (scaled to margin 1 already)."""
+    from scipy.optimize import minimize
+
+    def full(u: np.ndarray) -> np.ndarray:
+        t = theta.copy()
+        t[idx] = u
+        return t
+
+    def cons_fun(u):
+        return p2.margins_jac(full(u))[0] - 1
+
+    def cons_jac(u):
+        return p2.margins_jac(full(u))[1][:, idx]
+
+    def solve(start, center=None, radius=None):
+        cons = [{"type": "ineq", "fun": cons_fun, "jac": cons_jac}]
+        if center is not None:
+            cons.append({"type": "ineq", "fun": lambda u: np.atleast_1d(radius ** 2 - np.sum((u - center) ** 2)),
+                         "jac": lambda u: -2 * (u - center)[None, :]})
+        res = minimize(lambda u: (float(u @ u), 2 * u), start, jac=True, method="SLSQP", constraints=cons,
+                       options={"maxiter": 300, "ftol": 1e-15})
+        u = res.x
+        if not np.all(np.isfinite(u)) or cons_fun(u).min() < -1e-9:
+            return None
+        if center is not None and np.linalg.norm(u - center) > radius * (1 + 1e-9):
+            return None
+        return float(u @ u)
+
+    rng = np.random.default_rng(seed)
+    u0 = theta[idx].copy()
+    base = float(u0 @ u0)
+    scale = max(np.sqrt(base / len(idx)), 1e-3)
+    found = [v for v in [solve(u0)] + [solve(rng.standard_normal(len(idx)) * scale) for _ in range(restarts)]
+             if v is not None]
+    row = {"size": len(idx), "layer_norm_sq": base, "global_norm_sq": min(found + [base])}
+    local = []
+    for eps in radii:
+        starts = [u0 + 1e-3 * eps * rng.standard_normal(len(idx))]
+        for _ in range(restarts // 4):
+            d = rng.standard_normal(len(idx))
+            starts.append(u0 + eps * rng.uniform() * d / np.linalg.norm(d))
+        best = min([v for v in (solve(s, u0, eps) for s in starts) if v is not None] + [base])
+        row[f"local_norm_sq_eps_{eps:g}"] = best
+        local.append(best)
+    row["local_optimum"] = bool(all(b >= base * (1 - IMPROVE_TOL) for b in local))
+    row["global_optimum"] = bool(row["global_norm_sq"] >= base * (1 - 1e-6))
+    return row
+
+
+def layer_table(cfg, model, x: np.ndarray, y: np.ndarray) -> pd.DataFrame | None:
+    """Problem 4 for every layer of `model` at its margin-1 direction (None when a point is misclassified)."""
+    p2 = Problem2(cfg, model, x, y)
+    theta = p2.to_margin_one(flat_theta(model))
+    if theta is None:
+        return None
+    return pd.DataFrame([{"layer": name, **layer_problem(p2, theta, idx)} for name, idx in layer_slices(cfg, model)])
+
+
+class LayerOptimality(Instrument):
+    name = "layer_optimality"
+    description = "paper 003's Problem 4: each layer of GD's limit against its own max-margin problem"
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        return {}
+
+    def final_tables(self, tracker, model):
+        ds = tracker.problem.dataset
+        table = layer_table(tracker.cfg, model, ds.x_train, ds.y_train)
+        return {} if table is None else {"layer_optimality": table}
+
+
+def write_layer_table(out_dir: str | Path) -> list[Path]:
+    """For a sweep tracking `layer_optimality`: `tables/layer_optimality.csv` (every point's layers, with
+    its construction, activation and loss) and `figures/layer_optimality.png` (per layer: the smallest
+    ||u||^2 found within eps and anywhere, over u~'s)."""
+    out_dir = Path(out_dir)
+    frames = []
+    for f in sorted(out_dir.glob("points/*/gd/layer_optimality.csv")):
+        cfg = load_yaml(read_text_untrusted(f.parent / "config.yaml"))
+        frames.append(read_csv_untrusted(f).assign(
+            point=f.parent.parent.name, construction=cfg["name"], model=cfg["model"]["kind"],
+            activation=cfg["model"].get("activation", "relu"), loss=cfg["training"].get("loss", "logistic")))
+    if not frames:
+        return []
+    table = pd.concat(frames, ignore_index=True)
+    first = ["point", "construction", "model", "activation", "loss", "layer"]
+    table = table[first + [c for c in table.columns if c not in first]]
+    write_csv(out_dir / "tables" / "layer_optimality.csv", table)
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
+    fig = Figure(figsize=(12, 5), layout="constrained")
+    ax = fig.subplots()
+    cols = [c for c in table.columns if c.startswith("local_norm_sq_eps_")]
+    labels = [f"{r['construction']} {r['layer']} ({r['loss'][:3]})" for _, r in table.iterrows()]
+    xs = np.arange(len(table))
+    for j, c in enumerate(cols):
+        ax.scatter(xs, table[c] / table["layer_norm_sq"], marker="o", s=18, label=f"within eps = {c.rsplit('_', 1)[1]}")
+    ax.scatter(xs, table["global_norm_sq"] / table["layer_norm_sq"], marker="x", color="k", s=30, label="anywhere")
+    ax.axhline(1.0, color="k", lw=0.6)
+    ax.set(xticks=xs, ylabel="smallest ||u||^2 found / ||u~||^2",
+           title="each layer of GD's limit against its own max-margin problem (1: nothing smaller found)")
+    ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=7)
+    ax.legend(fontsize=7)
+    return [save_png(fig, out_dir / "figures" / "layer_optimality.png")]
+
+
 # the reports this experiment adds to `gb compare` (a run) and to a sweep's aggregation
 RUN_REPORTS = (write_kkt_table,)
-SWEEP_REPORTS = (plot_sweep_kkt,)
-INSTRUMENTS = {}
+SWEEP_REPORTS = (plot_sweep_kkt, write_init_outcomes, write_layer_table)
+INSTRUMENTS = {i.name: i for i in (ReluPattern(), LayerOptimality())}

@@ -97,6 +97,8 @@ class ModelSpec:
     description: ClassVar[str] = ""
     programs: ClassVar[dict[str, Program]] = {}
     instruments: ClassVar[tuple[str, ...]] = ("kkt",)   # which `training.track` instruments apply
+    # theory instruments (paper 003's per-layer problems): each row of a 2-D weight is a layer of its own
+    rows_are_layers: ClassVar[bool] = False
     default_init: ClassVar[str] = "orthogonal"
     coordinate_descent: ClassVar[bool] = False         # training.descent: coordinate is allowed
     figure_axis: ClassVar[str] = "units"                # panel (d): x = hidden units, or "hyperplanes"

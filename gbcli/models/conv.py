@@ -51,6 +51,7 @@ class Spec(construction.ConstructionSpec):
     kind, Params = "conv", Params
     description = "paper 003: shared-filter convolution over disjoint patches, explicit initial weights"
     programs = construction.programs()
+    instruments = ("kkt", "layer_optimality")
 
     example_model = {"activation": "relu", "weights": {"w": [0.0, 1.0], "v": [0.7, 0.7]}}
     example_x = [[4.0, 0.7, -4.0, 0.7]]

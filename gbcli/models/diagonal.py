@@ -69,6 +69,8 @@ class Spec(construction.ConstructionSpec):
     kind, Params = "diagonal", Params
     description = "paper 003: depth-m diagonal network, explicit initial weights"
     programs = construction.programs()
+    instruments = ("kkt", "layer_optimality")
+    rows_are_layers = True   # each depth's diagonal factor is a layer of paper 003's per-layer problem
 
     example_model = {"depth": 2, "activation": "linear", "weights": {"w": [[1.0, 0.0], [1.0, 0.0]]}}
     example_x = [[1.0, 2.0]]

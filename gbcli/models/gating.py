@@ -1,9 +1,9 @@
 """Gating: which context each input falls into (protocol section 3).
 
 A unit with k hyperplanes has C = 2^k local contexts: the k bits [w_j . x > b_j] read as a
-binary number (bit j for hyperplane j). The global context of x is the tuple of its local
-contexts over the H units. The frozen random gates of `svm-rc` are the k = 1 case with
-orthogonal-init normals and median offsets.
+binary number with hyperplane 0 the most significant bit (`context_index`, the one place the order
+is defined). The global context of x is the tuple of its local contexts over the H units. The
+frozen random gates of `svm-rc` are the k = 1 case with orthogonal-init normals and median offsets.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Hyperplanes:
         if k == 0:
             return np.zeros((x.shape[0], H), dtype=np.int64)
         side = (projections(x, self.normals.reshape(H * k, D)) > self.offsets.reshape(-1)).reshape(-1, H, k)
-        return (side * (1 << np.arange(k))).sum(-1).astype(np.int64)
+        return context_index(side)
 
     def with_offsets(self, offsets: np.ndarray) -> "Hyperplanes":
         return Hyperplanes(self.normals, offsets.astype(self.offsets.dtype), self.raw_offsets)
@@ -49,6 +49,26 @@ class Hyperplanes:
     def to_arrays(self) -> dict[str, np.ndarray]:
         out = {"normals": self.normals, "offsets": self.offsets}
         return out if self.raw_offsets is None else {**out, "raw_offsets": self.raw_offsets}
+
+
+def context_index(side: np.ndarray) -> np.ndarray:
+    """(..., k) hyperplane sides [w_j . x > b_j] -> (...) int64 local contexts in [0, 2^k).
+
+    THE bit order of the context index, used everywhere: hyperplane 0 is the MOST significant bit,
+    c = sum_j 2^(k-1-j) side_j (for k = 2: c = 2 side_0 + side_1). This is protocol section 3's
+    definition of the local context and the published code's (section 10, "Bit order of the context
+    index": its lookup table is itertools.product([0, 1], repeat=k)). The corrected programs do not
+    depend on the order, but the reference programs' groups {i, i+H, ...} of rows h*C + c and the
+    assignment of initial weights to contexts do."""
+    side = np.asarray(side)
+    k = side.shape[-1]
+    return (side.astype(np.int64) << np.arange(k - 1, -1, -1, dtype=np.int64)).sum(-1, dtype=np.int64)
+
+
+def context_sides(ctx: np.ndarray, k: int) -> np.ndarray:
+    """The inverse of `context_index`: (...) local contexts -> (..., k) 0/1 sides, column j the side
+    of hyperplane j."""
+    return (np.asarray(ctx, dtype=np.int64)[..., None] >> np.arange(k - 1, -1, -1, dtype=np.int64)) & 1
 
 
 def projections(x: np.ndarray, normals: np.ndarray) -> np.ndarray:

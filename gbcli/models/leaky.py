@@ -75,7 +75,7 @@ class Spec(ModelSpec):
     description = "paper 002: 2k leaky units, output weights fixed to +-v"
     programs = {"svm-par": Program("svm-par", "sq", par_design, description="the PAR limit (paper 002)"),
                 "svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
-    instruments = ("margin", "kkt", "agreement", "rank", "clusters")
+    instruments = ("margin", "kkt", "agreement", "rank", "clusters", "output_linearity")
     default_init = "normal"
     example_model = {"hidden_units": 4}
 

@@ -165,7 +165,7 @@ class Spec(ModelSpec):
     kind, Params = "relu", Params
     description = "x -> H -> 1 ReLU, no biases"
     programs = {**GATE_PROGRAMS, **one_class.PROGRAMS, **construction.programs()}
-    instruments = ("kkt", "rank", "alignment", "layer_rank")
+    instruments = ("kkt", "rank", "alignment", "layer_rank", "relu_pattern", "layer_optimality")
     default_init = "kaiming"
     example_model = {"hidden_units": 4}
 

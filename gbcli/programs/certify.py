@@ -81,3 +81,55 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
     out.update(primal_objective=primal, dual_objective=dual, rel_gap=gap, min_margin=float(margins.min()),
                certified=bool(abs(gap) <= tol and margins.min() >= 1 - tol))
     return out
+
+
+# ------------------------------------------------------------------ predictors from stored multipliers
+
+
+def scale_groups(design: GatedDesign) -> list[np.ndarray]:
+    """The rows that share one multiplier s_g in the dual recovery zeta_g = s_g recover(V(lam))_g:
+    a quadratic norm's single constraint covers every row, a group norm's one per group; a norm with
+    its own reduction (svm-l2-reference) needs none (its predictor is a function of lam alone)."""
+    norm = norm_of(design)
+    if norm.has_reduction:
+        return []
+    return [np.arange(design.rows)] if norm.quadratic else list(design.groups)
+
+
+def _combination_for(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
+    """V(lam), summed exactly when it cancels (the test of `dual_bound`)."""
+    v = combination(design, lam)
+    if lam.sum() * input_radius(design) > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300):
+        v = combination(design, lam, precise=True).astype(np.float64)
+    return v
+
+
+def recovery_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray) -> np.ndarray | None:
+    """The multipliers s (one per `scale_groups` group) for which `predictor_from(design, lam, s)`
+    is closest to `zeta` (least squares per group): a dual solve's predictor is exactly of that
+    form, so storing (lam's support, s) instead of zeta loses only rounding. None when the norm has
+    no recovery from multipliers (the l1 norm, the reference norm's null-space part)."""
+    norm = norm_of(design)
+    groups = scale_groups(design)
+    if norm.has_reduction:
+        return np.zeros(0)
+    try:
+        w = norm.recover(design, _combination_for(design, np.clip(lam, 0, None)), np.ones(len(groups)))
+    except NotImplementedError:
+        return None
+    s = np.zeros(len(groups))
+    for i, g in enumerate(groups):
+        ww = float(np.sum(w[g] * w[g]))
+        s[i] = float(np.sum(zeta[g] * w[g])) / ww if ww > 0 else 0.0
+    return s
+
+
+def predictor_from(design: GatedDesign, lam: np.ndarray, s: np.ndarray) -> np.ndarray | None:
+    """zeta = recover(V(lam), s) (float64): the predictor of stored multipliers (`recovery_scales`);
+    for a norm with its own reduction, the predictor that reduction makes of lam (None when it
+    does not apply)."""
+    norm = norm_of(design)
+    if norm.has_reduction:
+        return norm.complete(design, np.clip(lam, 0, None))
+    return np.asarray(norm_of(design).recover(design, _combination_for(design, np.clip(lam, 0, None)),
+                                              np.asarray(s, np.float64)), np.float64)

@@ -24,6 +24,8 @@ plain method certifies down to a relative margin of ~3e-7, the products and doub
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -38,6 +40,7 @@ STALL_MET = 3           # ... or for this many once the best gap meets the calle
                         # iterates were a quarter of a stalled working-set round (BENCHMARKS.md)
 STALLED = f"no progress in the last {STALL} iterations"
 STALLED_MET = f"no progress in the last {STALL_MET} iterations"   # an optimal answer's message when it stalled
+TIME_LIMITED = "stopped at the time limit"   # svm.time_limit reached (the deadline of `interior_point`)
 POLISHED = "polished on the active set"   # how an answer finished by `polish` begins its message
 TRACE = None            # optional callable(dict) given each iterate's numbers (benchmarks/fullscale_solve.py --trace)
 NOT_SEPARABLE = 1e-9    # relative margin below which the data counts as not separable (certified infeasible)
@@ -402,13 +405,15 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
 
 
 def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | None = None,
-                   not_separable: float = NOT_SEPARABLE, start=None):
+                   not_separable: float = NOT_SEPARABLE, start=None, deadline: float | None = None):
     """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
     lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; s None
     when failed, lam then the last iterate, whose dual bound still holds). lam is an
     `exact.DoubleDouble` when it was kept as one (see the module's docstring): pass it whole to
     `Norm.predictor(..., precise=True)`. start: None (a cold start) or (lam, mu, s) near a solution of a nearby problem
-    (the working set's previous round), shifted strictly inside."""
+    (the working set's previous round), shifted strictly inside. deadline: a time.monotonic() after
+    which no iteration starts (svm.time_limit): the answer is then the best iterate so far, its
+    message saying TIME_LIMITED."""
     max_iters = MAX_ITERS if max_iters is None else max_iters
     n, g = grp.ky.shape[0], grp.count
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
@@ -432,6 +437,9 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
     lam_lo = torch.zeros_like(lam)                        # lam's low half once products are rounded once
     refined = []
     for it in range(1, max_iters + 1):
+        if deadline is not None and time.monotonic() >= deadline:
+            message = f"{TIME_LIMITED} after {it - 1} iterations"
+            break
         u, f = grp.products(lam, lam_lo)                  # N x G, and lam' Q_g lam
         margins = u @ s                                   # of the recovered primal zeta_g = s_g V_g
         primal = float((s * f.clamp(min=0).sqrt()).sum())  # sum_g ||zeta_g||

@@ -171,7 +171,7 @@ class ContextL2(Norm):
 
     def gate_radius(self, design):
         pinv = context_pinv(design.units, design.count)
-        return np.sqrt(np.clip(np.einsum("nr,rs,ns->n", design.e_train, pinv, design.e_train), 0, None))
+        return np.sqrt(np.clip(((design.e_train @ pinv) * design.e_train).sum(1), 0, None))
 
     def cvxpy(self, design, z, zm):
         import cvxpy as cp
@@ -269,7 +269,7 @@ class ReferenceL2(Norm):
 
     def gate_radius(self, design):
         pinv = reference_null_and_pinv(design.units, design.count)[1]
-        return np.sqrt(np.clip(np.einsum("nr,rs,ns->n", design.e_train, pinv, design.e_train), 0, None))
+        return np.sqrt(np.clip(((design.e_train @ pinv) * design.e_train).sum(1), 0, None))
 
     def cvxpy(self, design, z, zm):
         import cvxpy as cp
@@ -307,6 +307,44 @@ class ReferenceL2(Norm):
         finally:
             torch.set_num_threads(threads)
 
+    def complete(self, design: GatedDesign, lam: np.ndarray) -> np.ndarray | None:
+        """The predictor `solve_reduced` returns for the multipliers lam of its constrained points
+        (a deterministic function of lam: `gb verify` rebuilds it from stored multipliers), or None
+        when the free points' null-space features are dependent. One BLAS and one torch thread, as
+        `solve_reduced`."""
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+                return self._complete(design, np.asarray(lam, np.float64), design.x_train @ design.x_train.T)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _complete(self, design, lam, gram):
+        """zeta = (A'A)^+ V(lam), scaled to margin 1 on the constrained points, plus the minimum-norm
+        null-space part that lifts each free point's margin to max(1, its margin)."""
+        x, y, e = design.x_train, design.y_train, design.e_train
+        null, pinv = reference_null_and_pinv(design.units, design.count)
+        cn = e @ null
+        free = np.abs(cn).max(1) > 1e-9
+        fixed = ~free
+        zeta = pinv @ combination(design, lam)
+        if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
+            zeta = zeta / (decision(zeta, x[fixed], e[fixed]) * y[fixed]).min()
+        if free.any():
+            m = decision(zeta, x, e) * y
+            w = gram[np.ix_(free, free)] * (cn[free] @ cn[free].T) * np.outer(y[free], y[free])
+            chol, info = torch.linalg.cholesky_ex(torch.as_tensor(w))
+            if int(info) != 0:
+                return None
+            t = torch.as_tensor(np.maximum(1 - m[free], 0))[:, None]
+            beta = torch.cholesky_solve(t, chol)[:, 0].numpy()
+            zeta = zeta + null @ ((cn[free] * (beta * y[free])[:, None]).T @ x[free])
+        m = decision(zeta, x, e) * y
+        if 0 < m.min() < 1:
+            zeta = zeta / m.min()
+        return zeta
+
     def _solve_reduced(self, design, tol, max_iters, device):
         x, y, e = design.x_train, design.y_train, design.e_train
         null, pinv = reference_null_and_pinv(design.units, design.count)
@@ -323,21 +361,9 @@ class ReferenceL2(Norm):
             if s is None:
                 return None, status, message, None, it
             lam[fixed] = s[0] * lam_f
-        zeta = pinv @ combination(design, lam)
-        if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
-            zeta = zeta / (decision(zeta, x[fixed], e[fixed]) * y[fixed]).min()
-        if free.any():
-            m = decision(zeta, x, e) * y
-            w = gram[np.ix_(free, free)] * (cn[free] @ cn[free].T) * np.outer(y[free], y[free])
-            chol, info = torch.linalg.cholesky_ex(torch.as_tensor(w))
-            if int(info) != 0:   # rare on images (D large): the caller solves the primal instead
-                return None
-            t = torch.as_tensor(np.maximum(1 - m[free], 0))[:, None]
-            beta = torch.cholesky_solve(t, chol)[:, 0].numpy()
-            zeta = zeta + null @ ((cn[free] * (beta * y[free])[:, None]).T @ x[free])
-        m = decision(zeta, x, e) * y
-        if 0 < m.min() < 1:
-            zeta = zeta / m.min()
+        zeta = self._complete(design, lam, gram)
+        if zeta is None:   # rare on images (D large): the caller solves the primal instead
+            return None
         note = (f"the objective constrains {int(fixed.sum())} of {len(y)} training points; the rest of the "
                 "predictor is the minimum-norm null-space part, which the program does not determine")
         return zeta, status, f"{message}; {note}" if message else note, lam, it

@@ -20,6 +20,16 @@ margins of the returned zeta, and the weak-duality bound of W's multipliers padd
 of the points is a ray of the full dual.
 
 Peak memory is O(|W|^2 + N D): the sub-design's kernel and the data.
+
+Checkpoints and time limits (issue 26): with `checkpoint=(path, fingerprint)` the state that starts
+the next round (its working set, the drop counters, the warm start, the rounds so far) is written
+atomically after every round, and a solve of the same program (`fingerprint`: the solve cache's key
+of the design and solver options) finds it and resumes at that round, so a killed, preempted or
+timed-out solve loses at most the round it was in. The file is untrusted input: loaded without
+pickles, every array checked (shape, index range, finiteness), and ignored with a warning when it
+does not fit. With a `deadline` (time.monotonic()), no round starts after it and the interior-point
+method stops at it; the solve then ends `inaccurate`, with the dual bound of the last finished
+round's multipliers, its checkpoint kept for the next attempt.
 """
 
 from __future__ import annotations
@@ -27,12 +37,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from gbcli.programs.design import GatedDesign, decision
-from gbcli.programs.ipm import STALLED_MET, TIGHTER
+from gbcli.io import load_npz_untrusted, write_npz
+from gbcli.programs.certify import PRECISE_ABOVE, input_radius
+from gbcli.programs.design import GatedDesign, combination, decision
+from gbcli.programs.ipm import STALLED_MET, TIGHTER, TIME_LIMITED
 from gbcli.programs.norms import norm_of
 
 WORKING_SET_ABOVE = 3000   # the dual solver switches to the working set above this many training points
@@ -60,7 +73,73 @@ def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndar
                            * design.y_train[i:i + chunk] for i in range(0, n, chunk)])
 
 
-def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finish: Callable | None = None):
+ROUNDS_FORMAT = 1
+
+
+def cancels(sub: GatedDesign, lam_w, radius: float) -> bool:
+    """Whether V(lam) cancels so far that the predictor must be summed exactly (`Norm.predictor`'s
+    `precise`): lam kept as a double-double, or V at least PRECISE_ABOVE times smaller than its
+    terms (the nearly inseparable programs: 1e6- to 1e8-fold, issue 13). Below that, float64's
+    error in the margins is under 1e-11 and the exact sum (half of a working-set round's time at
+    N = 2000) buys nothing. radius: the design's `input_radius` (at least the sub-design's)."""
+    if getattr(lam_w, "lo", None) is not None:
+        return True
+    lam = np.asarray(lam_w, np.float64)
+    v = combination(sub, lam)
+    return float(np.clip(lam, 0, None).sum()) * radius > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300)
+
+
+
+def save_rounds(path: Path, fingerprint: str, state: dict) -> None:
+    """The state that starts round `state['round']` (written atomically; see the module docstring)."""
+    warm = state["warm"]
+    arrays = {"format": np.array(ROUNDS_FORMAT), "fingerprint": np.array(fingerprint), "n": np.array(state["n"]),
+              "round": np.array(state["round"]), "iterations": np.array(state["iterations"]),
+              "w": state["w"], "above": state["above"], "dropped": state["dropped"], "sizes": np.array(state["sizes"], dtype=str),
+              "seconds": np.array(state["seconds"])}
+    if warm is not None:
+        arrays.update(warm_lam=np.asarray(warm[0], np.float64), warm_mu=np.asarray(warm[1], np.float64),
+                      warm_s=np.asarray(warm[2], np.float64))
+    write_npz(path, **arrays)
+
+
+def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
+    """The saved state of this program's solve, or None (no file, another program's, or unusable:
+    every array is checked before it is trusted)."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        if path.is_symlink():
+            LOG.warning("  %s is a symbolic link: not followed, the solve starts from round 1", path)
+        return None
+    try:
+        with load_npz_untrusted(path) as z:
+            a = {k: z[k] for k in z.files}
+        if int(a["format"]) != ROUNDS_FORMAT or str(a["fingerprint"]) != fingerprint or int(a["n"]) != n:
+            LOG.warning("  %s belongs to another program: the solve starts from round 1", path)
+            return None
+        w, above, dropped = a["w"], a["above"], a["dropped"]
+        rnd, its = int(a["round"]), int(a["iterations"])
+        ok = (w.ndim == 1 and w.dtype.kind in "iu" and 0 < len(w) <= n and np.all(np.diff(w) > 0)
+              and w[0] >= 0 and w[-1] < n and above.shape == (n,) and above.dtype.kind in "iu"
+              and dropped.shape == (n,) and dropped.dtype == bool and 1 < rnd <= MAX_ROUNDS and its >= 0
+              and a["sizes"].ndim == 1 and np.isfinite(float(a["seconds"])))
+        warm = None
+        if ok and "warm_lam" in a:
+            warm = (a["warm_lam"], a["warm_mu"], a["warm_s"])
+            ok = (warm[0].shape == (len(w),) and warm[1].shape == (len(w),) and warm[2].ndim == 1
+                  and all(x.dtype == np.float64 and np.all(np.isfinite(x)) and np.all(x >= 0) for x in warm))
+        if not ok:
+            raise ValueError("inconsistent arrays")
+    except Exception as exc:   # whatever makes the file unreadable (a bad zip, a missing array): start over
+        LOG.warning("  %s is not a usable round checkpoint (%s): the solve starts from round 1", path, exc)
+        return None
+    return {"round": rnd, "iterations": its, "w": w.astype(np.int64), "above": above.astype(np.int64),
+            "dropped": dropped, "sizes": [str(x) for x in a["sizes"]], "seconds": float(a["seconds"]), "warm": warm}
+
+
+def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finish: Callable | None = None,
+                      checkpoint: tuple[Path, str] | None = None, deadline: float | None = None,
+                      through: int | None = None):
     """Solve the program through the dual on a growing working set.
 
     solve_on(sub_design, tol, start) -> (status, message, lam, s, iterations), the interior-point
@@ -70,33 +149,60 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
     the tolerance only on its rounding floor (`ipm.STALLED_MET`), where its own gap is least reliable
     (H = 10, N = 48,000: 1e-6 by its count, 1.016e-6 by the certificate). Returns (status, message, zeta, lam, iterations):
     zeta None when infeasible (lam the full-length ray) or failed (lam W's last multipliers, or None);
-    lam has length N, zero outside W."""
+    lam has length N, zero outside W. checkpoint=(path, fingerprint), deadline: see the module
+    docstring (solve_on then takes the deadline as a fourth argument). through: stop after this round
+    (as a time limit would; a rerun resumes from the checkpoint), for tracing a long solve."""
     n = len(design.y_train)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
+    radius = input_radius(design)
     first = max(1, min(n, START, int(np.ceil(START_FRACTION * n))))
     most = max(1, min(ADD, int(np.ceil(ADD_FRACTION * n))))
     w = np.sort(rng.choice(n, size=first, replace=False))
     above = np.zeros(n, dtype=np.int64)      # rounds in a row with a margin clearly above 1
     dropped = np.zeros(n, dtype=bool)        # left W once already
     total_it, sizes, warm = 0, [], None
+    first_round, spent, last_lam = 1, 0.0, None
+    saved = load_rounds(*checkpoint, n) if checkpoint is not None else None
+    if saved is not None:
+        first_round, total_it, sizes, spent = saved["round"], saved["iterations"], saved["sizes"], saved["seconds"]
+        w, above, dropped, warm = saved["w"], saved["above"], saved["dropped"], saved["warm"]
+        if warm is not None:
+            last_lam = np.zeros(n)
+            last_lam[w] = warm[0]
+        LOG.info("  working set: resumed at round %d from %s (%d points, %d Newton steps, %.1f s before)",
+                 first_round, checkpoint[0], len(w), total_it, spent)
+    began = time.perf_counter()
+
+    def out_of_time(rnd: int, why: str):
+        note = (f"{TIME_LIMITED} (svm.time_limit) {why} round {rnd} (working set of {len(w)} points, "
+                f"{time.perf_counter() - began + spent:.1f} s in all)"
+                + ("; its state is saved and a rerun resumes there" if checkpoint is not None else ""))
+        return "inaccurate", note, None, last_lam, total_it
 
     def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
         """zeta from W's multipliers scaled to margin 1 on W, all N margins, and the scale; None when
         no margin on W is positive. V is summed exactly: it cancels up to 1e8-fold (exact.py)."""
-        zeta = norm.predictor(sub, lam_w, s, precise=True)
+        zeta = norm.predictor(sub, lam_w, s, precise=cancels(sub, lam_w, radius))
         m = margins(design, zeta)
         scale = float(m[w].min())
         return None if scale <= 0 else (zeta / scale, m / scale, scale)
 
-    for rnd in range(1, MAX_ROUNDS + 1):
+    for rnd in range(first_round, MAX_ROUNDS + 1):
+        if deadline is not None and time.monotonic() >= deadline:
+            return out_of_time(rnd, "before")
+        if through is not None and rnd > through:
+            return "inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam, total_it
         sub = subset(design, w)
         start = time.perf_counter()
-        status, message, lam_w, s, it = solve_on(sub, tol, warm)
-        if warm is not None and s is None and status != "infeasible":   # a warm start that failed: start cold
-            status, message, lam_w, s, it2 = solve_on(sub, tol, None)
+        more = () if deadline is None else (deadline,)
+        status, message, lam_w, s, it = solve_on(sub, tol, warm, *more)
+        if warm is not None and s is None and status != "infeasible" and TIME_LIMITED not in message:
+            status, message, lam_w, s, it2 = solve_on(sub, tol, None, *more)   # a warm start that failed: start cold
             it += it2
         total_it += it
+        if TIME_LIMITED in message:   # the round did not finish: the last finished round's state stands
+            return out_of_time(rnd, "during")
         sizes.append(f"{len(w)} ({it} steps, {time.perf_counter() - start:.1f} s)")
         lam = np.zeros(n)
         if lam_w is not None:
@@ -139,4 +245,12 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         dropped[leaving] = True
         w = np.union1d(np.setdiff1d(w, leaving, assume_unique=True), add)
         warm = None if warm_next is None else (warm_next[0][w], warm_next[1][w], warm_next[2])
+        last_lam = lam
+        if checkpoint is not None:
+            try:
+                save_rounds(checkpoint[0], checkpoint[1], {
+                    "n": n, "round": rnd + 1, "iterations": total_it, "w": w, "above": above, "dropped": dropped,
+                    "sizes": sizes, "seconds": time.perf_counter() - began + spent, "warm": warm})
+            except OSError as exc:   # a full disk costs the resume, not the solve
+                LOG.warning("  the round checkpoint %s could not be written: %s", checkpoint[0], exc.strerror or exc)
     return "failed", f"the working set did not converge in {MAX_ROUNDS} rounds (rounds: {', '.join(sizes)})", None, None, total_it

@@ -3,8 +3,11 @@ in the same sweep (or run) is not solved again.
 
 The key is a hash of everything the solver sees: every field of the `GatedDesign` except the
 validation arrays (the training inputs, labels, gates, norm, groups, units, count) and the solver
-with its options (`max_iters`, `eps`, `certify_tol`). A hit returns the stored `Solution` (zeta,
-lam, status, iterations, ...); the stage that uses it recomputes the predictions and the
+with its options (`max_iters`, `eps`, `certify_tol`, and the device its arrays live on when not the
+CPU: a GPU sums in another order, so its answer differs from the CPU's in the last bits). A hit
+returns the stored `Solution` (zeta, lam, status, iterations, ...), the very answer a solve of this
+program would give on the same number of threads (a point re-run alone gives the sweep's numbers:
+README, "A point re-run alone"); the stage that uses it recomputes the predictions and the
 certificate on its own design, so a reused result is exactly as valid as a solved one, and its
 `result.json` says where it came from (`cached_from: <point id>/<objective>`).
 
@@ -73,11 +76,16 @@ class SolveCache:
         return v
 
     def key(self, design: GatedDesign, solver: str, max_iters: int | None, eps: float | None,
-            certify_tol: float) -> str:
+            certify_tol: float, device: str = "cpu") -> str:
+        """`device`: where the solver's arrays live (only a solver that honours svm.device moves them).
+        A reused answer must be the one this program would get solved here: the same bits, not just
+        a certified solution (a point re-run alone gives the sweep's numbers). CPU keys are the
+        ones of before (a sweep's existing solves/ stays valid)."""
         fields = {f.name: self._value(getattr(design, f.name)) for f in dataclasses.fields(design)
                   if f.name not in NOT_SOLVED_FROM}
         blob = json.dumps({"format": FORMAT, "design": fields, "solver": solver, "max_iters": max_iters,
-                           "eps": eps, "certify_tol": certify_tol}, sort_keys=True)
+                           "eps": eps, "certify_tol": certify_tol, **({"device": device} if device != "cpu" else {})},
+                          sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     # -------------------------------------------------------------- lookup and store

@@ -11,8 +11,11 @@ again), and the exception goes on to the CLI, which prints one line and exits 13
 
 from __future__ import annotations
 
+import contextlib
+import io
 import multiprocessing as mp
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,8 +32,14 @@ from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.io import write_json
 from gbcli.logs import LINE_FRACTION, LINE_SECONDS, clock
+from gbcli.text import shorten
 
 STOP_SECONDS = 3   # how long terminated workers get to exit before they are killed
+SINFO_SECONDS = 10   # how long the Slurm controller gets to answer `sinfo -h`
+SLURM_TOOLS = ("sbatch", "srun", "sinfo")   # srun: submitit starts each task with it
+# the command-line flags of the sweep keys they override (for a message about a bad value)
+FLAGS = {"partition": "--partition", "time_min": "--time", "cpus": "--cpus", "mem_gb": "--mem", "gpus": "--gpus",
+         "account": "--account", "qos": "--qos", "constraint": "--constraint"}
 
 
 def _die_with_parent() -> None:
@@ -175,26 +184,188 @@ def _died(dirs: list[str], stage: str, log: str, message: str) -> list[dict]:
     return [result] * len(dirs)
 
 
-def check_slurm() -> None:
-    if not shutil.which("sbatch"):
-        raise GbError("--executor slurm: no `sbatch` on PATH (is Slurm installed? scripts/slurm-cluster.sh "
-                      "start brings up a single-node cluster)")
-    if subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode != 0:
-        raise GbError("--executor slurm: the Slurm controller does not answer (`sinfo` fails)")
+def slurm_options(sweep, overrides: dict | None = None) -> dict:
+    """The sweep section's options (a `SweepConfig`) with the command line's overrides, each
+    validated as its config key would be (a bad `--account` is refused as `sweep.account` is)."""
+    from pydantic import ValidationError
+
+    merged = sweep.model_copy()
+    for key, value in (overrides or {}).items():
+        try:
+            setattr(merged, key, value)   # the section validates assignments
+        except ValidationError as exc:
+            msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            raise GbError(f"{FLAGS.get(key, key)}: {msg}") from None
+    return merged.model_dump()
+
+
+def check_slurm(timeout: float = SINFO_SECONDS) -> None:
+    """Refuse (GbError) unless this machine can submit and run a job array: `sbatch`, `srun` and
+    `sinfo` on PATH and a controller that answers `sinfo -h` within `timeout` seconds. Nothing
+    falls back to running the points here."""
+    for tool in SLURM_TOOLS:
+        if not shutil.which(tool):
+            raise GbError(f"--executor slurm: no `{tool}` on PATH (gb needs the Slurm client commands "
+                          f"{', '.join(SLURM_TOOLS)}; scripts/slurm-cluster.sh start brings up a single-node cluster)")
+    try:
+        proc = subprocess.Popen(["sinfo", "-h"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    except OSError as exc:
+        raise GbError(f"--executor slurm: `sinfo` cannot run: {exc.strerror or exc}") from None
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except BaseException as exc:   # a controller that hangs (or an interrupt): end sinfo and what it started
+        try:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise GbError(f"--executor slurm: the Slurm controller does not answer (`sinfo -h` still waiting "
+                          f"after {timeout:g} s)") from None
+        raise
+    if proc.returncode != 0:
+        why = _one_line(err) or f"exit code {proc.returncode}"
+        raise GbError(f"--executor slurm: the Slurm controller does not answer (`sinfo -h` failed: {why})")
+
+
+class SlurmTask(submitit.helpers.Checkpointable):
+    """One array task: `fn(*args)`. Checkpointable: on a time-out or a preemption (submitit's
+    signal, `--signal=USR2@signal_delay_s`) submitit calls `checkpoint`, which resubmits the same
+    call, and requeues the task (at most `max_num_timeout` times for time-outs); its points then
+    resume from what their directories hold (a finished stage is not redone). A module-level
+    class, so that the job unpickles it by reference."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
+        dirs = args[1] if len(args) > 1 and isinstance(args[1], list) else []
+        job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "?"))
+        task = os.environ.get("SLURM_ARRAY_TASK_ID")
+        for d in map(Path, dirs):   # a line in each unfinished point's log (best effort)
+            if d.is_dir() and not (d / "tables" / "errors.csv").is_file():
+                try:
+                    with open(d / "log.txt", "a", encoding="utf-8") as log:
+                        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} Slurm task {job}"
+                                  f"{'_' + task if task else ''} stopped (time limit or preemption): "
+                                  f"requeued, resumes from this directory\n")
+                except OSError:
+                    pass
+        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+def slurm_parameters(opts: dict, jobs: int, name: str = "sweep") -> dict:
+    """submitit `SlurmExecutor` parameters from the sweep options (`slurm_options`): gb's own, then
+    `sweep.slurm`, each as submitit's parameter when it has one, else as an #SBATCH line
+    (`additional_parameters`); false leaves an option out."""
+    mem = float(opts["mem_gb"])
+    params: dict = {"job_name": f"gb-{name}", "time": int(opts["time_min"]), "cpus_per_task": int(opts["cpus"]),
+                    "mem": f"{int(mem)}G" if mem == int(mem) else f"{max(1, round(mem * 1024))}M",
+                    "array_parallelism": int(jobs),
+                    # the USR2 that lets submitit checkpoint and requeue a task comes this long before its
+                    # time limit: submitit's 90 s, less for short limits (a quarter of it)
+                    "signal_delay_s": min(90, max(10, int(opts["time_min"]) * 15))}
+    for key in ("partition", "account", "qos", "constraint"):
+        if opts.get(key):
+            params[key] = opts[key]
+    if opts.get("gpus"):
+        params["gres"] = f"gpu:{int(opts['gpus'])}"
+    known = submitit.SlurmExecutor._valid_parameters()
+    extra: dict = {}
+    for key, value in (opts.get("slurm") or {}).items():
+        if value is False:
+            continue
+        key = key.replace("-", "_")
+        if key in known:
+            params[key] = value
+        else:
+            extra[key] = value   # submitit writes `#SBATCH --key=value` (`_` as `-`), or `--key` for true
+    if extra:
+        params["additional_parameters"] = extra
+    return params
+
+
+def _one_line(text: str | None) -> str:
+    """The lines of a command's message as one (sbatch's "Try sbatch --help" left out)."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.strip().startswith("Try ")]
+    lines = lines[:1] + [ln.removeprefix("sbatch: error: ") for ln in lines[1:]]
+    return "; ".join(dict.fromkeys(lines))
+
+
+def _refusal(exc: BaseException, opts: dict) -> str:
+    """One line for a submission that sbatch refused, naming the sweep key at fault when its
+    message tells which (a partition, account, qos, feature, gres, time, memory or sbatch option)."""
+    text = getattr(exc, "stderr", None) or getattr(exc, "output", None) or str(exc)
+    msg = shorten(_one_line(text if isinstance(text, str) else text.decode(errors="replace"))
+                  or type(exc).__name__, 400)
+    low = msg.lower()
+    extra = {k.replace("-", "_"): (k, v) for k, v in (opts.get("slurm") or {}).items()}
+    unknown = re.search(r"unrecognized option '--([a-z0-9_-]+)", low)
+    key = value = None
+    if unknown and unknown.group(1).replace("-", "_") in extra:
+        key, value = extra[unknown.group(1).replace("-", "_")]
+        key = f"slurm.{key}"
+    else:
+        # account and qos first: their messages may name the partition too ("account/partition combination")
+        rules = [("account", ("account",)), ("qos", ("qos",)), ("constraint", ("feature", "constraint")),
+                 ("gpus", ("gres", "gpu")), ("time_min", ("time limit",)), ("mem_gb", ("memory",)),
+                 ("cpus", ("cpu", "processor")), ("partition", ("partition",))]
+        for k, words in rules:   # the first that the message names decides (unset: no key to name)
+            if any(w in low for w in words):
+                if opts.get(k):
+                    key, value = k, (f"gpu:{opts[k]}" if k == "gpus" else opts[k])
+                break
+        else:
+            hints = {"exclude": ("node name",), "nodelist": ("node name",), "reservation": ("reservation",)}
+            for name, (k, v) in extra.items():
+                if any(w in low for w in hints.get(name, ())) or name.replace("_", "-") in low:
+                    key, value = f"slurm.{k}", v
+                    break
+    if key is None:
+        return f"--executor slurm: Slurm refused the job array: {msg}"
+    return f"sweep.{key}: Slurm refused {value!r}: {msg}"
+
+
+def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, folder: Path) -> list:
+    """`ex.map_array` (one sbatch call); a refusal becomes one GbError line, and the files
+    submitit wrote for the refused array (pickles, the sbatch script) are removed."""
+    def files() -> set:
+        return set(folder.iterdir()) if folder.is_dir() else set()
+
+    existed, before = folder.exists(), files()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):   # submitit prints sbatch's complaint itself
+            return ex.map_array(fn, *map(list, zip(*tasks)))
+    except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError,
+            subprocess.SubprocessError, OSError) as exc:
+        for p in files() - before:
+            try:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            except OSError:
+                pass
+        if not existed:
+            with contextlib.suppress(OSError):
+                folder.rmdir()   # only when empty
+        raise GbError(_refusal(exc, opts)) from None
 
 
 def run_slurm(fn: Callable, tasks: list[tuple], jobs: int, opts: dict, out: Path, progress: bool, echo) -> None:
-    """`fn(*task, cpus)` for every task as one submitit job array; the sweep process waits and
-    shows progress. A task that dies (time limit, memory, node) gets its point's failed.json."""
-    ex = submitit.AutoExecutor(folder=out / "slurm" / "%j")
-    params = {"timeout_min": opts["time_min"], "cpus_per_task": opts["cpus"], "mem_gb": opts["mem_gb"],
-              "slurm_array_parallelism": jobs}
-    if opts.get("partition"):
-        params["slurm_partition"] = opts["partition"]
-    ex.update_parameters(**params)
+    """`fn(*task, cpus)` for every task as one submitit job array (`SlurmExecutor`: never a local
+    fallback; `check_slurm` first); the sweep process waits and shows progress. Each task is a
+    `SlurmTask`, requeued on a time-out or preemption. A task that dies (memory, node, too many
+    time-outs) gets its points' failed.json. `opts`: `slurm_options`."""
+    ex = submitit.SlurmExecutor(folder=out / "slurm" / "%j")
+    try:
+        ex.update_parameters(**slurm_parameters(opts, jobs, out.name))
+    except ValueError as exc:   # submitit's own check of a parameter's value
+        raise GbError(f"sweep.slurm: {str(exc).splitlines()[0]}") from None
     tasks = [(*t, opts["cpus"]) for t in tasks]
     with interrupts.deferred():   # an interrupt during sbatch waits for the job ids, to cancel them
-        submitted = ex.map_array(fn, *map(list, zip(*tasks)))
+        submitted = _submit(ex, SlurmTask(fn), tasks, opts, out / "slurm")
     array = submitted[0].job_id.split('_')[0]
     pending = dict(zip(submitted, tasks))
     try:

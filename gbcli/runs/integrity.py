@@ -153,9 +153,18 @@ def write_marker(path: Path, kind: str) -> None:
                         "provenance": Clock().stamp()})
 
 
+# keys that say how a stage runs, never what it computes: left out of the manifests, so that
+# setting them leaves a finished stage (and a checkpoint, gbcli.training.loop) valid
+NOT_IN_MANIFEST = {"training": ("checkpoint_seconds",)}
+
+
 def section_hash(cfg, sections: tuple[str, ...]) -> str:
     d = cfg.to_dict()
-    return hashlib.sha256(json.dumps({s: d.get(s) for s in sections}, sort_keys=True).encode()).hexdigest()[:16]
+    picked = {s: d.get(s) for s in sections}
+    for s, keys in NOT_IN_MANIFEST.items():
+        if isinstance(picked.get(s), dict):
+            picked[s] = {k: v for k, v in picked[s].items() if k not in keys}
+    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def file_hash(path: Path) -> str:
@@ -170,7 +179,8 @@ def gd_manifest(cfg) -> dict:
 
 
 def svm_manifest(cfg, run_dir: Path, needs_trained: bool) -> dict:
-    svm = {k: v for k, v in cfg.to_dict()["svm"].items() if k != "objectives"}
+    # how long a solve may take and where its arrays live do not change what it solves
+    svm = {k: v for k, v in cfg.to_dict()["svm"].items() if k not in ("objectives", "time_limit", "device")}
     config = hashlib.sha256(json.dumps([section_hash(cfg, PROBLEM_SECTIONS), svm], sort_keys=True).encode()).hexdigest()[:16]
     upstream = file_hash(run_dir / "gd" / "summary.json") if needs_trained else None
     return {"problem": section_hash(cfg, PROBLEM_SECTIONS), "config": config, "upstream": upstream}
@@ -356,6 +366,8 @@ def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[d
         if m.get("upstream") and m.get("upstream") != mine["upstream"]:
             return None, None    # stale: its network is gone
         if m.get("config") == mine["config"] and m.get("upstream") == mine["upstream"]:
+            if rec.get("time_limited") is True and rec.get("status") != "optimal":
+                return None, None   # stopped by svm.time_limit: solving again resumes it (a forged flag costs a solve)
             return rec, None
     diff = differing_keys(_saved_config(record.parent / "config.yaml"), cfg, ("svm",))
     return None, f"svm/{objective} (solved with other svm options{': ' + diff if diff else ''})"

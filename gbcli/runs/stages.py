@@ -8,14 +8,16 @@ These functions are what the CLI calls, and what a notebook calls (also through 
     errors, inconsistency = compare_run("runs/quickstart")
 
 Run directory layout: `gd/` (config.yaml, metrics.csv, model.pt, predictions.npz,
-summary.json) and `svm/<objective>/` (config.yaml, result.json, predictions.npz,
-solution.npz). `summary.json` / `result.json` are written last: a stage is complete exactly
-when that file exists. Everything model-specific is asked of the model's spec (`gbcli.registry`).
+summary.json; checkpoint.pt while the training is unfinished) and `svm/<objective>/` (config.yaml,
+result.json, predictions.npz, solution.npz). `summary.json` / `result.json` are written last: a
+stage is complete exactly when that file exists. Everything model-specific is asked of the model's
+spec (`gbcli.registry`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import stat
@@ -39,17 +41,22 @@ from gbcli.programs.certify import certificate
 from gbcli.logs import log, run_log
 from gbcli.provenance import Clock
 from gbcli.programs.design import GatedDesign, decision
+from gbcli.programs.ipm import TIME_LIMITED
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
 from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import (begin_gd, begin_svm, check_kind, check_run, check_same_problem, check_trained,
-                                  check_tree, gd_manifest, plan_gd, plan_svm, run_lock, svm_manifest)
+                                  check_tree, gd_manifest, plan_gd, plan_svm, remove_tree, run_lock,
+                                  svm_manifest)
 from gbcli.reports.tables import compare, write_tables
 from gbcli.training.batched import batch_key, train_batched
-from gbcli.training.loop import check_device, train
+from gbcli.training.loop import Checkpointing, check_device, read_checkpoint, train
 
 CHECKPOINT_FORMAT = 2   # tensors only (hyperplanes as tensors): loaded with torch.load(weights_only=True)
+
+
+ROUNDS = "rounds.npz"   # svm/<objective>/: a working-set solve's last round (gbcli.programs.workingset)
 
 
 def dataset_of(cfg: Config) -> Dataset:
@@ -155,6 +162,37 @@ def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | No
     return None
 
 
+GD_CHECKPOINT = "checkpoint.pt"   # gd/: the state of an unfinished training (gbcli.training.loop)
+
+
+def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool = False) -> Checkpointing | None:
+    """The checkpoints of the training of `cfg` in `run_dir/gd/` (None: `training.checkpoint_seconds`
+    is 0, or instruments are tracked), with the checkpoint to resume from when one of this very
+    config and data is there. One that is not (another config, truncated, not tensors only) is
+    warned about and removed: the training starts from step 0. `discard` (--force): not resumed.
+    Under the run lock, after `check_tree` (no symlink anywhere in the run directory)."""
+    path = run_dir / "gd" / GD_CHECKPOINT
+    if cfg.training.checkpoint_seconds <= 0 or cfg.training.track:
+        return None
+    ds, digest = problem.dataset, hashlib.sha256()
+    for a in (ds.x_train, ds.y_train, problem.ctx_train):   # the data itself: a file replaced in place is other data
+        if a is not None:
+            digest.update(np.ascontiguousarray(a).tobytes())
+    identity = {"config": gd_manifest(cfg)["config"], "data": digest.hexdigest()[:32],
+                "shape": [int(ds.x_train.shape[0]), int(ds.dim), int(ds.x_val.shape[0])]}
+    state, why = (None, "") if discard else read_checkpoint(path, identity)
+    if why:
+        log.warning(f"{path}: {why}; not resumed, training from step 0")
+    if state is None and (path.exists() or path.is_symlink()):
+        remove_tree(path)
+    if state is not None:
+        log.info(f"resuming from {path} at step {state['step']}")
+        if state.get("torch") != str(torch.__version__):   # still the same computation, but other kernels
+            log.warning(f"{path}: written under torch {str(state.get('torch'))[:40]}, resumed under "
+                        f"{torch.__version__}: the result may differ in the last bits from an uninterrupted run")
+    return Checkpointing(path, identity, cfg.training.checkpoint_seconds, state)
+
+
 def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
              force: bool = False) -> dict:
     """Train the configured network and write `run_dir/gd/`; returns the summary. A run directory
@@ -175,8 +213,9 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
         begin_gd(Path(run_dir), cfg)   # the old stage and what depended on it go before anything new is written
         log.info(f"train-gd {cfg.model.predictor}: {ds.x_train.shape[0]} training points, {ds.dim} features "
                  f"({'forced: ' if force else ''}{clock.started})")
+        checkpoint = gd_checkpointing(cfg, Path(run_dir), problem, discard=force)
         res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
-                    progress=progress, tracker=tracker, spec=spec)
+                    progress=progress, tracker=tracker, spec=spec, checkpoint=checkpoint)
         summary = _write_gd(cfg, Path(run_dir), problem, model, res, tracker, clock)
         log.info(f"train-gd {summary['predictor']}: {summary['status']}, train error {summary['train_error']:.4f}, "
                  f"val error {summary['val_error']:.4f}, {summary['steps']} steps in {summary['seconds']:.1f} s")
@@ -188,14 +227,17 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
     """Train networks that share a batch key (`gbcli.training.batched`) as one computation and write
     each `run_dir/gd/` exactly as `train_gd` would; when the batched run fails (a network diverged),
     each is trained by `train_gd`, which records it. Returns the summaries. Every directory is checked
-    as `train_gd` checks it, before any training."""
+    as `train_gd` checks it, before any training. The group writes each network's own checkpoint;
+    a group in which any network has one (an interrupted run) is trained network by network, each
+    resuming from its checkpoint (`gbcli.training.batched`)."""
     for cfg, d in zip(cfgs, run_dirs):
         if check_gd(cfg, d, force) is not None:   # a finished network of this config: train each alone (skips)
             return [train_gd(c, d, progress=False, problem=p, force=force)
                     for c, d, p in zip(cfgs, run_dirs, problems or [None] * len(cfgs))]
     clock = Clock()
     problems = problems or [prepare(c) for c in cfgs]
-    if len(cfgs) > 1 and batch_key(cfgs[0]) is not None:
+    resuming = any(os.path.lexists(Path(d) / "gd" / GD_CHECKPOINT) for d in run_dirs)
+    if len(cfgs) > 1 and batch_key(cfgs[0]) is not None and not resuming:
         models = []
         for cfg, problem in zip(cfgs, problems):
             torch.manual_seed(cfg.init_seed)   # as train_gd
@@ -203,7 +245,8 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
         with contextlib.ExitStack() as locks:
             for d in run_dirs:
                 locks.enter_context(run_lock(d))
-            results = train_batched(models, cfgs, problems)
+            checkpoints = [gd_checkpointing(c, Path(d), p, discard=True) for c, d, p in zip(cfgs, run_dirs, problems)]
+            results = train_batched(models, cfgs, problems, checkpoints)
             if results is not None:
                 out = []
                 for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
@@ -239,6 +282,8 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
     }
     if summary["status"] != "ok":
         summary["message"] = res.diverged or f"the training loss is {last['train_loss']}"
+    if res.resumed_from is not None:   # continued from gd/checkpoint.pt: the same result as one run
+        summary["resumed_from_step"] = res.resumed_from
     summary["manifest"] = gd_manifest(cfg)
     summary["provenance"] = {**clock.stamp(), **({"batched": batched} if batched else {})}
     if tracker is not None:
@@ -247,6 +292,7 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
         for stem, table in tracker.final_tables(model.cpu()).items():   # e.g. paper 001's neurons.csv
             write_csv(out / f"{stem}.csv", table)
     write_json(out / "summary.json", summary)
+    (out / GD_CHECKPOINT).unlink(missing_ok=True)   # finished: nothing to resume (unlink never follows a link)
     return summary
 
 
@@ -308,7 +354,23 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
         for o, p in programs.items():
             if p.norm is not None:
                 check_solver(solver, o, p.norm)
+    asked = {"time_limit": cfg.svm.time_limit is not None, "device": cfg.svm.device != "cpu"}
+    for o, p in programs.items():
+        use = None if p.norm is None else (solver or default_solver(p.norm))
+        for opt in [k for k, v in asked.items() if v]:
+            if use is None or opt not in SOLVERS[use].honours:
+                raise GbError(f"svm.{opt}: {o} is solved by {use or 'its own non-convex search'}, which does not "
+                              f"honour it (only the dual solver does)")
+    if cfg.svm.device == "cuda" and not torch.cuda.is_available():
+        raise GbError("svm.device: cuda was asked for, but torch sees no CUDA device (use cpu)")
     return programs
+
+
+def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None) -> dict:
+    """The options of a solve beyond max_iters and eps that `solver` honours (`Solver.options`;
+    `check_svm_request` refused the others)."""
+    wanted = {"device": cfg.svm.device, "time_limit": cfg.svm.time_limit, "checkpoint": checkpoint}
+    return {k: v for k, v in wanted.items() if k in SOLVERS[solver].honours}
 
 
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
@@ -382,7 +444,8 @@ def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver:
         use = solver or default_solver(design.norm)
         echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
              f"{len(design.y_train)} margins, solver {use} ...")
-        key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
+        key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
+                        solve_options(cfg, use).get("device", "cpu"))
         with cache.claim(key):   # a twin program being solved elsewhere: wait
             hit = cache.get(key, design, warn=echo)
             if hit is not None:   # certified again on this design; an entry that does not certify is missing
@@ -391,11 +454,16 @@ def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver:
                     echo(f"  warning: solve cache entry {cache.entry(key)} does not certify this program "
                          f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
                     hit = None
-            sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps), None)
+            rounds = out / ROUNDS   # the working set's round checkpoint: a rerun resumes from it
+            sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
+                                                     **solve_options(cfg, use, (rounds, key))), None)
             results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock))
             r = results[-1]
-            if hit is None and r["certified"] and r["status"] in ("optimal", "infeasible"):
-                cache.put(key, sol, f"{run_dir.name}/{obj}")
+            if r["certified"] and r["status"] in ("optimal", "infeasible"):
+                if hit is None:
+                    cache.put(key, sol, f"{run_dir.name}/{obj}")
+                if not rounds.is_symlink():
+                    rounds.unlink(missing_ok=True)
         if origin is not None:
             echo(f"  the same program as {origin}: its solution reused, certified here on this design")
         if r["status"] == "infeasible" and r["certified"]:
@@ -416,7 +484,7 @@ def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver:
 def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
     """config.yaml, the arrays (predictions.npz, solution.npz; stale ones removed), result.json last."""
     atomic_write_text(out / "config.yaml", dump_config(cfg))
-    for stem in ("predictions", "solution"):
+    for stem in ("predictions", "solution", "compact"):
         if stem in arrays:
             write_npz(out / f"{stem}.npz", **arrays[stem])
         else:
@@ -447,6 +515,9 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
                              f"{result['rel_gap']:.1e}) although the solver stopped short: {result['message']}")
     if cached_from is not None:   # the solution of an identical program, certified again on this design
         result["cached_from"] = cached_from
+    result["device"] = cfg.svm.device if "device" in getattr(SOLVERS.get(sol.solver), "honours", ()) else "cpu"
+    if TIME_LIMITED in sol.message and not result["certified"]:   # `fit-svm` / a sweep's rerun solves it again
+        result["time_limited"] = True
     if clock is not None:
         result["provenance"] = clock.stamp()
     arrays = {}
@@ -457,4 +528,11 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         result.update(train_error=error(train_out, design.y_train), val_error=error(val_out, ds.y_val))
         arrays = {"predictions": {"train_out": train_out, "val_out": val_out},
                   "solution": {"zeta": sol.zeta, **({} if sol.lam is None else {"lam": sol.lam})}}
+    elif sol.lam is not None and np.all(np.isfinite(sol.lam)):   # a dual ray (or a failed solve's last multipliers)
+        arrays = {"solution": {"lam": sol.lam}}
+    if write and arrays:   # the compact solution that `gb verify` checks and results folders carry (gbcli.runs.solutions)
+        from gbcli.runs.solutions import compact_arrays
+
+        arrays["compact"] = compact_arrays(obj, design, sol.zeta, sol.lam, arrays.get("predictions", {}).get("val_out"),
+                                           result, cfg.svm.certify_tol)
     return _write_result(cfg, out, result, arrays) if write else result

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import multiprocessing as mp
 import os
 import time
 import traceback
@@ -29,6 +30,7 @@ import threadpoolctl
 import yaml
 import torch
 
+from gbcli import interrupts
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
 from gbcli.errors import GbError
 from gbcli.models.base import Problem
@@ -40,13 +42,17 @@ from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import PROBLEM_SECTIONS, check_kind, check_tree, run_lock, section_hash
-from gbcli.runs.executors import check_slurm, run_local, run_slurm
+from gbcli.runs.executors import check_slurm, run_local, run_slurm, slurm_options
+from gbcli.runs.solutions import copy_point_solutions
 from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
 # keys that change what is logged, never a result: a grid that sets them keeps its points' ids
-NOT_IDENTITY_KEYS = {"training": ("validation",)}
+NOT_IDENTITY_KEYS = {"training": ("validation", "checkpoint_seconds")}
+# how long a solve may take and where its arrays live, never what it solves: a rerun with another
+# time limit resumes the same points
+NOT_IDENTITY_KEYS["svm"] = ("time_limit", "device")
 
 
 def _non_default(values: dict, defaults: dict) -> dict:
@@ -173,11 +179,21 @@ def is_done(run_dir: Path) -> bool:
     return (run_dir / "tables" / "errors.csv").is_file()
 
 
+def _time_limited(record: Path) -> bool:
+    """A program stopped by svm.time_limit: a rerun solves it again, from its last round."""
+    rec = read_json(record)
+    return isinstance(rec, dict) and rec.get("time_limited") is True and rec.get("status") != "optimal"
+
+
 def limit_threads(threads: int) -> None:
     """`threads` threads for torch and for the BLAS numpy uses (OpenBLAS), in this worker process.
     Without the second, every numpy product of a point (gating, predictions) ran on as many
     OpenBLAS threads as the machine has cores, next to the other jobs: on 2 cores with 2 jobs,
-    threads that wait for each other (issue 13)."""
+    threads that wait for each other (issue 13). `gb train-gd` and `gb fit-svm` call it too
+    (`--threads`, default 1 as `sweep.threads`): the thread count decides the order of a product's
+    sums, so a point re-run alone gives the sweep's numbers bit for bit only on the same count
+    (a fig3 ReLU net trained on 1 thread and on 2 ended 0.04 apart in its weights, 155 validation
+    predictions of other sign)."""
     if threads:
         torch.set_num_threads(threads)
         threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
@@ -214,7 +230,8 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         if summary["status"] != "ok":
             raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
         stage = "fit-svm"
-        todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()]
+        todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()
+                or _time_limited(run_dir / "svm" / o / "result.json")]
         if todo:
             fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
                     cache=SolveCache(cache_dir) if cache_dir else None)
@@ -258,7 +275,19 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
 def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None = None, threads: int = 0) -> list[dict]:
     """Run a group of points (`group_points`; a worker's task): the networks not yet trained train
     as one computation (`train_gd_group`), then each point runs as `run_point` (which finds its
-    network trained). Never raises; returns each point's record."""
+    network trained). Never raises; returns each point's record. A pool worker stopped by its
+    sweep (`interrupts.worker_init`: SIGTERM raised as `Interrupted`) ends here once the training
+    it was in has written its checkpoint, before the pool could hand it another group."""
+    try:
+        with interrupts.raising_in_worker():
+            return _run_group(cfg_dicts, run_dirs, cache_dir, threads)
+    except interrupts.Interrupted:
+        if mp.parent_process() is None:   # not a pool worker (a test, a notebook): the caller decides
+            raise
+        os._exit(interrupts.EXIT_CODE)
+
+
+def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None, threads: int) -> list[dict]:
     limit_threads(threads)
     problems: dict[str, Problem] = {}
     todo = [(c, d) for c, d in zip(cfg_dicts, run_dirs) if not (Path(d) / "gd" / "summary.json").is_file()]
@@ -315,7 +344,8 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
     # data-level checks (files, split sizes) for every distinct dataset, before any point runs
     for cfg in {json.dumps(p.dataset.model_dump(), sort_keys=True): p for p in points}.values():
         dataset_of(cfg)
-    if executor == "slurm":
+    if executor == "slurm":   # the overrides validated as the config's keys, then the cluster asked
+        slurm = slurm_options(base.sweep, slurm)
         check_slurm()
     with sweep_lock(out), open_log(out / "log.txt") as log_file:
         shown = echo
@@ -341,7 +371,7 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
             tasks = [([p.to_dict() for p in g], [str(dirs[point_id(p)]) for p in g], cache)
                      for g in largest_first(spread_twins(group_points(todo, size)))]
             if executor == "slurm":
-                run_slurm(run_group, tasks, jobs, {**base.sweep.model_dump(), **(slurm or {})}, out, progress, echo)
+                run_slurm(run_group, tasks, jobs, slurm, out, progress, echo)
             else:
                 run_local(run_group, tasks, jobs, progress, echo, threads)
         errors, incons, failures = aggregate(out, points, echo)
@@ -447,6 +477,10 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
                 continue
             errs.append(e.assign(point=pid))
             incs.append(i.assign(point=pid))
+            try:   # OUT/solutions/<id>/: the compact solutions that `gb verify` checks and results folders carry
+                copy_point_solutions(d, out / "solutions" / pid)
+            except (OSError, ValueError) as exc:
+                echo(f"warning: point {pid}: its solutions were not copied into {out / 'solutions'} ({exc})")
         else:
             rec = {"status": "not run", "stage": "", "message": "", "log": ""}
             if (d / "failed.json").is_file():

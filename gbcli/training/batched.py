@@ -11,20 +11,31 @@ sends the whole group back to the plain loop (`None`), which then records it as 
 
 Why not one process per network: on the Figure 2 grid the per-step Python and dispatch overhead
 was 4x the matmul floor at H = 10, N = 500 (issue 13); K networks in one step pay it once.
+
+Checkpoints: the group writes no checkpoint of its own. At the plain loop's interval (and when
+interrupted) it writes each network's own checkpoint, the one the plain loop would have written at
+that step but for the time spent (the network's weights, the `torch.optim.SGD` state its momentum
+buffer is in, the shared batch generator, its metric rows). A group is never resumed as a group: when any of its
+networks has a checkpoint, `gbcli.runs.stages.train_gd_group` trains each network with the plain
+loop, which resumes from it; the trajectories being the same, the results are bit-identical to an
+uninterrupted batched run. This keeps one resume path (the plain loop's) instead of two.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pandas as pd
 import torch
 from torch import nn
 
+from gbcli import interrupts
 from gbcli.models.base import ModelSpec
 from gbcli.registry import spec_of
-from gbcli.training.loop import MetricLog, Schedule, TrainResult, epoch_lr, tensors
+from gbcli.training.loop import (CHECKPOINT_FORMAT, Checkpointing, MetricLog, Schedule, TrainResult, epoch_lr, plain,
+                                 tensors, write_checkpoint)
 from gbcli.training.losses import loss_fn
 
 # the only training key that may differ within a group (besides what the kind's gating draws:
@@ -46,9 +57,12 @@ def batch_key(cfg) -> str | None:
                       sort_keys=True)
 
 
-def train_batched(models: list[nn.Module], cfgs: list, problems: list) -> list[TrainResult] | None:
+def train_batched(models: list[nn.Module], cfgs: list, problems: list,
+                  checkpoints: list[Checkpointing | None] | None = None) -> list[TrainResult] | None:
     """Train `models` (built from `cfgs`, gated as `problems`; one `batch_key`) in place; their
-    results, or None when one of them failed (train them with the plain loop then)."""
+    results, or None when one of them failed (train them with the plain loop then). `checkpoints`:
+    each network's (the plain loop's format, written every `seconds` of the first and when
+    interrupted; see the module docstring); nothing is resumed here."""
     if len({batch_key(c) for c in cfgs}) != 1 or batch_key(cfgs[0]) is None:
         raise ValueError("train_batched: the networks do not share a batch key")
     cfg, spec = cfgs[0], spec_of(cfgs[0])
@@ -73,39 +87,83 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list) -> list[T
         stacked.unstack(models)
         return all(log.log(m, step, epoch, lr, validate) for log, m in zip(logs, models))
 
+    keep = [c if c is not None and c.seconds > 0 else None for c in (checkpoints or [None] * len(models))]
+    every = min((c.seconds for c in keep if c is not None), default=math.inf)
+    names = [n for n, _ in stacked.named_parameters()]
+    if any([n for n, _ in m.named_parameters()] != names for m in models):   # no per-network mapping
+        every, keep = math.inf, [None] * len(models)
+    gen_epoch, epoch_gen_state = 0, gen.get_state()   # as in the plain loop
+    changing = False
+
+    def save() -> None:
+        """Each network's plain-loop checkpoint at the boundary before step `step`."""
+        stacked.unstack(models)
+        e = step // sched.per_epoch
+        shared = {"format": CHECKPOINT_FORMAT, "torch": str(torch.__version__), "step": step,
+                  "seconds": (time.perf_counter() - start) / len(models),
+                  "batch_generator": epoch_gen_state if gen_epoch == e else gen.get_state(),
+                  "torch_generator": torch.get_rng_state()}
+        for k, (m, c, ck) in enumerate(zip(models, cfgs, keep)):
+            if ck is None:
+                continue
+            opt = torch.optim.SGD(m.parameters(), lr=t.lr, momentum=c.training.momentum)   # as the plain loop's
+            if bufs is not None and c.training.momentum != 0:   # torch.optim.SGD keeps no buffer at momentum 0
+                for p, b in zip(m.parameters(), bufs):
+                    opt.state[p]["momentum_buffer"] = b[k].detach().clone()
+            ck.saved += write_checkpoint(ck.path, {
+                **shared, "identity": ck.identity,
+                "model": {n: v.detach().cpu().clone() for n, v in m.state_dict().items()},
+                "optimizer": opt.state_dict(),
+                "rows": [{n: plain(v) for n, v in r.items()} for r in logs[k].rows if r["step"] < step]})
+
     start = time.perf_counter()
     step, lr = 0, t.lr
-    for epoch in range(t.epochs):
-        lr = epoch_lr(t, epoch)
-        perm = torch.randperm(xt.shape[0], generator=gen).to(device)
-        for i in range(sched.per_epoch):
-            if step in sched.log_at and not log_all(step, epoch + i / sched.per_epoch, lr):
-                return None
-            idx = perm[i * sched.batch:(i + 1) * sched.batch]
-            # index_select: the rows of xt[idx], 3-5x faster than advanced indexing (issue 13)
-            yb = yt.index_select(0, idx)
-            out = stacked(xt.index_select(0, idx), ct.index_select(1, idx))
-            losses = torch.stack([loss_fn(yb * out[k], t.loss) for k in range(len(models))])
-            if not bool(torch.isfinite(losses).all()):
-                return None
-            for p in params:
-                p.grad = None
-            losses.sum().backward()   # d(sum)/d(loss_k) = 1: each network gets its own gradient
-            with torch.no_grad():
-                if bufs is None:     # torch.optim.SGD: the first buffer is the gradient itself
-                    bufs = [p.grad.clone() for p in params]
-                else:
-                    for b, p, m in zip(bufs, params, mus):
-                        b.mul_(m).add_(p.grad)
-                for b, p in zip(bufs, params):
-                    p.add_(b, alpha=-lr)
-            step += 1
-    if not log_all(step, step / sched.per_epoch, lr, validate=True):
-        return None
-    seconds = (time.perf_counter() - start) / len(models)
-    results = []
-    with torch.no_grad():
-        for log, m, c_t, c_v in zip(logs, models, cts, cvs):
-            results.append(TrainResult(pd.DataFrame(log.rows), m(xt, c_t).double().cpu().numpy(),
-                                       m(xv, c_v).double().cpu().numpy(), seconds, step))
-    return results
+    next_save = time.monotonic() + every
+    try:
+        for epoch in range(t.epochs):
+            with interrupts.deferred():
+                changing = True
+                lr = epoch_lr(t, epoch)
+                gen_epoch, epoch_gen_state = epoch, gen.get_state()
+                perm = torch.randperm(xt.shape[0], generator=gen).to(device)
+                changing = False
+            for i in range(sched.per_epoch):
+                if time.monotonic() >= next_save:
+                    save()
+                    next_save = time.monotonic() + every
+                if step in sched.log_at and not log_all(step, epoch + i / sched.per_epoch, lr):
+                    return None
+                idx = perm[i * sched.batch:(i + 1) * sched.batch]
+                # index_select: the rows of xt[idx], 3-5x faster than advanced indexing (issue 13)
+                yb = yt.index_select(0, idx)
+                out = stacked(xt.index_select(0, idx), ct.index_select(1, idx))
+                losses = torch.stack([loss_fn(yb * out[k], t.loss) for k in range(len(models))])
+                if not bool(torch.isfinite(losses).all()):
+                    return None
+                for p in params:
+                    p.grad = None
+                losses.sum().backward()   # d(sum)/d(loss_k) = 1: each network gets its own gradient
+                with torch.no_grad(), interrupts.deferred():   # an interrupt waits for the step's end
+                    changing = True
+                    if bufs is None:     # torch.optim.SGD: the first buffer is the gradient itself
+                        bufs = [p.grad.clone() for p in params]
+                    else:
+                        for b, p, m in zip(bufs, params, mus):
+                            b.mul_(m).add_(p.grad)
+                    for b, p in zip(bufs, params):
+                        p.add_(b, alpha=-lr)
+                    step += 1
+                    changing = False
+        if not log_all(step, step / sched.per_epoch, lr, validate=True):
+            return None
+        seconds = (time.perf_counter() - start) / len(models)
+        results = []
+        with torch.no_grad():
+            for log, m, c_t, c_v in zip(logs, models, cts, cvs):
+                results.append(TrainResult(pd.DataFrame(log.rows), m(xt, c_t).double().cpu().numpy(),
+                                           m(xv, c_v).double().cpu().numpy(), seconds, step))
+        return results
+    except (interrupts.Interrupted, KeyboardInterrupt):
+        if not changing and every < math.inf:
+            save()
+        raise

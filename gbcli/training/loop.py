@@ -8,17 +8,21 @@ and validation sets at `log_points` evenly spaced steps (including step 0 and th
 
 from __future__ import annotations
 
+import io
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
+from gbcli import interrupts
 from gbcli.errors import GbError
+from gbcli.io import atomic_write_bytes, read_untrusted
 from gbcli.metrics import error
 from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
@@ -49,6 +53,7 @@ class TrainResult:
     seconds: float
     steps: int
     diverged: str = ""     # why training stopped early: a non-finite loss, output or weight
+    resumed_from: int | None = None   # the step a checkpoint resumed the run at (None: from the start)
 
 
 @dataclass
@@ -136,12 +141,141 @@ def check_device(cfg) -> torch.device:
     return device
 
 
+# ------------------------------------------------------------------ checkpoints
+
+CHECKPOINT_FORMAT = 1
+ROW_TYPES = (int, float, str, bool, type(None))
+
+
+@dataclass
+class Checkpointing:
+    """Where `train` keeps its resumable state (`path`, e.g. RUN_DIR/gd/checkpoint.pt), how often
+    (`seconds`; also when interrupted), what computation it belongs to (`identity`: plain data,
+    e.g. the config's hash and the data's shape; a checkpoint of another identity is not used), and
+    the checkpoint to resume from (`resume`, as `read_checkpoint` returned it)."""
+
+    path: Path
+    identity: dict
+    seconds: float
+    resume: dict | None = None
+    saved: int = field(default=0, init=False)   # checkpoints written by this run (for the tests and the log)
+
+
+def plain(value):
+    """A metric value as a plain Python number (numpy scalars are not loadable with weights_only)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def write_checkpoint(path: Path, state: dict) -> bool:
+    """torch.save of tensors and plain containers only (it loads with weights_only=True), written
+    atomically: a process killed while writing leaves the previous checkpoint. A checkpoint that
+    cannot be written (a full disk) is warned about, not raised: the training itself goes on."""
+    from gbcli.logs import log as gb_log
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    try:
+        atomic_write_bytes(path, buf.getvalue())
+    except OSError as exc:
+        gb_log.warning(f"{path}: checkpoint not written ({exc.strerror or exc}); training goes on")
+        return False
+    return True
+
+
+def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
+    """The checkpoint at `path` when it is one of this computation: (state, ""); else (None, why),
+    `why` empty when there is none. A run directory is untrusted: the file is read without following
+    a link (O_NOFOLLOW, a regular file only, size-bounded) and loaded with weights_only=True (no
+    object other than tensors and containers is ever built: a pickle payload is refused, not run).
+    The tensors are checked against the network when resuming (`_restore`)."""
+    if not path.exists() and not path.is_symlink():
+        return None, ""
+    try:
+        data = read_untrusted(path)
+    except (OSError, ValueError) as exc:
+        return None, f"unreadable ({exc.strerror if isinstance(exc, OSError) else 'not a regular file, or too large'})"
+    try:
+        state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except Exception as exc:   # truncated, foreign, or carrying code (refused by weights_only, never run)
+        unsafe = "weights_only" in str(exc) or "Unsupported global" in str(exc)
+        return None, ("holds objects other than tensors (refused, never loaded)" if unsafe
+                      else f"not a readable checkpoint ({type(exc).__name__})")
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        return None, "not a gb training checkpoint of this version"
+    if state.get("identity") != identity:
+        return None, "a checkpoint of another config or data"
+    return state, ""
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise ValueError(what)
+
+
+def _restore(state: dict, model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, sched: Schedule) -> None:
+    """Load a checkpoint into the freshly built `model`, `opt` and `gen`, after checking every part
+    of it against them (ValueError naming the part: nothing is changed then). A buffer may differ
+    in shape (FReLU's frozen gates exist only once frozen); a parameter may not."""
+    step, rows = state.get("step"), state.get("rows")
+    _check(type(step) is int and 0 <= step <= sched.total, "step out of range")
+    _check(isinstance(rows, list) and all(isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, ROW_TYPES)
+                                                                         for k, v in r.items()) for r in rows),
+           "metric rows")
+    _check([r.get("step") for r in rows] == sorted(s for s in sched.log_at if s < step), "metric rows' steps")
+    elapsed = state.get("seconds")
+    _check(isinstance(elapsed, float) and math.isfinite(elapsed) and elapsed >= 0, "elapsed time")
+    for key, ref in (("batch_generator", gen.get_state()), ("torch_generator", torch.get_rng_state())):
+        g = state.get(key)
+        _check(isinstance(g, torch.Tensor) and g.dtype == ref.dtype and g.shape == ref.shape, key)
+
+    weights, own = state.get("model"), model.state_dict()
+    params = dict(model.named_parameters())
+    _check(isinstance(weights, dict) and set(weights) == set(own), "the network's tensors")
+    for name, t in weights.items():
+        mine = own[name]
+        _check(isinstance(t, torch.Tensor) and t.layout == torch.strided and t.dtype == mine.dtype
+               and t.dim() == mine.dim() and (name not in params or t.shape == mine.shape), f"tensor {name}")
+
+    saved, fresh = state.get("optimizer"), opt.state_dict()
+    _check(isinstance(saved, dict) and isinstance(saved.get("state"), dict)
+           and isinstance(saved.get("param_groups"), list) and len(saved["param_groups"]) == len(fresh["param_groups"]),
+           "optimizer state")
+    plist = list(model.parameters())
+    for g_saved, g_fresh in zip(saved["param_groups"], fresh["param_groups"]):
+        _check(isinstance(g_saved, dict) and set(g_saved) == set(g_fresh)
+               and all(g_saved[k] == g_fresh[k] for k in g_fresh if k != "lr"), "optimizer settings")
+    for idx, entry in saved["state"].items():
+        _check(type(idx) is int and 0 <= idx < len(plist) and isinstance(entry, dict), "optimizer state")
+        for k, v in entry.items():
+            if k == "step":   # Adam's step count: a scalar
+                _check(isinstance(v, torch.Tensor) and v.numel() == 1 and v.dtype.is_floating_point, "optimizer step")
+            else:             # a buffer shaped as its parameter (momentum, Adam's moments)
+                _check(v is None or (isinstance(v, torch.Tensor) and v.layout == torch.strided
+                                     and v.shape == plist[idx].shape and v.dtype == plist[idx].dtype), f"optimizer {k}")
+
+    # everything checked: now load
+    with torch.no_grad():
+        for name, t in weights.items():
+            if name not in params and t.shape != own[name].shape:   # a buffer that changes shape (FReLU's gates)
+                owner, _, leaf = name.rpartition(".")
+                setattr(model.get_submodule(owner) if owner else model, leaf, t.clone().to(own[name].device))
+        model.load_state_dict(weights)
+    opt.load_state_dict(saved)
+    gen.set_state(state["batch_generator"])
+    torch.set_rng_state(state["torch_generator"])
+
+
 def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
           x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True,
-          tracker=None, spec=None) -> TrainResult:
+          tracker=None, spec=None, checkpoint: Checkpointing | None = None) -> TrainResult:
     """Train `model` in place as configured; returns the metric log and the final outputs.
     `tracker` (gbcli.instruments) adds its instruments' columns at every logged step; `spec` (the
-    model's spec, default: from the registry) gets its per-epoch hook (FReLU freezes its gates)."""
+    model's spec, default: from the registry) gets its per-epoch hook (FReLU freezes its gates).
+    `checkpoint`: save the training state there every `checkpoint.seconds` and when interrupted,
+    and resume from `checkpoint.resume` (a checkpoint that does not fit this network is warned
+    about and the run starts from step 0); not with a `tracker` (see the module docstring)."""
+    from gbcli.logs import StepProgress, log as gb_log
+
     spec = spec or spec_of(cfg)
     t = cfg.training
     device = check_device(cfg)
@@ -163,47 +297,101 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker)
     rows, log, why_diverged = metrics.rows, partial(metrics.log, model), metrics.why_diverged
 
-    from gbcli.logs import StepProgress
-
+    if tracker is not None or (checkpoint is not None and checkpoint.seconds <= 0):
+        checkpoint = None
+    step, elapsed, resumed = 0, 0.0, None
+    if checkpoint is not None and checkpoint.resume is not None:
+        state = checkpoint.resume
+        try:
+            _restore(state, model, opt, gen, sched)
+        except Exception as exc:   # checked before anything was loaded: the run starts from step 0
+            gb_log.warning(f"{checkpoint.path}: does not fit this network ({exc}); training from step 0")
+        else:
+            step = resumed = state["step"]
+            elapsed = state["seconds"]
+            rows.extend(state["rows"])
+            model.to(device)
+    first_epoch, first_i = divmod(step, per_epoch)
+    # the batch generator's state at the start of epoch `gen_epoch`: this epoch's permutation is
+    # drawn from it again on resuming (updated, like `step`, only while the signals are held)
+    gen_epoch, epoch_gen_state = first_epoch, gen.get_state()
+    changing = False   # inside a step's update: the state is not that of a step boundary
     start = time.perf_counter()
-    step, diverged = 0, ""
-    with StepProgress(f"train {cfg.model.predictor}", total, show=progress) as bar:
-        for epoch in range(t.epochs):
-            if diverged:
-                break
-            lr = epoch_lr(t, epoch)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            spec.on_epoch(model, cfg, epoch)
-            perm = torch.randperm(n, generator=gen).to(device)
-            for i in range(per_epoch):
-                if step in log_at:
-                    if not log(step, epoch + i / per_epoch, lr):
-                        diverged = why_diverged(step)
-                        break
-                    last = rows[-1]
-                    bar.note(loss=last["train_loss"], train_err=last.get("train_error"),
-                             **({"val_err": last["val_error"]} if last.get("val_error") == last.get("val_error")
-                                and last.get("val_error") is not None else {}))
-                idx = perm[i * batch:(i + 1) * batch]
-                loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
-                if not bool(torch.isfinite(loss)):
-                    diverged = f"the training loss is {float(loss)} at step {step} (epoch {epoch})"
+
+    def save() -> None:
+        """The state at the boundary before step `step` (rows logged at it are logged again)."""
+        e = step // per_epoch
+        if write_checkpoint(checkpoint.path, {
+            "format": CHECKPOINT_FORMAT, "identity": checkpoint.identity, "torch": str(torch.__version__),
+            "step": step, "seconds": elapsed + time.perf_counter() - start,
+            "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+            "optimizer": opt.state_dict(),
+            # at an epoch's boundary its permutation is not drawn yet: the generator is at its start
+            "batch_generator": epoch_gen_state if gen_epoch == e else gen.get_state(),
+            "torch_generator": torch.get_rng_state(),
+            "rows": [{k: plain(v) for k, v in r.items()} for r in rows if r["step"] < step],
+        }):
+            checkpoint.saved += 1
+
+    next_save = time.monotonic() + (checkpoint.seconds if checkpoint else 0)
+    diverged, lr = "", epoch_lr(t, min(first_epoch, t.epochs - 1))
+    try:
+        with StepProgress(f"train {cfg.model.predictor}", total, show=progress) as bar:
+            if step:
+                bar.advance(step)
+            for epoch in range(first_epoch, t.epochs):
+                if diverged:
                     break
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if t.descent == "coordinate":
-                    steepest_coordinate(model)
-                if t.step_rule == "homogeneous-normalized" and degree > 1:
+                with interrupts.deferred():
+                    changing = True
+                    lr = epoch_lr(t, epoch)
                     for g in opt.param_groups:
-                        g["lr"] = lr / weight_norm(model) ** (2 * degree - 2)
-                opt.step()
-                step += 1
-                bar.advance()
-        if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
-            if not log(step, step / per_epoch, lr, validate=True) and not diverged:
-                diverged = why_diverged(step)
-    with torch.no_grad():
-        train_out = model(xt, ct).double().cpu().numpy()
-        val_out = model(xv, cv).double().cpu().numpy()
-    return TrainResult(pd.DataFrame(rows), train_out, val_out, time.perf_counter() - start, step, diverged)
+                        g["lr"] = lr
+                    spec.on_epoch(model, cfg, epoch)
+                    gen_epoch, epoch_gen_state = epoch, gen.get_state()
+                    perm = torch.randperm(n, generator=gen).to(device)
+                    changing = False
+                for i in range(first_i if epoch == first_epoch else 0, per_epoch):
+                    if checkpoint is not None and time.monotonic() >= next_save:
+                        save()
+                        next_save = time.monotonic() + checkpoint.seconds
+                    if step in log_at:
+                        if not log(step, epoch + i / per_epoch, lr):
+                            diverged = why_diverged(step)
+                            break
+                        last = rows[-1]
+                        bar.note(loss=last["train_loss"], train_err=last.get("train_error"),
+                                 **({"val_err": last["val_error"]} if last.get("val_error") == last.get("val_error")
+                                    and last.get("val_error") is not None else {}))
+                    idx = perm[i * batch:(i + 1) * batch]
+                    loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
+                    if not bool(torch.isfinite(loss)):
+                        diverged = f"the training loss is {float(loss)} at step {step} (epoch {epoch})"
+                        break
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if t.descent == "coordinate":
+                        steepest_coordinate(model)
+                    if t.step_rule == "homogeneous-normalized" and degree > 1:
+                        for g in opt.param_groups:
+                            g["lr"] = lr / weight_norm(model) ** (2 * degree - 2)
+                    with interrupts.deferred():   # an interrupt waits for the step's end (a few microseconds)
+                        changing = True
+                        opt.step()
+                        step += 1
+                        changing = False
+                        bar.advance()
+            if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
+                if not log(step, step / per_epoch, lr, validate=True) and not diverged:
+                    diverged = why_diverged(step)
+        with torch.no_grad():
+            train_out = model(xt, ct).double().cpu().numpy()
+            val_out = model(xv, cv).double().cpu().numpy()
+    except (interrupts.Interrupted, KeyboardInterrupt):
+        # a KeyboardInterrupt (library use without gbcli.interrupts) may land inside an update:
+        # then the last periodic checkpoint stays the one to resume from
+        if checkpoint is not None and not changing:
+            save()
+        raise
+    return TrainResult(pd.DataFrame(rows), train_out, val_out, elapsed + time.perf_counter() - start, step, diverged,
+                       resumed)

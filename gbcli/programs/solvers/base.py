@@ -13,6 +13,9 @@ class Solver:
     name: ClassVar[str]
     norms: ClassVar[frozenset[str]]      # names of the norms (gbcli.programs.norms) it solves
     default_max_iters: ClassVar[int]
+    # the options of `solve` beyond (design, max_iters, eps) that this solver honours (svm.time_limit,
+    # svm.device, a round checkpoint); a request for one it does not honour is refused before any work
+    honours: ClassVar[frozenset[str]] = frozenset()
     description: ClassVar[str] = ""
 
     def can_solve(self, norm: str) -> bool:

@@ -139,14 +139,21 @@ class DualSolver(Solver):
 
     name, default_max_iters = "dual", 100
     norms = frozenset({"sq", "l2", "group", "l2-reference"})
+    honours = frozenset({"device", "time_limit", "checkpoint"})
     description = "interior point on the kernel dual (certified; every norm but l1)"
 
     def solve(self, design, max_iters=None, eps=None, device: str | None = None,
-              working_set: bool | None = None) -> Solution:
+              working_set: bool | None = None, time_limit: float | None = None,
+              checkpoint: tuple | None = None, through: int | None = None) -> Solution:
         """working_set: True / False force the working-set method on or off; None (the default) uses it
-        above `workingset.WORKING_SET_ABOVE` training points."""
+        above `workingset.WORKING_SET_ABOVE` training points. device: where the kernel arrays live
+        (default cpu: nothing moves to a GPU that was not asked for). time_limit: seconds, after which
+        the solve stops `inaccurate` with its bounds; checkpoint: (path, fingerprint) of the working
+        set's round checkpoint (`gbcli.programs.workingset`); through: the working set stops after
+        this round (resumable from the checkpoint)."""
         tol = CERTIFY_TOL if eps is None else eps
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = device or "cpu"
+        deadline = None if time_limit is None else time.monotonic() + time_limit
         norm = norm_of(design)
         start = time.perf_counter()
         if norm.has_reduction:   # an exact route of the norm's own (svm-l2-reference)
@@ -173,9 +180,10 @@ class DualSolver(Solver):
             return ("optimal" if gap <= sub_tol else "inaccurate",
                     f"{POLISHED} to a relative gap of {gap:.1e} (the interior-point method {message})", lam, s)
 
-        def solve_on(sub: GatedDesign, sub_tol: float, start=None):
+        def solve_on(sub: GatedDesign, sub_tol: float, start=None, deadline=deadline):
             grp = kernel_problem(sub, device)
-            status, message, lam, s, it = interior_point(grp, norm.quadratic, sub_tol, max_iters, start=start)
+            status, message, lam, s, it = interior_point(grp, norm.quadratic, sub_tol, max_iters, start=start,
+                                                         deadline=deadline)
             if status == "infeasible":
                 lam = polish_ray(sub, lam)
             elif status == "inaccurate" and s is not None and message.endswith(STALLED):
@@ -186,7 +194,8 @@ class DualSolver(Solver):
         if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
             working_set = len(design.y_train) > workingset.WORKING_SET_ABOVE
         if working_set:
-            status, message, zeta, lam, it = workingset.solve_working_set(design, solve_on, tol, finish)
+            status, message, zeta, lam, it = workingset.solve_working_set(design, solve_on, tol, finish,
+                                                                           checkpoint, deadline, through)
             seconds = time.perf_counter() - start
             value = float("nan") if zeta is None else norm.value(design, zeta)
             return Solution(zeta, status, value, seconds, "dual", message, iterations=it, lam=lam)
@@ -198,6 +207,7 @@ class DualSolver(Solver):
 
 
 def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | None = None,
-               device: str | None = None, working_set: bool | None = None) -> Solution:
+               device: str | None = None, working_set: bool | None = None, time_limit: float | None = None,
+               checkpoint: tuple | None = None) -> Solution:
     """Solve the program through its dual; never raises on numerical trouble (see `status`)."""
-    return DualSolver().solve(design, max_iters, tol, device, working_set)
+    return DualSolver().solve(design, max_iters, tol, device, working_set, time_limit, checkpoint)

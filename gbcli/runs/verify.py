@@ -1,0 +1,474 @@
+"""`gb verify`: check every stored solution's certificate again, from the data, without a solver.
+
+For each solved convex program found under a directory, the program's design is rebuilt from its
+stored config (`prepare`, `build_design`; the trained network from the run's `gd/model.pt` when the
+program reads it), and from the stored arrays alone this module recomputes the primal objective,
+every training margin, the weak-duality bound of the stored multipliers (or, for an infeasible
+program, the dual ray's bound on every predictor's relative margin), the training and validation
+predictions and errors, all through `gbcli.programs.certify.certificate`. It compares them with
+what the records claim (`result.json`, a results folder's `tables/errors.csv`, the compact file's
+own copy of the claims) and with the stored predictions.
+
+    from gbcli.runs.verify import verify
+    rows = verify("runs/my-sweep")          # one dict per program: where, objective, verified, problems, ...
+
+What it reads (everything is untrusted: never through a symlink, npz without pickles, every array's
+shape, dtype and finiteness checked; a file that cannot be used makes its program "not verified"):
+
+- a run directory: `svm/<objective>/{config.yaml, result.json, solution.npz, predictions.npz}` and,
+  when present, the compact `svm/<objective>/compact.npz` (both are checked);
+- a sweep directory: each point `points/<id>/` as a run directory, and its `solutions/` folder;
+- a results folder (e.g. results/paper/fig2 once it carries solutions): `solutions/<id>/config.yaml`,
+  `solutions/<id>/<objective>.npz` (and `solutions/<id>/model.pt` for programs that read the
+  trained network), with the claims of `tables/errors.csv` when it exists;
+- a folder of those (e.g. results/paper): each subfolder that is one of the above.
+
+The compact solution files (`compact.npz`, `solutions/<id>/<objective>.npz`) are `gbcli.runs.solutions`'s.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from gbcli.config.loading import load_yaml_text, validate
+from gbcli.errors import GbError
+from gbcli.io import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
+from gbcli.metrics import error
+from gbcli.programs.certify import certificate
+from gbcli.programs.design import GatedDesign, Solution, decision
+from gbcli.runs.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, MAX_SOLUTION_BYTES, RTOL, SOLVED,
+                                  OBJECTIVE_ATOL, Unusable, _close, _compact_solution, _float_array, _no_links, _read_npz,
+                                  compact_arrays, write_compact)
+from gbcli.text import shorten
+
+
+# ------------------------------------------------------------------ reading untrusted files
+
+
+def _read_json(root: Path, path: Path) -> dict:
+    _no_links(root, path)
+    try:
+        rec = read_json(path)
+    except FileNotFoundError:
+        raise Unusable(f"{path.name}: missing") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise Unusable(f"{path.name}: unreadable ({type(exc).__name__})") from None
+    if not isinstance(rec, dict):
+        raise Unusable(f"{path.name}: not a record")
+    return rec
+
+
+def _read_config(root: Path, path: Path):
+    _no_links(root, path)
+    try:
+        raw = load_yaml_text(read_untrusted(path, MAX_CONFIG_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        raise Unusable(f"{path.name}: missing") from None
+    except Exception as exc:   # noqa: BLE001 (OSError, YAML, unicode, size)
+        raise Unusable(f"{path.name}: unreadable ({type(exc).__name__})") from None
+    if not isinstance(raw, dict):
+        raise Unusable(f"{path.name}: not a config")
+    try:
+        return validate(raw, path.name)
+    except GbError as exc:
+        raise Unusable(shorten(str(exc), 200)) from None
+
+
+def _full_solution(arrays: dict, design: GatedDesign) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(zeta, lam) of a run's solution.npz, checked against the design."""
+    n, rows, dim = len(design.y_train), design.rows, design.x_train.shape[1]
+    return (_float_array(arrays.get("zeta"), "zeta", (rows, dim)), _float_array(arrays.get("lam"), "lam", (n,)))
+
+
+# ------------------------------------------------------------------ the check of one program
+
+
+def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | None, lam: np.ndarray | None,
+                   claimed_status: str, tol: float) -> dict:
+    """The recomputed facts of a stored solution: the certificate (certify.certificate), the status it
+    bears out (optimal / inaccurate for a predictor, infeasible / failed for multipliers alone), the
+    training and validation outputs and errors."""
+    sol = Solution(zeta, "infeasible" if zeta is None else claimed_status, math.nan, 0.0, "", lam=lam)
+    cert = certificate(design, sol, tol)
+    out = {**cert, "train_out": None, "val_out": None, "train_error": math.nan, "val_error": math.nan}
+    if zeta is not None:
+        out["status"] = "optimal" if cert["certified"] else "inaccurate"
+        out["objective"] = cert["primal_objective"]
+        out["train_out"] = decision(zeta, design.x_train, design.e_train)
+        out["val_out"] = decision(zeta, design.x_val, design.e_val)
+        out["train_error"] = error(out["train_out"], design.y_train)
+        out["val_error"] = error(out["val_out"], y_val)
+    else:
+        out["status"] = "infeasible" if cert["certified"] else "failed"
+        out["objective"] = math.nan
+    return out
+
+
+def compare_claims(got: dict, claims: dict, source: str) -> list[str]:
+    """What a record (`source`: result.json, errors.csv, the compact file's claims) claims that the
+    recomputation does not bear out."""
+    bad = []
+    status = claims.get("status")
+    if status is not None and status != got["status"]:
+        bad.append(f"{source}: status {shorten(repr(status), 30)}, recomputed {got['status']}")
+    cert = claims.get("certified")
+    if cert is not None and not (isinstance(cert, (bool, np.bool_)) and bool(cert) == got["certified"]):
+        bad.append(f"{source}: certified {shorten(repr(cert), 30)}, recomputed {got['certified']}")
+    checks = [("objective", RTOL, OBJECTIVE_ATOL), ("primal_objective", RTOL, OBJECTIVE_ATOL),
+              ("dual_objective", RTOL, OBJECTIVE_ATOL),
+              ("rel_gap", 0.0, GAP_ATOL), ("min_margin", 0.0, GAP_ATOL), ("relative_margin_bound", RTOL, 1e-300),
+              ("train_error", 0.0, 0.0), ("val_error", 0.0, 0.0), ("tolerance", 0.0, 0.0)]
+    for key, rtol, atol in checks:
+        if key not in claims or key not in got:
+            continue
+        if not _close(claims[key], got[key], rtol, atol):
+            bad.append(f"{source}: {key} {shorten(repr(claims[key]), 30)}, recomputed {got[key]!r:.30}")
+    return bad
+
+
+def compare_predictions(got: dict, arrays: dict, n: int, m: int) -> list[str]:
+    """A run's predictions.npz against the recomputed outputs (same values to rounding, same signs)."""
+    bad = []
+    for key, size in (("train_out", n), ("val_out", m)):
+        a = arrays.get(key)
+        if a is None:
+            bad.append(f"predictions.npz: no {key}")
+            continue
+        if a.dtype.kind != "f" or a.shape != (size,):
+            bad.append(f"predictions.npz: {key} is {a.dtype} {a.shape}, expected float ({size},)")
+            continue
+        want = got[key]
+        scale = max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+        if not np.array_equal(np.sign(a), np.sign(want)) or not np.allclose(a, want, rtol=RTOL, atol=RTOL * scale):
+            k = int(np.sum(~np.isclose(a, want, rtol=RTOL, atol=RTOL * scale) | (np.sign(a) != np.sign(want))))
+            bad.append(f"predictions.npz: {key} differs from the recomputed outputs at {k} points")
+    return bad
+
+
+# ------------------------------------------------------------------ finding the programs
+
+
+class _Problems:
+    """The problems (data and gating) of the configs met so far, and trained networks by path."""
+
+    def __init__(self):
+        self.problems: dict[str, object] = {}
+
+    def problem(self, cfg):
+        from gbcli.runs.integrity import PROBLEM_SECTIONS, section_hash
+        from gbcli.runs.stages import prepare
+
+        key = section_hash(cfg, PROBLEM_SECTIONS)
+        if key not in self.problems:
+            if len(self.problems) > 8:
+                self.problems.clear()
+            self.problems[key] = prepare(cfg)
+        return self.problems[key]
+
+
+def _design(objective: str, cfg, problems: _Problems, trained_from) -> tuple[GatedDesign, object, object]:
+    """(design, dataset, program) of `objective` under `cfg`; `trained_from(cfg, dim)` loads the
+    trained network for programs that read it."""
+    from gbcli.registry import program_of
+    from gbcli.runs.stages import build_design
+
+    try:
+        program = program_of(cfg, objective)
+    except GbError as exc:
+        raise Unusable(shorten(str(exc), 200)) from None
+    if program.design is None:
+        return None, None, program
+    try:
+        problem = problems.problem(cfg)
+        trained = trained_from(cfg, problem.dataset.dim) if program.needs_trained else None
+        return build_design(objective, cfg, problem, trained), problem.dataset, program
+    except GbError as exc:
+        raise Unusable(shorten(str(exc), 200)) from None
+
+
+def _row(where: str, objective: str, claims: dict) -> dict:
+    return {"where": where, "objective": objective, "value": claims.get("objective"),
+            "claimed_status": claims.get("status"), "verified": False, "checked": "", "problems": []}
+
+
+def _finish(row: dict, got: dict | None) -> dict:
+    row["problems"] = list(dict.fromkeys(row["problems"]))   # the same claim read twice (solution and compact file)
+    if got is not None and not row["problems"] and got["status"] not in ("optimal", "infeasible"):
+        row["problems"].append(f"not certified (recomputed: {got['status']}, relative gap {got.get('rel_gap')!r:.12}, "
+                               f"smallest margin {got.get('min_margin')!r:.12})")
+    row["verified"] = got is not None and not row["problems"]
+    if got is not None and row.get("value") is None:
+        row["value"] = got.get("objective")
+    return row
+
+
+def _check_compact(root: Path, path: Path, design, ds, objective: str, cfg, problems_out: list, extra_claims=()):
+    """Check a compact file; returns (got, claims, form) or raises Unusable."""
+    arrays = _read_npz(root, path, COMPACT_ARRAYS)
+    zeta, lam, sign, claims, form = _compact_solution(arrays, design, objective)
+    got = check_solution(design, ds.y_val, zeta, lam, str(claims.get("status")), cfg.svm.certify_tol)
+    problems_out += compare_claims(got, claims, path.name)
+    for source, c in extra_claims:
+        problems_out += compare_claims(got, c, source)
+    if zeta is not None and not np.array_equal(sign, np.sign(got["val_out"]).astype(np.int8)):
+        problems_out.append(f"{path.name}: val_sign differs from the recomputed labels at "
+                            f"{int(np.sum(sign != np.sign(got['val_out'])))} points")
+    return got, claims, form, arrays
+
+
+def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: dict | None = None) -> list[dict]:
+    """One row per program of a run directory (`svm/<objective>/`)."""
+    from gbcli.runs.stages import load_trained
+
+    rows = []
+    svm = run / "svm"
+    if svm.is_symlink():
+        return [{**_row(where, "svm", {}), "problems": ["svm: is a symlink (not followed)"]}]
+    if not svm.is_dir():
+        return rows
+    for stage in sorted(svm.iterdir()):
+        objective = stage.name
+        if stage.name.startswith(".") or not (stage.is_dir() or stage.is_symlink()):
+            continue
+        row = _row(where, objective, {})
+        rows.append(row)
+        got = None
+        try:
+            _no_links(root, stage)
+            record = _read_json(root, stage / "result.json")
+            row.update(value=record.get("objective"), claimed_status=record.get("status"))
+            cfg = _read_config(root, stage / "config.yaml")
+            design, ds, program = _design(objective, cfg, problems,
+                                          lambda c, dim: load_trained(run, c, dim, objective))
+            if design is None:
+                row["checked"] = "n/a"
+                row["verified"] = None
+                row["problems"] = ["not a convex program: no certificate to check"]
+                continue
+            if "solution.npz" in os.listdir(stage) or record.get("status") != "failed":
+                zeta, lam = _full_solution(_read_npz(root, stage / "solution.npz", ("zeta", "lam")), design)
+            else:
+                zeta = lam = None
+            got = check_solution(design, ds.y_val, zeta, lam, str(record.get("status")), cfg.svm.certify_tol)
+            row["checked"] = "zeta+lam" if zeta is not None else (
+                f"ray (relative margin <= {got.get('relative_margin_bound', math.nan):.1e})" if lam is not None else "none")
+            row["problems"] += compare_claims(got, record, "result.json")
+            if zeta is not None:
+                try:
+                    preds = _read_npz(root, stage / "predictions.npz", ("train_out", "val_out"))
+                    row["problems"] += compare_predictions(got, preds, len(design.y_train), len(design.x_val))
+                except Unusable as exc:
+                    row["problems"].append(str(exc))
+            elif os.path.lexists(stage / "predictions.npz"):
+                row["problems"].append("predictions.npz: stored for a program without a predictor")
+            compact = stage / "compact.npz"
+            arrays = None
+            if os.path.lexists(compact):
+                cgot, _, form, arrays = _check_compact(root, compact, design, ds, objective, cfg, row["problems"],
+                                                       [("result.json", record)])
+                row["checked"] += f", compact ({form})"
+                if cgot["status"] != got["status"]:
+                    row["problems"].append(f"compact.npz: recomputed {cgot['status']}, solution.npz {got['status']}")
+            if export is not None and not row["problems"] and got["status"] in ("optimal", "infeasible"):
+                if arrays is None:
+                    arrays = compact_arrays(objective, design, zeta, lam, got["val_out"], record, cfg.svm.certify_tol)
+                export[(where, objective)] = (arrays, stage / "config.yaml",
+                                              run / "gd" / "model.pt" if program.needs_trained else None)
+        except Unusable as exc:
+            row["problems"].append(str(exc))
+            got = None
+        except Exception as exc:   # noqa: BLE001 (received data gb did not foresee: reported, never a crash)
+            row["problems"].append(f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
+            got = None
+        _finish(row, got)
+    return rows
+
+
+def _errors_claims(folder: Path, root: Path) -> dict:
+    """(point, predictor) -> the row of folder/tables/errors.csv (a results folder's claims)."""
+    path = folder / "tables" / "errors.csv"
+    if not os.path.lexists(path):
+        return {}
+    _no_links(root, path)
+    table = read_csv_untrusted(path)
+    out = {}
+    if "point" not in table.columns or "predictor" not in table.columns:
+        return out
+    for r in table.to_dict("records"):
+        c = {k: r[k] for k in ("status", "objective", "rel_gap", "min_margin", "val_error", "train_error", "certified")
+             if k in r and not (isinstance(r[k], float) and math.isnan(r[k]) and k in ("status", "certified"))}
+        if isinstance(c.get("certified"), float):   # an empty cell of a program without a certificate
+            c.pop("certified")
+        out[(str(r["point"]), str(r["predictor"]))] = c
+    return out
+
+
+def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
+                     skip: dict[tuple[str, str], bytes] | None = None) -> list[dict]:
+    """One row per compact file of `folder/solutions/<id>/<objective>.npz` (a results folder or a
+    sweep's copies). `skip`: files identical to these bytes were verified already (a sweep's own points)."""
+    from gbcli.runs.stages import load_checkpoint
+    from gbcli.registry import spec_of
+
+    sols = folder / "solutions"
+    rows = []
+    try:
+        claims_csv = _errors_claims(folder, root)
+    except (Unusable, OSError, ValueError, GbError) as exc:
+        claims_csv = None
+        rows.append({**_row(prefix or folder.name, "tables/errors.csv", {}), "problems": [shorten(str(exc), 200)]})
+    for point in sorted(sols.iterdir()):
+        if point.name.startswith("."):
+            continue
+        where = f"{prefix}{point.name}"
+        if point.is_symlink() or not point.is_dir():
+            rows.append({**_row(where, "", {}), "problems": [f"{point.name}: is a symlink or not a folder (not followed)"]})
+            continue
+        files = sorted(p for p in point.iterdir() if p.suffix == ".npz")
+        cfg = None
+        try:
+            cfg = _read_config(root, point / "config.yaml")
+        except Unusable as exc:
+            cfg_error = str(exc)
+
+        def trained_from(c, dim, _point=point):
+            path = _point / "model.pt"
+            _no_links(root, path)
+            if not os.path.lexists(path):
+                raise Unusable("the program reads the trained network: model.pt missing")
+            state = load_checkpoint(path)
+            if state.get("kind") != c.model.kind:
+                raise Unusable(f"model.pt: holds a gd-{shorten(str(state.get('kind')), 30)}, the config a {c.model.kind}")
+            return spec_of(c).load(state, c, dim, path)
+
+        for path in files:
+            objective = path.stem
+            if skip and (point.name, objective) in skip and not path.is_symlink():
+                try:   # a copy of the point's own compact.npz: verified with the point
+                    if read_untrusted(path, MAX_SOLUTION_BYTES) == skip[(point.name, objective)]:
+                        continue
+                except (OSError, ValueError):
+                    pass
+            row = _row(where, objective, {})
+            rows.append(row)
+            got = None
+            try:
+                if cfg is None:
+                    raise Unusable(cfg_error)
+                design, ds, program = _design(objective, cfg, problems, trained_from)
+                if design is None:
+                    raise Unusable("not a convex program: no certificate to check")
+                extra = []
+                if claims_csv is not None and claims_csv:
+                    c = claims_csv.get((point.name, objective))
+                    if c is None:
+                        row["problems"].append("tables/errors.csv: no row for this program")
+                    else:
+                        extra.append(("errors.csv", c))
+                got, claims, form, _ = _check_compact(root, path, design, ds, objective, cfg, row["problems"], extra)
+                row.update(value=claims.get("objective"), claimed_status=claims.get("status"), checked=form)
+            except Unusable as exc:
+                row["problems"].append(str(exc))
+                got = None
+            except Exception as exc:   # noqa: BLE001 (received data gb did not foresee: reported, never a crash)
+                row["problems"].append(f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
+                got = None
+            _finish(row, got)
+    for (point, objective), c in sorted((claims_csv or {}).items()):   # a claimed program without its solution
+        if c.get("status") in SOLVED and not os.path.lexists(sols / point / f"{objective}.npz") and \
+                not (skip and (point, objective) in skip):
+            rows.append({**_row(f"{prefix}{point}", objective, c),
+                         "problems": [f"solutions/{point}/{objective}.npz: missing (tables/errors.csv has the program)"]})
+    return rows
+
+
+def _kind(path: Path) -> str | None:
+    from gbcli.runs.integrity import dir_kind
+
+    kind = dir_kind(path, key="DIR")
+    if kind is None and (path / "solutions").is_dir() and not (path / "solutions").is_symlink():
+        return "results"
+    return kind
+
+
+def verify(path: str | Path, export: dict | None = None) -> list[dict]:
+    """Verify every stored solution under `path` (a run, a sweep, a results folder or a folder of
+    those); one dict per program: where (run, point id or `<folder>/<point id>`), objective, value
+    (the claimed objective), claimed_status, verified (True, False, or None for a program without a
+    certificate to check), checked (what was recomputed from), problems (each mismatch, one line).
+    Raises GbError (bad input) when `path` is not a directory or holds nothing to verify.
+    `export`: filled with each verified program's compact arrays (see `export_solutions`)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise GbError(f"DIR: {shorten(str(root), 200)}: not a directory")
+    kind = _kind(root)
+    targets = [(root, kind, "")] if kind else []
+    if not targets:
+        for sub in sorted(root.iterdir()):
+            if sub.is_dir() and not sub.is_symlink() and not sub.name.startswith("."):
+                k = _kind(sub)
+                if k:
+                    targets.append((sub, k, f"{sub.name}/"))
+    if not targets:
+        raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (not a run or sweep directory, no "
+                      f"solutions/ folder, and no subfolder that is one)")
+    problems = _Problems()
+    rows: list[dict] = []
+    for folder, k, prefix in targets:
+        if k == "run":
+            rows += verify_run(root, folder, prefix.rstrip("/") or folder.name, problems, export)
+        elif k == "sweep":
+            points = folder / "points"
+            own: dict[tuple[str, str], bytes] = {}
+            if points.is_dir() and not points.is_symlink():
+                for p in sorted(points.iterdir()):
+                    if p.name.startswith("."):
+                        continue
+                    if p.is_symlink() or not p.is_dir():
+                        rows.append({**_row(f"{prefix}{p.name}", "", {}),
+                                     "problems": [f"points/{p.name}: is a symlink or not a folder (not followed)"]})
+                        continue
+                    point_rows = verify_run(root, p, f"{prefix}{p.name}", problems, export)
+                    rows += point_rows
+                    for r in point_rows:
+                        c = p / "svm" / r["objective"] / "compact.npz"
+                        if r["verified"] and "compact" in r["checked"]:
+                            try:
+                                own[(p.name, r["objective"])] = read_untrusted(c, MAX_SOLUTION_BYTES)
+                            except (OSError, ValueError):
+                                pass
+            if (folder / "solutions").is_dir() and not (folder / "solutions").is_symlink():
+                rows += verify_solutions(root, folder, prefix, problems, skip=own)
+        else:
+            rows += verify_solutions(root, folder, prefix, problems)
+    if not rows:
+        raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (no solved program found)")
+    return rows
+
+
+# ------------------------------------------------------------------ solutions into a results folder
+
+
+def export_solutions(source: str | Path, dest: str | Path) -> tuple[list[dict], int]:
+    """Verify `source` (a sweep or run directory) and write each verified program's compact
+    solution into `dest/solutions/<point id>/<objective>.npz`, with the point's config.yaml (and
+    model.pt when a program reads the trained network). Returns (rows, files written). A program
+    that does not verify is not exported."""
+    found: dict = {}
+    rows = verify(source, export=found)
+    dest = Path(dest) / "solutions"
+    written = 0
+    for (where, objective), (arrays, config, model) in sorted(found.items()):
+        folder = dest / where
+        write_compact(folder / f"{objective}.npz", arrays)
+        atomic_write_text(folder / "config.yaml", read_untrusted(config, MAX_CONFIG_BYTES).decode("utf-8"))
+        if model is not None:
+            atomic_write_bytes(folder / "model.pt", read_untrusted(model))
+        written += 1
+    return rows, written
+
+

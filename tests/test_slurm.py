@@ -1,0 +1,232 @@
+"""gb sweep --executor slurm: refused before anything runs when the Slurm commands or the controller
+are missing (no cluster needed: fake commands on PATH); on a real cluster, the sweep's Slurm options
+reaching the job, a submission Slurm refuses told in one line naming the key, and a task stopped by
+its time-limit signal requeued by submitit and resumed."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import submitit
+import torch
+
+from test_sweep import gb, slurm_answers, write
+
+
+def fake_commands(tmp_path: Path, **scripts: str) -> Path:
+    """A directory holding only the given commands (shell scripts), to be the whole PATH."""
+    d = tmp_path / "fakebin"
+    d.mkdir()
+    for name, body in scripts.items():
+        (d / name).write_text(f"#!/bin/sh\n{body}\n")
+        (d / name).chmod(0o755)
+    return d
+
+
+def refused(proc: subprocess.CompletedProcess) -> str:
+    """The one line of a refusal (exit code 2, no traceback, nothing submitted)."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "submitted" not in proc.stdout
+    return lines[0]
+
+
+def no_point_ran(tmp_path: Path) -> None:
+    assert not [p for p in tmp_path.glob("runs/*/points/*/*") if p.name != "log.txt"]
+    assert not list(tmp_path.glob("runs/*/slurm/**/*.pkl"))
+
+
+@pytest.mark.parametrize("missing", ["srun", "sbatch", "sinfo"])
+def test_a_missing_slurm_command_is_refused_before_anything_runs(tmp_path, missing):
+    """No silent local fallback: without `srun` submitit's AutoExecutor ran the points here."""
+    called = tmp_path / "called"
+    commands = {"sbatch": f": > {called}; echo 'Submitted batch job 1'", "srun": f": > {called}",
+                "sinfo": "echo 'debug* up infinite 1 idle vm'"}
+    del commands[missing]
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name="nocmd")
+    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm",
+              env={**os.environ, "PATH": str(fake_commands(tmp_path, **commands))}, timeout=300)
+    assert refused(proc).startswith(f"gb: error: --executor slurm: no `{missing}` on PATH")
+    assert not called.exists()
+    no_point_ran(tmp_path)
+
+
+def test_a_controller_that_hangs_is_refused_within_the_timeout(tmp_path):
+    from gbcli.runs.executors import SINFO_SECONDS
+
+    marker = f"{600 + uuid.uuid4().int % 1000}.{os.getpid()}"   # the fake sinfo's sleep, found again below
+    bin_ = fake_commands(tmp_path, sbatch="echo 'Submitted batch job 1'", srun="exit 0",
+                         sinfo=f"/bin/sleep {marker}\nexit 0")
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name="hang")
+    start = time.monotonic()
+    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", env={**os.environ, "PATH": str(bin_)},
+              timeout=SINFO_SECONDS + 120)
+    elapsed = time.monotonic() - start
+    line = refused(proc)
+    assert line.startswith("gb: error: --executor slurm: the Slurm controller does not answer") and \
+        f"after {SINFO_SECONDS} s" in line
+    assert elapsed < SINFO_SECONDS + 60   # gb's own start (torch) takes seconds on a busy machine
+    # the hung command and what it started are ended, not left behind
+    assert subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode == 1
+    no_point_ran(tmp_path)
+
+
+def test_a_bad_sweep_slurm_option_is_refused_by_the_config(tmp_path):
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name="badopt", sweep={"slurm": {"part": "debug"}})
+    line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", timeout=300))
+    assert "sweep.slurm" in line and "'part': gb sets partition itself (use sweep.partition)" in line
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name="badval", sweep={"slurm": {"nice": 1.5}})
+    line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", timeout=300))
+    assert "sweep.slurm" in line and "'nice': 1.5 is not a string, integer or boolean" in line
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name="badacct")
+    line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--account", "a\nb", timeout=300))
+    assert line.startswith("gb: error: --account: ")
+    no_point_ran(tmp_path)
+
+
+# ------------------------------------------------------------------ a real cluster
+
+
+def need_slurm() -> None:
+    why = slurm_answers()
+    if why:
+        pytest.skip(why)
+
+
+def scontrol(job: str) -> str:
+    return subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True, timeout=30).stdout
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_the_sweeps_slurm_options_reach_the_job(tmp_path):
+    """What this single-node cluster accepts (accounting is off: any account and qos pass)."""
+    need_slurm()
+    name = f"opts{uuid.uuid4().hex[:6]}"
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name=name,
+                 sweep={"batch": 1, "slurm": {"nice": 10, "comment": "gb-options-test", "exclusive": False}})
+    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--jobs", "2", "--account", "acme", "--qos",
+              "normal", "--time", "10", "--mem", "2", "-q", timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    array = re.search(r"submitted Slurm array (\d+) \(2 tasks\)", proc.stdout).group(1)
+    script = next((tmp_path / "runs" / name / "slurm").rglob(f"{array}_*submission.sh")).read_text()
+    for line in ("--account=acme", "--qos=normal", "--nice=10", "--comment=gb-options-test", f"--job-name=gb-{name}",
+                 "--time=10", "--mem=2G", "--cpus-per-task=1", "--array=0-1%2", "--signal=USR2@90"):
+        assert f"#SBATCH {line}\n" in script, script
+    assert "exclusive" not in script and "gres" not in script
+    shown = scontrol(array)   # the controller's own record (kept MinJobAge seconds; no QOS without accounting)
+    for field in ("Account=acme", "Nice=10", "Comment=gb-options-test", f"JobName=gb-{name}",
+                  "TimeLimit=00:10:00"):
+        assert field in shown, shown
+    assert len(list((tmp_path / "runs" / name / "points").glob("*/tables/errors.csv"))) == 2
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("option, sweep, key", [
+    (["--partition", "nope"], {}, "sweep.partition: Slurm refused 'nope': sbatch: error: invalid partition"),
+    (["--constraint", "nosuchfeature"], {}, "sweep.constraint: Slurm refused 'nosuchfeature': "),
+    ([], {"slurm": {"frobnicate": 1}}, "sweep.slurm.frobnicate: Slurm refused 1: sbatch: unrecognized option"),
+])
+def test_a_submission_slurm_refuses_is_one_line_naming_the_key(tmp_path, option, sweep, key):
+    need_slurm()
+    name = f"refused{uuid.uuid4().hex[:6]}"
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name=name, sweep=sweep)
+    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", *option, "-q", timeout=300)
+    assert refused(proc).startswith(f"gb: error: {key}")
+    no_point_ran(tmp_path)   # nothing left half-submitted: the refused array's pickles are gone too
+    queue = subprocess.run(["squeue", "-h", "-n", f"gb-{name}", "-o", "%i"], capture_output=True, text=True,
+                           timeout=30)
+    assert queue.returncode == 0 and not queue.stdout.strip()
+
+
+def wait_for(condition, seconds: float, what: str, proc=None):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the sweep ended while waiting for {what}: {proc.communicate()}")
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["signal", "requeue"])
+def test_a_stopped_task_is_requeued_and_its_point_resumes(tmp_path, how):
+    """signal: Slurm sends each task USR2 `signal_delay_s` before its time limit (`--signal`);
+    submitit then checkpoints the task (`SlurmTask.checkpoint`) and requeues it. The signal is
+    sent here while the task trains (as submitit's own `SlurmJob._interrupt(timeout=True)` does).
+    requeue: an operator's (or a preemption's) `scontrol requeue`, which kills the task (after
+    KillWait: submitit ignores SIGTERM) and queues it again. Either way the task runs again, its
+    point resumes from its directory, and the sweep completes."""
+    need_slurm()
+    name = f"requeue{uuid.uuid4().hex[:6]}"
+    # long enough that a task killed KillWait (10 s) after `scontrol requeue` has not finished its point
+    epochs = 6000 if how == "signal" else 20000
+    # a training checkpoint every second: the requeued task resumes its network from the last one
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name=name, training={"epochs": epochs, "checkpoint_seconds": 1},
+                 sweep={"batch": 1})
+    out = tmp_path / "runs" / name
+    proc = subprocess.Popen([sys.executable, "-m", "gbcli.cli", "sweep", str(path), "--executor", "slurm", "--jobs",
+                             "2", "--time", "10", "--mem", "2", "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    array = None
+    try:
+        array = wait_for(lambda: subprocess.run(["squeue", "-h", "-n", f"gb-{name}", "-o", "%F"], capture_output=True,
+                                                text=True).stdout.split()[:1], 300, "the job array", proc)[0]
+        task = f"{array}_0"
+        pickle = out / "slurm" / task / f"{task}_submitted.pkl"
+        wait_for(pickle.is_file, 120, "task 0's pickle", proc)
+        point = tmp_path / submitit.helpers.DelayedSubmission.load(pickle).args[1][0]   # task 0's point
+
+        def training() -> bool:   # started to train, not finished
+            log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
+            return ("train-gd gd-gln: 150 training points" in log and "train-gd gd-gln: ok" not in log
+                    and (point / "gd" / "checkpoint.pt").is_file())   # and has a checkpoint to resume from
+        wait_for(training, 300, "task 0 to train", proc)
+        command = ["scancel", "--signal=USR2", task] if how == "signal" else ["scontrol", "requeue", task]
+        subprocess.run(command, check=True, timeout=30)
+        # Slurm holds a requeued batch job for about two minutes (its BeginTime): release it now
+        wait_for(lambda: "Restarts=1" in scontrol(task) and "JobState=PENDING" in scontrol(task), 120,
+                 "the requeue", proc)
+        subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True, timeout=30)
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:   # the test failed: stop the sweep and its array
+            proc.kill()
+            proc.wait()
+            if array:
+                subprocess.run(["scancel", array], timeout=30)
+    assert proc.returncode == 0, stdout + stderr
+    assert "2 of 2 points done, 0 failed" in stdout
+    log = (point / "log.txt").read_text()
+    assert len(re.findall(r"^--- .* pid \d+, torch threads", log, re.M)) == 2   # it ran twice
+    assert (point / "tables" / "errors.csv").is_file()
+    slurm_log = (out / "slurm" / task / f"{task}_0_log.out").read_text()
+    assert slurm_log.count("Starting with JobEnvironment") == 2
+    note = f"Slurm task {task} stopped (time limit or preemption): requeued, resumes from this directory"
+    if how == "signal":
+        assert note in log
+        assert "Calling checkpoint method" in slurm_log and f"Requeued job {task}" in slurm_log
+    else:   # killed: no checkpoint
+        assert note not in log
+    # the network resumed from its training checkpoint, and it is bit for bit the network of one
+    # uninterrupted run of the point's own config
+    summary = json.loads((point / "gd" / "summary.json").read_text())
+    assert summary.get("resumed_from_step", 0) > 0, summary
+    assert not (point / "gd" / "checkpoint.pt").exists()
+    alone = gb(tmp_path, "train-gd", str(point / "gd" / "config.yaml"), "--out", str(tmp_path / "alone"), "-q",
+               env={**os.environ, "GB_DATA_DIR": os.environ.get("GB_DATA_DIR", "")})
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    a = torch.load(point / "gd" / "model.pt", weights_only=True)["state_dict"]
+    b = torch.load(tmp_path / "alone" / "gd" / "model.pt", weights_only=True)["state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (point / "gd" / "metrics.csv").read_bytes() == (tmp_path / "alone" / "gd" / "metrics.csv").read_bytes()

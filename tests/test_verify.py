@@ -1,0 +1,378 @@
+"""`gb verify`: every stored certificate checked again from the data and the stored arrays, without a
+solver, in a run, a sweep and a results folder; tampered files are reported, never trusted or crashed on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gbcli.config import load_config
+from gbcli.errors import GbError
+from gbcli.runs import solutions as S
+from gbcli.runs import verify as V
+from gbcli.runs.stages import fit_svm, train_gd
+from gbcli.runs.sweep import run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+GB = [sys.executable, "-c", "from gbcli.cli import main; main()"]
+DIGITS = {"name": "digits", "train_size": 300, "val_size": 600}
+# conflicting labels on the same input: no linear predictor separates them (svm-shallow is infeasible)
+CONFLICT = {"name": "infeasible", "dataset": {"name": "points", "x": [[1.0, 0.5], [-1.0, -0.5], [0.5, 1.0], [1.0, 0.5]],
+                                               "y": [1, 1, -1, -1]},
+            "model": {"kind": "linear"}, "training": {"batch_size": None, "epochs": 20, "lr": 0.1},
+            "svm": {"objectives": ["svm-shallow"]}}
+
+pytestmark = pytest.mark.slow
+
+
+def gb(*args, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    return subprocess.run([*GB, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def rows_of(proc: subprocess.CompletedProcess) -> list[dict]:
+    return json.loads(proc.stdout)
+
+
+def by_program(rows: list[dict]) -> dict:
+    return {(r["where"], r["objective"]): r for r in rows}
+
+
+def write(tmp: Path, body: dict, name: str = "cfg") -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+# ------------------------------------------------------------------ fixtures: real runs
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    """configs/quickstart.yaml through the CLI: train-gd, fit-svm (svm-gln, svm-l2)."""
+    tmp = tmp_path_factory.mktemp("quick")
+    run = tmp / "run"
+    for cmd in ("train-gd", "fit-svm"):
+        p = gb(cmd, ROOT / "configs" / "quickstart.yaml", "--out", run, "-q", cwd=tmp)
+        assert p.returncode == 0, p.stdout + p.stderr
+    return run
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """A two-point sweep (two context seeds) with svm-gln and svm-l2-reference."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    cfg = write(tmp, {"name": "vgrid", "dataset": DIGITS, "model": {"kind": "gln", "hidden_units": 3},
+                      "training": {"epochs": 5}, "svm": {"objectives": ["svm-gln", "svm-l2-reference"]},
+                      "grid": {"contexts.seed": [1, 2]}})
+    errors, _, failures = run_sweep(cfg, tmp / "out", progress=False, echo=lambda *_: None, jobs=1)
+    assert len(failures) == 0 and len(errors) == 6
+    return tmp / "out"
+
+
+@pytest.fixture(scope="module")
+def infeasible(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("infeasible")
+    cfg = load_config(write(tmp, CONFLICT))
+    train_gd(cfg, tmp / "run", progress=False)
+    (r,) = fit_svm(cfg, tmp / "run", progress=False)
+    assert r["status"] == "infeasible" and r["certified"], r
+    return tmp / "run"
+
+
+def copy(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+def resave(path: Path, **changes) -> None:
+    """Rewrite an npz with some arrays changed (a plain np.savez: any zip of .npy is readable)."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: np.array(z[k]) for k in z.files}
+    for k, f in changes.items():
+        arrays[k] = f(arrays[k])
+    path.unlink()
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+# ------------------------------------------------------------------ what verifies
+
+
+def test_a_quickstart_run_verifies(quickstart):
+    p = gb("verify", quickstart, "--format", "json", cwd=quickstart.parent)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = rows_of(p)
+    assert {r["objective"] for r in rows} == {"svm-gln", "svm-l2"}
+    for r in rows:
+        assert r["verified"] == "yes" and r["claimed status"] == "optimal" and not r["problems"], r
+        assert r["checked"].startswith("zeta+lam, compact"), r   # solution.npz and the compact file, both checked
+    table = gb("verify", quickstart, cwd=quickstart.parent)
+    assert table.returncode == 0 and "2 of 2 programs verified" in table.stdout
+
+
+def test_a_sweep_its_export_and_a_folder_of_results_verify(sweep, tmp_path):
+    p = gb("verify", sweep, "--format", "json", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = rows_of(p)
+    points = sorted(d.name for d in (sweep / "points").iterdir())
+    assert sorted({r["where"] for r in rows}) == points and len(rows) == 4
+    assert all(r["verified"] == "yes" for r in rows), rows
+    # the sweep copies each point's compact solutions and config into OUT/solutions/<id>/
+    for pid in points:
+        assert sorted(f.name for f in (sweep / "solutions" / pid).iterdir()) == \
+            ["config.yaml", "svm-gln.npz", "svm-l2-reference.npz"]
+    # a results folder: the tables and the verified compact solutions (gb verify --export)
+    results = tmp_path / "results" / "grid"
+    shutil.copytree(sweep / "tables", results / "tables")
+    p = gb("verify", sweep, "--export", results, cwd=tmp_path)
+    assert p.returncode == 0 and "4 compact solutions ->" in p.stdout, p.stdout + p.stderr
+    p = gb("verify", results, "--format", "json", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = rows_of(p)
+    assert len(rows) == 4 and all(r["verified"] == "yes" for r in rows), rows
+    assert {r["checked"] for r in rows} <= {"zeta", "multipliers"}
+    p = gb("verify", tmp_path / "results", "--format", "json", cwd=tmp_path)   # a folder of results folders
+    assert p.returncode == 0 and sorted({r["where"] for r in rows_of(p)}) == [f"grid/{pid}" for pid in points]
+
+
+def test_the_multipliers_form_reproduces_the_certificate(tmp_path, shared_data_dir, monkeypatch):
+    """Above ZETA_INLINE_BYTES a predictor is stored as its multipliers and recovery scales
+    (svm-l2-reference, through its exact reduction on MNIST: its multipliers alone); the file is a
+    fraction of zeta's and verifies."""
+    monkeypatch.setattr(S, "ZETA_INLINE_BYTES", 0)
+    cfg = load_config(write(tmp_path, {"preset": "paper", "dataset": {"train_size": 300, "val_size": 1000},
+                                       "model": {"kind": "gln", "hidden_units": 10},
+                                       "svm": {"objectives": ["svm-gln", "svm-l2", "svm-l2-reference"]}}))
+    run = tmp_path / "run"
+    for r in fit_svm(cfg, run, progress=False):
+        assert r["status"] == "optimal", r
+    for obj in ("svm-gln", "svm-l2", "svm-l2-reference"):
+        with np.load(run / "svm" / obj / "compact.npz") as z:
+            assert json.loads(str(z["meta"][()]))["form"] == "multipliers" and "zeta" not in z.files
+            assert z["scale"].shape == ((10,) if obj == "svm-gln" else (1,) if obj == "svm-l2" else (0,))
+        assert (run / "svm" / obj / "compact.npz").stat().st_size < (run / "svm" / obj / "solution.npz").stat().st_size
+    rows = V.verify(run)
+    assert [(r["objective"], r["verified"], r["checked"]) for r in rows] == [
+        (o, True, "zeta+lam, compact (multipliers)") for o in ("svm-gln", "svm-l2", "svm-l2-reference")], rows
+    # a changed multiplier changes the recovered predictor and the bound: both are caught
+    resave(run / "svm" / "svm-gln" / "compact.npz", lam_value=_largest_times_3)
+    (row, *_) = V.verify(run)
+    assert row["objective"] == "svm-gln" and row["verified"] is False
+    assert any("compact.npz: " in p for p in row["problems"]), row
+
+
+def test_an_infeasible_program_is_verified_through_its_ray(infeasible, tmp_path):
+    (row,) = V.verify(infeasible)
+    assert row["verified"] is True and row["claimed_status"] == "infeasible", row
+    assert row["checked"].startswith("ray (relative margin <= ") and row["checked"].endswith("), compact (ray)")
+    run = copy(infeasible, tmp_path)
+    npz = run / "svm" / "svm-shallow" / "solution.npz"
+
+    def drop_largest(lam):
+        lam = lam.copy()
+        lam[np.argmax(lam)] = 0.0
+        return lam
+    resave(npz, lam=drop_largest)   # no longer a ray: it bounds nothing
+    (row,) = V.verify(run)
+    assert row["verified"] is False
+    assert any("result.json: status 'infeasible', recomputed failed" in p for p in row["problems"]), row
+
+
+# ------------------------------------------------------------------ what does not
+
+
+def _largest_times_3(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a[np.argmax(a)] *= 3   # a support multiplier (the others of an interior-point answer are ~1e-13 of it)
+    return a
+
+
+def _tamper_multiplier(stage: Path):
+    resave(stage / "solution.npz", lam=_largest_times_3)
+
+
+def _tamper_compact_multiplier(stage: Path):
+    resave(stage / "compact.npz", lam_value=_largest_times_3)
+
+
+def _tamper_objective(stage: Path):
+    rec = json.loads((stage / "result.json").read_text())
+    rec["objective"] *= 0.99
+    (stage / "result.json").write_text(json.dumps(rec))
+
+
+def _tamper_certified(stage: Path):
+    rec = json.loads((stage / "result.json").read_text())
+    rec["rel_gap"] = 1e-3
+    (stage / "result.json").write_text(json.dumps(rec))
+
+
+def _tamper_prediction(stage: Path):
+    resave(stage / "predictions.npz", val_out=lambda a: np.r_[-a[0], a[1:]])
+
+
+def _tamper_val_sign(stage: Path):
+    resave(stage / "compact.npz", val_sign=lambda a: np.r_[-a[0], a[1:]].astype(np.int8))
+
+
+def _truncate(stage: Path):
+    data = (stage / "solution.npz").read_bytes()
+    (stage / "solution.npz").write_bytes(data[: len(data) // 2])
+
+
+def _symlink(stage: Path):
+    (stage / "solution.npz").rename(stage.parent / "elsewhere.npz")
+    (stage / "solution.npz").symlink_to(stage.parent / "elsewhere.npz")
+
+
+def _pickle(stage: Path):
+    (stage / "solution.npz").unlink()
+    with open(stage / "solution.npz", "wb") as fh:
+        np.savez(fh, zeta=np.array([{"payload": 1}], dtype=object), lam=np.ones(3))
+
+
+def _missing(stage: Path):
+    (stage / "solution.npz").unlink()
+
+
+def _not_finite(stage: Path):
+    resave(stage / "solution.npz", zeta=lambda a: np.where(np.arange(a.size).reshape(a.shape) == 0, np.nan, a))
+
+
+def _wrong_shape(stage: Path):
+    resave(stage / "solution.npz", lam=lambda a: a[:-1])
+
+
+def _foreign_member(stage: Path):
+    resave(stage / "compact.npz", meta=lambda a: a)
+    with np.load(stage / "compact.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    (stage / "compact.npz").unlink()
+    with open(stage / "compact.npz", "wb") as fh:
+        np.savez(fh, extra=np.zeros(2), **arrays)
+
+
+TAMPER = {
+    "a multiplier": (_tamper_multiplier, "result.json: rel_gap"),
+    "a compact multiplier": (_tamper_compact_multiplier, "compact.npz: rel_gap"),
+    "the objective": (_tamper_objective, "result.json: objective"),
+    "the claimed gap": (_tamper_certified, "result.json: rel_gap 0.001"),
+    "a prediction": (_tamper_prediction, "predictions.npz: val_out differs from the recomputed outputs at 1 points"),
+    "a stored label": (_tamper_val_sign, "compact.npz: val_sign differs"),
+    "a truncated npz": (_truncate, "solution.npz: not a readable npz"),
+    "a symlink": (_symlink, "solution.npz: is a symlink (not followed)"),
+    "a pickle": (_pickle, "solution.npz: not a readable npz of arrays (ValueError: Object arrays cannot be loaded"),
+    "a missing solution": (_missing, "solution.npz: missing"),
+    "a NaN": (_not_finite, "zeta: not finite"),
+    "a wrong shape": (_wrong_shape, "lam: float64 (499,), expected float (500,)"),
+    "a foreign array": (_foreign_member, "compact.npz: unexpected member 'extra.npy'"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPER))
+def test_a_tampered_solution_is_not_verified(quickstart, tmp_path, case):
+    tamper, expected = TAMPER[case]
+    run = copy(quickstart, tmp_path)
+    tamper(run / "svm" / "svm-gln")
+    rows = by_program(V.verify(run))
+    bad, good = rows[("run", "svm-gln")], rows[("run", "svm-l2")]
+    assert good["verified"] is True, good
+    assert bad["verified"] is False and any(expected in p for p in bad["problems"]), bad["problems"]
+
+
+def test_the_cli_names_the_program_and_exits_1(quickstart, tmp_path):
+    run = copy(quickstart, tmp_path)
+    _tamper_objective(run / "svm" / "svm-l2")
+    p = gb("verify", run, cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "1 of 2 programs verified" in p.stdout and "result.json: objective" in p.stdout
+    assert p.stderr.strip() == "gb: 1 program(s) not verified: run/svm-l2"
+
+
+def test_a_tampered_results_folder_is_not_verified(sweep, tmp_path):
+    results = tmp_path / "fig"
+    shutil.copytree(sweep / "tables", results / "tables")
+    assert gb("verify", sweep, "--export", results, cwd=tmp_path).returncode == 0
+    pid = sorted(d.name for d in (results / "solutions").iterdir())[0]
+    point = results / "solutions" / pid
+    assert not V.verify(results)[0]["problems"]
+    # the committed table's claim
+    table = (results / "tables" / "errors.csv").read_text().splitlines()
+    head = table[0].split(",")
+    i = next(k for k, line in enumerate(table) if f",{pid}" in line and line.startswith("svm-gln,"))
+    cells = table[i].split(",")
+    cells[head.index("val_error")] = "0.5"
+    (results / "tables" / "errors.csv").write_text("\n".join(table[:i] + [",".join(cells)] + table[i + 1:]) + "\n")
+    rows = by_program(V.verify(results))
+    assert any("errors.csv: val_error 0.5" in p for p in rows[(pid, "svm-gln")]["problems"])
+    assert rows[(pid, "svm-l2-reference")]["verified"] is True
+    # a stored label, a missing file, a linked config
+    _tamper_val_sign_file(point / "svm-l2-reference.npz")
+    (point / "svm-gln.npz").unlink()
+    rows = by_program(V.verify(results))
+    assert any("val_sign differs" in p for p in rows[(pid, "svm-l2-reference")]["problems"])
+    assert rows[(pid, "svm-gln")]["problems"] == [f"solutions/{pid}/svm-gln.npz: missing (tables/errors.csv has the program)"]
+    other = sorted(d.name for d in (results / "solutions").iterdir())[1]
+    cfg = results / "solutions" / other / "config.yaml"
+    cfg.rename(tmp_path / "config.yaml")
+    cfg.symlink_to(tmp_path / "config.yaml")
+    rows = by_program(V.verify(results))
+    assert all("config.yaml: is a symlink" in rows[(other, o)]["problems"][0] for o in ("svm-gln", "svm-l2-reference"))
+    p = gb("verify", results, cwd=tmp_path)
+    assert p.returncode == 1 and "programs verified" in p.stdout
+
+
+def _tamper_val_sign_file(path: Path):
+    resave(path, val_sign=lambda a: np.r_[-a[0] if a[0] else 1, a[1:]].astype(np.int8))
+
+
+def test_bad_input_is_refused_with_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    for target, says in ((tmp_path / "nowhere", "not a directory"), (tmp_path / "file", "not a directory"),
+                         (tmp_path / "empty", "nothing to verify")):
+        p = gb("verify", target, cwd=tmp_path)
+        assert p.returncode == 2 and p.stderr.startswith("gb: error: DIR: ") and says in p.stderr, p.stderr
+        assert len(p.stderr.splitlines()) == 1
+    with pytest.raises(GbError, match="nothing to verify"):
+        V.verify(tmp_path / "empty")
+
+
+def test_programs_of_the_trained_network_verify_from_a_results_folder(tmp_path):
+    """svm-lc and svm-hl read the trained ReLU net: a sweep's solutions/<id>/ carries its model.pt,
+    and a results folder without it cannot verify them."""
+    cfg = write(tmp_path, {"name": "vrelu", "dataset": DIGITS, "model": {"kind": "relu", "hidden_units": 20},
+                           "training": {"epochs": 100, "lr": 0.1}, "svm": {"objectives": ["svm-lc", "svm-hl"]},
+                           "grid": {"model.init_seed": [1]}})
+    _, _, failures = run_sweep(cfg, tmp_path / "out", progress=False, echo=lambda *_: None, jobs=1)
+    assert len(failures) == 0
+    (point,) = (tmp_path / "out" / "solutions").iterdir()
+    assert sorted(f.name for f in point.iterdir()) == ["config.yaml", "model.pt", "svm-hl.npz", "svm-lc.npz"]
+    results = tmp_path / "results"
+    _, written = V.export_solutions(tmp_path / "out", results)
+    assert written == 2 and (results / "solutions" / point.name / "model.pt").is_file()
+    rows = V.verify(results)
+    assert [(r["objective"], r["verified"]) for r in rows] == [("svm-hl", True), ("svm-lc", True)], rows
+    (results / "solutions" / point.name / "model.pt").unlink()
+    for r in V.verify(results):
+        assert r["verified"] is False and r["problems"] == ["the program reads the trained network: model.pt missing"]
+
+
+def test_an_infinite_bound_matches_only_itself():
+    # a ray whose V(lam) is exactly zero (conflicting labels on one input) bounds the optimum by +inf:
+    # the claim and its recomputation are the same number (fig3's svm-gates / svm-hl rays)
+    from gbcli.runs.solutions import _close
+
+    inf = float("inf")
+    assert _close(inf, inf) and _close(-inf, -inf)
+    assert not _close(inf, 1e300) and not _close(inf, -inf) and not _close(inf, float("nan"))
