@@ -22,7 +22,7 @@ demo: install
 	$(BIN)/gb compare runs/quickstart
 
 # the whole suite on two workers, each file on one worker (a file's shared fixtures run once);
-# about 9-10 minutes on the idle 2-core machine (README)
+# about 9-14 minutes on the 2-core machine (README)
 test: install
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
