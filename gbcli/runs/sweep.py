@@ -49,10 +49,9 @@ from gbcli.training.batched import batch_key
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
 # keys that change what is logged, never a result: a grid that sets them keeps its points' ids
-NOT_IDENTITY_KEYS = {"training": ("validation", "checkpoint_seconds")}
-# how long a solve may take and where its arrays live, never what it solves: a rerun with another
-# time limit resumes the same points
-NOT_IDENTITY_KEYS["svm"] = ("time_limit", "device")
+# (svm: how long a solve may take and where its arrays live, never what it solves: a rerun with
+# another time limit resumes the same points)
+NOT_IDENTITY_KEYS = {"training": ("validation", "checkpoint_seconds"), "svm": ("time_limit", "device")}
 
 
 def _non_default(values: dict, defaults: dict) -> dict:

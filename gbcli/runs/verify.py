@@ -195,6 +195,12 @@ def _row(where: str, objective: str, claims: dict) -> dict:
             "claimed_status": claims.get("status"), "verified": False, "checked": "", "problems": []}
 
 
+def _unchecked(row: dict, exc: Exception) -> None:
+    """Why a program could not be checked, as one of its problems (never a crash)."""
+    row["problems"].append(str(exc) if isinstance(exc, Unusable)
+                           else f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
+
+
 def _finish(row: dict, got: dict | None) -> dict:
     row["problems"] = list(dict.fromkeys(row["problems"]))   # the same claim read twice (solution and compact file)
     if got is not None and not row["problems"] and got["status"] not in ("optimal", "infeasible"):
@@ -278,11 +284,8 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
                     arrays = compact_arrays(objective, design, zeta, lam, got["val_out"], record, cfg.svm.certify_tol)
                 export[(where, objective)] = (arrays, stage / "config.yaml",
                                               run / "gd" / "model.pt" if program.needs_trained else None)
-        except Unusable as exc:
-            row["problems"].append(str(exc))
-            got = None
-        except Exception as exc:   # noqa: BLE001 (received data gb did not foresee: reported, never a crash)
-            row["problems"].append(f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
+        except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
+            _unchecked(row, exc)
             got = None
         _finish(row, got)
     return rows
@@ -371,11 +374,8 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
                         extra.append(("errors.csv", c))
                 got, claims, form, _ = _check_compact(root, path, design, ds, objective, cfg, row["problems"], extra)
                 row.update(value=claims.get("objective"), claimed_status=claims.get("status"), checked=form)
-            except Unusable as exc:
-                row["problems"].append(str(exc))
-                got = None
-            except Exception as exc:   # noqa: BLE001 (received data gb did not foresee: reported, never a crash)
-                row["problems"].append(f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
+            except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
+                _unchecked(row, exc)
                 got = None
             _finish(row, got)
     for (point, objective), c in sorted((claims_csv or {}).items()):   # a claimed program without its solution
