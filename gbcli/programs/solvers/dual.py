@@ -31,6 +31,7 @@ from gbcli.programs.design import GatedDesign, Solution, combination, decision
 from gbcli.programs.ipm import POLISHED, STALLED, Kernel, interior_point, polish
 from gbcli.programs.norms import NORMS, norm_of
 from gbcli.programs import workingset
+from gbcli.programs.active_set import active_set
 from gbcli.programs.solvers.base import Solver
 from gbcli.programs.solvers.primal import Clarabel
 
@@ -182,6 +183,12 @@ class DualSolver(Solver):
 
         def solve_on(sub: GatedDesign, sub_tol: float, start=None, deadline=deadline):
             grp = kernel_problem(sub, device)
+            if norm.quadratic:   # the quadratic programs' active-set method first (a round's guess:
+                # the previous round's support, lam > 0, and its violators, margin slack 0)
+                guess = None if start is None else (np.asarray(start[0]) > 0) | (np.asarray(start[1]) <= 0)
+                done = active_set(grp, sub_tol, deadline, guess, max_iters)
+                if done is not None:
+                    return done
             status, message, lam, s, it = interior_point(grp, norm.quadratic, sub_tol, max_iters, start=start,
                                                          deadline=deadline)
             if status == "infeasible":
