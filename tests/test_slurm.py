@@ -157,6 +157,30 @@ def wait_for(condition, seconds: float, what: str, proc=None):
     pytest.fail(f"timed out waiting for {what}")
 
 
+def sweep_task0(tmp_path: Path, name: str, proc: subprocess.Popen) -> tuple[str, Path]:
+    """Task 0 of the sweep's job array (`gb-<name>`) and its point's directory, once submitted."""
+    array = wait_for(lambda: subprocess.run(["squeue", "-h", "-n", f"gb-{name}", "-o", "%F"], capture_output=True,
+                                            text=True).stdout.split()[:1], 300, "the job array", proc)[0]
+    task = f"{array}_0"
+    pickle = tmp_path / "runs" / name / "slurm" / task / f"{task}_submitted.pkl"
+    wait_for(pickle.is_file, 120, "task 0's pickle", proc)
+    return task, tmp_path / submitit.helpers.DelayedSubmission.load(pickle).args[1][0]   # task 0's point
+
+
+def start_sweep(tmp_path: Path, path: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gbcli.cli", "sweep", str(path), "--executor", "slurm", "--jobs",
+                             "2", "--time", "10", "--mem", "2", "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def stop_sweep(proc: subprocess.Popen, name: str) -> None:
+    """After a failed test: the sweep and its array stopped."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+        subprocess.run(["scancel", "-n", f"gb-{name}"], timeout=30)
+
+
 @pytest.mark.slurm
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["signal", "requeue"])
@@ -175,17 +199,9 @@ def test_a_stopped_task_is_requeued_and_its_point_resumes(tmp_path, how):
     path = write(tmp_path, {"contexts.seed": [1, 2]}, name=name, training={"epochs": epochs, "checkpoint_seconds": 1},
                  sweep={"batch": 1})
     out = tmp_path / "runs" / name
-    proc = subprocess.Popen([sys.executable, "-m", "gbcli.cli", "sweep", str(path), "--executor", "slurm", "--jobs",
-                             "2", "--time", "10", "--mem", "2", "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    array = None
+    proc = start_sweep(tmp_path, path)
     try:
-        array = wait_for(lambda: subprocess.run(["squeue", "-h", "-n", f"gb-{name}", "-o", "%F"], capture_output=True,
-                                                text=True).stdout.split()[:1], 300, "the job array", proc)[0]
-        task = f"{array}_0"
-        pickle = out / "slurm" / task / f"{task}_submitted.pkl"
-        wait_for(pickle.is_file, 120, "task 0's pickle", proc)
-        point = tmp_path / submitit.helpers.DelayedSubmission.load(pickle).args[1][0]   # task 0's point
+        task, point = sweep_task0(tmp_path, name, proc)
 
         def training() -> bool:   # started to train, not finished
             log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
@@ -200,11 +216,7 @@ def test_a_stopped_task_is_requeued_and_its_point_resumes(tmp_path, how):
         subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True, timeout=30)
         stdout, stderr = proc.communicate(timeout=600)
     finally:
-        if proc.poll() is None:   # the test failed: stop the sweep and its array
-            proc.kill()
-            proc.wait()
-            if array:
-                subprocess.run(["scancel", array], timeout=30)
+        stop_sweep(proc, name)
     assert proc.returncode == 0, stdout + stderr
     assert "2 of 2 points done, 0 failed" in stdout
     log = (point / "log.txt").read_text()
@@ -230,3 +242,41 @@ def test_a_stopped_task_is_requeued_and_its_point_resumes(tmp_path, how):
     b = torch.load(tmp_path / "alone" / "gd" / "model.pt", weights_only=True)["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert (point / "gd" / "metrics.csv").read_bytes() == (tmp_path / "alone" / "gd" / "metrics.csv").read_bytes()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_task_killed_without_a_result_fails_its_point_and_the_sweep_ends(tmp_path):
+    """Accounting is off on this cluster, so submitit (which asks `sacct`) never learns that a task
+    ended. A task killed while it trains, before it wrote a result (here `scancel`; out of memory or
+    a lost node end a task the same way), must not keep the sweep waiting: `squeue` lists it ended
+    or not at all, and after `executors.GONE_SECONDS` its point is recorded failed with the reason,
+    and the sweep exits 1."""
+    from gbcli.runs import executors
+
+    need_slurm()
+    name = f"lost{uuid.uuid4().hex[:6]}"
+    # task 0 trains far longer than the test waits, task 1 a moment (a job array of two tasks)
+    path = write(tmp_path, {"training.epochs": [1000000, 2]}, name=name, sweep={"batch": 1})
+    proc = start_sweep(tmp_path, path)
+    try:
+        task, point = sweep_task0(tmp_path, name, proc)
+
+        def training() -> bool:
+            log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
+            return "train-gd gd-gln: 150 training points" in log and "train-gd gd-gln: ok" not in log
+        wait_for(training, 300, "task 0 to train", proc)
+        killed = time.monotonic()
+        subprocess.run(["scancel", task], check=True, timeout=30)
+        stdout, stderr = proc.communicate(timeout=300)
+        waited = time.monotonic() - killed
+    finally:
+        stop_sweep(proc, name)
+    assert proc.returncode == 1, stdout + stderr
+    assert "1 of 2 points done, 1 failed" in stdout, stdout
+    failed = json.loads((point / "failed.json").read_text())
+    assert failed["status"] == "failed" and failed["stage"] == "slurm"
+    assert f"Slurm task {task} " in failed["message"] and "without a result" in failed["message"], failed
+    assert not (point / "tables" / "errors.csv").exists()
+    # noticed by the queue check, not by a time-out of the test's own
+    assert waited >= executors.GONE_SECONDS, waited

@@ -37,6 +37,10 @@ from gbcli.text import shorten
 STOP_SECONDS = 3   # how long terminated workers get to exit before they are killed
 SINFO_SECONDS = 10   # how long the Slurm controller gets to answer `sinfo -h`
 SLURM_TOOLS = ("sbatch", "srun", "sinfo")   # srun: submitit starts each task with it
+QUEUE_SECONDS = 15   # how often the sweep asks `squeue` whether its unfinished tasks are still there
+GONE_SECONDS = 30    # how long a task may be out of the queue (or ended) without a result before it counts as dead
+ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
+                   "DEADLINE", "SPECIAL_EXIT", "REVOKED"})   # squeue's states of a task that will not run again
 # the command-line flags of the sweep keys they override (for a message about a bad value)
 FLAGS = {"partition": "--partition", "time_min": "--time", "cpus": "--cpus", "mem_gb": "--mem", "gpus": "--gpus",
          "account": "--account", "qos": "--qos", "constraint": "--constraint"}
@@ -357,7 +361,8 @@ def run_slurm(fn: Callable, tasks: list[tuple], jobs: int, opts: dict, out: Path
     """`fn(*task, cpus)` for every task as one submitit job array (`SlurmExecutor`: never a local
     fallback; `check_slurm` first); the sweep process waits and shows progress. Each task is a
     `SlurmTask`, requeued on a time-out or preemption. A task that dies (memory, node, too many
-    time-outs) gets its points' failed.json. `opts`: `slurm_options`."""
+    time-outs) gets its points' failed.json, also when only `squeue` can tell (`_lost`). `opts`:
+    `slurm_options`."""
     ex = submitit.SlurmExecutor(folder=out / "slurm" / "%j")
     try:
         ex.update_parameters(**slurm_parameters(opts, jobs, out.name))
@@ -368,6 +373,8 @@ def run_slurm(fn: Callable, tasks: list[tuple], jobs: int, opts: dict, out: Path
         submitted = _submit(ex, SlurmTask(fn), tasks, opts, out / "slurm")
     array = submitted[0].job_id.split('_')[0]
     pending = dict(zip(submitted, tasks))
+    gone: dict[str, tuple[float, str]] = {}   # task id -> (first seen out of the queue or ended, its state)
+    next_look = time.monotonic() + QUEUE_SECONDS
     try:
         echo(f"submitted Slurm array {array} ({len(submitted)} tasks)")
         with _Progress(sum(len(t[1]) for t in tasks), progress, echo) as bar:
@@ -381,6 +388,16 @@ def run_slurm(fn: Callable, tasks: list[tuple], jobs: int, opts: dict, out: Path
                                         f"Slurm task {job.job_id}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                     for result, d in zip(results, task[1]):
                         bar.finished(result, Path(d).name)
+                if pending and time.monotonic() >= next_look:
+                    next_look = time.monotonic() + QUEUE_SECONDS
+                    for job, state in _lost(array, pending, gone):
+                        task = pending.pop(job)
+                        results = _died(task[1], "slurm", str(job.paths.stderr),
+                                        f"Slurm task {job.job_id} {state} without a result for {GONE_SECONDS} s "
+                                        "(squeue; with accounting off, sacct cannot say why: out of memory, "
+                                        "a lost node or a cancel)")
+                        for result, d in zip(results, task[1]):
+                            bar.finished(result, Path(d).name)
                 bar.running(sum(len(t[1]) for t in pending.values()))
                 if pending:
                     time.sleep(1)
@@ -393,6 +410,33 @@ def run_slurm(fn: Callable, tasks: list[tuple], jobs: int, opts: dict, out: Path
         else:
             echo(note)
         raise
+
+
+def _lost(array: str, pending: dict, gone: dict) -> list[tuple]:
+    """The unfinished tasks that left the queue, or ended, at least GONE_SECONDS ago without a
+    result: (job, how). submitit learns that a task ended from `sacct`, so without accounting (as on
+    this single-node cluster) a task killed before it wrote its result (out of memory, a lost node,
+    `scancel`) would keep the sweep waiting for ever; `squeue` still answers. When it does not
+    answer, nothing is concluded. `gone` carries the first sighting between calls."""
+    try:
+        proc = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", array, "-o", "%i %T"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if proc.returncode != 0 and "Invalid job id" not in proc.stderr:   # the controller did not answer
+        return []
+    states = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) >= 2)
+    now, lost = time.monotonic(), []
+    for job in pending:
+        state = states.get(job.job_id)
+        if state is not None and state.upper() not in ENDED:
+            gone.pop(job.job_id, None)   # queued, running or requeued: still coming
+            continue
+        how = "left the queue" if state is None else f"ended {state.upper()}"
+        first, _ = gone.setdefault(job.job_id, (now, how))
+        if now - first >= GONE_SECONDS and not job.done():
+            lost.append((job, how))
+    return lost
 
 
 def _slurm_state(job) -> str:
