@@ -194,3 +194,57 @@ def test_an_entry_under_another_key_is_missing(tmp_path):
     said = []
     assert SolveCache(tmp_path / "s").get(moved.stem, warn=said.append) is None
     assert said and "another program" in said[0]
+
+
+# ------------------------------------------------------------------ a busy program is deferred
+
+
+def test_a_program_solved_elsewhere_is_deferred_and_the_rest_solved(tmp_path):
+    """fit_svm(defer=True): the program another process holds is left (nothing of it written), the
+    point's other program is solved, and Deferred names the one left; a later call solves it."""
+    from gbcli.runs.stages import Deferred
+
+    cfg = config()
+    cache = SolveCache(tmp_path / "solves")
+    run_dir = tmp_path / "p"
+    train_gd(cfg, run_dir, progress=False)
+    key = cache.key(build_design("svm-l2", cfg, prepare(cfg)), "dual", cfg.svm.max_iters, cfg.svm.eps,
+                    cfg.svm.certify_tol)
+    with SolveCache(tmp_path / "solves").claim(key):   # another worker solving it (its own lock file handle)
+        with pytest.raises(Deferred) as exc:
+            fit_svm(cfg, run_dir, progress=False, echo=quiet, cache=cache, defer=True)
+    assert exc.value.objectives == ["svm-l2"]
+    assert read_json(run_dir / "svm" / "svm-gln" / "result.json")["certified"]
+    assert not (run_dir / "svm" / "svm-l2" / "result.json").exists()
+    rec = fit_svm(cfg, run_dir, ["svm-l2"], progress=False, echo=quiet, cache=cache, defer=True)[0]
+    assert rec["status"] == "optimal" and rec["certified"]
+
+
+def test_a_worker_goes_on_to_its_next_point_while_a_twin_program_is_solved_elsewhere(tmp_path):
+    """A sweep worker's group (seeds 1 and 2): while seed 1's program is held by another worker,
+    seed 2 runs first; seed 1 is waited for only once nothing else is left, then finishes."""
+    import threading
+    import time
+
+    from gbcli.runs.sweep import is_done, run_group
+
+    cfgs = [config(contexts__seed=s, svm__objectives=["svm-l2"]) for s in (1, 2)]
+    dirs = [tmp_path / f"s{s}" for s in (1, 2)]
+    cache_dir = tmp_path / "solves"
+    key = SolveCache().key(build_design("svm-l2", cfgs[0], prepare(cfgs[0])), "dual", cfgs[0].svm.max_iters,
+                           cfgs[0].svm.eps, cfgs[0].svm.certify_tol)
+    got = {}
+    with SolveCache(cache_dir).claim(key):
+        worker = threading.Thread(target=lambda: got.update(r=run_group([c.to_dict() for c in cfgs],
+                                                                         [str(d) for d in dirs], str(cache_dir))))
+        worker.start()
+        for _ in range(600):   # seed 2 finishes while seed 1's program is held
+            if is_done(dirs[1]) or not worker.is_alive():
+                break
+            time.sleep(0.1)
+        assert is_done(dirs[1]) and not is_done(dirs[0]) and worker.is_alive()   # seed 1 now waits
+    worker.join(120)
+    assert [r["status"] for r in got["r"]] == ["done", "done"] and is_done(dirs[0])
+    log = (dirs[0] / "log.txt").read_text()
+    assert "being solved by another point" in log and "deferred after" in log
+    assert "deferred" not in (dirs[1] / "log.txt").read_text()

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from gbcli.config import load_config
+from gbcli.errors import GbError
 from gbcli.programs.certify import certificate
 from gbcli.programs.solvers import SOLVERS
 from gbcli.runs.stages import build_design, prepare
@@ -200,3 +201,71 @@ def test_a_sweep_picks_up_its_time_limited_programs(tmp_path):
     for r in records:
         rec = json.loads(r.read_text())
         assert rec["status"] == "optimal" and rec["certified"] and "time_limited" not in rec
+
+
+# ------------------------------------------------------------------ a sweep's twin points
+
+
+@pytest.fixture()
+def staged(monkeypatch):
+    """The design fixture's config through the fit-svm stage, the working set forced on at N = 1200."""
+    from gbcli.programs import workingset
+
+    monkeypatch.setattr(workingset, "WORKING_SET_ABOVE", 100)
+    cfg = load_config(ROOT / "configs" / "mnist-gln-small.yaml", (
+        "name=resume", "model.kind=gln", "model.hidden_units=20", "contexts.count=2",
+        "dataset.train_size=1200", "svm.objectives=[svm-l2]"))
+    return cfg, prepare(cfg)
+
+
+def _stop_after_round_2(cfg, problem, where: Path, key: str) -> None:
+    design = build_design("svm-l2", cfg, problem)
+    SOLVERS["dual"].solve(design, cfg.svm.max_iters, cfg.svm.eps, working_set=True, checkpoint=(where, key), through=2)
+    assert where.is_file()
+
+
+@pytest.mark.parametrize("saved_by", ["twin", "this point, by an older gb"])
+def test_a_sweep_resumes_the_rounds_of_a_program_whichever_point_saved_them(staged, tmp_path, caplog, saved_by):
+    """In a sweep the round checkpoint belongs to the program (OUT/solves/<key>.rounds.npz): after an
+    interruption the twin point that takes the program's claim resumes the rounds another point saved.
+    A point's own svm/<objective>/rounds.npz (where gb kept it before) is taken over."""
+    from gbcli.runs.cache import SolveCache
+    from gbcli.runs.stages import fit_svm
+
+    cfg, problem = staged
+    reference = fit_svm(cfg, tmp_path / "alone", problem=problem, progress=False)[0]
+    cache = SolveCache(tmp_path / "solves")
+    key = cache.key(build_design("svm-l2", cfg, problem), "dual", cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
+    point = tmp_path / "points" / "b"
+    local = point / "svm" / "svm-l2" / "rounds.npz"
+    if saved_by == "twin":
+        cache.folder.mkdir(parents=True)
+        _stop_after_round_2(cfg, problem, cache.rounds(key), key)
+    else:
+        local.parent.mkdir(parents=True)
+        _stop_after_round_2(cfg, problem, local, key)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="gbcli"):
+        rec = fit_svm(cfg, point, problem=problem, progress=False, cache=cache)[0]
+    assert "resumed at round 3" in caplog.text and "working set round 1:" not in caplog.text
+    assert rec["status"] == "optimal" and rec["certified"]
+    assert rec["objective"] == reference["objective"]   # the same rounds from the same state: the same answer
+    assert not cache.rounds(key).exists() and not local.exists()   # scratch, gone once certified
+
+
+def test_a_symlinked_point_checkpoint_is_not_taken_over(staged, tmp_path, caplog):
+    from gbcli.runs.cache import SolveCache
+    from gbcli.runs.stages import fit_svm
+
+    cfg, problem = staged
+    cache = SolveCache(tmp_path / "solves")
+    key = cache.key(build_design("svm-l2", cfg, problem), "dual", cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
+    real = tmp_path / "elsewhere.npz"
+    _stop_after_round_2(cfg, problem, real, key)
+    before = real.read_bytes()
+    local = tmp_path / "points" / "b" / "svm" / "svm-l2" / "rounds.npz"
+    local.parent.mkdir(parents=True)
+    local.symlink_to(real)
+    with pytest.raises(GbError, match="is a symlink"):   # refused before anything is read or moved
+        fit_svm(cfg, tmp_path / "points" / "b", problem=problem, progress=False, cache=cache)
+    assert local.is_symlink() and real.read_bytes() == before and not cache.rounds(key).exists()

@@ -46,6 +46,10 @@ FORMAT = 1
 MAX_ENTRY_BYTES = 2 * 1024 ** 3   # a 48,000-point answer is a few MB; nothing gb writes comes near this
 
 
+class Busy(Exception):
+    """The program is being solved by another process right now (`SolveCache.claim(wait=False)`)."""
+
+
 class SolveCache:
     def __init__(self, folder: str | Path | None = None):
         self.folder = None if folder is None else Path(folder)
@@ -91,10 +95,11 @@ class SolveCache:
     # -------------------------------------------------------------- lookup and store
 
     @contextlib.contextmanager
-    def claim(self, key: str):
-        """Hold `key` while looking it up and solving: another process waits, then finds the answer.
-        The lock file is opened with O_NOFOLLOW: a received `solves/` whose lock links elsewhere is
-        refused, never truncated through."""
+    def claim(self, key: str, wait: bool = True):
+        """Hold `key` while looking it up and solving: another process waits, then finds the answer
+        (or, with `wait` False, gets `Busy` at once and can do other work first). The lock file is
+        opened with O_NOFOLLOW: a received `solves/` whose lock links elsewhere is refused, never
+        truncated through."""
         if self.folder is None:
             yield
             return
@@ -107,10 +112,20 @@ class SolveCache:
                 raise GbError(f"{path}: is a symlink; gb never writes through a symlink in a sweep directory") from None
             raise
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise Busy(key) from None
             yield
         finally:
             os.close(fd)
+
+    def rounds(self, key: str) -> Path | None:
+        """Where a working-set solve of `key` keeps its round checkpoint in a sweep
+        (`OUT/solves/<key>.rounds.npz`), or None without a folder. It belongs to the program, not to
+        the point that happened to solve it: a twin point that takes the claim after an interrupted
+        sweep resumes from the rounds another point saved (before, it started again at round 1)."""
+        return None if self.folder is None else self.folder / f"{key}.rounds.npz"
 
     def entry(self, key: str) -> str:
         """Where `key`'s entry lives (for messages)."""

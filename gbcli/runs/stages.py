@@ -45,7 +45,7 @@ from gbcli.programs.ipm import TIME_LIMITED
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
-from gbcli.runs.cache import SolveCache
+from gbcli.runs.cache import Busy, SolveCache
 from gbcli.runs.integrity import (begin_gd, begin_svm, check_kind, check_run, check_same_problem, check_trained,
                                   check_tree, gd_manifest, plan_gd, plan_svm, remove_tree, run_lock,
                                   svm_manifest)
@@ -375,13 +375,15 @@ def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None) -> 
 
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
             progress: bool = True, problem: Problem | None = None, echo=None,
-            cache: SolveCache | None = None, force: bool = False) -> list[dict]:
+            cache: SolveCache | None = None, force: bool = False, defer: bool = False) -> list[dict]:
     """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised.
     A program identical to one in `cache` (default: the programs of this call) is not solved again
     (`gbcli.runs.cache`): its result says `cached_from`. A program already solved in `run_dir` from
     this very config and network is not solved again (its record is returned with `skipped: True`);
     one solved with other svm options is refused unless `force`. Every refusal comes before any write.
-    Messages go to the `gbcli` logger (and RUN_DIR/log.txt), and to `echo` when one is given."""
+    Messages go to the `gbcli` logger (and RUN_DIR/log.txt), and to `echo` when one is given.
+    `defer` (a sweep's worker): a program that another process is solving right now (its claim in
+    `cache`) is left for later: the others are solved, then `Deferred` names the ones left."""
     run_dir = Path(run_dir)
     objectives = list(objectives or cfg.svm.objectives)
     solver = solver or cfg.svm.solver
@@ -411,8 +413,10 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     needing = [o for o, p in todo.items() if p.needs_trained]
     trained = load_trained(run_dir, cfg, problem.dataset.dim, " and ".join(needing)) if needing else None
     with run_lock(run_dir), run_log(run_dir):
-        solved = _solve_all(cfg, run_dir, todo, solver, problem, _teller(echo), cache or SolveCache(), trained)
-    by_name = dict(zip(todo, solved))
+        solved = _solve_all(cfg, run_dir, todo, solver, problem, _teller(echo), cache or SolveCache(), trained, defer)
+    if len(solved) < len(todo):
+        raise Deferred([o for o in todo if o not in solved])
+    by_name = solved
     return [done.get(o) or by_name[o] for o in programs]
 
 
@@ -426,59 +430,90 @@ def _teller(echo):
     return say
 
 
+class Deferred(Exception):
+    """fit_svm(defer=True): these objectives' programs are being solved by another process (a twin
+    point's); everything else was solved. The caller runs the point again later (`gbcli.runs.sweep`)."""
+
+    def __init__(self, objectives: list[str]):
+        super().__init__(", ".join(objectives))
+        self.objectives = objectives
+
+
 def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver: str | None, problem: Problem,
-               echo, cache: SolveCache, trained: nn.Module | None) -> list[dict]:
-    spec = spec_of(cfg)
-    results = []
+               echo, cache: SolveCache, trained: nn.Module | None, defer: bool = False) -> dict[str, dict]:
+    """Each program's record, by objective; with `defer`, a program whose claim is held elsewhere is
+    skipped (left out of the answer, nothing of it written)."""
+    results = {}
     for obj, prog in programs.items():
-        clock = Clock()
-        out = run_dir / "svm" / obj
-        begin_svm(run_dir, obj)
-        manifest = svm_manifest(cfg, run_dir, prog.needs_trained)
-        if prog.fit is not None:   # a non-convex program (paper 003): its own solver
-            result, arrays = prog.fit(obj, cfg, spec, problem, trained if prog.needs_trained else None, echo)
-            results.append(_write_result(cfg, out, {**result, "manifest": manifest, "provenance": clock.stamp()},
-                                         arrays))
-            continue
-        design = prog.design(cfg, problem, trained if prog.needs_trained else None)
-        use = solver or default_solver(design.norm)
-        echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
-             f"{len(design.y_train)} margins, solver {use} ...")
-        key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
-                        solve_options(cfg, use).get("device", "cpu"))
-        with cache.claim(key):   # a twin program being solved elsewhere: wait
-            hit = cache.get(key, design, warn=echo)
-            if hit is not None:   # certified again on this design; an entry that does not certify is missing
-                r = _record(obj, cfg, design, hit[0], out, problem.dataset, manifest, hit[1], write=False)
-                if not (r["certified"] and r["status"] in ("optimal", "infeasible")):
-                    echo(f"  warning: solve cache entry {cache.entry(key)} does not certify this program "
-                         f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
-                    hit = None
-            rounds = out / ROUNDS   # the working set's round checkpoint: a rerun resumes from it
-            sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
-                                                     **solve_options(cfg, use, (rounds, key))), None)
-            results.append(_record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock))
-            r = results[-1]
-            if r["certified"] and r["status"] in ("optimal", "infeasible"):
-                if hit is None:
-                    cache.put(key, sol, f"{run_dir.name}/{obj}")
-                if not rounds.is_symlink():
-                    rounds.unlink(missing_ok=True)
-        if origin is not None:
-            echo(f"  the same program as {origin}: its solution reused, certified here on this design")
-        if r["status"] == "infeasible" and r["certified"]:
-            echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
-                 f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
-        elif r["status"] in ("infeasible", "failed"):
-            bound = r.get("relative_margin_bound")
-            echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)"
-                 + ("" if bound is None else f"; by weak duality every predictor's relative margin <= {bound:.1e}"))
-        else:
-            cert = "certified" if r["certified"] else "NOT certified"
-            echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
-                 f"{r['solve_seconds']:.1f} s; {cert} (rel gap {r['rel_gap']:.1e}, min margin {r['min_margin']:.7f})"
-                 + (f"; {r['message']}" if r["message"] else ""))
+        try:
+            results[obj] = _solve_one(cfg, run_dir, obj, prog, solver, problem, echo, cache, trained, defer)
+        except Busy:
+            echo(f"  {obj}: the same program is being solved by another point; this point comes back to it later")
     return results
+
+
+def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str | None, problem: Problem,
+               echo, cache: SolveCache, trained: nn.Module | None, defer: bool) -> dict:
+    clock = Clock()
+    out = run_dir / "svm" / obj
+    begin_svm(run_dir, obj)
+    manifest = svm_manifest(cfg, run_dir, prog.needs_trained)
+    if prog.fit is not None:   # a non-convex program (paper 003): its own solver
+        result, arrays = prog.fit(obj, cfg, spec_of(cfg), problem, trained if prog.needs_trained else None, echo)
+        return _write_result(cfg, out, {**result, "manifest": manifest, "provenance": clock.stamp()}, arrays)
+    design = prog.design(cfg, problem, trained if prog.needs_trained else None)
+    use = solver or default_solver(design.norm)
+    echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
+         f"{len(design.y_train)} margins, solver {use} ...")
+    key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
+                    solve_options(cfg, use).get("device", "cpu"))
+    with cache.claim(key, wait=not defer):   # a twin program being solved elsewhere: wait (or Busy)
+        hit = cache.get(key, design, warn=echo)
+        if hit is not None:   # certified again on this design; an entry that does not certify is missing
+            r = _record(obj, cfg, design, hit[0], out, problem.dataset, manifest, hit[1], write=False)
+            if not (r["certified"] and r["status"] in ("optimal", "infeasible")):
+                echo(f"  warning: solve cache entry {cache.entry(key)} does not certify this program "
+                     f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
+                hit = None
+        # the working set's round checkpoint, a rerun resumes from it: the program's own in a
+        # sweep's cache folder (any twin point resumes it), else the point's
+        rounds = _adopt_rounds(out / ROUNDS, cache.rounds(key)) if hit is None else out / ROUNDS
+        sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
+                                                 **solve_options(cfg, use, (rounds, key))), None)
+        r = _record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock)
+        if r["certified"] and r["status"] in ("optimal", "infeasible"):
+            if hit is None:
+                cache.put(key, sol, f"{run_dir.name}/{obj}")
+            for done_with in {rounds, out / ROUNDS}:   # scratch, not a result; never through a link
+                if not done_with.is_symlink():
+                    done_with.unlink(missing_ok=True)
+    if origin is not None:
+        echo(f"  the same program as {origin}: its solution reused, certified here on this design")
+    if r["status"] == "infeasible" and r["certified"]:
+        echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
+             f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
+    elif r["status"] in ("infeasible", "failed"):
+        bound = r.get("relative_margin_bound")
+        echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)"
+             + ("" if bound is None else f"; by weak duality every predictor's relative margin <= {bound:.1e}"))
+    else:
+        cert = "certified" if r["certified"] else "NOT certified"
+        echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
+             f"{r['solve_seconds']:.1f} s; {cert} (rel gap {r['rel_gap']:.1e}, min margin {r['min_margin']:.7f})"
+             + (f"; {r['message']}" if r["message"] else ""))
+    return r
+
+
+def _adopt_rounds(local: Path, shared: Path | None) -> Path:
+    """The round checkpoint a solve uses: `shared` (the cache folder's, keyed by the program) when
+    there is one, taking over the point's own `local` checkpoint (written by a version of gb that
+    kept it there, or by this point run alone) if only that exists; `local` otherwise. A link is
+    never moved or followed (load_rounds refuses it and the solve starts at round 1)."""
+    if shared is None:
+        return local
+    if not os.path.lexists(shared) and local.is_file() and not local.is_symlink():
+        os.replace(local, shared)
+    return shared
 
 
 def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:

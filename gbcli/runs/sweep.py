@@ -44,7 +44,7 @@ from gbcli.runs.cache import SolveCache
 from gbcli.runs.integrity import PROBLEM_SECTIONS, check_kind, check_tree, run_lock, section_hash
 from gbcli.runs.executors import check_slurm, run_local, run_slurm, slurm_options
 from gbcli.runs.solutions import copy_point_solutions
-from gbcli.runs.stages import compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
+from gbcli.runs.stages import Deferred, compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
 
 NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
@@ -198,11 +198,13 @@ def limit_threads(threads: int) -> None:
         threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
 
 
-def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, problem: Problem | None = None) -> dict:
+def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, problem: Problem | None = None,
+              defer: bool = False) -> dict:
     """Run one point (of a worker's group, `run_group`, which set the threads); never raises: failures
     (an exception, a diverged network, a result without a certificate, a full disk) are recorded in
     `failed.json` when it can still be written, and returned in any case. `cache_dir`: the sweep's
-    solve cache."""
+    solve cache. `defer`: a program another worker is solving right now is not waited for; the
+    point's other programs are solved and it returns status `deferred` (run it again later)."""
     run_dir = Path(run_dir)
     log_path = run_dir / "log.txt"
     start, stage = time.time(), "prepare"
@@ -232,8 +234,12 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()
                 or _time_limited(run_dir / "svm" / o / "result.json")]
         if todo:
-            fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
-                    cache=SolveCache(cache_dir) if cache_dir else None)
+            try:
+                fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
+                        cache=SolveCache(cache_dir) if cache_dir else None, defer=defer)
+            except Deferred as exc:
+                echo(f"deferred after {time.time() - start:.1f} s: {exc.objectives} being solved by another point")
+                return {"status": "deferred", "seconds": time.time() - start, "objectives": exc.objectives}
         bad = []
         for o in cfg.svm.objectives:
             r = read_json(run_dir / "svm" / o / "result.json")
@@ -308,7 +314,26 @@ def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None
                     log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
             except OSError:
                 pass
-    return [run_point(c, d, cache_dir, problems.get(d)) for c, d in zip(cfg_dicts, run_dirs)]
+    # The points one after the other, except that a point whose program another worker is solving
+    # right now (a twin point's: the same program, one solve, gbcli.runs.cache) goes to the back of
+    # the queue while its other programs are solved; only when every point left is waiting on
+    # another worker does one wait. Two workers whose groups hold the same programs in the same order
+    # (the three schedules of one grid, seeds 1, 2, 3 each) then solve different programs side by
+    # side instead of one solving while the other waits for it (the full-MNIST grid, issue 26).
+    records: dict[int, dict] = {}
+    queue = list(range(len(cfg_dicts)))
+    waited_in_a_row = 0
+    while queue:
+        i = queue.pop(0)
+        defer = cache_dir is not None and waited_in_a_row <= len(queue) and len(queue) > 0
+        record = run_point(cfg_dicts[i], run_dirs[i], cache_dir, problems.get(run_dirs[i]), defer=defer)
+        if record["status"] == "deferred":
+            queue.append(i)
+            waited_in_a_row += 1
+            continue
+        records[i] = record
+        waited_in_a_row = 0
+    return [records[i] for i in range(len(cfg_dicts))]
 
 
 class PointFailure(Exception):
