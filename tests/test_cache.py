@@ -248,3 +248,68 @@ def test_a_worker_goes_on_to_its_next_point_while_a_twin_program_is_solved_elsew
     log = (dirs[0] / "log.txt").read_text()
     assert "being solved by another point" in log and "deferred after" in log
     assert "deferred" not in (dirs[1] / "log.txt").read_text()
+
+
+# ------------------------------------------------------------------ one ray for programs with the same constraints
+
+INSEPARABLE = {"dataset__train_size": 1200, "model__hidden_units": 1, "training__epochs": 1}   # digits, one unit
+
+
+def test_a_ray_certifies_every_program_with_the_same_constraints(tmp_path):
+    """svm-gln and svm-l2 on one network's gates have the same feasible set: svm-gln's dual ray is
+    certified again on svm-l2's own design and norm and recorded as its answer, which enters the
+    cache under svm-l2's own key too (a twin point reuses it)."""
+    cfg = config(**INSEPARABLE)
+    solves = tmp_path / "solves"
+    first = run(cfg, tmp_path / "a", solves)
+    assert first["svm-gln"]["status"] == "infeasible" and first["svm-gln"]["certified"]
+    assert "cached_from" not in first["svm-gln"]
+    l2 = first["svm-l2"]
+    assert l2["status"] == "infeasible" and l2["certified"] and l2["cached_from"] == "a/svm-gln"
+    assert l2["relative_margin_bound"] <= 1e-9 and "the dual ray of a/svm-gln" in l2["message"]
+    design = build_design("svm-l2", cfg, prepare(cfg))
+    cache = SolveCache(solves)
+    key = cache.key(design, "dual", cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol)
+    assert cache.get(key, design)[0].status == "infeasible" and cache.get(cache.constraints_key(design), design)
+    twin = run(config(**INSEPARABLE, training__momentum=0.9), tmp_path / "b", solves)
+    assert twin["svm-l2"]["certified"] and twin["svm-l2"]["cached_from"] == "a/svm-gln"
+
+
+def test_a_stored_ray_that_does_not_certify_is_not_used(tmp_path):
+    """An entry under the constraints' key that is no ray of them (here: a feasible program's
+    multipliers, planted) is certified on the program before use, fails, and the program is solved."""
+    from gbcli.programs.design import Solution
+
+    cfg = config()   # feasible: H = 3
+    design = build_design("svm-l2", cfg, prepare(cfg))
+    cache = SolveCache(tmp_path / "solves")
+    cache.put(cache.constraints_key(design), Solution(None, "infeasible", float("nan"), 0.0, "dual", "planted",
+                                                      lam=np.ones(len(design.y_train))), "elsewhere/svm-gln")
+    got = run(cfg, tmp_path / "a", tmp_path / "solves")
+    assert got["svm-l2"]["status"] == "optimal" and got["svm-l2"]["certified"] and "cached_from" not in got["svm-l2"]
+
+
+def test_a_program_that_fails_on_its_own_takes_a_ray_found_meanwhile(tmp_path, monkeypatch):
+    """Seed 3 at H = 10 (issue 13): svm-l2 failed on its own (rounding, no positive margin) while
+    svm-gln found the ray. Fault injection: svm-l2's solve reports `failed`, after the other worker's
+    ray has arrived; the stage looks again and records the ray, certified on svm-l2's design."""
+    from gbcli.programs.design import Solution
+    from gbcli.programs.solvers import SOLVERS
+
+    cfg = config(**INSEPARABLE)
+    gln = fit_svm(cfg, tmp_path / "other", ["svm-gln"], progress=False, echo=quiet)[0]   # the other worker's ray
+    ray = np.load(tmp_path / "other" / "svm" / "svm-gln" / "solution.npz")["lam"]
+    assert gln["status"] == "infeasible" and gln["certified"]
+    gln_design = build_design("svm-gln", cfg, prepare(cfg))
+    solves = SolveCache(tmp_path / "solves")
+    real = SOLVERS["dual"].solve
+
+    def fails_after_the_ray_arrives(design, *args, **kwargs):
+        solves.put(solves.constraints_key(gln_design), Solution(None, "infeasible", float("nan"), 1.0, "dual",
+                                                                "found elsewhere", lam=ray), "other/svm-gln")
+        sol = real(design, *args, **kwargs)
+        return Solution(None, "failed", float("nan"), sol.seconds, "dual", "no positive margin (injected)")
+
+    monkeypatch.setattr(SOLVERS["dual"], "solve", fails_after_the_ray_arrives)
+    rec = fit_svm(cfg, tmp_path / "p", ["svm-l2"], progress=False, echo=quiet, cache=solves)[0]
+    assert rec["status"] == "infeasible" and rec["certified"] and rec["cached_from"] == "other/svm-gln"

@@ -92,6 +92,16 @@ class SolveCache:
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
+    def constraints_key(self, design: GatedDesign) -> str:
+        """The key of the program's constraints alone (training inputs, labels, gates): programs
+        that differ only in their norm (svm-gln and svm-l2 on one network's gates) share their
+        feasible set, so a dual ray that certifies one infeasible bounds every predictor of the
+        others too; the stage stores a certified ray under this key as well (`OUT/solves/<key>.npz`)
+        and certifies it again on each program's own design and norm before it is used."""
+        fields = {name: self._value(getattr(design, name)) for name in ("x_train", "y_train", "e_train")}
+        blob = json.dumps({"format": FORMAT, "constraints": fields}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
     # -------------------------------------------------------------- lookup and store
 
     @contextlib.contextmanager

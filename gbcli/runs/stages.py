@@ -40,7 +40,7 @@ from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import certificate
 from gbcli.logs import log, run_log
 from gbcli.provenance import Clock
-from gbcli.programs.design import GatedDesign, decision
+from gbcli.programs.design import GatedDesign, Solution, decision
 from gbcli.programs.ipm import TIME_LIMITED
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
@@ -475,19 +475,32 @@ def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str 
                 echo(f"  warning: solve cache entry {cache.entry(key)} does not certify this program "
                      f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
                 hit = None
+        ckey = cache.constraints_key(design)
+        hit = hit or _shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)
         # the working set's round checkpoint, a rerun resumes from it: the program's own in a
         # sweep's cache folder (any twin point resumes it), else the point's
         rounds = _adopt_rounds(out / ROUNDS, cache.rounds(key)) if hit is None else out / ROUNDS
         sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
                                                  **solve_options(cfg, use, (rounds, key))), None)
         r = _record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock)
+        if hit is None and not r["certified"] and sol.status != "inaccurate":
+            # failed on its own (a nearly inseparable program's rounding): a program with the same
+            # constraints may have been certified infeasible meanwhile, by another worker
+            late = _shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)
+            if late is not None:
+                hit, (sol, origin) = late, late
+                r = _record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock)
         if r["certified"] and r["status"] in ("optimal", "infeasible"):
             if hit is None:
                 cache.put(key, sol, f"{run_dir.name}/{obj}")
+                if r["status"] == "infeasible":   # its ray bounds every program with these constraints
+                    cache.put(ckey, sol, f"{run_dir.name}/{obj}")
+            elif r["status"] == "infeasible" and cache.get(key) is None:
+                cache.put(key, sol, origin)
             for done_with in {rounds, out / ROUNDS}:   # scratch, not a result; never through a link
                 if not done_with.is_symlink():
                     done_with.unlink(missing_ok=True)
-    if origin is not None:
+    if origin is not None and not sol.message.startswith("the dual ray of"):
         echo(f"  the same program as {origin}: its solution reused, certified here on this design")
     if r["status"] == "infeasible" and r["certified"]:
         echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
@@ -502,6 +515,27 @@ def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str 
              f"{r['solve_seconds']:.1f} s; {cert} (rel gap {r['rel_gap']:.1e}, min margin {r['min_margin']:.7f})"
              + (f"; {r['message']}" if r["message"] else ""))
     return r
+
+
+def _shared_ray(obj: str, cfg: Config, design: GatedDesign, problem: Problem, manifest: dict, cache: SolveCache,
+                ckey: str, echo) -> tuple[Solution, str] | None:
+    """A dual ray stored for these constraints by another program (`SolveCache.constraints_key`),
+    as this program's answer when it certifies this program infeasible on its own design and norm
+    (the rescue `scripts/adopt_solution.py` did by hand for seed 3 at H = 10, issue 13), else None."""
+    found = cache.get(ckey, design, warn=echo)
+    if found is None or found[0].status != "infeasible" or found[0].lam is None:
+        return None
+    ray, origin = found
+    sol = Solution(None, "infeasible", float("nan"), 0.0, ray.solver,
+                   f"the dual ray of {origin}, a program with the same constraints (training inputs, labels "
+                   f"and gates): {ray.message}", ray.iterations, ray.lam)
+    r = _record(obj, cfg, design, sol, Path("."), problem.dataset, manifest, origin, write=False)
+    if not (r["certified"] and r["status"] == "infeasible"):
+        echo(f"  the dual ray of {origin} (the same constraints) does not certify this program "
+             f"(relative margin bound {r.get('relative_margin_bound')}); solving it")
+        return None
+    echo(f"  certified infeasible by the dual ray of {origin}, a program with the same constraints")
+    return sol, origin
 
 
 def _adopt_rounds(local: Path, shared: Path | None) -> Path:
