@@ -269,3 +269,22 @@ def test_a_symlinked_point_checkpoint_is_not_taken_over(staged, tmp_path, caplog
     with pytest.raises(GbError, match="is a symlink"):   # refused before anything is read or moved
         fit_svm(cfg, tmp_path / "points" / "b", problem=problem, progress=False, cache=cache)
     assert local.is_symlink() and real.read_bytes() == before and not cache.rounds(key).exists()
+
+
+def test_a_stop_reason_ends_the_working_set_between_rounds(design, uninterrupted, tmp_path):
+    """`stop` (the stage's: a ray that answers the program arrived) is asked before each round after
+    the first; its reason ends the solve there, resumable from the round checkpoint."""
+    from gbcli.programs.workingset import STOPPED
+
+    asked = []
+
+    def stop():
+        asked.append(1)
+        return "enough" if len(asked) >= 2 else None
+
+    path = tmp_path / "rounds.npz"
+    sol = SOLVERS["dual"].solve(design, working_set=True, checkpoint=(path, CHECK), stop=stop)
+    assert sol.status == "inaccurate" and sol.message == f"{STOPPED} before round 3: enough" and sol.zeta is None
+    assert len(asked) == 2 and path.is_file()
+    resumed = SOLVERS["dual"].solve(design, working_set=True, checkpoint=(path, CHECK))
+    assert resumed.status == "optimal" and resumed.value == uninterrupted[0].value

@@ -56,6 +56,7 @@ ADD_FRACTION = 0.2         # ... and at most this fraction of N
 DROP_AFTER = 1             # rounds in a row with margin above 1 + DROP_MARGIN before a point leaves W
 DROP_MARGIN = 1e-2
 MAX_ROUNDS = 40
+STOPPED = "stopped by its caller"   # solve_working_set(stop=...): the message of a solve ended that way
 SEED = 0                   # of the first working set
 LOG = logging.getLogger(__name__)   # one line per round (a long solve's progress; `gb fit-svm` and sweeps show it)
 WARM = True                # start each round's interior-point method from the previous round's solution
@@ -139,7 +140,7 @@ def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
 
 def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finish: Callable | None = None,
                       checkpoint: tuple[Path, str] | None = None, deadline: float | None = None,
-                      through: int | None = None):
+                      through: int | None = None, stop: Callable[[], str | None] | None = None):
     """Solve the program through the dual on a growing working set.
 
     solve_on(sub_design, tol, start) -> (status, message, lam, s, iterations), the interior-point
@@ -151,7 +152,10 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
     zeta None when infeasible (lam the full-length ray) or failed (lam W's last multipliers, or None);
     lam has length N, zero outside W. checkpoint=(path, fingerprint), deadline: see the module
     docstring (solve_on then takes the deadline as a fourth argument). through: stop after this round
-    (as a time limit would; a rerun resumes from the checkpoint), for tracing a long solve."""
+    (as a time limit would; a rerun resumes from the checkpoint), for tracing a long solve. stop:
+    asked before every round after the first; a reason (not None) ends the solve there, `inaccurate`,
+    its message starting with STOPPED (the stage stops a program another program's certified ray
+    has answered meanwhile, `gbcli.runs.stages`)."""
     n = len(design.y_train)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
@@ -191,6 +195,9 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
     for rnd in range(first_round, MAX_ROUNDS + 1):
         if deadline is not None and time.monotonic() >= deadline:
             return out_of_time(rnd, "before")
+        why = stop() if stop is not None and rnd > first_round else None
+        if why is not None:
+            return "inaccurate", f"{STOPPED} before round {rnd}: {why}", None, last_lam, total_it
         if through is not None and rnd > through:
             return "inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam, total_it
         sub = subset(design, w)

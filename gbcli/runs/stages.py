@@ -366,10 +366,10 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
     return programs
 
 
-def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None) -> dict:
+def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None, stop=None) -> dict:
     """The options of a solve beyond max_iters and eps that `solver` honours (`Solver.options`;
     `check_svm_request` refused the others)."""
-    wanted = {"device": cfg.svm.device, "time_limit": cfg.svm.time_limit, "checkpoint": checkpoint}
+    wanted = {"device": cfg.svm.device, "time_limit": cfg.svm.time_limit, "checkpoint": checkpoint, "stop": stop}
     return {k: v for k, v in wanted.items() if k in SOLVERS[solver].honours}
 
 
@@ -480,13 +480,20 @@ def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str 
         # the working set's round checkpoint, a rerun resumes from it: the program's own in a
         # sweep's cache folder (any twin point resumes it), else the point's
         rounds = _adopt_rounds(out / ROUNDS, cache.rounds(key)) if hit is None else out / ROUNDS
+        arrived: list = []   # a ray another worker certified meanwhile: the solve stops between rounds
+
+        def ray_arrived() -> str | None:
+            if cache.folder is not None and not arrived:
+                arrived.extend(filter(None, [_shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)]))
+            return f"the dual ray of {arrived[0][1]} certifies this program infeasible" if arrived else None
+
         sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
-                                                 **solve_options(cfg, use, (rounds, key))), None)
+                                                 **solve_options(cfg, use, (rounds, key), ray_arrived)), None)
         r = _record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock)
-        if hit is None and not r["certified"] and sol.status != "inaccurate":
-            # failed on its own (a nearly inseparable program's rounding): a program with the same
-            # constraints may have been certified infeasible meanwhile, by another worker
-            late = _shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)
+        if hit is None and not r["certified"] and (sol.status != "inaccurate" or arrived):
+            # failed on its own (a nearly inseparable program's rounding), or stopped for a ray: a
+            # program with the same constraints was certified infeasible meanwhile, by another worker
+            late = arrived[0] if arrived else _shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)
             if late is not None:
                 hit, (sol, origin) = late, late
                 r = _record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock)

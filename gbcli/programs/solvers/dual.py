@@ -140,18 +140,19 @@ class DualSolver(Solver):
 
     name, default_max_iters = "dual", 100
     norms = frozenset({"sq", "l2", "group", "l2-reference"})
-    honours = frozenset({"device", "time_limit", "checkpoint"})
+    honours = frozenset({"device", "time_limit", "checkpoint", "stop"})
     description = "interior point on the kernel dual (certified; every norm but l1)"
 
     def solve(self, design, max_iters=None, eps=None, device: str | None = None,
               working_set: bool | None = None, time_limit: float | None = None,
-              checkpoint: tuple | None = None, through: int | None = None) -> Solution:
+              checkpoint: tuple | None = None, through: int | None = None, stop=None) -> Solution:
         """working_set: True / False force the working-set method on or off; None (the default) uses it
         above `workingset.WORKING_SET_ABOVE` training points. device: where the kernel arrays live
         (default cpu: nothing moves to a GPU that was not asked for). time_limit: seconds, after which
         the solve stops `inaccurate` with its bounds; checkpoint: (path, fingerprint) of the working
         set's round checkpoint (`gbcli.programs.workingset`); through: the working set stops after
-        this round (resumable from the checkpoint)."""
+        this round (resumable from the checkpoint); stop: a callable asked between working-set rounds,
+        whose reason ends the solve there (`workingset.solve_working_set`)."""
         tol = CERTIFY_TOL if eps is None else eps
         device = device or "cpu"
         deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -202,7 +203,7 @@ class DualSolver(Solver):
             working_set = len(design.y_train) > workingset.WORKING_SET_ABOVE
         if working_set:
             status, message, zeta, lam, it = workingset.solve_working_set(design, solve_on, tol, finish,
-                                                                           checkpoint, deadline, through)
+                                                                           checkpoint, deadline, through, stop)
             seconds = time.perf_counter() - start
             value = float("nan") if zeta is None else norm.value(design, zeta)
             return Solution(zeta, status, value, seconds, "dual", message, iterations=it, lam=lam)
