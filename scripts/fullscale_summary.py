@@ -5,6 +5,7 @@ the same published context draws and seeds), for each training schedule (`points
 
     python scripts/fullscale_summary.py [results/fullscale/tables] [results/paper/fig2/tables] [--figure PNG]
     python scripts/fullscale_summary.py --stages runs/fullscale    # every point's stage results, finished or not
+    python scripts/fullscale_summary.py --times runs/fullscale     # every program once: outcome, rounds, seconds
 """
 
 from __future__ import annotations
@@ -74,6 +75,48 @@ def stage_results(run_dir: Path, points: pd.DataFrame) -> None:
     print(md(pd.DataFrame(rows).sort_values(["H", "seed", "epochs", "stage"]).reset_index(drop=True), 6), "\n")
 
 
+def points_of(run_dir: Path) -> pd.DataFrame:
+    """The sweep's points.csv, or (a sweep still running, which writes it at its end) each point's
+    H, context seed and schedule from its own gd/config.yaml."""
+    if (run_dir / "tables" / "points.csv").is_file():
+        return pd.read_csv(run_dir / "tables" / "points.csv")
+    import yaml
+
+    rows = []
+    for cfg in sorted((run_dir / "points").glob("*/gd/config.yaml")):
+        c = yaml.safe_load(cfg.read_text())
+        rows.append({"point": cfg.parent.parent.name, "model.hidden_units": c["model"]["hidden_units"],
+                     "contexts.seed": c["contexts"]["seed"], "training.epochs": c["training"]["epochs"]})
+    return pd.DataFrame(rows)
+
+
+def program_times(run_dir: Path, points: pd.DataFrame) -> None:
+    """Each program of the sweep once (the point that solved it; the others say `cached_from`): its
+    outcome and its time, as the sum of its working-set rounds over every invocation that worked on
+    it (a resumed solve's `solve_seconds` counts only the last invocation's rounds)."""
+    import json
+    import re
+
+    rows = []
+    for pid, row in points.set_index("point").iterrows():
+        for r in sorted((run_dir / "points" / pid / "svm").glob("*/result.json")):
+            v = json.loads(r.read_text())
+            if v.get("cached_from") and not v["message"].startswith("the dual ray of"):
+                continue   # a twin's program: solved once, elsewhere
+            rounds = [float(t) for _, t in re.findall(r"\((\d+) steps, ([\d.]+) s\)", v["message"])]
+            bound = v.get("relative_margin_bound")
+            rows.append({"H": row["model.hidden_units"], "seed": row["contexts.seed"], "program": r.parent.name,
+                         "status": v["status"] + ("" if v["certified"] else ", not certified"),
+                         "objective": f"{v['objective']:.8g}", "rel_gap": "" if v["rel_gap"] is None else f"{v['rel_gap']:.1e}",
+                         "margin bound": "" if bound is None else f"{bound:.1e}",
+                         "rounds": len(rounds) or "", "rounds' seconds": f"{sum(rounds):.0f}" if rounds else "",
+                         "last run's solve_seconds": f"{v['solve_seconds']:.0f}",
+                         "from": v.get("cached_from") or pid, "commit": v.get("provenance", {}).get("commit", "")[:7]})
+    print(f"## every program of {run_dir} once\n")
+    print(md(pd.DataFrame(rows).sort_values(["H", "seed", "program"], ascending=[False, True, True])
+             .reset_index(drop=True), 10), "\n")
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description="Every table of results/fullscale/README.md, from the committed tables.")
     parser.add_argument("full", nargs="?", type=Path, default=ROOT / "results" / "fullscale" / "tables",
@@ -82,11 +125,16 @@ def main(argv: list[str]) -> None:
                         help="Figure 2's tables (default: results/paper/fig2/tables)")
     parser.add_argument("--stages", type=Path, metavar="RUN_DIR",
                         help="print instead the stage results of every point of a sweep, finished or not")
+    parser.add_argument("--times", type=Path, metavar="RUN_DIR",
+                        help="print instead every program of a sweep once, with its outcome and time")
     parser.add_argument("--figure", type=Path, metavar="PATH",
                         help="also draw the inconsistency against N and the schedule")
     args = parser.parse_args(argv)
+    if args.times is not None:
+        program_times(args.times, points_of(args.times))
+        return
     if args.stages is not None:
-        stage_results(args.stages, pd.read_csv(args.stages / "tables" / "points.csv"))
+        stage_results(args.stages, points_of(args.stages))
         return
     figure, full, fig2 = args.figure, args.full, args.fig2
     ef, inf = pd.read_csv(full / "errors.csv"), pd.read_csv(full / "inconsistency.csv")
