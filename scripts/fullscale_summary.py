@@ -111,6 +111,8 @@ def program_times(run_dir: Path, points: pd.DataFrame) -> None:
                          "margin bound": "" if bound is None else f"{bound:.1e}",
                          "rounds": len(rounds) or "", "rounds' seconds": f"{sum(rounds):.0f}" if rounds else "",
                          "last run's solve_seconds": f"{v['solve_seconds']:.0f}",
+                         "earlier runs' seconds": (lambda m: f"{float(m[1]):.0f}" if m else "")(
+                             re.search(r"after ([\d.]+) s of solving in earlier runs", v["message"])),
                          "from": v.get("cached_from") or pid, "commit": v.get("provenance", {}).get("commit", "")[:7]})
     print(f"## every program of {run_dir} once\n")
     print(md(pd.DataFrame(rows).sort_values(["H", "seed", "program"], ascending=[False, True, True])

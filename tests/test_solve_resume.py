@@ -55,6 +55,7 @@ def test_a_stopped_working_set_resumes_at_its_next_round(design, uninterrupted, 
     # the same rounds from the same state: the same answer, bit for bit
     assert resumed.value == full.value and np.array_equal(resumed.zeta, full.zeta)
     assert f"working set: {rounds} rounds" in resumed.message
+    assert "resumed at round 3, after " in resumed.message and "resumed" not in full.message
 
 
 def _checkpoint_after_one_round(design, path: Path) -> None:

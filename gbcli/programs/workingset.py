@@ -240,7 +240,9 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
             low = float(m.min())         # within tol/100 of 1: lift every margin to >= 1
             zeta = zeta / low
             note = (f"working set: {rnd} rounds, {len(w)} of {n} points at the end "
-                    f"(rounds: {', '.join(sizes)})")
+                    f"(rounds: {', '.join(sizes)})"
+                    + (f"; resumed at round {first_round}, after {spent:.1f} s of solving in earlier runs"
+                       if first_round > 1 else ""))
             return status, f"{message}; {note}" if message else note, zeta, lam, total_it
         add = violating[np.argsort(m[violating], kind="stable")[:most]]
         warm_next = (lam, np.maximum(m * scale - 1, 0), s) if WARM else None   # the IPM's lam, margin slack, s
