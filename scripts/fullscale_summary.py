@@ -115,7 +115,7 @@ def program_times(run_dir: Path, points: pd.DataFrame) -> None:
                              re.search(r"after ([\d.]+) s of solving in earlier runs", v["message"])),
                          "from": v.get("cached_from") or pid, "commit": v.get("provenance", {}).get("commit", "")[:7]})
     print(f"## every program of {run_dir} once\n")
-    print(md(pd.DataFrame(rows).sort_values(["H", "seed", "program"], ascending=[False, True, True])
+    print(md(pd.DataFrame(rows).drop_duplicates(["H", "seed", "program"]).sort_values(["H", "seed", "program"], ascending=[False, True, True])
              .reset_index(drop=True), 10), "\n")
 
 
