@@ -1,6 +1,6 @@
 """The `gb` command line: a thin layer over the library API (`gbcli.runs`, `gbcli.reports`, `gbcli.data`).
 
-The heavy modules (torch, the registry) are imported inside the commands, once the arguments are
+The heavy modules (torch, the run stages) are imported inside the commands, once the arguments are
 parsed, so `gb --help` and argument errors answer at once; nothing imports this module."""
 
 from __future__ import annotations
@@ -14,30 +14,11 @@ import typer
 from rich.console import Console
 
 from gbcli.errors import GbError
-
-def _plain_help() -> None:
-    """Typer 0.2x labels every parameter in the help with its type ("<bool>", "<path>") and writes a
-    required argument as "{config}"; gb's options carry metavars that say more ("--out DIR"), so the
-    help shows those alone: CONFIG, not {config} <path>. (Private attributes: guarded, so another
-    Typer version only loses this polish.)"""
-    core = getattr(typer, "core", None)
-    arg = getattr(core, "TyperArgument", None)
-    if arg is not None and hasattr(arg, "_usage_display_name"):
-        arg._usage_display_name = lambda self: (self.metavar or self.name.upper()) if self.required else \
-            f"[{self.metavar or self.name.upper()}]"
-    for cls in (arg, getattr(core, "TyperOption", None)):
-        if cls is not None and hasattr(cls, "display_type"):
-            original = cls.display_type
-
-            def display_type(self, ctx, _original=original):
-                if self.metavar is not None or isinstance(self, arg):
-                    return None
-                shown = _original(self, ctx)
-                return None if shown in ("<bool>", "<boolean>") else shown
-            cls.display_type = display_type
+from gbcli.store import layout
+from gbcli.store.layout import RunDir
+from gbcli.store.safe import present
 
 
-_plain_help()
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="gb: train GD networks, solve their max-margin programs, compare them.")
 data_app = typer.Typer(no_args_is_help=True, help="Fetch or verify dataset files.")
@@ -56,7 +37,7 @@ err_console = Console(stderr=True)
 OutOpt = typer.Option(None, "--out", metavar="DIR", help="run directory (default: output.dir, else runs/<config name>)")
 SetOpt = typer.Option([], "--set", metavar="KEY.PATH=VALUE",
                       help="override a config value, e.g. --set training.momentum=0.9 (repeatable; the value is YAML)")
-QuietOpt = typer.Option(False, "--quiet", "-q", is_flag=True, metavar="", help="no progress bars (a flag)")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
 ConfigArg = typer.Argument(..., metavar="CONFIG", help="the YAML config file (see README: Config)")
 RunDirArg = typer.Argument(..., metavar="RUN_DIR", help="a run directory (or a sweep's --out directory)")
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
@@ -85,7 +66,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: bool = typer.Option(False, "--version", is_flag=True, is_eager=True, callback=_version, metavar="",
+def _main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
                                        help="print the version and exit")):
     """gb: train GD networks, solve their max-margin programs, compare them."""
 
@@ -131,7 +112,7 @@ def _print_tables(errors, incons) -> None:
     console.print(rich_table(incons, "inconsistency (validation)", cols))
 
 
-ForceOpt = typer.Option(False, "--force", is_flag=True, metavar="",
+ForceOpt = typer.Option(False, "--force",
                         help="replace finished results that this command would otherwise refuse to remove "
                              "(a network or programs of another config), or redo a stage already finished "
                              "with this config")
@@ -164,7 +145,7 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
     _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
           f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
     if s["status"] != "ok":
-        err_console.print(f"gb: training {s['status']}: {s.get('message', '')} (status in {run_dir / 'gd' / 'summary.json'})",
+        err_console.print(f"gb: training {s['status']}: {s.get('message', '')} (status in {RunDir(run_dir).summary})",
                           highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1)
 
@@ -210,7 +191,7 @@ def compare_cmd(run_dir: Path = RunDirArg):
     """Write and print the error and inconsistency tables of a run directory (of a finished sweep:
     its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
     from gbcli.reports.tables import read_tables
-    from gbcli.runs.integrity import dir_kind
+    from gbcli.store.lock import dir_kind
     from gbcli.runs.stages import compare_run
 
     if dir_kind(run_dir, key="RUN_DIR") == "sweep":   # a sweep directory: its aggregated tables, read only
@@ -230,19 +211,20 @@ def compare_cmd(run_dir: Path = RunDirArg):
 
 @app.command("plot")
 def plot_cmd(run_dir: Path = RunDirArg,
-             points: bool = typer.Option(False, "--points", is_flag=True, metavar="",
+             points: bool = typer.Option(False, "--points",
                                          help="a sweep: also each point's own curves (points/<id>/figures/curves.png)")):
     """Draw the training curves (loss, training and validation error, tracked instruments) from the
     metrics.csv of a run or of every sweep point into RUN_DIR/figures/curves.png, and, once the
     tables exist (RUN_DIR/tables/{errors,inconsistency}.csv), the four panels of protocol section 8."""
-    from gbcli.reports.figures import plot_curves
+    from gbcli.runs.figures import plot_curves
     from gbcli.reports.tables import read_tables
-    from gbcli.runs.integrity import check_tree, dir_kind
+    from gbcli.store.lock import dir_kind
+    from gbcli.store.safe import check_tree
     from gbcli.runs.sweep import draw_figures
 
     check_tree(run_dir)   # it writes RUN_DIR/figures/: never through a symlink
     dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused
-    have_tables = (run_dir / "tables" / "errors.csv").exists() or (run_dir / "tables" / "inconsistency.csv").exists()
+    have_tables = any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY))
     curves = plot_curves(run_dir, per_point=points)
     if not have_tables and not curves:
         read_tables(run_dir)   # neither curves nor tables: says what is missing
@@ -259,30 +241,17 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
               executor: Optional[Literal["local", "slurm"]] = typer.Option(None, "--executor",
                                                      help="where the points run (default: sweep.executor)"),
               jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="points at once (default: sweep.jobs)"),
-              partition: Optional[str] = typer.Option(None, "--partition", help="slurm partition"),
-              time_min: Optional[int] = typer.Option(None, "--time", min=1, help="slurm minutes per point"),
-              cpus: Optional[int] = typer.Option(None, "--cpus", min=1, help="slurm CPUs per point"),
-              mem_gb: Optional[float] = typer.Option(None, "--mem", min=0.1, help="slurm GB per point"),
-              gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="slurm GPUs per point (gres gpu:N)"),
-              account: Optional[str] = typer.Option(None, "--account", help="slurm account"),
-              qos: Optional[str] = typer.Option(None, "--qos", help="slurm quality of service"),
-              constraint: Optional[str] = typer.Option(None, "--constraint", help="slurm node features"),
-              threads: Optional[int] = typer.Option(None, "--threads", min=1,
+              threads: Optional[int] = typer.Option(None, "--threads", min=1, max=1024,
                                                     help="local: torch threads per job (default: sweep.threads, 1)")):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
-    Exit code 1 when a point failed (see tables/failures.csv)."""
-    from gbcli.config.loading import apply_preset, precheck, read_config
-
-    # the base config's typos and plain types, judged before torch and the sweep machinery load
-    precheck(apply_preset(read_config(config, tuple(set_)), str(config)), str(config))
+    Slurm's options are the config's (`sweep.partition`, `sweep.time_min`, ..., `sweep.slurm`; on the
+    command line `--set sweep.account=acme`). Exit code 1 when a point failed (see tables/failures.csv)."""
+    _load(config, set_)   # the base config (its axes unexpanded) is valid: answered before torch and the sweep load
     from gbcli.runs.sweep import run_sweep
 
     if executor not in (None, "local", "slurm"):
         raise GbError(f"--executor: {executor!r} is not one of local, slurm")
-    slurm = {k: v for k, v in {"partition": partition, "time_min": time_min, "cpus": cpus, "mem_gb": mem_gb,
-                               "gpus": gpus, "account": account, "qos": qos,
-                               "constraint": constraint}.items() if v is not None}
-    errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, slurm, progress=not quiet,
+    errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, progress=not quiet,
                                          echo=_echo, threads=threads)
     if len(errors):
         from gbcli.reports.tables import overview, rich_table
@@ -331,9 +300,9 @@ def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
 
 
 @app.command("verify")
-def verify_cmd(run_dir: Path = typer.Argument(..., metavar="DIR",
-                                             help="a run or sweep directory, a results folder with solutions/, or a "
-                                                  "folder of those"),
+def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
+                                                   help="run or sweep directories, results folders with solutions/, "
+                                                        "or folders of those"),
                export: Optional[Path] = typer.Option(None, "--export", metavar="DEST",
                                                      help="also write each verified program's compact solution into "
                                                           "DEST/solutions/<point>/ (e.g. results/paper/fig2)"),
@@ -350,16 +319,21 @@ def verify_cmd(run_dir: Path = typer.Argument(..., metavar="DIR",
     # rounding of 0 (svm-l2-reference's optimum-0 predictors) then keeps its sign
     limit_threads(threads)
 
+    if export is not None and len(run_dirs) > 1:
+        raise GbError("--export: takes one DIR (the run or sweep whose solutions it writes)")
+    run_dir = run_dirs[0]
     if export is not None:
         rows, written = export_solutions(run_dir, export)
     else:
-        rows, written = verify(run_dir), 0
+        rows, written = [], 0
+        for d in run_dirs:   # several: each row says which DIR it came from
+            rows += [{**r, "where": f"{d}/{r['where']}"} if len(run_dirs) > 1 else r for r in verify(d)]
     shown = [{"where": r["where"], "objective": r["objective"],
               "value": None if isinstance(r["value"], float) and r["value"] != r["value"] else r["value"],
               "claimed status": r["claimed_status"],
               "verified": {True: "yes", False: "NO", None: "n/a"}[r["verified"]], "checked": r["checked"],
               "problems": "; ".join(r["problems"])} for r in rows]
-    _emit_rows(shown, fmt, f"gb verify {run_dir}")
+    _emit_rows(shown, fmt, f"gb verify {' '.join(map(str, run_dirs))}")
     bad = [r for r in rows if r["verified"] is False]
     if fmt == "table":
         _echo(f"{len(rows) - len(bad)} of {len(rows)} programs verified"
@@ -486,29 +460,29 @@ def config_keys(section: Optional[str] = typer.Argument(
                                                   help="text (one line per key), table or json (default: a table "
                                                        "on a terminal, else text)")):
     """Every config key of every section and of every model and dataset kind: its type, default and
-    description (read from the key snapshot, gbcli/config/keys.json: nothing heavy is imported)."""
-    from gbcli.config import keys
+    description (read from the schema, which imports without torch)."""
+    from gbcli.config import listing
 
     if fmt not in (None, "text", "table", "json"):
         raise GbError(f"--format: {fmt[:40]!r} is not one of text, table, json")
-    rows = keys.rows(section)
+    rows = listing.rows(section)
     fmt = fmt or ("table" if console.is_terminal else "text")
     if fmt == "json":
         import json as _json
 
         print(_json.dumps(rows, indent=2))
     elif fmt == "text":
-        sys.stdout.write(keys.render_text(rows))
+        sys.stdout.write(listing.render_text(rows))
     else:
         from rich.table import Table
         from rich.text import Text   # plain text: a description's [low, high] is not markup
 
-        for title, group in keys.blocks(rows):
+        for title, group in listing.blocks(rows):
             table = Table(title=Text(title), title_justify="left")
             for column in ("key", "type", "default", "description"):
                 table.add_column(column, overflow="fold")
             for r in group:
-                table.add_row(*(Text(c) for c in (r["key"], keys.type_with_range(r), keys.default_text(r),
+                table.add_row(*(Text(c) for c in (r["key"], listing.type_with_range(r), listing.default_text(r),
                                                   r["description"])))
             console.print(table)
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
 from pathlib import Path
+
+from rich.markup import escape
 
 LOGGER = "gbcli"
 LINE_SECONDS = 10.0
@@ -37,12 +38,14 @@ class _Format(logging.Formatter):
 def run_log(run_dir: str | Path):
     """Append the `gbcli` logger's messages to RUN_DIR/log.txt while the block runs (re-entrant per
     file; never through a symlink: an OSError then, which the caller's checks prevent)."""
-    path = str(Path(run_dir, "log.txt").absolute())
+    from gbcli.store.layout import RunDir
+    from gbcli.store.safe import open_append
+
+    path = str(RunDir(run_dir).log.absolute())
     if path in _OPEN:
         yield
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    handler = logging.StreamHandler(os.fdopen(fd, "a", buffering=1))
+    handler = logging.StreamHandler(open_append(path, buffering=1))
     handler.setFormatter(_Format())
     handler.setLevel(logging.INFO)
     _OPEN[path] = handler
@@ -82,14 +85,20 @@ def clock(seconds: float) -> str:
         f"{seconds // 60}:{seconds % 60:02d}"
 
 
-class StepProgress:
-    """Progress of `total` steps: `advance(n)`, `note(**numbers)` (e.g. loss, errors, shown with the
-    next update). A rich bar when `show` and stderr is a terminal; plain log lines at a bounded rate
-    when `show` and it is not; nothing when not `show`."""
+class Progress:
+    """Progress of `total` units of work, the one reporter of gb's long waits (training steps, a
+    sweep's points, programs verified): `advance(n)`, `note(**values)` (e.g. loss, errors, failed,
+    running; shown with the next update). A rich bar when `show` and stderr is a terminal; plain
+    lines (`say`, default the `gbcli.progress` logger) about every `LINE_SECONDS` or `LINE_FRACTION`
+    of the work, and a last one, when `show` and it is not; nothing when not `show`. `counter` is
+    how a line counts: "step {done}/{total}" or "{done}/{total} points"."""
 
-    def __init__(self, what: str, total: int, show: bool = True, logger: logging.Logger | None = None):
-        self.what, self.total, self.show = what, max(int(total), 1), show
+    def __init__(self, what: str, total: int, show: bool = True, logger: logging.Logger | None = None,
+                 counter: str = "step {done}/{total}", say=None, describe=None):
+        self.what, self.total, self.show, self.counter = what, max(int(total), 1), show, counter
+        self.describe = describe   # numbers -> the text of a plain line (default: "name value, ...")
         self.logger = logger or logging.getLogger(f"{LOGGER}.progress")
+        self.say = say or self.logger.info
         self.done = 0
         self.numbers: dict[str, float] = {}
         self.bar = None
@@ -99,16 +108,20 @@ class StepProgress:
     def __enter__(self):
         if self.show and sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn(f"[bold]{self.what}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[numbers]}"), TimeRemainingColumn(),
-                                console=Console(stderr=True), transient=True)
+            self.bar = Bar(TextColumn(f"[bold]{escape(self.what)}"), BarColumn(), MofNCompleteColumn(),
+                           TextColumn("{task.fields[numbers]}", markup=False), TimeRemainingColumn(),
+                           console=Console(stderr=True), transient=True)
             self.bar.__enter__()
-            self.task = self.bar.add_task(self.what, total=self.total, numbers="")
+            self.task = self.bar.add_task(self.what, total=self.total, numbers=self._numbers())
         elif self.show:
-            self.logger.info(f"{self.what}: {self.total} steps")
+            self.say(f"{self.what}: {self.total} {self._unit()}")
         return self
+
+    def _unit(self) -> str:
+        words = [w for w in self.counter.split() if "{" not in w]
+        return words[0] + ("s" if not words[0].endswith("s") else "") if words else "steps"
 
     def __exit__(self, *exc):
         if self.bar is not None:
@@ -117,10 +130,12 @@ class StepProgress:
             self._line(final=True)
 
     def _numbers(self) -> str:
-        return ", ".join(f"{k} {v:.4g}" for k, v in self.numbers.items() if v == v)
+        return ", ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4g}" for k, v in self.numbers.items()
+                         if v == v)
 
-    def note(self, **numbers: float) -> None:
-        self.numbers.update({k: float(v) for k, v in numbers.items() if v is not None})
+    def note(self, **values: float) -> None:
+        self.numbers.update({k: (v if isinstance(v, int) and not isinstance(v, bool) else float(v))
+                             for k, v in values.items() if v is not None})
         if self.bar is not None:
             self.bar.update(self.task, numbers=self._numbers())
 
@@ -130,7 +145,8 @@ class StepProgress:
             self.bar.advance(self.task, n)
         elif self.show:
             now, fraction = time.perf_counter(), self.done / self.total
-            if now - self.last_line >= LINE_SECONDS or fraction - self.last_fraction >= LINE_FRACTION:
+            if self.done < self.total and (now - self.last_line >= LINE_SECONDS
+                                           or fraction - self.last_fraction >= LINE_FRACTION):
                 self._line()
 
     def _line(self, final: bool = False) -> None:
@@ -138,8 +154,8 @@ class StepProgress:
         elapsed = now - self.start
         fraction = min(self.done / self.total, 1.0)
         eta = "" if final or fraction <= 0 else f", ETA {clock(elapsed * (1 - fraction) / fraction)}"
-        numbers = self._numbers()
-        self.logger.info(f"{self.what}: step {self.done}/{self.total} ({100 * fraction:.0f}%)"
-                         + (f", {numbers}" if numbers else "") + f", elapsed {clock(elapsed)}{eta}"
-                         + (" (done)" if final else ""))
+        numbers = self.describe(self.numbers) if self.describe is not None else self._numbers()
+        self.say(f"{self.what}: {self.counter.format(done=self.done, total=self.total)} ({100 * fraction:.0f}%)"
+                 + (f", {numbers}" if numbers else "") + f", elapsed {clock(elapsed)}{eta}"
+                 + (" (done)" if final and self.counter.startswith("step") else ""))
         self.last_line, self.last_fraction = now, fraction

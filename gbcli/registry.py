@@ -3,15 +3,23 @@
 Adding a model kind with its programs is one module in `gbcli/models/` and one line in `MODELS`;
 the config (its `model` section is a union discriminated by `kind`), the run stages, sweeps, the
 instruments, tables and figures all ask this registry.
+
+The model kinds import without torch (the config is validated against them before anything heavy
+loads). The instruments and reports are measured and drawn with torch, pandas and matplotlib:
+`INSTRUMENTS`, `RUN_REPORTS` and `SWEEP_REPORTS` are resolved on first use (PEP 562).
 """
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 from gbcli.errors import GbError
-from gbcli.experiments import paper001, paper002, paper003, paper004
-from gbcli.instruments import core
 from gbcli.models import conv, convnet, deep_linear, diagonal, frelu, gln, gln3, leaky, linear, relu, residual, shallow
 from gbcli.models.base import ModelSpec, Program
+
+if TYPE_CHECKING:
+    from gbcli.instruments.base import Instrument
 
 MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
     gln.SPEC,
@@ -30,10 +38,36 @@ MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
 
 DEFAULT_KIND = gln.SPEC.kind   # a config without model.kind
 
-EXPERIMENTS = (paper001, paper002, paper003, paper004)
-INSTRUMENTS = {**core.INSTRUMENTS, **{k: v for e in EXPERIMENTS for k, v in e.INSTRUMENTS.items()}}
-RUN_REPORTS = tuple(r for e in EXPERIMENTS for r in e.RUN_REPORTS)
-SWEEP_REPORTS = tuple(r for e in EXPERIMENTS for r in e.SWEEP_REPORTS)
+
+@functools.cache
+def experiments() -> tuple:
+    """The papers' modules: their instruments and reports (torch, pandas: imported on first use)."""
+    from gbcli.experiments import paper001, paper002, paper003, paper004
+
+    return (paper001, paper002, paper003, paper004)
+
+
+@functools.cache
+def instruments() -> dict[str, Instrument]:
+    """Every instrument `training.track` may name: the general ones, then each paper's."""
+    from gbcli.instruments import core
+
+    return {**core.INSTRUMENTS, **{k: v for e in experiments() for k, v in e.INSTRUMENTS.items()}}
+
+
+_ON_FIRST_USE = {
+    "INSTRUMENTS": instruments,
+    "RUN_REPORTS": lambda: tuple(r for e in experiments() for r in e.RUN_REPORTS),
+    "SWEEP_REPORTS": lambda: tuple(r for e in experiments() for r in e.SWEEP_REPORTS),
+}
+
+
+def __getattr__(name: str):
+    if name in _ON_FIRST_USE:
+        value = _ON_FIRST_USE[name]()
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gbcli.registry' has no attribute {name!r}")
 
 
 def spec_of(cfg) -> ModelSpec:
@@ -59,4 +93,4 @@ def program_of(cfg, objective: str) -> Program:
 
 
 def kinds_with_instrument(name: str) -> list[str]:
-    return [k for k, s in MODELS.items() if INSTRUMENTS[name].applies(s)]
+    return [k for k, s in MODELS.items() if instruments()[name].applies(s)]

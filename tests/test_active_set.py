@@ -69,7 +69,7 @@ def test_a_kernel_of_lower_rank_than_the_support_falls_back():
     from gbcli.programs.ipm import Kernel
     grp = Kernel(xy @ xy.T)
     assert active_set.active_set(grp, 1e-8) is None
-    status, _, lam, s, _ = interior_point(Kernel(xy @ xy.T), True, 1e-8)
+    status, _, lam, s, _, _ = interior_point(Kernel(xy @ xy.T), True, 1e-8)
     assert status == "optimal"
 
 

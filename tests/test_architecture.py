@@ -139,3 +139,109 @@ def test_a_model_kind_string_appears_only_in_its_own_module(kind):
                    if any(isinstance(n, ast.Constant) and n.value == kind for n in ast.walk(ast.parse(p.read_text()))))
     own = str(Path(MODELS[kind].__module__.split(".", 1)[1].replace(".", "/") + ".py"))
     assert set(files) <= {own, "registry.py"}, files
+
+
+# ------------------------------------------------------------------ the store owns the run directory
+
+RECORD_NAMES = ("gb-run.json", ".gb.lock", ".sweep.lock", "log.txt", "failed.json", "config.yaml", "summary.json",
+                "result.json", "metrics.csv", "model.pt", "predictions.npz", "compact.npz", "checkpoint.pt",
+                "rounds.npz", "sweep.json", "errors.csv", "points.csv", "inconsistency.csv")
+LINK_CHECKS = ("islink", "is_symlink", "O_NOFOLLOW", "lstat", "lexists", "follow_symlinks")
+
+
+def _code_constants(tree: ast.AST) -> list[tuple[int, str]]:
+    """String constants that are not docstrings (documentation may name a file)."""
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            out.append((n.lineno, n.value))
+        elif isinstance(n, ast.JoinedStr):   # the literal parts of an f-string
+            out += [(n.lineno, v.value) for v in n.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return out
+
+
+def record_name_literals(source: str) -> list[str]:
+    return [f"line {ln}: {v!r}" for ln, v in _code_constants(ast.parse(source)) if v in RECORD_NAMES]
+
+
+def link_checks(source: str) -> list[str]:
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else \
+            n.arg if isinstance(n, ast.keyword) else None
+        if name in LINK_CHECKS:
+            found.append(f"line {n.lineno}: {name}")
+    return found
+
+
+def test_record_file_names_are_spelled_only_in_the_store():
+    offenders = []
+    for name, path in modules().items():
+        if name.startswith("gbcli.store"):
+            continue
+        offenders += [f"{name} {hit}" for hit in record_name_literals(path.read_text())]
+    assert not offenders, "\n".join(offenders)
+    assert record_name_literals('p = run / "gd" / "summary.json"')          # the check sees one
+    assert not record_name_literals('"""Reads gd/summary.json."""\nx = 1')  # docstrings may name them
+
+
+def test_links_are_checked_only_in_the_safe_file_layer():
+    offenders = []
+    for name, path in modules().items():
+        if name == "gbcli.store.safe":
+            continue
+        offenders += [f"{name} {hit}" for hit in link_checks(path.read_text())]
+    assert not offenders, "\n".join(offenders)
+    assert link_checks("import os\nos.path.islink(p)") and link_checks("p.is_symlink()")
+    assert link_checks("os.open(p, os.O_RDONLY | os.O_NOFOLLOW)")
+
+
+def message_decisions(source: str) -> list[str]:
+    """Comparisons that read a message: `X in <...message...>`, `<...message...>.startswith/endswith(...)`,
+    `<...message...> == X`, where the message is a name or attribute called message/msg/why."""
+    def is_message(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id in ("message", "msg")) or \
+            (isinstance(node, ast.Attribute) and node.attr in ("message", "msg")) or \
+            (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "message")
+
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Compare) and any(is_message(s) for s in [n.left, *n.comparators]):
+            found.append(f"line {n.lineno}: {ast.unparse(n)}")
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr in ("startswith", "endswith", "find", "index", "count") and is_message(n.func.value):
+            found.append(f"line {n.lineno}: {ast.unparse(n)}")
+    return found
+
+
+def test_no_decision_reads_a_message():
+    """Outcomes are data (`Solution.stop`, `Status`): no module decides by reading message text."""
+    offenders = []
+    for name, path in modules().items():
+        offenders += [f"{name} {hit}" for hit in message_decisions(path.read_text())]
+    assert not offenders, "\n".join(offenders)
+    assert message_decisions('if TIME_LIMITED in sol.message: pass')
+    assert message_decisions('if message.endswith(STALLED): pass')
+    assert message_decisions('ok = r["message"] == ""')
+
+
+LOWER = ("gbcli.models", "gbcli.programs", "gbcli.data", "gbcli.reports")
+HIGHER = ("gbcli.registry", "gbcli.experiments", "gbcli.training", "gbcli.runs")
+
+
+def test_no_lower_layer_imports_a_higher_one():
+    """models, programs, data and reports do not import the registry, experiments, training or runs
+    (imports inside functions included)."""
+    mods = modules()
+    known = set(mods)
+    offenders = {}
+    for name, path in mods.items():
+        if any(name == low or name.startswith(low + ".") for low in LOWER):
+            bad = sorted(i for i in imports_of(name, path, known)
+                         if any(i == high or i.startswith(high + ".") for high in HIGHER))
+            if bad:
+                offenders[name] = bad
+    assert not offenders, offenders

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from gbcli.config import Config
-from gbcli.io import read_json
-from gbcli.runs.cache import SolveCache
+from gbcli.store.safe import read_json
+from gbcli.store.cache import SolveCache
+from gbcli.store.solutions import read_compact
 from gbcli.runs.stages import build_design, compare_run, fit_svm, prepare, train_gd
 
 BODY = {"name": "c", "dataset": {"name": "digits", "train_size": 120, "val_size": 200},
@@ -71,7 +72,7 @@ def test_a_twin_reuses_the_solution_and_a_changed_design_does_not(tmp_path):
         # the same certificate, computed again on the twin's own design; only the manifest differs
         strip = lambda r: {k: v for k, v in r.items() if k not in ("manifest", "cached_from", "provenance")}
         assert strip(twin[o]) == strip(first[o])
-        for stem in ("solution", "predictions"):
+        for stem in ("compact", "predictions"):
             a, b = np.load(tmp_path / "m0/svm" / o / f"{stem}.npz"), np.load(tmp_path / "m9/svm" / o / f"{stem}.npz")
             assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
         assert other[o]["objective"] != first[o]["objective"]
@@ -298,7 +299,7 @@ def test_a_program_that_fails_on_its_own_takes_a_ray_found_meanwhile(tmp_path, m
 
     cfg = config(**INSEPARABLE)
     gln = fit_svm(cfg, tmp_path / "other", ["svm-gln"], progress=False, echo=quiet)[0]   # the other worker's ray
-    ray = np.load(tmp_path / "other" / "svm" / "svm-gln" / "solution.npz")["lam"]
+    ray = read_compact(tmp_path / "other" / "svm" / "svm-gln" / "compact.npz")[1]
     assert gln["status"] == "infeasible" and gln["certified"]
     gln_design = build_design("svm-gln", cfg, prepare(cfg))
     solves = SolveCache(tmp_path / "solves")

@@ -26,7 +26,7 @@ import torch
 from gbcli import interrupts, logs
 from gbcli.config import load_config
 from gbcli.errors import GbError
-from gbcli.runs.integrity import gd_manifest
+from gbcli.store.identity import gd_manifest
 from gbcli.runs.stages import load_checkpoint, train_gd, train_gd_group
 from gbcli.training.loop import MetricLog
 
@@ -75,13 +75,13 @@ class Stop:
     def __init__(self, monkeypatch, step: int, where: str = "after", error: type = interrupts.Interrupted):
         self.step, self.fired, self.error = step, False, error
         if where == "after":
-            advance = logs.StepProgress.advance
+            advance = logs.Progress.advance
 
             def hooked(bar, n=1):
                 advance(bar, n)
                 if bar.done == step and n == 1:
                     self.fire()
-            monkeypatch.setattr(logs.StepProgress, "advance", hooked)
+            monkeypatch.setattr(logs.Progress, "advance", hooked)
         else:
             log = MetricLog.log
 
@@ -197,7 +197,7 @@ def test_checkpoint_interval_is_not_identity():
     """The interval changes no result: neither the gd manifest (a finished run stays finished, a
     checkpoint stays usable) nor a sweep point's id nor the default run directory."""
     from gbcli.config.loading import override_tag
-    from gbcli.runs.sweep import point_id
+    from gbcli.store.identity import point_id
 
     a, b = config(), config("training.checkpoint_seconds=7")
     assert gd_manifest(a) == gd_manifest(b) and point_id(a) == point_id(b)

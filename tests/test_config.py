@@ -59,8 +59,11 @@ def test_overrides_of_what_is_trained_get_their_own_run_dir(tmp_path):
     both = run_dir_for(cfg, None, ["model.hidden_units=50", "training.momentum=0.9"])
     assert both == run_dir_for(cfg, None, ["training.momentum=0.9", "model.hidden_units=50"])   # order-free
     assert both != units
-    for same in (["svm.certify_tol=1e-5"], ["svm.objectives=[svm-gln]"], ["sweep.jobs=2"], ["name=small"]):
+    for same in (["svm.certify_tol=1e-5"], ["svm.objectives=[svm-gln]"], ["sweep.jobs=2"], ["name=small"],
+                 ["training.checkpoint_seconds=5"], ["output.dir=elsewhere"]):   # how a run is done, not what
         assert run_dir_for(cfg, None, same) == plain, same
+    for other in (["training.validation=final"], ["preset=paper"]):   # metrics.csv differs; a preset's values
+        assert run_dir_for(cfg, None, other) != plain, other
     assert run_dir_for(cfg, tmp_path / "x", ["model.hidden_units=50"]) == tmp_path / "x"   # --out wins
 
 
@@ -76,3 +79,17 @@ def test_grid_limits_are_checked_before_expanding(tmp_path):
     with pytest.raises(GbError, match="contexts.seed"):
         expand(path)
     assert MAX_POINTS == 10_000
+
+
+def test_a_network_larger_than_the_machine_is_refused_before_training(tmp_path):
+    """The memory a network needs is sized on the meta device when the training is asked for
+    (`gbcli.training.memory`), not when the config is read: `gb config show` stays torch-free."""
+    from gbcli.errors import GbError
+    from gbcli.training.memory import check_memory
+
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump({"model": {"kind": "gln", "hidden_units": 10 ** 9}}))
+    cfg = load_config(path)   # a valid config: the machine is asked by the stage that trains
+    with pytest.raises(GbError, match=r"^model\.hidden_units: this network needs about [0-9.]+ GB"):
+        check_memory(cfg)
+    check_memory(load_config(path, ["model.hidden_units=10"]))

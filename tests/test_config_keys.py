@@ -1,6 +1,5 @@
-"""Every config key is documented, the key snapshot is the live schema's, `gb config show|keys`,
-and a typo in a config is reported by the fast check, in the full validation's words, without
-importing torch."""
+"""Every config key is documented, `gb config show|keys`, and a typo in a config is answered by the
+one validator (the pydantic schema) in one line naming the key, without importing torch."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gbcli.config import keys
-from gbcli.config.check import first_errors
-from gbcli.config.loading import apply_preset, format_errors, load_config, precheck, read_config, validate
+from gbcli.config import listing
+from gbcli.config.loading import apply_preset, load_config, read_config, validate
 from gbcli.errors import GbError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,10 +54,17 @@ def _write(path: Path, cfg: dict | str) -> Path:
 
 
 def _full_message(path: Path) -> str:
-    """The full validation's one-line message for a config file (the fast check bypassed)."""
+    """The validation's one-line message for a config file."""
     with pytest.raises(GbError) as exc:
         validate(apply_preset(read_config(path), str(path)), str(path))
     return str(exc.value)
+
+
+def _message(raw: dict) -> str:
+    """The validation's one-line message for a raw config, without its source."""
+    with pytest.raises(GbError) as exc:
+        validate(raw, "cfg")
+    return str(exc.value).removeprefix("cfg: ")
 
 
 # ----------------------------------------------------------------------------- every key described
@@ -91,17 +96,11 @@ def test_every_key_has_a_description():
     assert not missing, f"config keys without a pydantic description: {', '.join(missing)}"
 
 
-def test_the_snapshot_is_the_live_schema():
-    live = keys.snapshot_text(keys.live_snapshot())
-    assert keys.SNAPSHOT.read_text(encoding="utf-8") == live, \
-        "gbcli/config/keys.json is stale: regenerate it with `python -m gbcli.config.keys`"
-
-
-def test_the_snapshot_has_every_kind_and_every_key():
+def test_the_reference_has_every_kind_and_every_key():
     from gbcli.data.datasets import DATASETS
     from gbcli.registry import MODELS
 
-    secs = keys.sections()
+    secs = listing.sections()
     assert secs["model"]["kinds"] == list(MODELS) and secs["dataset"]["kinds"] == list(DATASETS)
     for name, cls in _live_sections().items():
         entry = secs["" if name == "(top level)" else name]
@@ -109,16 +108,16 @@ def test_the_snapshot_has_every_kind_and_every_key():
         assert all(spec["description"] for spec in entry["keys"].values()), name
 
 
-def test_every_type_in_the_snapshot_is_judged():
-    """The fast check reads every type it is given (a type it cannot read is left to the full
-    validation: allowed, but then not judged at once)."""
-    for name, entry in keys.sections().items():
+def test_every_type_in_the_reference_is_written_plainly():
+    """A key's type is written in the reference's notation (int, float, 'a' | 'b', list[T], ...),
+    never as Python prints a type it does not know."""
+    for name, entry in listing.sections().items():
         for key, spec in entry.get("keys", {}).items():
-            if spec["type"] != "section":
-                keys.parse_type(spec["type"])   # raises ValueError outside the grammar
+            unread = ("typing", "<class", "Annotated", "ForwardRef")
+            assert spec["type"] and not any(s in spec["type"] for s in unread), f"{name}.{key}: {spec['type']}"
 
 
-# ----------------------------------------------------------------------------- the fast check
+# ----------------------------------------------------------------------------- one validator, one line
 
 
 BAD = [
@@ -139,51 +138,63 @@ BAD = [
     pytest.param({"dataset": {"positive_classes": "0,1"}}, "dataset.positive_classes:", id="list-not-str"),
     pytest.param({"model": {"kind": "convnet", "convs": [[32, 3, 1]]}}, "model.convs.0.3:", id="tuple-length"),
     pytest.param({"name": 5}, "name:", id="top-level-type"),
+    pytest.param({"training": {"track": ["margins"]}}, "training.track: 'margins' is not an instrument",
+                 id="unknown-instrument"),
+    pytest.param({"svm": {"solver": "nonsense"}}, "svm.solver: 'nonsense' is not a solver", id="unknown-solver"),
 ]
 
 
 @pytest.mark.parametrize("cfg, expect", BAD)
-def test_the_fast_check_speaks_as_the_full_validation(cfg, expect, tmp_path):
+def test_a_bad_value_is_one_line_naming_its_key(cfg, expect, tmp_path):
     path = _write(tmp_path / "cfg.yaml", {**TINY, **cfg})
-    raw = apply_preset(read_config(path), str(path))
-    errors = first_errors(raw)
-    assert errors, "the fast check found nothing"
-    fast = f"{path}: {format_errors(errors)}"
-    assert expect in fast
-    assert fast == _full_message(path)
+    message = _full_message(path)
+    assert message.startswith(f"{path}: {expect}"), message
+    assert "\n" not in message and "Traceback" not in message
+    with pytest.raises(GbError) as exc:   # reading the file and validating it are one path
+        load_config(path)
+    assert str(exc.value) == message
 
 
-def test_a_missing_required_key_is_left_to_the_full_validation(tmp_path):
-    """Its first error may be in a section before (a check the snapshot cannot make): here the points
-    set's train_size, which the full validation reports before the model's missing weights."""
+def test_the_union_member_tags_are_not_part_of_the_key():
+    """pydantic names the member of a union-typed key and the kind of a model or dataset section in
+    an error's location; the message names the key as it is written in a config."""
+    from gbcli.config.loading import config_key
+
+    assert config_key(("training", "epochs", "int")) == "training.epochs"
+    assert config_key(("training", "lr_milestones", "list[int]", 1)) == "training.lr_milestones.1"
+    assert config_key(("model", "gln", "leaky_alpha")) == "model.leaky_alpha"
+    assert config_key(("model", "convnet", "convs", 0, 3)) == "model.convs.0.3"
+    assert config_key(("sweep", "slurm", "int")) == "sweep.slurm.int"   # a dict's key is a key
+    assert config_key(("bogus",)) == "bogus"
+
+
+def test_a_missing_required_key_is_named():
+    """The first error in the order of the sections: here the points set's train_size comes before
+    the model's missing weights."""
     cfg = {**TINY, "dataset": {"name": "points", "x": [[1.0, 2.0]], "y": [1], "train_size": 100},
            "model": {"kind": "diagonal", "wieghts": {"w": [[1.0, 1.0]]}}}
-    path = _write(tmp_path / "cfg.yaml", cfg)
-    assert first_errors(apply_preset(read_config(path), str(path))) == []
-    assert "dataset.train_size:" in _full_message(path)
+    assert _message(cfg).startswith("dataset.train_size:")
     del cfg["dataset"]
-    path = _write(tmp_path / "cfg.yaml", cfg)
-    assert first_errors(apply_preset(read_config(path), str(path))) == []
-    assert _full_message(path).endswith("model.weights: required key is missing")
+    assert _message(cfg) == "model.weights: required key is missing"
 
 
-def test_what_the_snapshot_cannot_judge_is_left_to_the_full_validation(tmp_path):
-    """A section that is not a mapping comes before the typo: the full validation reports it first."""
-    path = _write(tmp_path / "cfg.yaml", {**TINY, "contexts": 5, "training": {"momentun": 0.9}})
-    assert first_errors(apply_preset(read_config(path), str(path))) == []
-    assert _full_message(path).startswith(f"{path}: contexts: input should be a valid dictionary")
-    # an error before it is still found at once
-    path = _write(tmp_path / "cfg.yaml", {**TINY, "model": {"kind": "mlp"}, "contexts": 5})
-    assert format_errors(first_errors(apply_preset(read_config(path), str(path)))).startswith("model.kind: unknown")
+def test_the_first_error_in_the_order_of_the_sections_is_told():
+    """A section that is not a mapping comes before a typo in a later section; an unknown model kind
+    before it."""
+    assert _message({**TINY, "contexts": 5, "training": {"momentun": 0.9}}).startswith(
+        "contexts: input should be a valid dictionary")
+    assert _message({**TINY, "model": {"kind": "mlp"}, "contexts": 5}).startswith("model.kind: unknown")
 
 
 def test_a_typo_gets_a_suggestion():
-    assert first_errors({"training": {"momentun": 0.9}})
-    assert format_errors(first_errors({"training": {"momentun": 0.9}})) == \
+    assert _message({"training": {"momentun": 0.9}}) == \
         "training.momentun: unknown key (did you mean training.momentum?)"
-    assert format_errors(first_errors({"model": {"kind": "gln", "depth": 3}})) == \
+    assert _message({"model": {"kind": "gln", "depth": 3}}) == \
         "model.depth: unknown key (a key of model.kind diagonal, deep-linear, residual, not gln)"
-    assert "did you mean" not in format_errors(first_errors({"x" * 10_000: 1}))
+    assert _message({"dataset": {"margin": 0.3}}) == \
+        "dataset.margin: unknown key (a key of dataset.name linear-teacher, symmetric-gaussians, not digits)"
+    assert _message({"nmae": "x"}) == "nmae: unknown key (did you mean name?)"
+    assert "did you mean" not in _message({"x" * 10_000: 1})
 
 
 def _all_defaults(entry: dict) -> dict:
@@ -191,27 +202,58 @@ def _all_defaults(entry: dict) -> dict:
     return {k: s.get("default", filler.get(s["type"])) for k, s in entry["keys"].items() if s["type"] != "section"}
 
 
-def test_the_fast_check_refuses_no_valid_value():
-    """Every key of every section and kind at its default (or a valid value) passes, and so do the
-    repository's configs: the fast check never refuses what the full validation accepts."""
-    secs = keys.sections()
-    for name, entry in secs.items():
-        if "keys" not in entry or not name:
+def test_no_valid_value_is_refused():
+    """Every key of every section and kind at the default the reference lists (or a valid value)
+    validates, and so does every config of the repository."""
+    from gbcli.config.schema import UNIONS, Config, section_of
+
+    for name, entry in listing.sections().items():
+        if "keys" not in entry:
             continue
-        top = name.split(".")[0]
-        raw = {top: _all_defaults(entry)}
-        assert first_errors(raw) == [], name
-    assert first_errors(_all_defaults(secs[""])) == []
+        top, _, kind = name.partition(".")
+        cls = Config if not name else UNIONS[top].classes[kind] if kind else section_of(top)
+        cls.model_validate(_all_defaults(entry))
     configs = sorted((REPO_ROOT / "configs").rglob("*.yaml"))
     assert configs
     for path in configs:
-        precheck(apply_preset(read_config(path), str(path)), str(path))
+        load_config(path)
 
 
 def test_a_valid_config_loads_as_before(tmp_path):
     path = _write(tmp_path / "tiny.yaml", TINY)
     cfg = load_config(path, ("training.lr=0.1",))
     assert cfg.training.lr == 0.1 and cfg.model.hidden_units == 2 and cfg.dataset.val_size == 200
+
+
+# ----------------------------------------------------------------------------- the keys of how, not what
+
+
+def test_one_list_of_the_keys_that_do_not_change_what_is_computed():
+    """The schema marks them where they are declared; `execution_keys` reads the marks."""
+    from gbcli.config.schema import execution_keys
+
+    how = {"name", "output", "sweep", "training.checkpoint_seconds", "svm.time_limit", "svm.device"}
+    assert execution_keys("execution") == how
+    assert execution_keys("logging") == {"training.validation"}
+    assert execution_keys("resolved") == {"preset", "grid", "zip"}
+    assert execution_keys() == how | {"training.validation", "preset", "grid", "zip"}
+    with pytest.raises(ValueError, match="not a role"):
+        execution_keys("speed")
+
+
+def test_the_schema_imports_without_torch(tmp_path):
+    """The one validator, the registry and every model kind's declaration import without torch, and
+    a config that names no solver nor instrument validates without it."""
+    path = _write(tmp_path / "tiny.yaml", TINY)
+    probe = ("import sys\n"
+             "import gbcli.config.schema, gbcli.config.loading, gbcli.config.listing, gbcli.registry\n"
+             "from gbcli.config import load_config\n"
+             f"load_config({str(path)!r})\n"
+             "gbcli.config.listing.rows()\n"
+             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'gbcli.programs'))))\n")
+    p = subprocess.run([sys.executable, "-c", probe], env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]", p.stdout
 
 
 # ----------------------------------------------------------------------------- the CLI without torch
@@ -326,7 +368,7 @@ def test_config_keys_json_and_selectors(tmp_path):
     one = json.loads(gb(tmp_path, "config", "keys", "training.lr", "-f", "json").stdout)
     assert [(r["key"], r["type"], r["default"]) for r in one] == [("training.lr", "float", 0.04)]
     kinds = json.loads(gb(tmp_path, "config", "keys", "model", "-f", "json").stdout)
-    assert {r["section"] for r in kinds} == {"model"} | {f"model.{k}" for k in keys.sections()["model"]["kinds"]}
+    assert {r["section"] for r in kinds} == {"model"} | {f"model.{k}" for k in listing.sections()["model"]["kinds"]}
     table = gb(tmp_path, "config", "keys", "dataset.mnist", "--format", "table")
     assert table.returncode == 0 and "dataset.positive_classes" in table.stdout and "┃" in table.stdout
     bad = gb(tmp_path, "config", "keys", "trainig")

@@ -15,7 +15,7 @@ import torch
 from gbcli.config import validate
 from gbcli.registry import MODELS
 from gbcli.runs.stages import build_model, compare_run, fit_svm, load_trained, prepare, train_gd
-from gbcli.runs.sweep import point_id
+from gbcli.store.identity import point_id
 
 CASES = [pytest.param(kind, program, id=f"{kind}-{program}") for kind, spec in MODELS.items() for program in spec.programs]
 TOL = 1e-6

@@ -290,7 +290,7 @@ def test_polish_finishes_an_unfinished_interior_point_solution(objective, units,
     design = digits_design(objective, "gln", units, count, train, seed)
     norm = norm_of(design)
     grp = kernel_problem(design)
-    status, _, lam, s, _ = interior_point(grp, norm.quadratic, 1e-1)        # stops at a gap of 1e-3
+    status, _, lam, s, _, _ = interior_point(grp, norm.quadratic, 1e-1)        # stops at a gap of 1e-3
     assert status == "optimal" and s is not None
     done = polish(grp, lam, s, norm.quadratic, primal_products(design, grp))
     assert done is not None
@@ -338,7 +338,7 @@ def test_the_interior_point_method_stops_soon_after_a_best_iterate_that_meets_th
 
     design = digits_design(objective, "gln", 3, 2, 300, 1)
     quadratic, grp = norm_of(design).quadratic, kernel_problem(design)
-    status, message, lam, s, n = interior_point(grp, quadratic, 1e-8)
+    status, message, lam, s, n, _ = interior_point(grp, quadratic, 1e-8)
     assert status == "optimal" and STALL_MET < STALL
     # the best iterate is the one STALL_MET before the end: cut there, the method returns the same
     # answer; cut one iterate earlier, a different one (so it did not stop on reaching 1e-10)
@@ -384,133 +384,17 @@ def test_a_working_sets_final_round_on_the_rounding_floor_is_polished(objective,
     assert polished, "no working set's final round stalled on its floor and was polished"
 
 
-@pytest.mark.slow
-def test_finish_stalled_certifies_a_stored_stalled_answer_and_refuses_anything_else(tmp_path, monkeypatch):
-    """scripts/finish_stalled.py (issue 13: the 48,000-point answers that stalled before the polish
-    existed) takes a stored `inaccurate` dual answer, here one stopped by svm.max_iters at a gap of
-    ~1e-4, to the certified optimum, records it and caches it; a certified answer or a corrupt
-    solution file is refused with exit code 2 and nothing written."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    import yaml
-
-    from gbcli.config import load_config
-    from gbcli.runs.stages import fit_svm, train_gd
-
-    root = Path(__file__).resolve().parents[1]
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
-        "dataset": {"name": "digits", "train_size": 300, "val_size": 600}, "model": {"kind": "gln", "hidden_units": 3},
-        "contexts": {"count": 2, "seed": 1}, "training": {"epochs": 1},
-        "svm": {"objectives": ["svm-l2", "svm-gln"], "max_iters": 10}}))
-    cfg = load_config(tmp_path / "c.yaml")
-    run = tmp_path / "run"
-    from gbcli.programs import active_set
-    monkeypatch.setattr(active_set, "ENABLED", False)   # svm-l2's answer: the interior-point method's, stopped short
-    train_gd(cfg, run, progress=False)
-    fit_svm(cfg, run, None, progress=False)
-
-    def finish(obj):
-        return subprocess.run([sys.executable, str(root / "scripts/finish_stalled.py"), str(run), obj,
-                               "--cache", str(tmp_path / "solves")], capture_output=True, text=True)
-
-    for obj in ("svm-l2", "svm-gln"):
-        before = json.loads((run / "svm" / obj / "result.json").read_text())
-        assert before["status"] == "inaccurate" and 1e-6 < before["rel_gap"] < 1e-2
-        proc = finish(obj)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        after = json.loads((run / "svm" / obj / "result.json").read_text())
-        assert after["status"] == "optimal" and after["certified"] and after["rel_gap"] <= 1e-9
-        assert after["min_margin"] >= 1 - 1e-9 and "finished by scripts/finish_stalled.py" in after["message"]
-        full = solve_dual(build_design(obj, cfg, prepare(cfg)))
-        assert after["objective"] == pytest.approx(full.value, rel=1e-7)
-    result = (run / "svm" / "svm-l2" / "result.json").read_bytes()
-    proc = finish("svm-l2")   # certified now: refused, unchanged
-    assert proc.returncode == 2 and "only a stalled dual solve" in proc.stderr
-    assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
-    assert len(list((tmp_path / "solves").glob("*.npz"))) == 2
-    npz = run / "svm" / "svm-l2" / "solution.npz"
-    npz.write_bytes(b"not a zip file")
-    proc = finish("svm-l2")
-    assert proc.returncode == 2 and "cannot read the stored solve" in proc.stderr and len(proc.stderr.splitlines()) == 1
-    assert (run / "svm" / "svm-l2" / "result.json").read_bytes() == result
-
-
-@pytest.mark.slow
-def test_adopt_solution_records_an_answer_solved_elsewhere_and_refuses_a_foreign_one(tmp_path):
-    """scripts/adopt_solution.py (issue 13: seed 3's H = 10 programs, solved by
-    benchmarks/fullscale_solve.py from saved working-set rounds): the answer is certified on the
-    point's design, recorded with its origin and cached; one of another program's size is refused
-    with exit 2 and nothing written; an answer that does not certify is recorded as such, exit 1."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    import yaml
-
-    from gbcli.config import load_config
-    from gbcli.runs.stages import fit_svm, train_gd
-
-    root = Path(__file__).resolve().parents[1]
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
-        "dataset": {"name": "digits", "train_size": 300, "val_size": 600}, "model": {"kind": "gln", "hidden_units": 3},
-        "contexts": {"count": 2, "seed": 1}, "training": {"epochs": 1},
-        "svm": {"objectives": ["svm-gln"], "max_iters": 2}}))
-    cfg = load_config(tmp_path / "c.yaml")
-    run = tmp_path / "run"
-    train_gd(cfg, run, progress=False)
-    fit_svm(cfg, run, None, progress=False)
-    result = run / "svm" / "svm-gln" / "result.json"
-    assert json.loads(result.read_text())["status"] == "failed"
-
-    def save(name, sol):
-        np.savez(tmp_path / name, zeta=sol.zeta, lam=sol.lam, status=sol.status, message=sol.message,
-                 seconds=sol.seconds, iterations=sol.iterations)
-        return subprocess.run([sys.executable, str(root / "scripts/adopt_solution.py"), str(run), "svm-gln",
-                               str(tmp_path / name), "--cache", str(tmp_path / "solves"), "--note", "a test"],
-                              capture_output=True, text=True)
-
-    other = solve_dual(build_design("svm-gln", load_config(tmp_path / "c.yaml", ("dataset.train_size=200",)),
-                                    prepare(load_config(tmp_path / "c.yaml", ("dataset.train_size=200",)))))
-    before = result.read_bytes()
-    proc = save("other.npz", other)
-    assert proc.returncode == 2 and "do not fit" in proc.stderr and len(proc.stderr.splitlines()) == 1
-    assert result.read_bytes() == before and not (tmp_path / "solves").exists()
-
-    design = build_design("svm-gln", cfg, prepare(cfg))
-    sol = solve_dual(design)
-    import dataclasses
-
-    forged = save("forged.npz", dataclasses.replace(sol, status="infeasible"))   # a feasible answer called a ray
-    assert forged.returncode == 2 and "says infeasible" in forged.stderr and len(forged.stderr.splitlines()) == 1
-    assert result.read_bytes() == before and not (tmp_path / "solves").exists()
-    proc = save("good.npz", sol)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    after = json.loads(result.read_text())
-    assert after["status"] == "optimal" and after["certified"] and "adopted by scripts/adopt_solution.py" in after["message"]
-    assert "a test" in after["message"] and after["objective"] == pytest.approx(sol.value, rel=1e-12)
-    assert len(list((tmp_path / "solves").glob("*.npz"))) == 1
-
-    sol.zeta = sol.zeta * 0.5   # margins 0.5: not a solution of the program
-    proc = save("half.npz", sol)
-    assert proc.returncode == 1
-    assert not json.loads(result.read_text())["certified"]
-
-
 def test_the_interior_point_trace_sees_every_iterate(monkeypatch):
-    """ipm.TRACE (benchmarks/fullscale_solve.py --trace) is given each iterate's numbers: one record
-    per iterate computed, margins turning positive, and a best gap that meets the tolerance."""
+    """interior_point(trace=...) is given each iterate's numbers: one record per iterate computed,
+    margins turning positive, and a best gap that meets the tolerance."""
     from gbcli.programs import ipm
     from gbcli.programs.solvers.dual import kernel_problem
     from gbcli.programs import norm_of
 
     design = digits_design("svm-gln", "gln", 3, 2, 300, 1)
     seen = []
-    monkeypatch.setattr(ipm, "TRACE", seen.append)
-    status, _, lam, s, it = ipm.interior_point(kernel_problem(design), norm_of(design).quadratic, 1e-6)
+    status, _, lam, s, it, _ = ipm.interior_point(kernel_problem(design), norm_of(design).quadratic, 1e-6,
+                                                  trace=seen.append)
     assert status == "optimal" and [d["it"] for d in seen] == list(range(1, it + 1))
     assert all(d["n"] == 300 and 0 < d["step"] <= 1 for d in seen)
     assert seen[0]["limited_by"] == "" and {d["limited_by"] for d in seen[1:]} <= {"lam", "mu", "s", "w"}

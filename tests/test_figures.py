@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gbcli.reports.figures import NAMES, make_figures, plot_sweep
+from gbcli.runs.figures import NAMES, make_figures, plot_sweep
 from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, summarize
 
 BASE = {"gd-gln": 0.10, "svm-gln": 0.12, "svm-l2": 0.15}
@@ -160,7 +160,7 @@ def test_gb_plot_redraws_the_panels_from_a_directorys_tables(tmp_path):
     import subprocess
     import sys
 
-    from gbcli.io import write_csv
+    from gbcli.store.safe import write_csv
 
     errors, incons = sweep_tables()
     write_csv(tmp_path / "tables" / "errors.csv", errors)

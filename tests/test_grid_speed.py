@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from gbcli.config import Config
-from gbcli.io import read_json
+from gbcli.store.safe import read_json
 from gbcli.runs.stages import train_gd, train_gd_group
-from gbcli.runs.sweep import point_id
+from gbcli.store.identity import point_id
 from gbcli.training.batched import batch_key
 
 BODY = {"name": "g", "dataset": {"name": "digits", "train_size": 120, "val_size": 200},

@@ -15,7 +15,7 @@ from gbcli.config import validate
 from gbcli.errors import GbError
 from gbcli.registry import MODELS
 from gbcli.runs.stages import train_gd
-from gbcli.runs.sweep import point_id
+from gbcli.store.identity import point_id
 
 ORTHOGONAL = {"name": "orthogonal", "n_samples": 200, "train_size": 100, "val_size": 100, "dim": 10}
 SCHEDULE = {"batch_size": 50, "lr": 0.1, "epochs": 200, "log_points": 2}

@@ -15,7 +15,8 @@ from gbcli.models.gln import DeepGLN
 from gbcli.runs.stages import build_model
 from gbcli.runs.stages import fit_svm, prepare, train_gd
 from gbcli.runs.sweep import run_sweep
-from gbcli.reports.tables import compare, write_tables
+from gbcli.reports.tables import write_tables
+from gbcli.runs.compare import compare
 
 
 def write_config(tmp_path, body: dict, name="cfg"):

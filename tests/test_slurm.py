@@ -85,8 +85,8 @@ def test_a_bad_sweep_slurm_option_is_refused_by_the_config(tmp_path):
     line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", timeout=300))
     assert "sweep.slurm" in line and "'nice': 1.5 is not a string, integer or boolean" in line
     path = write(tmp_path, {"contexts.seed": [1, 2]}, name="badacct")
-    line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--account", "a\nb", timeout=300))
-    assert line.startswith("gb: error: --account: ")
+    line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--set", "sweep.account=a\nb", timeout=300))
+    assert line.startswith("gb: error: sweep.account: ")
     no_point_ran(tmp_path)
 
 
@@ -111,8 +111,8 @@ def test_the_sweeps_slurm_options_reach_the_job(tmp_path):
     name = f"opts{uuid.uuid4().hex[:6]}"
     path = write(tmp_path, {"contexts.seed": [1, 2]}, name=name,
                  sweep={"batch": 1, "slurm": {"nice": 10, "comment": "gb-options-test", "exclusive": False}})
-    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--jobs", "2", "--account", "acme", "--qos",
-              "normal", "--time", "10", "--mem", "2", "-q", timeout=900)
+    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--jobs", "2", "--set", "sweep.account=acme", "--set",
+              "sweep.qos=normal", "--set", "sweep.time_min=10", "--set", "sweep.mem_gb=2", "-q", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     array = re.search(r"submitted Slurm array (\d+) \(2 tasks\)", proc.stdout).group(1)
     script = next((tmp_path / "runs" / name / "slurm").rglob(f"{array}_*submission.sh")).read_text()
@@ -129,8 +129,8 @@ def test_the_sweeps_slurm_options_reach_the_job(tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.parametrize("option, sweep, key", [
-    (["--partition", "nope"], {}, "sweep.partition: Slurm refused 'nope': sbatch: error: invalid partition"),
-    (["--constraint", "nosuchfeature"], {}, "sweep.constraint: Slurm refused 'nosuchfeature': "),
+    (["--set", "sweep.partition=nope"], {}, "sweep.partition: Slurm refused 'nope': sbatch: error: invalid partition"),
+    (["--set", "sweep.constraint=nosuchfeature"], {}, "sweep.constraint: Slurm refused 'nosuchfeature': "),
     ([], {"slurm": {"frobnicate": 1}}, "sweep.slurm.frobnicate: Slurm refused 1: sbatch: unrecognized option"),
 ])
 def test_a_submission_slurm_refuses_is_one_line_naming_the_key(tmp_path, option, sweep, key):
@@ -169,7 +169,7 @@ def sweep_task0(tmp_path: Path, name: str, proc: subprocess.Popen) -> tuple[str,
 
 def start_sweep(tmp_path: Path, path: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "gbcli.cli", "sweep", str(path), "--executor", "slurm", "--jobs",
-                             "2", "--time", "10", "--mem", "2", "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             "2", "--set", "sweep.time_min=10", "--set", "sweep.mem_gb=2", "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -280,3 +280,40 @@ def test_a_task_killed_without_a_result_fails_its_point_and_the_sweep_ends(tmp_p
     assert not (point / "tables" / "errors.csv").exists()
     # noticed by the queue check, not by a time-out of the test's own
     assert waited >= executors.GONE_SECONDS, waited
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_an_interrupted_slurm_sweep_resumes_and_plots_with_submitits_files_in_place(tmp_path):
+    """Ctrl-C on a Slurm sweep cancels its array and records the running points as interrupted; the
+    same command then resumes it (submitit's own files in OUT/slurm/, its job-script symlink among
+    them, are left alone: gb does not own that folder) and `gb plot` draws the finished sweep."""
+    need_slurm()
+    name = f"resume{uuid.uuid4().hex[:6]}"
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name=name, training={"epochs": 6000, "checkpoint_seconds": 1},
+                 sweep={"batch": 1})
+    out = tmp_path / "runs" / name
+    proc = start_sweep(tmp_path, path)
+    try:
+        task, point = sweep_task0(tmp_path, name, proc)
+        wait_for(lambda: (point / "gd" / "checkpoint.pt").is_file(), 300, "task 0 to train", proc)
+        proc.send_signal(2)   # SIGINT, as Ctrl-C
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        stop_sweep(proc, name)
+    assert proc.returncode == 130, stdout + stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
+    assert json.loads((point / "failed.json").read_text())["status"] == "interrupted"
+    links = [p for p in (out / "slurm").rglob("*") if p.is_symlink()]
+    assert links, sorted(p.name for p in (out / "slurm").rglob("*"))   # submitit's job-script link
+    again = start_sweep(tmp_path, path)
+    try:
+        stdout, stderr = again.communicate(timeout=900)
+    finally:
+        stop_sweep(again, name)
+    assert again.returncode == 0, stdout + stderr
+    assert "2 of 2 points done, 0 failed" in stdout
+    assert all(p.is_symlink() for p in links)   # left where submitit put them
+    plot = gb(tmp_path, "plot", str(out))
+    assert plot.returncode == 0, plot.stdout + plot.stderr
+    assert (out / "figures" / "curves.png").is_file()

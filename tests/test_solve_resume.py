@@ -230,7 +230,7 @@ def test_a_sweep_resumes_the_rounds_of_a_program_whichever_point_saved_them(stag
     """In a sweep the round checkpoint belongs to the program (OUT/solves/<key>.rounds.npz): after an
     interruption the twin point that takes the program's claim resumes the rounds another point saved.
     A point's own svm/<objective>/rounds.npz (where gb kept it before) is taken over."""
-    from gbcli.runs.cache import SolveCache
+    from gbcli.store.cache import SolveCache
     from gbcli.runs.stages import fit_svm
 
     cfg, problem = staged
@@ -255,7 +255,7 @@ def test_a_sweep_resumes_the_rounds_of_a_program_whichever_point_saved_them(stag
 
 
 def test_a_symlinked_point_checkpoint_is_not_taken_over(staged, tmp_path, caplog):
-    from gbcli.runs.cache import SolveCache
+    from gbcli.store.cache import SolveCache
     from gbcli.runs.stages import fit_svm
 
     cfg, problem = staged

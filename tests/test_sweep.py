@@ -183,8 +183,8 @@ def test_slurm_executor_runs_a_real_job_array(tmp_path):
     if why:
         pytest.skip(why)
     path = write(tmp_path, {"contexts.seed": [1, 2], "training.momentum": [0.0, 0.9]}, name="slurmgrid")
-    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--jobs", "2", "--cpus", "1", "--mem", "2",
-              "--time", "10", "-q", timeout=900)
+    proc = gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--jobs", "2", "--set", "sweep.cpus=1",
+              "--set", "sweep.mem_gb=2", "--set", "sweep.time_min=10", "-q", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "submitted Slurm array" in proc.stdout
     errors = pd.read_csv(tmp_path / "runs/slurmgrid/tables/errors.csv")

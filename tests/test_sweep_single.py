@@ -28,7 +28,7 @@ import torch
 import yaml
 
 from gbcli.config import load_config
-from gbcli.runs.cache import SolveCache
+from gbcli.store.cache import SolveCache
 from gbcli.runs.stages import build_design, fit_svm, prepare, train_gd
 from gbcli.runs.sweep import expand, group_points, point_id, run_group
 from gbcli.training.batched import batch_key
@@ -101,7 +101,7 @@ def assert_same_numbers(point: Path, alone: Path, objectives: list[str]) -> None
         ra, rb = (json.loads((d / "svm" / o / "result.json").read_text()) for d in (point, alone))
         assert all(same(ra.get(k), rb.get(k)) for k in RESULT_KEYS), \
             (o, {k: (ra.get(k), rb.get(k)) for k in RESULT_KEYS if not same(ra.get(k), rb.get(k))})
-        for stem in ("predictions", "solution"):
+        for stem in ("predictions", "compact"):
             fa, fb = point / "svm" / o / f"{stem}.npz", alone / "svm" / o / f"{stem}.npz"
             assert fa.is_file() == fb.is_file(), (o, stem)
             if fa.is_file():

@@ -14,7 +14,7 @@ from scipy.optimize import linprog
 from gbcli.config import validate
 from gbcli.programs import solve_dual
 from gbcli.errors import GbError
-from gbcli.reports.figures import gap_slope
+from gbcli.runs.figures import gap_slope
 from gbcli.runs.stages import build_model
 from gbcli.runs.stages import build_design, compare_run, fit_svm, make_tracker, prepare, train_gd
 from gbcli.programs import solve_primal

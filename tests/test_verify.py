@@ -16,7 +16,7 @@ import yaml
 
 from gbcli.config import load_config
 from gbcli.errors import GbError
-from gbcli.runs import solutions as S
+from gbcli.store import solutions as S
 from gbcli.runs import verify as V
 from gbcli.runs.stages import fit_svm, train_gd
 from gbcli.runs.sweep import run_sweep
@@ -115,7 +115,7 @@ def test_a_quickstart_run_verifies(quickstart):
     assert {r["objective"] for r in rows} == {"svm-gln", "svm-l2"}
     for r in rows:
         assert r["verified"] == "yes" and r["claimed status"] == "optimal" and not r["problems"], r
-        assert r["checked"].startswith("zeta+lam, compact"), r   # solution.npz and the compact file, both checked
+        assert r["checked"] == "compact (zeta)", r   # the one stored solution, checked
     table = gb("verify", quickstart, cwd=quickstart.parent)
     assert table.returncode == 0 and "2 of 2 programs verified" in table.stdout
 
@@ -158,12 +158,14 @@ def test_the_multipliers_form_reproduces_the_certificate(tmp_path, shared_data_d
         assert r["status"] == "optimal", r
     for obj in ("svm-gln", "svm-l2", "svm-l2-reference"):
         with np.load(run / "svm" / obj / "compact.npz") as z:
-            assert json.loads(str(z["meta"][()]))["form"] == "multipliers" and "zeta" not in z.files
+            meta = json.loads(str(z["meta"][()]))
+            assert meta["form"] == "multipliers" and "zeta" not in z.files
             assert z["scale"].shape == ((10,) if obj == "svm-gln" else (1,) if obj == "svm-l2" else (0,))
-        assert (run / "svm" / obj / "compact.npz").stat().st_size < (run / "svm" / obj / "solution.npz").stat().st_size
+        zeta_bytes = 8 * meta["rows"] * meta["dim"]
+        assert (run / "svm" / obj / "compact.npz").stat().st_size < zeta_bytes / 2   # a fraction of zeta's
     rows = V.verify(run)
     assert [(r["objective"], r["verified"], r["checked"]) for r in rows] == [
-        (o, True, "zeta+lam, compact (multipliers)") for o in ("svm-gln", "svm-l2", "svm-l2-reference")], rows
+        (o, True, "compact (multipliers)") for o in ("svm-gln", "svm-l2", "svm-l2-reference")], rows
     # a changed multiplier changes the recovered predictor and the bound: both are caught
     resave(run / "svm" / "svm-gln" / "compact.npz", lam_value=_largest_times_3)
     (row, *_) = V.verify(run)
@@ -174,15 +176,15 @@ def test_the_multipliers_form_reproduces_the_certificate(tmp_path, shared_data_d
 def test_an_infeasible_program_is_verified_through_its_ray(infeasible, tmp_path):
     (row,) = V.verify(infeasible)
     assert row["verified"] is True and row["claimed_status"] == "infeasible", row
-    assert row["checked"].startswith("ray (relative margin <= ") and row["checked"].endswith("), compact (ray)")
+    assert row["checked"].startswith("compact (ray: relative margin <= ") and row["checked"].endswith(")")
     run = copy(infeasible, tmp_path)
-    npz = run / "svm" / "svm-shallow" / "solution.npz"
+    npz = run / "svm" / "svm-shallow" / "compact.npz"
 
     def drop_largest(lam):
         lam = lam.copy()
         lam[np.argmax(lam)] = 0.0
         return lam
-    resave(npz, lam=drop_largest)   # no longer a ray: it bounds nothing
+    resave(npz, lam_value=drop_largest)   # no longer a ray: it bounds nothing
     (row,) = V.verify(run)
     assert row["verified"] is False
     assert any("result.json: status 'infeasible', recomputed failed" in p for p in row["problems"]), row
@@ -195,10 +197,6 @@ def _largest_times_3(a: np.ndarray) -> np.ndarray:
     a = a.copy()
     a[np.argmax(a)] *= 3   # a support multiplier (the others of an interior-point answer are ~1e-13 of it)
     return a
-
-
-def _tamper_multiplier(stage: Path):
-    resave(stage / "solution.npz", lam=_largest_times_3)
 
 
 def _tamper_compact_multiplier(stage: Path):
@@ -226,31 +224,31 @@ def _tamper_val_sign(stage: Path):
 
 
 def _truncate(stage: Path):
-    data = (stage / "solution.npz").read_bytes()
-    (stage / "solution.npz").write_bytes(data[: len(data) // 2])
+    data = (stage / "compact.npz").read_bytes()
+    (stage / "compact.npz").write_bytes(data[: len(data) // 2])
 
 
 def _symlink(stage: Path):
-    (stage / "solution.npz").rename(stage.parent / "elsewhere.npz")
-    (stage / "solution.npz").symlink_to(stage.parent / "elsewhere.npz")
+    (stage / "compact.npz").rename(stage.parent / "elsewhere.npz")
+    (stage / "compact.npz").symlink_to(stage.parent / "elsewhere.npz")
 
 
 def _pickle(stage: Path):
-    (stage / "solution.npz").unlink()
-    with open(stage / "solution.npz", "wb") as fh:
-        np.savez(fh, zeta=np.array([{"payload": 1}], dtype=object), lam=np.ones(3))
+    (stage / "compact.npz").unlink()
+    with open(stage / "compact.npz", "wb") as fh:
+        np.savez(fh, zeta=np.array([{"payload": 1}], dtype=object), lam_value=np.ones(3))
 
 
 def _missing(stage: Path):
-    (stage / "solution.npz").unlink()
+    (stage / "compact.npz").unlink()
 
 
 def _not_finite(stage: Path):
-    resave(stage / "solution.npz", zeta=lambda a: np.where(np.arange(a.size).reshape(a.shape) == 0, np.nan, a))
+    resave(stage / "compact.npz", zeta=lambda a: np.where(np.arange(a.size).reshape(a.shape) == 0, np.nan, a))
 
 
 def _wrong_shape(stage: Path):
-    resave(stage / "solution.npz", lam=lambda a: a[:-1])
+    resave(stage / "compact.npz", zeta=lambda a: a[:-1])
 
 
 def _foreign_member(stage: Path):
@@ -263,18 +261,17 @@ def _foreign_member(stage: Path):
 
 
 TAMPER = {
-    "a multiplier": (_tamper_multiplier, "result.json: rel_gap"),
     "a compact multiplier": (_tamper_compact_multiplier, "compact.npz: rel_gap"),
     "the objective": (_tamper_objective, "result.json: objective"),
     "the claimed gap": (_tamper_certified, "result.json: rel_gap 0.001"),
     "a prediction": (_tamper_prediction, "predictions.npz: val_out differs from the recomputed outputs at 1 points"),
     "a stored label": (_tamper_val_sign, "compact.npz: val_sign differs"),
-    "a truncated npz": (_truncate, "solution.npz: not a readable npz"),
-    "a symlink": (_symlink, "solution.npz: is a symlink (not followed)"),
-    "a pickle": (_pickle, "solution.npz: not a readable npz of arrays (ValueError: Object arrays cannot be loaded"),
-    "a missing solution": (_missing, "solution.npz: missing"),
+    "a truncated npz": (_truncate, "compact.npz: not a readable npz"),
+    "a symlink": (_symlink, "compact.npz: is a symlink (not followed)"),
+    "a pickle": (_pickle, "compact.npz: not a readable npz of arrays (ValueError: Object arrays cannot be loaded"),
+    "a missing solution": (_missing, "compact.npz: missing"),
     "a NaN": (_not_finite, "zeta: not finite"),
-    "a wrong shape": (_wrong_shape, "lam: float64 (499,), expected float (500,)"),
+    "a wrong shape": (_wrong_shape, "zeta: float64"),
     "a foreign array": (_foreign_member, "compact.npz: unexpected member 'extra.npy'"),
 }
 
@@ -371,7 +368,7 @@ def test_programs_of_the_trained_network_verify_from_a_results_folder(tmp_path):
 def test_an_infinite_bound_matches_only_itself():
     # a ray whose V(lam) is exactly zero (conflicting labels on one input) bounds the optimum by +inf:
     # the claim and its recomputation are the same number (fig3's svm-gates / svm-hl rays)
-    from gbcli.runs.solutions import _close
+    from gbcli.store.solutions import _close
 
     inf = float("inf")
     assert _close(inf, inf) and _close(-inf, -inf)

@@ -1,10 +1,10 @@
-"""Run configuration: the schema (`schema`: sections, the model and dataset unions), reading
-(`loading`: YAML, presets, `--set` overrides, one-line errors, run directories), the key snapshot
-(`keys`: every key's type, default and description, read without importing the models) and the
-fast check against it (`check`).
+"""Run configuration: the schema (`schema`: sections, the model and dataset unions, the only
+validator of a config; it imports without torch), reading (`loading`: YAML, presets, `--set`
+overrides, one-line errors, run directories) and the reference of every key (`listing`: its type,
+default and description, for `gb config keys`).
 
-The names below are resolved on first use (PEP 562): the schema imports torch and every model
-module, and reading a config or reporting a typo in it must not wait for them."""
+The names below are resolved on first use (PEP 562): reading a YAML file needs neither pydantic's
+models nor the model kinds."""
 
 import importlib
 

@@ -1,29 +1,31 @@
 """Reading configs: YAML files, presets, `--set` overrides, validation into a `Config` with
-one-line errors naming the key, and the run directory of a config."""
+one-line errors naming the key (and what a misspelt key may have meant), and the run directory
+of a config."""
 
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
 import stat
+import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 import yaml
 
-from gbcli.config.keys import config_key, unknown_key_hint
 from gbcli.errors import GbError
 from gbcli.text import quoted, shorten
 
-if TYPE_CHECKING:   # the schema imports torch and every model module: only where a config is validated
+if TYPE_CHECKING:   # the schema: imported where a config is validated, not by every reader of YAML
     from pydantic import ValidationError
 
     from gbcli.config.schema import Config
 
 PRESET_DIR = Path(__file__).parent / "presets"
-UNION_SECTIONS = ("model", "dataset")   # their second error-location element is the union's tag
 OWN_KEY = re.compile(r"^[a-z_]+(\.[a-z_0-9]+)+(, [a-z_.]+)*: ")   # our messages that start with their key
+MAX_HINT_KEY = 64   # an unknown key longer than this gets no did-you-mean (difflib is quadratic)
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -206,7 +208,71 @@ def validate(raw: dict, source: str = "config") -> Config:
     return _validated(deep_merge(raw, updates), source) if updates else cfg
 
 
-_config_key = config_key   # the key of an error location (gbcli.config.keys: read from the key snapshot)
+def _member_tagged(annotation: Any) -> bool:
+    """True when pydantic validates a key of this type as a union of members and names the failing
+    member in an error's location (`training.epochs.int`): two or more members besides null, a run
+    of literals counting as one."""
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return False
+    members = [a for a in get_args(annotation) if a is not type(None)]
+    literal = [get_origin(a) is Literal for a in members]
+    return sum(1 for i, lit in enumerate(literal) if not (lit and i and literal[i - 1])) > 1
+
+
+def config_key(loc: tuple | list) -> str:
+    """The dotted config key of a pydantic error location, without the tags pydantic adds: the
+    kind of a model or dataset section (`('model', 'gln', 'leaky_alpha')` -> model.leaky_alpha) and
+    the member of a union-typed key (`('training', 'epochs', 'int')` -> training.epochs). A long
+    part (an unknown key can be anything) is shortened."""
+    from gbcli.config.schema import UNIONS, Config, section_of
+
+    parts: list[str] = []
+    section: type | None = Config   # the section the next part is a key of (None: below a value)
+    kinds = None                    # the next part is the kind of this union section
+    skip = False                    # the next part is a union member's tag
+    for p in loc:
+        if kinds is not None:
+            section, kinds = kinds.classes.get(p), None
+            continue
+        if skip:
+            skip = False
+            continue
+        parts.append(shorten(str(p), 120))
+        field = section.model_fields.get(p) if section is not None and isinstance(p, str) else None
+        top, section = section, None
+        if field is None:
+            continue
+        if top is Config and p in UNIONS:
+            kinds = UNIONS[p]
+        elif top is Config and section_of(p) is not None:
+            section = section_of(p)
+        else:
+            skip = _member_tagged(field.annotation)
+    return shorten(".".join(parts), 240)
+
+
+def unknown_key_hint(loc: tuple | list) -> str:
+    """What an unknown key at `loc` may have meant: ` (did you mean training.momentum?)`, or
+    ` (a key of model.kind leaky, not gln)` for a key of another kind; "" when nothing fits."""
+    from gbcli.config.schema import UNIONS, Config, section_of
+
+    if not loc or not isinstance(loc[-1], str) or len(loc[-1]) > MAX_HINT_KEY:
+        return ""
+    key, where = loc[-1], [str(p) for p in loc[:-1]]
+    if not where:
+        section, prefix = Config, ""
+    elif len(where) == 1 and section_of(where[0]) is not None:
+        section, prefix = section_of(where[0]), f"{where[0]}."
+    elif len(where) == 2 and where[0] in UNIONS and where[1] in UNIONS[where[0]].classes:
+        kinds = UNIONS[where[0]]
+        others = [k for k, cls in kinds.classes.items() if k != where[1] and key in cls.model_fields]
+        if others:
+            return f" (a key of {where[0]}.{kinds.key} {', '.join(others)}, not {where[1]})"
+        section, prefix = kinds.classes[where[1]], f"{where[0]}."
+    else:
+        return ""
+    match = difflib.get_close_matches(key, list(section.model_fields), n=1, cutoff=0.7)
+    return f" (did you mean {prefix}{match[0]}?)" if match else ""
 
 
 MAX_MESSAGE = 400   # characters of a validation message (values in it are shortened where quoted)
@@ -214,37 +280,31 @@ MAX_MESSAGE = 400   # characters of a validation message (values in it are short
 
 def format_validation_error(exc: ValidationError) -> str:
     """The first error of `exc` as one line naming its key; a quoted value is shortened."""
-    return format_errors(exc.errors())
-
-
-def format_errors(errors: list[dict]) -> str:
-    """The first of pydantic-style `errors` (dicts with type, loc, msg, input, ctx) as one line
-    naming its key: the full validation's and the fast check's (`gbcli.config.check`) words."""
-    return shorten(_format_error(errors), MAX_MESSAGE)
+    return shorten(_format_error(exc.errors()), MAX_MESSAGE)
 
 
 def _format_error(errors: list) -> str:
+    from gbcli.config.schema import UNIONS
+
     err = errors[0]
-    loc = _config_key(err["loc"])
+    loc = config_key(err["loc"])
     kind = err["type"]
     if kind == "extra_forbidden":
         return f"{loc}: unknown key{unknown_key_hint(err['loc'])}"
     if kind == "union_tag_invalid":
-        field = "kind" if loc == "model" else "name"
+        field = UNIONS[loc].key if loc in UNIONS else "kind"
         ctx = err.get("ctx", {})
         return f"{loc}.{field}: unknown {field} {quoted(ctx.get('tag'))} (one of {ctx.get('expected_tags')})"
-    if kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in UNION_SECTIONS):
+    if kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in UNIONS):
         return f"{loc}: must be a mapping of keys, got {quoted(err.get('input'))}"
-    msg = shorten(err["msg"], MAX_MESSAGE)
-    own = msg.startswith("Value error, ")  # our validators' messages already show the value
-    if own:
-        msg = msg[len("Value error, "):]
-        if not loc or OWN_KEY.match(msg):   # messages that carry their key
-            return msg
+    own = kind == "value_error" and "error" in err.get("ctx", {})   # our validators' words: they show the value
+    msg = shorten(str(err["ctx"]["error"]) if own else err["msg"], MAX_MESSAGE)
+    if own and (not loc or OWN_KEY.match(msg)):   # messages that carry their key
+        return msg
     if kind == "missing":
         return f"{loc}: required key is missing"
     # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
-    alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and _config_key(e["loc"]) == loc]
+    alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and config_key(e["loc"]) == loc]
     for alt in alternatives:
         msg += f"; or {alt[0].lower() + alt[1:]}"
     got = err.get("input")
@@ -263,38 +323,32 @@ def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read, override, preset-merge and validate a config file. Its keys, kinds and plain value
-    types are checked against the key snapshot first (`gbcli.config.check`), so a typo is
-    reported before torch and the model modules are imported."""
-    raw = apply_preset(read_config(path, overrides), str(path))
-    precheck(raw, str(path))
-    return validate(raw, str(path))
+    """Read, override, preset-merge and validate a config file (the schema imports without torch:
+    a typo is reported at once)."""
+    return validate(apply_preset(read_config(path, overrides), str(path)), str(path))
 
 
-def precheck(raw: dict, source: str = "config") -> None:
-    """Raise the one-line GbError of the first error the key snapshot can judge in `raw` (the
-    config with its preset applied), or return None (the full validation decides)."""
-    from gbcli.config.check import first_errors
+def _trained(path: list[str]) -> bool:
+    """Whether an override of the key `path` changes what is trained: not an svm key (the run
+    directory holds every program), nor a key of how or where a run is done
+    (`gbcli.config.schema.execution_keys`: name, output, sweep, training.checkpoint_seconds)."""
+    from gbcli.config.schema import execution_keys
 
-    errors = first_errors(raw)
-    if errors:
-        raise GbError(f"{source}: {format_errors(errors)}")
-
-
-NOT_IN_RUN_DIR = ("svm", "name", "output", "sweep")   # overrides that leave the default run directory as it is
+    how = execution_keys("execution")
+    return path[0] != "svm" and not any(".".join(path[:i]) in how for i in range(1, len(path) + 1))
 
 
 def override_tag(overrides: list[str] | tuple[str, ...]) -> str | None:
-    """A short hash of the `--set` overrides that change what is trained (anything but svm, name,
-    output and sweep keys; the last value of a key counts), or None when there are none: the default
-    run directory of `--set model.hidden_units=50` is runs/<name>-<tag>, not the plain run's."""
+    """A short hash of the `--set` overrides that change what is trained (`_trained`; the last
+    value of a key counts), or None when there are none: the default run directory of
+    `--set model.hidden_units=50` is runs/<name>-<tag>, not the plain run's."""
     import hashlib
     import json
 
     values = {}
     for text in overrides:
         path, value = parse_override(text)
-        if path[0] not in NOT_IN_RUN_DIR and ".".join(path) != "training.checkpoint_seconds":   # how, not what
+        if _trained(path):
             values[".".join(path)] = value
     if not values:
         return None

@@ -6,22 +6,29 @@ section is a union discriminated by `dataset.name` (`gbcli.data.datasets`). A ke
 kind does not have is refused. Validators only check: values derived from others (the `paper`
 schedule, the default validation size) are resolved by `gbcli.config.loading.validate`, which
 validates the resolved values again.
+
+This is the only validator of a config, and it imports without torch: a typo is answered before
+anything heavy loads. The solvers and the instruments (torch) are asked only by a config that
+names one (`svm.solver`, `training.track`), once every key is valid; the memory a network needs
+is sized by the training stage (`gbcli.training.memory`).
+
+The keys that say how a run is done rather than what it computes are marked where they are
+declared (`EXECUTION`, `LOGGING`, `RESOLVED`); `execution_keys()` lists them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Annotated, Any, Literal, Optional, Union
-
 import os
 import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Optional, Union
 
-import torch
 from pydantic import Discriminator, Field, StrictInt, Tag, field_validator, model_validator
 
 from gbcli.data.datasets import DATASETS
-from gbcli.programs.solvers import SOLVERS
-from gbcli.registry import DEFAULT_KIND, INSTRUMENTS, MODELS, kinds_with_instrument, programs
+from gbcli.registry import DEFAULT_KIND, MODELS, instruments, kinds_with_instrument, programs
 from gbcli.schema import Section
 from gbcli.text import quoted, shorten
 
@@ -36,29 +43,44 @@ def machine_memory() -> int:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):   # not a POSIX sysconf: assume 16 GB
         return 16 * GB
+
+
 DEFAULT_DATASET = "digits"
-GENERAL_SVM_KEYS = ("objectives", "solver", "max_iters", "eps", "certify_tol", "time_limit", "device")
+
+# What a key says about a run when it is not what the run computes, as the metadata of its field
+# (`Field(..., json_schema_extra=EXECUTION)`); `execution_keys()` reads them.
+EXECUTION = {"identity": "execution"}   # how, where or how often a stage runs: changes no file of its results
+LOGGING = {"identity": "logging"}       # changes only what is logged (metrics.csv), never a result
+RESOLVED = {"identity": "resolved"}     # a source of other keys' values (a preset, sweep axes): the resolved
+                                        # config holds its effect, though an override of it changes what runs
+ROLES = ("execution", "logging", "resolved")
 
 
-def _tag(key: str, default: str):
-    """The discriminator of a union section: its `key`, or the default when the section omits it."""
+@dataclass(frozen=True)
+class Kinds:
+    """A section that is one of several kinds (model, dataset): the key that names the kind, each
+    kind's section class, and the kind of a section that names none."""
 
-    def tag(value: Any) -> str | None:
-        if isinstance(value, dict):
-            return value.get(key, default)
-        return getattr(value, key, None)
+    key: str
+    classes: dict[str, type[Section]]
+    default: str
 
-    return tag
+    def annotation(self):
+        """The section's type: one of `classes`, chosen by its `key` (the default when it omits it)."""
+
+        def tag(value: Any) -> str | None:
+            if isinstance(value, dict):
+                return value.get(self.key, self.default)
+            return getattr(value, self.key, None)
+
+        members = tuple(Annotated[cls, Tag(kind)] for kind, cls in self.classes.items())
+        return Annotated[Union[members], Discriminator(tag)]
 
 
-def _union(classes: dict[str, type], key: str, default: str):
-    """A section that is one of `classes` (tag -> class), chosen by its `key`."""
-    members = tuple(Annotated[cls, Tag(tag)] for tag, cls in classes.items())
-    return Annotated[Union[members], Discriminator(_tag(key, default))]
-
-
-ModelSection = _union({k: s.Params for k, s in MODELS.items()}, "kind", DEFAULT_KIND)
-DatasetSection = _union(DATASETS, "name", DEFAULT_DATASET)
+UNIONS = {"model": Kinds("kind", {k: s.Params for k, s in MODELS.items()}, DEFAULT_KIND),
+          "dataset": Kinds("name", dict(DATASETS), DEFAULT_DATASET)}
+ModelSection = UNIONS["model"].annotation()
+DatasetSection = UNIONS["dataset"].annotation()
 
 
 class ContextsConfig(Section):
@@ -132,14 +154,16 @@ class TrainingConfig(Section):
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
     track: list[str] = Field(default_factory=list, description="instruments logged to metrics.csv (gbcli.instruments)")
+    # a sweep point's id leaves it out (the results are the same), the gd manifest keeps it (metrics.csv differs)
     validation: Literal["logged", "final"] = Field(
-        "logged", description="steps at which the validation error is evaluated: every logged step, or only the "
-                              "last (grids that use only the final values; it changes no result, only metrics.csv)")
+        "logged", json_schema_extra=LOGGING,
+        description="steps at which the validation error is evaluated: every logged step, or only the last "
+                    "(grids that use only the final values; it changes no result, only metrics.csv)")
     # how often the training state is saved changes no result: it is left out of every identity (the
     # gd manifest, a sweep point's id, the default run directory), so changing it never makes a
     # finished run stale, and an interrupted run resumes under another interval
     checkpoint_seconds: float = Field(
-        300, ge=0, allow_inf_nan=False,
+        300, ge=0, allow_inf_nan=False, json_schema_extra=EXECUTION,
         description="save the training state to gd/checkpoint.pt every this many seconds and when interrupted "
                     "(SIGTERM, Ctrl-C); the same command resumes from it, bit-identical (0: no checkpoints)")
 
@@ -148,14 +172,6 @@ class TrainingConfig(Section):
     def _positive_epochs(cls, v):
         if isinstance(v, int) and v < 1:
             raise ValueError(f"must be at least 1, got {v}")
-        return v
-
-    @field_validator("track")
-    @classmethod
-    def _known_instruments(cls, v: list[str]) -> list[str]:
-        for name in v:
-            if name not in INSTRUMENTS:
-                raise ValueError(f"training.track: {quoted(name)} is not an instrument (known: {', '.join(INSTRUMENTS)})")
         return v
 
 
@@ -171,12 +187,15 @@ class SvmConfig(Section):
     eps: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
                                  description="solver tolerance (default: the solver's own; dual: 1e-6)")
     certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
-    time_limit: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+    # how long a solve may take and where its arrays live never change what it solves: a rerun with
+    # another time limit resumes the same programs
+    time_limit: Optional[float] = Field(None, gt=0, allow_inf_nan=False, json_schema_extra=EXECUTION,
                                         description="seconds per program (dual solver): past it the solve stops "
                                                     "`inaccurate` with its bounds, and a working-set solve keeps its "
                                                     "last round for the next run to resume (default: none)")
-    device: Literal["cpu", "cuda"] = Field("cpu", description="where the dual solver's arrays live (cuda: refused "
-                                                              "when torch sees no CUDA device)")
+    device: Literal["cpu", "cuda"] = Field("cpu", json_schema_extra=EXECUTION,
+                                           description="where the dual solver's arrays live (cuda: refused when "
+                                                       "torch sees no CUDA device)")
     restarts: StrictInt = Field(40, ge=1, le=100_000, description="nonconvex-global, local-search: random starts of each SLSQP solve")
     radii: list[float] = Field(default_factory=lambda: [0.3, 0.1, 0.03, 0.01, 0.003, 0.001],
                                description="local-search: the distances eps to search within")
@@ -187,13 +206,6 @@ class SvmConfig(Section):
     def _positive_radii(cls, v: list[float]) -> list[float]:
         if not v or any(not (r > 0 and math.isfinite(r)) for r in v):
             raise ValueError(f"must be a non-empty list of positive distances, got {shorten(str(v))}")
-        return v
-
-    @field_validator("solver")
-    @classmethod
-    def _known_solver(cls, v):
-        if v is not None and v not in SOLVERS:
-            raise ValueError(f"svm.solver: {quoted(v)} is not a solver (known: {', '.join(SOLVERS)})")
         return v
 
     @field_validator("objectives")
@@ -241,7 +253,7 @@ class SweepConfig(Section):
     batch: StrictInt = Field(12, ge=1, le=1024, description="train up to this many networks that share data and "
                              "batch order as one computation (same trajectories; gbcli.training.batched)")
     solve_cache: bool = Field(True, description="reuse the solution of a program identical to one already solved "
-                                                "in this sweep (OUT/solves/, gbcli.runs.cache)")
+                                                "in this sweep (OUT/solves/, gbcli.store.cache)")
     gpus: StrictInt = Field(0, ge=0, le=64, description="slurm GPUs per point (gres gpu:N); 0: none asked for")
     account: Optional[str] = Field(None, description="slurm account to charge (sbatch --account; default: yours)")
     qos: Optional[str] = Field(None, description="slurm quality of service (sbatch --qos)")
@@ -297,11 +309,13 @@ class SweepConfig(Section):
 class Config(Section):
     """A run: its data, network, gating, training, programs and output (and a sweep's axes)."""
 
-    name: str = Field("run", description="names the default run directory runs/<name> (default: the config file's "
-                                         "name; letters, digits, '.', '_', '+', '-')")
+    name: str = Field("run", json_schema_extra=EXECUTION,
+                      description="names the default run directory runs/<name> (default: the config file's name; "
+                                  "letters, digits, '.', '_', '+', '-')")
     preset: Optional[Literal["paper"]] = Field(
-        None, description="paper: start from the published settings (gbcli/config/presets/paper.yaml); the "
-                          "config's own keys override them")
+        None, json_schema_extra=RESOLVED,
+        description="paper: start from the published settings (gbcli/config/presets/paper.yaml); the config's own "
+                    "keys override them")
     dataset: DatasetSection = Field(default_factory=lambda: DATASETS[DEFAULT_DATASET](),
                                     description=f"the data (a dataset kind, chosen by dataset.name; default "
                                                 f"{DEFAULT_DATASET})")
@@ -311,10 +325,14 @@ class Config(Section):
                                      description="the hyperplane gating of the GLN kinds")
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="gradient descent")
     svm: SvmConfig = Field(default_factory=SvmConfig, description="the max-margin programs `gb fit-svm` solves")
-    output: OutputConfig = Field(default_factory=OutputConfig, description="where the results are written")
-    grid: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes: dotted key -> values (full product)")
-    zip: Optional[dict[str, list[Any]]] = Field(None, description="sweep axes varied together (equal lengths)")
-    sweep: SweepConfig = Field(default_factory=SweepConfig, description="how `gb sweep` runs its points")
+    output: OutputConfig = Field(default_factory=OutputConfig, json_schema_extra=EXECUTION,
+                                 description="where the results are written")
+    grid: Optional[dict[str, list[Any]]] = Field(None, json_schema_extra=RESOLVED,
+                                                 description="sweep axes: dotted key -> values (full product)")
+    zip: Optional[dict[str, list[Any]]] = Field(None, json_schema_extra=RESOLVED,
+                                                description="sweep axes varied together (equal lengths)")
+    sweep: SweepConfig = Field(default_factory=SweepConfig, json_schema_extra=EXECUTION,
+                               description="how `gb sweep` runs its points")
 
     @field_validator("name")
     @classmethod
@@ -326,9 +344,14 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
-        """Cross-section checks (no field is changed here)."""
+        """Cross-section checks (no field is changed here). They run once every key is valid, so a
+        typo is answered before the solvers or instruments they ask for are imported (torch)."""
         spec = self.spec
         t = self.training
+        known = instruments() if t.track else {}   # torch: only for a config that tracks instruments
+        for name in t.track:
+            if name not in known:
+                raise ValueError(f"training.track: {quoted(name)} is not an instrument (known: {', '.join(known)})")
         if isinstance(t.epochs, int) and isinstance(t.lr_milestones, list):
             bad = [m for m in t.lr_milestones if not 0 < m < t.epochs]
             if bad:
@@ -337,11 +360,17 @@ class Config(Section):
             if obj not in spec.programs:
                 raise ValueError(f"svm.objectives: {obj} does not describe a {self.model.kind} model "
                                  f"(use one of {', '.join(spec.programs)})")
-        for key in sorted(self.svm.explicitly_set() - set(GENERAL_SVM_KEYS) - self.svm_options()):
+        for key in sorted(self.svm.explicitly_set() & program_options() - self.svm_options()):
             raise ValueError(f"svm.{key}: unknown key for a {self.model.kind} model (none of its programs "
                              f"uses it)")
         if t.track:
-            self._check_instruments()
+            self._check_instruments(known)
+        if self.svm.solver is not None:
+            from gbcli.programs.solvers import SOLVERS   # torch: only for a config that names a solver
+
+            if self.svm.solver not in SOLVERS:
+                raise ValueError(f"svm.solver: {quoted(self.svm.solver)} is not a solver (known: "
+                                 f"{', '.join(SOLVERS)})")
         if t.optimizer == "adam":
             for key, bad in (("momentum", t.momentum != 0), ("step_rule", t.step_rule != "constant"),
                              ("descent", t.descent != "gradient")):
@@ -353,47 +382,32 @@ class Config(Section):
             raise ValueError(f"training.descent: coordinate descent is for model.kind {able}")
         spec.check(self)
         if self.dataset.val_size is not None and self.dataset.train_size is not None:   # resolved
-            self._check_resources()
+            self._check_dataset_memory()
         return self
 
-    def _check_resources(self) -> None:
-        """Refuse, before anything is allocated, a run that needs more memory than the machine has:
-        the data, the network (weights, gradients, momentum) and a logged evaluation pass (the
-        programs' solvers are checked by `fit-svm`)."""
+    def _check_dataset_memory(self) -> None:
+        """Refuse, before anything is allocated, a dataset larger than the machine's memory (the
+        network is sized by the training stage, `gbcli.training.memory`; the programs' solvers by
+        `fit-svm`)."""
         d, ram = self.dataset, machine_memory()
-        dim, n, m = d.feature_dim(), d.train_size, d.val_size
-        need = {"dataset": d.pool_bytes()}
-        if need["dataset"] > ram:
-            key = "dataset.n_samples" if hasattr(d, "n_samples") and d.n_samples > n + m else "dataset.dim"
-            raise ValueError(f"{key}: the dataset needs about {need['dataset'] / GB:.1f} GB, more than this machine's "
+        need = d.pool_bytes()
+        if need > ram:
+            key = "dataset.n_samples" if hasattr(d, "n_samples") and d.n_samples > d.train_size + d.val_size \
+                else "dataset.dim"
+            raise ValueError(f"{key}: the dataset needs about {need / GB:.1f} GB, more than this machine's "
                              f"{ram / GB:.0f} GB")
-        try:
-            with torch.device("meta"):   # shapes only: nothing is allocated
-                net = self.spec.network(self, dim)
-            params = sum(p.numel() for p in net.parameters()) + sum(b.numel() for b in net.buffers())
-            rows = max((p.shape[0] for p in net.parameters() if p.dim() == 2), default=1)
-        except Exception:   # a network that cannot be built from this config says so when it is built
-            return
-        need["network"] = 4 * params * 4 + 4 * (n + m) * rows * 3
-        if sum(need.values()) > ram:
-            sizes = {f"model.{k}": v for k, v in self.model.model_dump().items()
-                     if isinstance(v, int) and not isinstance(v, bool) and k != "init_seed"}
-            sizes["contexts.count"] = self.contexts.count
-            key = max(sizes, key=sizes.get) if sizes else "model"
-            raise ValueError(f"{key}: this network needs about {sum(need.values()) / GB:.1f} GB ({params:,} weights, "
-                             f"{n + m:,} points), more than this machine's {ram / GB:.0f} GB")
 
-    def _check_instruments(self) -> None:
+    def _check_instruments(self, known: dict) -> None:
         spec, track = self.spec, self.training.track
         # The instruments are defined for exactly homogeneous models: an output bias shifts every
         # margin by a constant, so neither min y f / ||w||^L nor the KKT conditions of
         # min ||w||^2 s.t. y f >= 1 describe the trained predictor; we refuse rather than
         # silently measure a different (bias-free) predictor.
-        if not spec.homogeneous(self.model) and any(INSTRUMENTS[n].needs_homogeneous for n in track):
+        if not spec.homogeneous(self.model) and any(known[n].needs_homogeneous for n in track):
             raise ValueError("training.track: the instruments need an exactly homogeneous model; "
                              "set model.output_bias: false")
         for name in track:
-            ins = INSTRUMENTS[name]
+            ins = known[name]
             if ins.needs_matching and spec.matching_program(self) is None:
                 raise ValueError(f"training.track: {name} needs a matching convex program, which a "
                                  f"{self.model.kind} model does not have (kkt works for every model)")
@@ -446,9 +460,54 @@ class Config(Section):
     def to_dict(self) -> dict[str, Any]:
         """The resolved config as plain data: what is saved next to every result (and validates
         to the same Config). The svm keys that no program of the model uses are left out."""
-        unused = set(SvmConfig.model_fields) - set(GENERAL_SVM_KEYS) - self.svm_options()
+        unused = program_options() - self.svm_options()
         exclude: dict = {k: True for k in ("grid", "zip") if getattr(self, k) is None}
         if unused:
             exclude["svm"] = unused
         return self.model_dump(mode="json", exclude=exclude)
 
+
+@functools.cache
+def program_options() -> frozenset[str]:
+    """The svm keys that belong to some program (paper 003's restarts, radii, search_seed), declared
+    by the programs (`Program.options`); a model none of whose programs uses one refuses it. The
+    other svm keys are every model's."""
+    return frozenset(o for p in programs().values() for o in p.options)
+
+
+def section_of(name: str) -> type[Section] | None:
+    """The class of a top-level section of one kind (training, svm, ...), else None (a value, or
+    a section of several kinds: `UNIONS`)."""
+    field = Config.model_fields.get(name)
+    ann = field.annotation if field is not None else None
+    return ann if isinstance(ann, type) and issubclass(ann, Section) else None
+
+
+@functools.cache
+def execution_keys(*roles: str) -> frozenset[str]:
+    """The one list of the keys that do not change what a run computes, as dotted keys (a whole
+    section: `sweep`; a model or dataset key: `model.<key>`, whatever the kind), read from the
+    marks on the fields; `roles` (default: all) selects among them:
+
+    - "execution" (`EXECUTION`): how, where or how often a stage runs: name, output, sweep,
+      training.checkpoint_seconds, svm.time_limit, svm.device. Left out of every identity: a
+      stage's manifest, a sweep point's id, the tag of a run directory.
+    - "logging" (`LOGGING`): only what is logged changes: training.validation. Left out of a
+      point's id (its results are the same); kept in the gd manifest (its metrics.csv differs).
+    - "resolved" (`RESOLVED`): a source of other keys' values: preset, grid, zip. Left out of
+      what is hashed from a resolved config (a point's id), which holds their effect; an override
+      of one (`--set preset=paper`) does change what runs."""
+    wanted = set(roles or ROLES)
+    unknown = wanted - set(ROLES)
+    if unknown:
+        raise ValueError(f"execution_keys: {', '.join(sorted(unknown))} is not a role ({', '.join(ROLES)})")
+    classes: list[tuple[str, type[Section]]] = [("", Config)]
+    classes += [(name, cls) for name in Config.model_fields if (cls := section_of(name)) is not None]
+    classes += [(name, cls) for name, kinds in UNIONS.items() for cls in kinds.classes.values()]
+    out = set()
+    for prefix, cls in classes:
+        for key, field in cls.model_fields.items():
+            extra = field.json_schema_extra
+            if isinstance(extra, dict) and extra.get("identity") in wanted:
+                out.add(f"{prefix}.{key}" if prefix else key)
+    return frozenset(out)

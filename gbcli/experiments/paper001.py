@@ -26,8 +26,9 @@ import pandas as pd
 import torch
 
 from gbcli.instruments.base import Instrument, TrackContext, first_layer
-from gbcli.io import read_csv_untrusted, write_csv
+from gbcli.store.safe import read_csv_untrusted, write_csv
 from gbcli.reports.render import save_png
+from gbcli.store import layout
 
 RANK_TOL = 0.05   # numerical rank: singular values above 5% of the largest
 
@@ -270,7 +271,7 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     if not frames:
         return []
     table = pd.concat(frames, ignore_index=True)
-    write_csv(out_dir / "tables" / "neurons.csv", table)
+    write_csv(out_dir / layout.TABLES / "neurons.csv", table)
     points = list(dict.fromkeys(table["point"]))
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
@@ -286,7 +287,7 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
         ax.set_xlabel("cosine of neuron w_j with its reference")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("neurons")
-    return [save_png(fig, out_dir / "figures" / "neurons.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "neurons.png")]
 
 
 def _point_tables(out_dir: Path, stem: str) -> pd.DataFrame | None:
@@ -303,8 +304,8 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
     sv, rows = _point_tables(out_dir, "singular_values"), _point_tables(out_dir, "rows")
     if sv is None or rows is None:
         return []
-    write_csv(out_dir / "tables" / "singular_values.csv", sv)
-    write_csv(out_dir / "tables" / "rows.csv", rows)
+    write_csv(out_dir / layout.TABLES / "singular_values.csv", sv)
+    write_csv(out_dir / layout.TABLES / "rows.csv", rows)
     points = list(dict.fromkeys(sv["point"]))
     mats = list(dict.fromkeys(sv["matrix"]))
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
@@ -329,7 +330,7 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
             ax.axhline(0, color="k", lw=0.5)
             ax.axvline(0, color="k", lw=0.5)
             ax.set(title=f"{m}: rows projected", xlabel="on singular direction 1", ylabel="on direction 2")
-    return [save_png(fig, out_dir / "figures" / "layers.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "layers.png")]
 
 
 def plot_sweep_features(out_dir: str | Path) -> list[Path]:
@@ -339,7 +340,7 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     stats, hist = _point_tables(out_dir, "features"), _point_tables(out_dir, "feature_hist")
     if stats is None or hist is None:
         return []
-    write_csv(out_dir / "tables" / "features.csv", stats)
+    write_csv(out_dir / layout.TABLES / "features.csv", stats)
     if "activation" not in hist:   # tables written before the pre-activation rows
         hist = hist.assign(activation="post")
     rows = list(dict.fromkeys(zip(hist["point"], hist["activation"])))
@@ -364,7 +365,7 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
             ax.set_title(f"{p}: {what}", fontsize=8)
             ax.set_xlabel("f_i . f_j", fontsize=8)
         next(ax for ax in axes[i] if ax.axison).legend(fontsize=7)
-    return [save_png(fig, out_dir / "figures" / "features.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "features.png")]
 
 
 RUN_REPORTS = ()

@@ -33,8 +33,10 @@ import torch
 from torch import nn
 
 from gbcli.instruments.base import Instrument, first_layer
-from gbcli.io import load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.store.safe import load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.reports.render import save_png
+from gbcli.store import layout
+from gbcli.store.layout import SweepDir
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -237,7 +239,7 @@ def _point_frames(out_dir: Path, stem: str) -> dict[str, pd.DataFrame]:
 
 
 def _point_config(out_dir: Path, point: str) -> dict:
-    return load_yaml(read_text_untrusted(out_dir / "points" / point / "gd" / "config.yaml"))
+    return load_yaml(read_text_untrusted(SweepDir(out_dir).point(point).gd_config))
 
 
 def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
@@ -252,13 +254,13 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     rows = []
     for p in points:
         cfg = _point_config(out_dir, p)
-        last = read_csv_untrusted(out_dir / "points" / p / "gd" / "metrics.csv").iloc[-1]
+        last = read_csv_untrusted(SweepDir(out_dir).point(p).metrics).iloc[-1]
         rows.append({"point": p, "run": cfg["name"], "hidden_units": cfg["model"].get("hidden_units"),
                      "leaky_alpha": cfg["model"].get("leaky_alpha"), "bias": bool(cfg["dataset"].get("bias", False)),
                      "steps": int(last["step"]), "train_error": last["train_error"],
                      **{c: last.get(c, float("nan")) for c in OutputLinearity.columns + ("max_group_angle",)}})
     table = pd.DataFrame(rows)
-    write_csv(out_dir / "tables" / "output_linearity.csv", table)
+    write_csv(out_dir / layout.TABLES / "output_linearity.csv", table)
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
     fig = Figure(figsize=(max(3.6 * len(points), 9.0), 7.2), layout="constrained")
@@ -288,7 +290,7 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
                      f"slope ratio {r['output_slope_ratio']:.3f}, sign != rule {r['output_sign_mismatch_grid']:.4f}")
         ax.legend(fontsize=7)
     fig.suptitle("f over the input plane: black f = 0, dashed yellow <w_bar - u_bar, x> = 0 (paper 002, Figure 3)")
-    return [save_png(fig, out_dir / "figures" / "output_linearity.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "output_linearity.png")]
 
 
 def _max_point_loss(m: pd.DataFrame, loss: str) -> pd.Series:
@@ -326,7 +328,7 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
                      "first_step_all_below_eps": below.min() if len(below) else None,
                      "first_step_train_error_0": fitted.min() if len(fitted) else None, "eps": RISK_EPS})
     table = pd.DataFrame(rows).sort_values(["margin", "batch_size"], key=lambda s: s.astype(str))
-    write_csv(out_dir / "tables" / "risk.csv", table)
+    write_csv(out_dir / layout.TABLES / "risk.csv", table)
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
     fig = Figure(figsize=(12, 4.6), layout="constrained")
@@ -343,7 +345,7 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     ax_b.set(xscale="log", yscale="log", xlabel="step", ylabel="largest loss of a training point",
              title=f"(b) the worst point (line: eps = {RISK_EPS})")
     ax_a.legend(fontsize=7)
-    return [save_png(fig, out_dir / "figures" / "risk.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "risk.png")]
 
 
 INSTRUMENTS = {i.name: i for i in (Clusters(), OutputLinearity())}

@@ -25,10 +25,12 @@ import pandas as pd
 import torch
 
 from gbcli.instruments.base import Instrument
-from gbcli.io import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
+from gbcli.store.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
 from gbcli.reports.render import save_png
+from gbcli.store import layout
+from gbcli.store.layout import RunDir, SweepDir
 
 KKT_TOL = 1e-3          # GD's limit counts as a KKT point when its relative KKT residual is below this
 SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's limit counts as the global optimum
@@ -41,12 +43,12 @@ def kkt_row(run_dir: str | Path) -> dict | None:
     """The paper's Tables 1-2 entry for one run: GD's limit (||theta||^2 at margin 1, KKT residual),
     the global value found, and the local search around GD's limit (and around the global point)."""
     run_dir = Path(run_dir)
-    res = {o: read_json(run_dir / "svm" / o / "result.json") for o in NONCONVEX
-           if (run_dir / "svm" / o / "result.json").is_file()}
-    gd_path = run_dir / "gd" / "summary.json"
+    res = {o: read_json(RunDir(run_dir).result(o)) for o in NONCONVEX
+           if (RunDir(run_dir).result(o)).is_file()}
+    gd_path = RunDir(run_dir).summary
     if not res or not gd_path.is_file():
         return None
-    cfg = load_yaml(read_text_untrusted(run_dir / "gd" / "config.yaml"))
+    cfg = load_yaml(read_text_untrusted(RunDir(run_dir).gd_config))
     gd = read_json(gd_path)
     m, t = cfg["model"], cfg["training"]
     g_res = next(iter(res.values()))
@@ -79,7 +81,7 @@ def write_kkt_table(run_dir: str | Path) -> Path | None:
     row = kkt_row(run_dir)
     if row is None:
         return None
-    path = Path(run_dir) / "tables" / "kkt.csv"
+    path = Path(run_dir) / layout.TABLES / "kkt.csv"
     write_csv(path, pd.DataFrame([row]))
     return path
 
@@ -94,7 +96,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     if not rows:
         return []
     table = pd.DataFrame(rows)
-    write_csv(out_dir / "tables" / "kkt.csv", table)
+    write_csv(out_dir / layout.TABLES / "kkt.csv", table)
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
     fig = Figure(figsize=(12, 4.6), layout="constrained")
@@ -103,7 +105,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     for _, r in table.iterrows():
         label = f"{r['construction']} ({r['loss']})"
         style = dict(color=f"C{names.index(r['construction']) % 10}", ls="-" if r["loss"] == "exponential" else "--")
-        m = read_csv_untrusted(out_dir / "points" / r["point"] / "gd" / "metrics.csv")
+        m = read_csv_untrusted(SweepDir(out_dir).point(r["point"]).metrics)
         m = m[(m["step"] > 0) & (m["normalized_margin"] > 0)]
         ax_a.plot(m["step"], m["normalized_margin"] ** (-2.0 / r["depth"]) / r["global_norm_sq"], label=label, **style)
         for tag, marker in (("gd", "o"), ("global", "x")):
@@ -123,7 +125,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
              title="(b) local search: o around GD's limit, x around the global point")
     ax_a.legend(fontsize=7)
     ax_b.legend(fontsize=7)
-    return [save_png(fig, out_dir / "figures" / "kkt.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "kkt.png")]
 
 
 
@@ -196,7 +198,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
         m = read_csv_untrusted(f)
         if "thm32_premise" not in m or len(m) < 2:
             continue
-        cfg = load_yaml(read_text_untrusted(f.parent / "config.yaml"))
+        cfg = load_yaml(read_text_untrusted(f.parent / layout.CONFIG))
         mod, last = cfg["model"], m.iloc[-1]
         rows.append({"point": f.parent.parent.name, "init": mod.get("init") or "kaiming",
                      "init_scale": mod.get("init_scale", 1.0), "init_seed": mod.get("init_seed"),
@@ -207,7 +209,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     if not rows:
         return []
     table = pd.DataFrame(rows).sort_values(["init", "init_scale", "loss", "init_seed"])
-    write_csv(out_dir / "tables" / "init_outcomes.csv", table)
+    write_csv(out_dir / layout.TABLES / "init_outcomes.csv", table)
     summary = []
     for (init, scale, loss), g in table.groupby(["init", "init_scale", "loss"], sort=False):
         row = {"init": init, "init_scale": scale, "loss": loss, "runs": len(g),
@@ -221,7 +223,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
         row["premise_runs_ending_one_unit"] = ended
         summary.append(row)
     summary = pd.DataFrame(summary)
-    write_csv(out_dir / "tables" / "init_outcomes_summary.csv", summary)
+    write_csv(out_dir / layout.TABLES / "init_outcomes_summary.csv", summary)
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
     fig = Figure(figsize=(12, 4.6), layout="constrained")
@@ -244,7 +246,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     ax_b.set(xticks=xs, yscale="log", ylabel="||theta||^2 at margin 1 at the last step",
              title="(b) fitted runs (blue: one unit carries the net, orange: split)")
     ax_b.set_xticklabels(labels, fontsize=7)
-    return [save_png(fig, out_dir / "figures" / "init_outcomes.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "init_outcomes.png")]
 
 
 
@@ -361,7 +363,7 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     frames = []
     for f in sorted(out_dir.glob("points/*/gd/layer_optimality.csv")):
-        cfg = load_yaml(read_text_untrusted(f.parent / "config.yaml"))
+        cfg = load_yaml(read_text_untrusted(f.parent / layout.CONFIG))
         frames.append(read_csv_untrusted(f).assign(
             point=f.parent.parent.name, construction=cfg["name"], model=cfg["model"]["kind"],
             activation=cfg["model"].get("activation", "relu"), loss=cfg["training"].get("loss", "logistic")))
@@ -370,7 +372,7 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     table = pd.concat(frames, ignore_index=True)
     first = ["point", "construction", "model", "activation", "loss", "layer"]
     table = table[first + [c for c in table.columns if c not in first]]
-    write_csv(out_dir / "tables" / "layer_optimality.csv", table)
+    write_csv(out_dir / layout.TABLES / "layer_optimality.csv", table)
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
     fig = Figure(figsize=(12, 5), layout="constrained")
@@ -386,7 +388,7 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
            title="each layer of GD's limit against its own max-margin problem (1: nothing smaller found)")
     ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=7)
     ax.legend(fontsize=7)
-    return [save_png(fig, out_dir / "figures" / "layer_optimality.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "layer_optimality.png")]
 
 
 # the reports this experiment adds to `gb compare` (a run) and to a sweep's aggregation

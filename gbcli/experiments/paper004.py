@@ -38,11 +38,12 @@ from torch import nn
 from torch.func import functional_call
 
 from gbcli.instruments.base import Instrument
-from gbcli.io import flatten, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.store.safe import flatten, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
 from gbcli.training.losses import log_mean_loss
+from gbcli.store import layout
 
 
 def _float64(model: nn.Module, x, y, ctx):
@@ -244,13 +245,13 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     points = {}
     for summary in sorted(out_dir.glob("points/*/gd/summary.json")):
         gd = summary.parent
-        if not (gd / "predictions.npz").is_file():
+        if not (gd / layout.PREDICTIONS).is_file():
             continue
-        cfg = {k: repr(v) for k, v in flatten(load_yaml(read_text_untrusted(gd / "config.yaml"))).items()}
+        cfg = {k: repr(v) for k, v in flatten(load_yaml(read_text_untrusted(gd / layout.CONFIG))).items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
-        metrics = read_csv_untrusted(gd / "metrics.csv")
-        points[gd.parent.name] = (tuple(sorted(cfg.items())), seed, load_npz_untrusted(gd / "predictions.npz")["val_out"],
+        metrics = read_csv_untrusted(gd / layout.METRICS)
+        points[gd.parent.name] = (tuple(sorted(cfg.items())), seed, load_npz_untrusted(gd / layout.PREDICTIONS)["val_out"],
                                   metrics.iloc[-1])
     rows = []
     order = lambda item: (item[1][1].isdigit(), int(item[1][1]) if item[1][1].isdigit() else 0, item[0])
@@ -273,7 +274,7 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     table = init_agreement(out_dir)
     if table is None:
         return []
-    write_csv(out_dir / "tables" / "init_agreement.csv", table)
+    write_csv(out_dir / layout.TABLES / "init_agreement.csv", table)
     seeds = sorted(set(table["init_seed_a"]) | set(table["init_seed_b"]), key=lambda s: int(s) if s.isdigit() else s)
     mat = np.zeros((len(seeds), len(seeds)))
     for _, r in table.iterrows():
@@ -293,7 +294,7 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
         for j in range(len(seeds)):
             ax.text(j, i, f"{mat[i, j]:.3f}", ha="center", va="center", fontsize=7, color="w")
     fig.colorbar(im, ax=ax)
-    return [save_png(fig, out_dir / "figures" / "init_agreement.png")]
+    return [save_png(fig, out_dir / layout.FIGURES / "init_agreement.png")]
 
 
 RUN_REPORTS = ()

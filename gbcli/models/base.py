@@ -9,24 +9,32 @@ the instruments, tables and figures ask the spec.
 Every network is a torch module called as `model(x, ctx)`: `x` is (B, D) and `ctx` the (B, H)
 local contexts (ignored by models without contexts). `weights()` lists the homogeneous weights
 (the output bias excluded), so the normalized margin min y f / ||w||^L is defined for all of them.
+
+A kind's module imports without torch (the config validates against its `Params` and asks its
+spec before anything heavy loads): torch, the kind's networks (`gbcli.models.networks.<kind>`)
+and the programs' designs are imported inside the methods that build, train or solve.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field, StrictInt
-from torch import nn
 
-from gbcli.data.sources import Dataset
 from gbcli.errors import GbError
-from gbcli.models.gating import Hyperplanes
-from gbcli.programs.design import GatedDesign
 from gbcli.schema import Section
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from gbcli.data.sources import Dataset
+    from gbcli.models.gating import Hyperplanes
+    from gbcli.programs.design import GatedDesign
 
 
 # ------------------------------------------------------------------ parameters
@@ -135,6 +143,8 @@ class ModelSpec:
 
     def build(self, cfg, dim: int) -> nn.Module:
         """The configured network with its seeded initialization (float32)."""
+        import torch
+
         model = self.network(cfg, dim)
         scheme = self.init_scheme(cfg)
         gen = torch.Generator().manual_seed(self.init_seed(cfg))
@@ -203,7 +213,23 @@ class ModelSpec:
 # ------------------------------------------------------------------ shared helpers
 
 
+def networks_of(module: str, *names: str) -> Callable[[str], Any]:
+    """A kind module's `__getattr__` (PEP 562): its networks `names`, defined in
+    `gbcli.models.networks.<kind>` (torch), as attributes of the kind's module on first use."""
+    kind = module.rsplit(".", 1)[1]
+
+    def attribute(name: str) -> Any:
+        if name in names:
+            return getattr(importlib.import_module(f"gbcli.models.networks.{kind}"), name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return attribute
+
+
 def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: float) -> torch.Tensor:
+    import torch
+    from torch import nn
+
     with torch.no_grad():
         if scheme == "orthogonal":
             nn.init.orthogonal_(tensor, generator=gen)
@@ -219,12 +245,16 @@ def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: 
 
 def weight_norm(model: nn.Module) -> float:
     """Euclidean norm of all homogeneous weights (a restricted shallow GLN's fixed rows included)."""
+    import torch
+
     sq = sum((w.detach().double() ** 2).sum() for w in model.weights()) + getattr(model, "fixed_sq_norm", 0.0)
     return float(torch.sqrt(sq))
 
 
 def set_weights(model: nn.Module, weights: dict) -> None:
     """Copy explicit initial weights (name -> nested list) into the model's parameters, checking names and shapes."""
+    import torch
+
     params = dict(model.named_parameters())
     unknown = sorted(set(weights) - set(params))
     if unknown:
@@ -245,10 +275,6 @@ def set_weights(model: nn.Module, weights: dict) -> None:
             raise GbError(f"model.weights.{name}: holds a number that is not finite (inf or nan)")
         with torch.no_grad():
             p.copy_(value)
-
-
-def hidden_units_field(description: str = "H: hidden units"):
-    return Field(10, ge=1, description=description)
 
 
 def sqrt_margin(optimum: float) -> float:

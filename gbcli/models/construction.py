@@ -12,11 +12,14 @@ The paper's tables and figure are in `gbcli.experiments.paper003`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from gbcli.models.base import ModelSpec, Program, set_weights
-from gbcli.programs.nonconvex import fit_nonconvex
+
+if TYPE_CHECKING:
+    import torch
 
 NONCONVEX = ("nonconvex-global", "local-search", "local-search-global")
 
@@ -25,7 +28,7 @@ NONCONVEX = ("nonconvex-global", "local-search", "local-search-global")
 
 
 def activate(z: torch.Tensor, activation: str) -> torch.Tensor:
-    return torch.relu(z) if activation == "relu" else z
+    return z.relu() if activation == "relu" else z
 
 
 def gate(z: np.ndarray, activation: str) -> np.ndarray:
@@ -34,6 +37,14 @@ def gate(z: np.ndarray, activation: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ the programs (fit-svm)
+
+
+def fit_nonconvex(*args, **kwargs):
+    """Problem 2's solve (`gbcli.programs.nonconvex.fit_nonconvex`, torch and scipy: loaded when a
+    program is solved, not when the kind is declared)."""
+    from gbcli.programs.nonconvex import fit_nonconvex as fit
+
+    return fit(*args, **kwargs)
 
 
 def programs() -> dict:

@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from pydantic import Field, StrictInt
-from torch import nn
 
-from gbcli.errors import GbError
 from gbcli.models import construction
-from gbcli.models.base import ModelParams
+from gbcli.models.base import ModelParams, networks_of
+
+__getattr__ = networks_of(__name__, "SharedFilterConv")   # gbcli.models.networks.conv (torch)
 
 
 class Params(ModelParams):
@@ -28,25 +27,6 @@ class Params(ModelParams):
         return 2
 
 
-class SharedFilterConv(nn.Module):
-    """Convolution with disjoint patches and one shared filter: f(x) = sum_j v_j sigma(<w, x^(j)>)."""
-
-    def __init__(self, patches: int, dim: int, activation: str):
-        super().__init__()
-        if dim % patches:
-            raise GbError(f"model.patches: {patches} patches do not split inputs of dimension {dim}")
-        self.activation, self.patches = activation, patches
-        self.w = nn.Parameter(torch.empty(dim // patches))
-        self.v = nn.Parameter(torch.empty(patches))
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        pre = x.reshape(len(x), self.patches, -1) @ self.w
-        return construction.activate(pre, self.activation) @ self.v
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w, self.v]
-
-
 class Spec(construction.ConstructionSpec):
     kind, Params = "conv", Params
     description = "paper 003: shared-filter convolution over disjoint patches, explicit initial weights"
@@ -57,6 +37,8 @@ class Spec(construction.ConstructionSpec):
     example_x = [[4.0, 0.7, -4.0, 0.7]]
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.conv import SharedFilterConv
+
         return SharedFilterConv(cfg.model.patches, dim, cfg.model.activation)
 
     def numpy_margins(self, theta_parts, x, cfg):

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field, StrictInt
-from torch import nn
 
 from gbcli.errors import GbError
-from gbcli.models.base import ModelParams, ModelSpec, init_tensor
+from gbcli.models.base import ModelParams, ModelSpec, init_tensor, networks_of
 
-IMAGE = 28
-CHUNK = 512   # images per forward pass
+__getattr__ = networks_of(__name__, "ConvNet")   # gbcli.models.networks.convnet (torch)
+
+IMAGE = 28   # the side of the images it takes (28 x 28: mnist, fashion-mnist)
 PAPER_CONVS = [[32, 3, 1, 1], [32, 3, 1, 1], [32, 5, 2, 2], [64, 3, 1, 1], [64, 3, 1, 1], [64, 5, 2, 2]]
 
 
@@ -44,50 +43,6 @@ class Params(ModelParams):
     @property
     def homogeneity(self) -> int:
         return len(self.convs) + 2
-
-
-class ConvNet(nn.Module):
-    """conv layers -> flatten -> fc(., fc_units) -> fc(fc_units, 1), ReLU after every layer but the last."""
-
-    def __init__(self, convs, fc_units: int):
-        super().__init__()
-        layers, ch, side = [], 1, IMAGE
-        for n, k, s, p in convs:
-            layers.append(nn.Conv2d(ch, n, k, s, p))
-            ch, side = n, (side + 2 * p - k) // s + 1
-            if side < 1:
-                raise GbError(f"model.convs: the layer conv({n}, {k}, {s}, {p}) leaves no pixels")
-        self.convs = nn.ModuleList(layers)
-        self.fc1 = nn.Linear(ch * side * side, fc_units)
-        self.fc2 = nn.Linear(fc_units, 1)
-
-    def features(self, x: torch.Tensor, pre: bool = False) -> list[torch.Tensor]:
-        """The input images and the output of every hidden layer, each flattened: after its ReLU, or
-        with `pre` before it (post-ReLU features have no negative inner products, so only the
-        pre-activations can show appendix D's orthogonal separability in full)."""
-        h = x[:, :IMAGE * IMAGE].reshape(len(x), 1, IMAGE, IMAGE)   # the constant 1 coordinate is dropped
-        out = [h.flatten(1)]
-        for layer in [*self.convs, self.fc1]:
-            z = layer(h if layer is not self.fc1 else h.flatten(1))
-            h = torch.relu(z)
-            out.append((z if pre else h).flatten(1))
-        return out
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        # in chunks: the training loop evaluates the whole training set at once, and one pass over
-        # 10,000 images holds ~1 GB per convolution's activations (a run was killed for memory)
-        return torch.cat([self.fc2(self.features(c)[-1])[:, 0] for c in x.split(CHUNK)])
-
-    def weights(self) -> list[torch.Tensor]:
-        return [c.weight for c in self.convs] + [self.fc1.weight, self.fc2.weight]
-
-    def matrices(self) -> dict[str, torch.Tensor]:
-        """The weight matrices whose rank the paper studies: the first fc layer, rows = neurons."""
-        return {"fc1": self.fc1.weight}
-
-    def row_weights(self) -> dict[str, torch.Tensor]:
-        """The output weight of each fc1 neuron (its sign colours the neuron)."""
-        return {"fc1": self.fc2.weight[0]}
 
 
 class Spec(ModelSpec):
@@ -110,10 +65,14 @@ class Spec(ModelSpec):
     def network(self, cfg, dim):
         if dim != IMAGE * IMAGE + 1:
             raise GbError(f"dataset.name: model.kind convnet takes 28 x 28 images, not inputs of dimension {dim}")
-        return ConvNet(cfg.model.convs, cfg.model.fc_units)
+        from gbcli.models.networks.convnet import ConvNet
+
+        return ConvNet(cfg.model.convs, cfg.model.fc_units, IMAGE)
 
     def build(self, cfg, dim):
         """torch's default init for every layer from the seeded generator, then the fc weights x init_scale."""
+        import torch
+
         model = self.network(cfg, dim)
         gen = torch.Generator().manual_seed(self.init_seed(cfg))
         with torch.no_grad():

@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 from typing import Literal, Optional
 
-import torch
 from pydantic import Field, StrictInt
-from torch import nn
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Program
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Program, networks_of
 from gbcli.models.linear import linear_design
+
+__getattr__ = networks_of(__name__, "DeepLinear")   # gbcli.models.networks.deep_linear (torch)
 
 
 class Params(ModelParams):
@@ -31,31 +31,6 @@ class Params(ModelParams):
         return self.depth
 
 
-class DeepLinear(nn.Module):
-    """f(x) = W_L ... W_1 x."""
-
-    def __init__(self, depth: int, width: int, dim: int):
-        super().__init__()
-        shapes = [(width, dim)] + [(width, width)] * (depth - 2) + [(1, width)]
-        self.layers = nn.ParameterList(nn.Parameter(torch.empty(*s)) for s in shapes)
-
-    def end_to_end(self) -> torch.Tensor:
-        """The linear predictor w (D,) = (W_L ... W_1)'."""
-        w = self.layers[0]
-        for layer in self.layers[1:]:
-            w = layer @ w
-        return w[0]
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        h = x
-        for layer in self.layers:
-            h = h @ layer.T
-        return h[:, 0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return list(self.layers)
-
-
 class Spec(ModelSpec):
     kind, Params = "deep-linear", Params
     description = "paper 004: x -> W_L ... W_1 x"
@@ -65,6 +40,8 @@ class Spec(ModelSpec):
     example_model = {"depth": 3, "width": 4}
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.deep_linear import DeepLinear
+
         return DeepLinear(cfg.model.depth, cfg.model.width, dim)
 
     def matching_program(self, cfg):

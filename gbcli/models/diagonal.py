@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from pydantic import Field, StrictInt
-from torch import nn
 
 from gbcli.models import construction
-from gbcli.models.base import ModelParams
+from gbcli.models.base import ModelParams, networks_of
+
+__getattr__ = networks_of(__name__, "DiagonalNet")   # gbcli.models.networks.diagonal (torch)
 
 
 class Params(ModelParams):
@@ -24,24 +24,6 @@ class Params(ModelParams):
     @property
     def homogeneity(self) -> int:
         return self.depth
-
-
-class DiagonalNet(nn.Module):
-    """Depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>."""
-
-    def __init__(self, depth: int, dim: int, activation: str):
-        super().__init__()
-        self.activation = activation
-        self.w = nn.Parameter(torch.empty(depth, dim))
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        h = x
-        for j in range(self.w.shape[0] - 1):
-            h = construction.activate(self.w[j] * h, self.activation)
-        return h @ self.w[-1]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w]
 
 
 def diagonal_margins(activation: str):
@@ -76,6 +58,8 @@ class Spec(construction.ConstructionSpec):
     example_x = [[1.0, 2.0]]
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.diagonal import DiagonalNet
+
         return DiagonalNet(cfg.model.depth, dim, cfg.model.activation)
 
     def numpy_margins(self, theta_parts, x, cfg):

@@ -11,9 +11,12 @@ from __future__ import annotations
 import warnings
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -110,6 +113,8 @@ def median_offsets(normals: np.ndarray, x_pool: np.ndarray) -> np.ndarray:
 def sample_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, median_init: bool = True,
                        normal_std: float = 36.0, offset_std: float = 9.0) -> Hyperplanes:
     """Random hyperplane contexts: normals N(0, normal_std^2), offsets N(0, offset_std^2) or medians."""
+    import torch
+
     k = int(np.log2(count))
     gen = torch.Generator().manual_seed(seed)
     dim = x_pool.shape[1]
@@ -126,6 +131,8 @@ def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int,
     draws), redraw its weight N(0, normal_std^2) (row h*k + j: unit h, hyperplane j), then the offsets
     (H, k) N(0, offset_std^2); with median init the offsets become torch.quantile(W x, 0.5) over the
     pool. The caller's global generator state is restored afterwards."""
+    import torch
+
     k = int(np.log2(count))
     dim = x_pool.shape[1]
     with torch.random.fork_rng(devices=[]):
@@ -146,6 +153,8 @@ def torch_median(a: np.ndarray) -> torch.Tensor:
     bit for bit: the two middle order statistics, joined by torch.lerp with weight 0.5 (N even) or 0
     (N odd), as torch's linear interpolation does. Written out because torch.quantile sorts every
     column and took 0.2 s of each Figure 2 point (np.partition: 0.035 s at 60,000 x 50)."""
+    import torch
+
     n = a.shape[0]
     lo, hi = (n - 1) // 2, n // 2
     part = np.partition(a, [lo, hi], axis=0)
@@ -154,6 +163,8 @@ def torch_median(a: np.ndarray) -> torch.Tensor:
 
 def random_relu_gates(units: int, x_pool: np.ndarray, seed: int) -> Hyperplanes:
     """The random contexts of `svm-rc`: orthogonal-init normals with median offsets, one per unit."""
+    import torch
+
     gen = torch.Generator().manual_seed(seed)
     w = torch.empty(units, x_pool.shape[1], dtype=torch.float64)
     torch.nn.init.orthogonal_(w, generator=gen)

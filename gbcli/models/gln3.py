@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-import torch
 from pydantic import Field, StrictInt
-from torch import nn
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks_of
 from gbcli.models.gln import hyperplane_problem
+
+__getattr__ = networks_of(__name__, "GLN3")   # gbcli.models.networks.gln3 (torch)
 
 
 class Params(ModelParams):
@@ -29,27 +29,6 @@ class Params(ModelParams):
     @property
     def homogeneity(self) -> int:
         return 3
-
-
-class GLN3(nn.Module):
-    """z1 = gated W1 x, z2 = gated W2 z1, out = <w3, z2> (no biases: exactly 3-homogeneous)."""
-
-    def __init__(self, units: int, count: int, dim: int):
-        super().__init__()
-        self.units, self.count = units, count
-        self.w1 = nn.Parameter(torch.empty(units * count, dim))     # row h*C + c
-        self.w2 = nn.Parameter(torch.empty(units * count, units))   # row k*C + c
-        self.w3 = nn.Parameter(torch.empty(1, units))
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
-        h = self.units
-        offset = torch.arange(h, device=x.device) * self.count
-        z1 = (x @ self.w1.T).gather(1, ctx[:, :h] + offset)
-        z2 = (z1 @ self.w2.T).gather(1, ctx[:, h:] + offset)
-        return z2 @ self.w3[0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1, self.w2, self.w3]
 
 
 class Spec(ModelSpec):
@@ -68,6 +47,8 @@ class Spec(ModelSpec):
         return hyperplane_problem(cfg, dataset, 2 * cfg.model.hidden_units)
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.gln3 import GLN3
+
         return GLN3(cfg.model.hidden_units, cfg.contexts.count, dim)
 
     def describe(self, row):

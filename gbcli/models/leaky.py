@@ -6,17 +6,18 @@ limit is `svm-par`; `svm-shallow` (the plain linear SVM) checks that the data is
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from pydantic import Field, StrictInt, field_validator
-from torch import nn
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of
 from gbcli.models.linear import linear_design
-from gbcli.programs.design import GatedDesign
+
+if TYPE_CHECKING:
+    from gbcli.programs.design import GatedDesign
+
+__getattr__ = networks_of(__name__, "LeakyNet")   # gbcli.models.networks.leaky (torch)
 
 
 class Params(ModelParams):
@@ -40,31 +41,14 @@ class Params(ModelParams):
         return 1   # only the first layer is trained
 
 
-class LeakyNet(nn.Module):
-    """2k leaky units max(alpha z, z), output weights fixed to +v (first k) and -v (last k)."""
-
-    def __init__(self, units: int, dim: int, alpha: float, v: float):
-        super().__init__()
-        self.alpha, k = alpha, units // 2
-        self.w1 = nn.Parameter(torch.empty(units, dim))
-        self.register_buffer("w2", torch.cat([torch.full((k,), v), torch.full((units - k,), -v)])[None])
-
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        return F.leaky_relu(x @ self.w1.T, self.alpha)
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        return self.hidden(x) @ self.w2[0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1]
-
-
 def par_design(cfg, problem: Problem, trained=None) -> GatedDesign:
     """svm-par: min ||w||^2 + ||u||^2 s.t. <w,x> - alpha<u,x> >= 1 (positives),
     alpha<w,x> - <u,x> <= -1 (negatives): a linear SVM in the lifted feature, rows zeta = (w, u)
     with gates (1, -alpha) on positives and (alpha, -1) on negatives. On new points the limit
     net sigma(<w,x>) - sigma(<u,x>) has the sign of <w - u, x> (sigma is increasing), so the
     validation gates are (1, -1): signs (errors, inconsistency) are exact, magnitudes are not."""
+    from gbcli.programs.design import GatedDesign
+
     ds, a = problem.dataset, cfg.model.leaky_alpha
     et = np.where(ds.y_train[:, None] > 0, [1.0, -a], [a, -1.0])
     return GatedDesign(ds.x_train, ds.y_train, et, ds.x_val, np.tile([1.0, -1.0], (len(ds.x_val), 1)), "sq")
@@ -83,6 +67,8 @@ class Spec(ModelSpec):
         return params.hidden_units
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.leaky import LeakyNet
+
         m = cfg.model
         return LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
 

@@ -3,14 +3,16 @@ context) under gradient descent, the l1 max-margin program `svm-l1` under coordi
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
-import torch
 from pydantic import Field
-from torch import nn
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, sqrt_margin
-from gbcli.programs.design import GatedDesign, constant_gates
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of, sqrt_margin
+
+if TYPE_CHECKING:
+    from gbcli.programs.design import GatedDesign
+
+__getattr__ = networks_of(__name__, "Linear")   # gbcli.models.networks.linear (torch)
 
 
 class Params(ModelParams):
@@ -22,24 +24,12 @@ class Params(ModelParams):
         return 1
 
 
-class Linear(nn.Module):
-    """A plain linear predictor <w, x>."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.w = nn.Parameter(torch.empty(1, dim))
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        return x @ self.w[0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w]
-
-
 def linear_design(norm: str):
     """A linear predictor as a gated design: one always-on context."""
 
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:
+        from gbcli.programs.design import GatedDesign, constant_gates
+
         ds = problem.dataset
         return GatedDesign(ds.x_train, ds.y_train, constant_gates(len(ds.x_train)), ds.x_val,
                            constant_gates(len(ds.x_val)), norm)
@@ -56,6 +46,8 @@ class Spec(ModelSpec):
     coordinate_descent = True
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.linear import Linear
+
         return Linear(dim)
 
     def matching_program(self, cfg):

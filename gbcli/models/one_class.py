@@ -5,11 +5,15 @@ net (`residual`). The instruments that compare neurons with them are in `gbcli.e
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from gbcli.errors import GbError
 from gbcli.models.base import Problem, Program
-from gbcli.programs.design import GatedDesign
+
+if TYPE_CHECKING:
+    from gbcli.programs.design import GatedDesign
 
 
 def one_class_design(sign: float):
@@ -19,6 +23,8 @@ def one_class_design(sign: float):
     name = "svm-pos" if sign > 0 else "svm-neg"
 
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:
+        from gbcli.programs.design import GatedDesign
+
         ds = problem.dataset
         xs = ds.x_train[ds.y_train == sign]
         if not len(xs):

@@ -8,18 +8,24 @@ hidden layer), `svm-gates` (a linear SVM on the gate pattern); paper 001's `svm-
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field, StrictInt
-from torch import nn
 
 from gbcli.errors import GbError
 from gbcli.models import construction, one_class
-from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, set_weights
+from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks_of, set_weights
 from gbcli.models.gating import random_relu_gates
-from gbcli.programs.design import GatedDesign, constant_gates, singleton_groups
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from gbcli.models.networks.relu import ReLUNet
+    from gbcli.programs.design import GatedDesign
+
+__getattr__ = networks_of(__name__, "ReLUNet")   # gbcli.models.networks.relu (torch)
 
 
 class Params(ModelParams):
@@ -36,48 +42,9 @@ class Params(ModelParams):
         return 2
 
 
-class ReLUNet(nn.Module):
-    """x -> H -> 1 ReLU network without biases (2-homogeneous).
-
-    With `frozen` set, unit h is gated by [w_gate_h . x >= 0] from a frozen copy of the first
-    layer (frozen-gate ReLU, FReLU); only the linear weights then move.
-    """
-
-    def __init__(self, units: int, dim: int):
-        super().__init__()
-        self.w1 = nn.Parameter(torch.empty(units, dim))
-        self.w2 = nn.Parameter(torch.empty(1, units))
-        self.register_buffer("w_gate", torch.empty(0, dim))
-
-    @property
-    def frozen(self) -> bool:
-        return self.w_gate.shape[0] > 0
-
-    def freeze_gates(self) -> None:
-        self.w_gate = self.w1.detach().clone()
-
-    def gates(self, x: torch.Tensor) -> torch.Tensor:
-        return (x @ (self.w_gate if self.frozen else self.w1).T >= 0).to(x.dtype)
-
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        pre = x @ self.w1.T
-        return pre * self.gates(x) if self.frozen else torch.relu(pre)
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        return self.hidden(x) @ self.w2[0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1, self.w2]
-
-    def matrices(self) -> dict[str, torch.Tensor]:
-        """The first layer (rows: neurons), for paper 001's `layer_rank`."""
-        return {"W": self.w1}
-
-    def row_weights(self) -> dict[str, torch.Tensor]:
-        return {"W": self.w2[0]}
-
-
 def _gates(net: ReLUNet, x: np.ndarray) -> np.ndarray:
+    import torch
+
     with torch.no_grad():
         return net.gates(torch.tensor(x, dtype=torch.float64)).numpy()
 
@@ -85,6 +52,8 @@ def _gates(net: ReLUNet, x: np.ndarray) -> np.ndarray:
 def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem, always_on: bool) -> GatedDesign:
     """The FReLU design: one unit per gate, each its own group (the FReLU norm sum_h ||zeta_h||),
     with an extra always-on unit when `always_on`."""
+    from gbcli.programs.design import GatedDesign, constant_gates, singleton_groups
+
     ds = problem.dataset
     if always_on:
         gt, gv = np.hstack([constant_gates(len(gt)), gt]), np.hstack([constant_gates(len(gv)), gv])
@@ -115,6 +84,10 @@ def learned_gates_design(always_on: bool):
 
 def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     """svm-hl: a linear SVM on the trained hidden layer's outputs."""
+    import torch
+
+    from gbcli.programs.design import GatedDesign, constant_gates
+
     ds = problem.dataset
     with torch.no_grad():
         to = lambda a: torch.tensor(a, dtype=torch.float64)
@@ -124,6 +97,8 @@ def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
 
 def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     """svm-gates: a linear SVM on the trained network's 0/1 gate pattern."""
+    from gbcli.programs.design import GatedDesign, constant_gates
+
     ds = problem.dataset
     gt, gv = _gates(trained, ds.x_train), _gates(trained, ds.x_val)
     return GatedDesign(gt.astype(float), ds.y_train, constant_gates(len(gt)), gv.astype(float),
@@ -156,6 +131,8 @@ def relu_margins(theta_parts: list[np.ndarray], x: np.ndarray) -> tuple[np.ndarr
 
 def balance(model: nn.Module, gen: torch.Generator) -> None:
     """Paper 001's balanced init: |w2_j| = ||w1_j||, with random signs."""
+    import torch
+
     with torch.no_grad():
         sign = torch.where(torch.rand(model.w2.shape[1], generator=gen) < 0.5, -1.0, 1.0)
         model.w2.copy_((sign * model.w1.norm(dim=1))[None])
@@ -183,6 +160,8 @@ class Spec(ModelSpec):
         return params.hidden_units
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.relu import ReLUNet
+
         return ReLUNet(cfg.model.hidden_units, dim)
 
     def init_scheme(self, cfg):
@@ -195,6 +174,8 @@ class Spec(ModelSpec):
             set_weights(model, cfg.model.weights)
 
     def load(self, state, cfg, dim, path):
+        from gbcli.models.networks.relu import ReLUNet
+
         sd = state.get("state_dict", {})
         if not isinstance(sd, dict) or "w1" not in sd:
             raise GbError(f"{path}: not a checkpoint of a {cfg.model.predictor} (rerun `gb train-gd`)")

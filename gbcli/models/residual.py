@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-import torch
 from pydantic import Field, StrictInt
 
 from gbcli.models import one_class
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec
-from gbcli.models.deep_linear import DeepLinear
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks_of
+
+__getattr__ = networks_of(__name__, "ResidualNet")   # gbcli.models.networks.residual (torch)
 
 
 class Params(ModelParams):
@@ -37,20 +37,6 @@ class Params(ModelParams):
         return self.depth
 
 
-class ResidualNet(DeepLinear):
-    """The deep linear network's weight matrices (same shapes), with skip connections and ReLUs."""
-
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        f = x @ self.layers[0].T
-        for w in self.layers[1:-1]:
-            f = f + torch.relu(f) @ w.T
-        return (torch.relu(f) @ self.layers[-1].T)[:, 0]
-
-    def matrices(self) -> dict[str, torch.Tensor]:
-        """W_1..W_{L-1} (rows: neurons); W_L is a single row."""
-        return {f"W{i + 1}": w for i, w in enumerate(self.layers[:-1])}
-
-
 class Spec(ModelSpec):
     kind, Params = "residual", Params
     description = "paper 001: residual ReLU net f_l = f_{l-1} + W_l relu(f_{l-1}), no biases"
@@ -63,6 +49,8 @@ class Spec(ModelSpec):
         return False
 
     def network(self, cfg, dim):
+        from gbcli.models.networks.residual import ResidualNet
+
         return ResidualNet(cfg.model.depth, cfg.model.width, dim)
 
 

@@ -36,7 +36,8 @@ import time
 import numpy as np
 import torch
 
-from gbcli.programs.ipm import TIGHTER, Kernel, _gap
+from gbcli.programs.design import Stop
+from gbcli.programs.ipm import TIGHTER, Kernel, Outcome, duality_gap
 
 MAX_STEPS = 30          # active-set steps before giving up (6-8 on MNIST's svm-l2 at N = 500-2000)
 START_FRACTION = 0.5    # the first guess: this fraction of the points (all of them below FULL_BELOW)
@@ -118,8 +119,8 @@ def _answer(grp: Kernel, alpha: torch.Tensor, tol: float, steps: int, sizes: lis
     grp.scale = max(grp.scale, float(lam.sum()) * grp.radius())   # V's cancellation (ipm.Kernel.accurate)
     u, fq = grp.products(lam)
     margins = (u[:, 0] * float(s[0])).cpu().numpy()
-    gap = _gap(margins, fq.cpu().numpy(), lam.cpu().numpy(), s, True)
+    gap = duality_gap(margins, fq.cpu().numpy(), lam.cpu().numpy(), s, True)
     if not gap <= tol * TIGHTER:
         return None
     message = f"active set: {steps} steps (support guesses of {', '.join(map(str, sizes))} points)"
-    return "optimal", message, lam.cpu().numpy(), s, steps
+    return Outcome("optimal", message, lam.cpu().numpy(), s, steps, Stop.CONVERGED)

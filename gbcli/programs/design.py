@@ -13,6 +13,7 @@ Programs differ only in the design (built by the model that the program describe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,18 +38,56 @@ class GatedDesign:
         return self.e_train.shape[1]
 
 
+class Status(str, Enum):
+    """What a solve (or a record) says of its program. A str, so records and tables hold the word."""
+
+    OPTIMAL = "optimal"          # solved, certified within the tolerance
+    INACCURATE = "inaccurate"    # an answer whose certificate falls short of the tolerance
+    INFEASIBLE = "infeasible"    # no predictor separates the training data (a dual ray says so)
+    FAILED = "failed"            # no answer
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Stop(str, Enum):
+    """Why a solve ended: decisions read this, never the message (which is for people)."""
+
+    CONVERGED = "converged"              # met the tolerance
+    STALLED = "stalled"                  # no progress for a while, short of the tolerance
+    STALLED_MET = "stalled-met"          # no progress for a while, the tolerance met
+    POLISHED = "polished"                # finished on the active set after a stall
+    TIME_LIMIT = "time-limit"            # svm.time_limit reached (a rerun resumes the working set)
+    ITERATION_LIMIT = "iteration-limit"  # max_iters (or working-set rounds) used up
+    NUMERICAL = "numerical"              # a singular Newton system, no positive margin, non-finite numbers
+    UNBOUNDED = "unbounded"              # the dual is unbounded: its ray certifies infeasibility
+    ASKED = "asked"                      # stopped between working-set rounds as its caller asked
+    SHARED_RAY = "shared-ray"            # answered by the certified ray of a program with the same constraints
+    OTHER = "other"                      # a solver that does not say (the primal adapters, old cache entries)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass
 class Solution:
     """A solver's outcome: the primal zeta and, when the solver gives one, the dual lam."""
 
     zeta: np.ndarray | None
-    status: str        # optimal | inaccurate | infeasible | failed
+    status: str        # a Status (optimal | inaccurate | infeasible | failed)
     value: float
     seconds: float
     solver: str
     message: str = ""
     iterations: int | None = None
     lam: np.ndarray | None = None    # (N,) margin multipliers: a dual certificate
+    stop: Stop = Stop.OTHER          # why the solve ended
 
 
 def unit_groups(units: int, count: int) -> list[np.ndarray]:

@@ -210,8 +210,8 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                  f"is not convex (smallest eigenvalue {ev[0]:.3g})")
         gram = self._gram(X, X)
         q = gram * np.outer(ypm, ypm)
-        status, message, lam, s, it = interior_point(Kernel(torch.as_tensor(q, dtype=torch.float64)), True,
-                                                     tol, max_iter)
+        status, message, lam, s, it, _ = interior_point(Kernel(torch.as_tensor(q, dtype=torch.float64)), True,
+                                                        tol, max_iter)
         if status == "infeasible":
             qlam = float(lam @ q @ lam)
             radius = math.sqrt(max(float(np.max(np.diag(gram))), 0.0))

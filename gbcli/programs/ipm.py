@@ -17,7 +17,7 @@ and lam'Q_g lam are right although V cancels 1e8-fold; lam kept as a double-doub
 because at the optimum V is smaller than float64's resolution of lam's terms; and Newton
 directions refined by GMRES on the Newton matrix applied with those products, preconditioned by
 the float64 Cholesky factor, whose smallest eigen-directions (~(relative margin)^2 of the largest)
-float64 cannot resolve. Each alone is not enough: on `benchmarks/precision_floor.py`'s family the
+float64 cannot resolve. Each alone is not enough: on a family of nearly inseparable programs (tests/test_exact.py) the
 plain method certifies down to a relative margin of ~3e-7, the products and double-doubles to
 ~3e-8, all three to 3e-11.
 """
@@ -25,13 +25,28 @@ plain method certifies down to a relative margin of ~3e-7, the products and doub
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from gbcli.programs.design import Stop
 from gbcli.programs.exact import ExactProduct, double_double
 
 MAX_ITERS = 100
+
+
+class Outcome(NamedTuple):
+    """What the interior-point method (and the active set, and the polish) ends with: `stop` says why,
+    for the callers' decisions; `message` says it for people."""
+
+    status: str
+    message: str
+    lam: object
+    s: np.ndarray | None
+    iterations: int
+    stop: Stop
+
 TIGHTER = 1e-2          # iterate to a gap 100x below the tolerance, so the support set is resolved too
 STALL = 8               # stop when the best gap has not improved for this many iterations,
 STALL_MET = 3           # ... or for this many once the best gap meets the caller's tolerance. Near a nearly
@@ -42,7 +57,6 @@ STALLED = f"no progress in the last {STALL} iterations"
 STALLED_MET = f"no progress in the last {STALL_MET} iterations"   # an optimal answer's message when it stalled
 TIME_LIMITED = "stopped at the time limit"   # svm.time_limit reached (the deadline of `interior_point`)
 POLISHED = "polished on the active set"   # how an answer finished by `polish` begins its message
-TRACE = None            # optional callable(dict) given each iterate's numbers (benchmarks/fullscale_solve.py --trace)
 NOT_SEPARABLE = 1e-9    # relative margin below which the data counts as not separable (certified infeasible)
 WARM_SHIFT = 0.1        # a warm start's distance from the boundary lam, s >= 0 (relative to the largest lam, s),
 WARM_MU = 0.3           # from mu >= 0 (margin slacks, absolute), and its lam is scaled to
@@ -50,13 +64,13 @@ WARM_F = 0.8            # max_g lam'Q_g lam = WARM_F: ~20% fewer Newton steps ov
                         # rounds on digits (a scan of these three; smaller shifts were slower than cold)
 ACTIVE = 1e-6           # polish: a multiplier above this fraction of the largest is active (a point or a group)
 SLACK = 1e-3            # ... and a point whose margin is above 1 + SLACK is not
-EXACT = True            # feature-space products V = E' diag(lam) features rounded once (exact.ExactProduct),
-EXACT_ABOVE = 1e4       # once dual x radius passes this, with lam a double-double: V's terms are then ~that much
-                        # larger than V, and float64 margins err by ~(dual radius)^2 eps > 1e-8 (tol x TIGHTER);
-                        # below it the plain products stay (11 products instead of 1: +20% a Newton step at
-                        # N = 2000). EXACT = False: always plain (benchmarks/fullscale_solve.py --plain-products)
-REFINE = True           # ... and Newton directions refined by GMRES (`gmres`) on the Newton matrix applied with them,
-GMRES_STEPS = 12        # at most this many GMRES steps a direction (0-5 on benchmarks/precision_floor.py's family)
+EXACT_ABOVE = 1e4       # feature-space products V = E' diag(lam) features rounded once (exact.ExactProduct,
+                        # `Kernel(round_once=True)`, the default) once dual x radius passes this, with lam a
+                        # double-double: V's terms are then ~that much larger than V, and float64 margins err
+                        # by ~(dual radius)^2 eps > 1e-8 (tol x TIGHTER); below it the plain products stay
+                        # (11 products instead of 1: +20% a Newton step at N = 2000)
+GMRES_STEPS = 12        # Newton directions are then refined by GMRES (`gmres`, interior_point(refine=True), the
+                        # default) on the Newton matrix applied with them: at most this many steps a direction
 PATIENCE = 2            # polish: Newton steps without a smaller residual before it stops (one step can
                         # overshoot and the next recover: 1e-6, 7e-4, 7e-9 on seed 2's svm-l2 at 48,000)
 
@@ -82,8 +96,10 @@ class Kernel:
     Newton floor). Other groups (the published grouping, one column per group) use E itself."""
 
     def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None,
-                 features: torch.Tensor | None = None, fold: tuple[torch.Tensor, torch.Tensor] | None = None):
+                 features: torch.Tensor | None = None, fold: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 round_once: bool = True):
         self.ky, self.e, self.col_group = ky, e, col_group
+        self.round_once = round_once   # False: always the plain float64 products (to compare)
         self.fold = fold if e is None else None
         self.features = features if (e is not None or self.fold is not None) and features is not None \
             and ky.shape[0] > 2 * features.shape[1] else None
@@ -166,11 +182,11 @@ class Kernel:
 
     def accurate(self) -> bool:
         """Whether Q_g products are rounded once now (feature space, and past EXACT_ABOVE)."""
-        return self.features is not None and EXACT and self.scale > EXACT_ABOVE
+        return self.features is not None and self.round_once and self.scale > EXACT_ABOVE
 
     def _combine(self, a: torch.Tensor) -> torch.Tensor:
-        """a' features (K x D): the cancelling sums, rounded once when EXACT and scale > EXACT_ABOVE."""
-        if not (EXACT and self.scale > EXACT_ABOVE):
+        """a' features (K x D): the cancelling sums, rounded once when round_once and scale > EXACT_ABOVE."""
+        if not (self.round_once and self.scale > EXACT_ABOVE):
             return a.T @ self.features
         if self.exact is None:   # the features' slices, once
             self.exact = ExactProduct(self.features)
@@ -304,7 +320,7 @@ def _step(v: torch.Tensor, dv: torch.Tensor) -> float:
     return min(1.0, float((-v[neg] / dv[neg]).min())) if bool(neg.any()) else 1.0
 
 
-def _gap(margins: np.ndarray, f: np.ndarray, lam: np.ndarray, s: np.ndarray, quadratic: bool) -> float:
+def duality_gap(margins: np.ndarray, f: np.ndarray, lam: np.ndarray, s: np.ndarray, quadratic: bool) -> float:
     """The relative gap of the primal zeta_g = s_g V_g(lam), rescaled to margin >= 1, against the dual
     bound of lam, from the margins and f_g = lam' Q_g lam (inf when no margin is positive)."""
     f = np.clip(f, 0, None)
@@ -338,7 +354,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     larger than the result, so rounding lam to float64 alone moves them by ~5e-7 (seed 2's svm-l2,
     H = 10, N = 48,000: float64 iterates wander at residuals of 5e-7 to 1.4e-6 and a gap of 1.0e-6,
     long double ones reach 5e-9 and 1e-8). Only the Newton matrix and its solves are float64.
-    (`dtype` and `trace(pass, step, residual)` are for `benchmarks/polish_trace.py`, which measures this.)
+    (`dtype` and `trace(pass, step, residual)` let a caller measure it.)
     Returns (lam, s, gap), lam and s long double arrays (pass them on to `Norm.predictor(...,
     precise=True)` before rounding), when it ends with lam, s >= 0 and a smaller gap than the
     start's; else None (the caller keeps the interior-point answer).
@@ -357,7 +373,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
         return torch.as_tensor(np.asarray(a, dtype=np.float64), **opts)
 
     margins, f = exact(lam, s)
-    start_gap = _gap(margins, f, lam, s, quadratic)
+    start_gap = duality_gap(margins, f, lam, s, quadratic)
     on = (lam > ACTIVE * lam.max()) & (margins < 1 + SLACK)
     a = np.flatnonzero(s > ACTIVE * s.max())
     best = None
@@ -401,7 +417,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
         negative = on & (x < 0)
         low = ~on & (margins < 1 - 1e-8)   # a point outside S below the margin: it belongs in S
         if not negative.any() and not low.any() and (sv >= 0).all():
-            gap = _gap(margins, f, x, sv, quadratic)
+            gap = duality_gap(margins, f, x, sv, quadratic)
             if gap < start_gap:
                 best = (x, sv, gap)
             break
@@ -410,7 +426,8 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
 
 
 def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | None = None,
-                   not_separable: float = NOT_SEPARABLE, start=None, deadline: float | None = None):
+                   not_separable: float = NOT_SEPARABLE, start=None, deadline: float | None = None,
+                   refine: bool = True, trace=None) -> Outcome:
     """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
     lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; s None
     when failed, lam then the last iterate, whose dual bound still holds). lam is an
@@ -418,7 +435,8 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
     `Norm.predictor(..., precise=True)`. start: None (a cold start) or (lam, mu, s) near a solution of a nearby problem
     (the working set's previous round), shifted strictly inside. deadline: a time.monotonic() after
     which no iteration starts (svm.time_limit): the answer is then the best iterate so far, its
-    message saying TIME_LIMITED."""
+    message saying TIME_LIMITED. refine: GMRES-refined Newton directions once products are rounded once
+    (False: to compare). trace: an optional callable given each iterate's numbers (a dict)."""
     max_iters = MAX_ITERS if max_iters is None else max_iters
     n, g = grp.ky.shape[0], grp.count
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
@@ -437,13 +455,14 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
     w = 0.5 - 0.5 * scale * f0                            # lam'Q_g lam at the rescaled lam
     mat = torch.zeros(n, n, **opts)
     radius = grp.radius()
-    status, message, it = "failed", f"stopped after {max_iters} iterations", 0
+    status, message, it, stop = "failed", f"stopped after {max_iters} iterations", 0, Stop.ITERATION_LIMIT
     best = None                                           # (gap, lam, s, iteration) of the best iterate
     lam_lo = torch.zeros_like(lam)                        # lam's low half once products are rounded once
     refined = []
+    a, limits = 1.0, [1.0] * 4                            # the last step's length and what limited it (trace)
     for it in range(1, max_iters + 1):
         if deadline is not None and time.monotonic() >= deadline:
-            message = f"{TIME_LIMITED} after {it - 1} iterations"
+            message, stop = f"{TIME_LIMITED} after {it - 1} iterations", Stop.TIME_LIMIT
             break
         u, f = grp.products(lam, lam_lo)                  # N x G, and lam' Q_g lam
         margins = u @ s                                   # of the recovered primal zeta_g = s_g V_g
@@ -454,8 +473,8 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             gap = 1 - dual * m_min / primal                  # zeta rescaled to margin >= 1
             if quadratic:                                    # the objective is the squared norm
                 gap = 1 - (1 - gap) ** 2
-        if TRACE is not None:   # this iterate, and the step length that led to it (1: the first)
-            TRACE(dict(n=n, it=it, min_margin=m_min, gap=gap if m_min > 0 else None, dual=dual,
+        if trace is not None:   # this iterate, and the step length that led to it (1: the first)
+            trace(dict(n=n, it=it, min_margin=m_min, gap=gap if m_min > 0 else None, dual=dual,
                        step=a if it > 1 else 1.0, lam_max=float(lam.max()), s_max=float(s.max()),
                        mu_lam=float(mu @ lam) / n, s_w=float(s @ w) / g,
                        limited_by="lam mu s w".split()[int(np.argmin(limits))] if it > 1 else "",
@@ -464,13 +483,14 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             if best is None or gap < best[0]:
                 best = (gap, _pair(lam, lam_lo), s.clone(), it)
             elif it - best[3] >= (STALL_MET if best[0] <= tol else STALL):
-                message = STALLED_MET if best[0] <= tol else STALLED
+                message, stop = (STALLED_MET, Stop.STALLED_MET) if best[0] <= tol else (STALLED, Stop.STALLED)
                 break
             if gap <= tol * TIGHTER:
+                message, stop = "", Stop.CONVERGED
                 break
         grp.scale = max(grp.scale, dual * radius)   # V's cancellation: products rounded once above EXACT_ABOVE
         if dual * radius > 1 / (not_separable * TIGHTER):   # 100x past the certificate's threshold, as for the gap
-            status = "infeasible"
+            status, stop = "infeasible", Stop.UNBOUNDED
             message = ("the training data is not separable under this program's architecture (the dual is "
                        f"unbounded: any separating predictor has normalized margin below {not_separable:g})")
             break
@@ -487,7 +507,7 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             chol, info = torch.linalg.cholesky_ex(mat)
             jitter *= 100
         if int(info) != 0:
-            message = f"the Newton system is singular at iteration {it}"
+            message, stop = f"the Newton system is singular at iteration {it}", Stop.NUMERICAL
             break
 
         def factor_solve(rhs):
@@ -496,8 +516,8 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             half = torch.linalg.solve_triangular(chol, rhs[:, None], upper=False)
             return torch.linalg.solve_triangular(chol.T, half, upper=True)[:, 0]
 
-        refine, refined = REFINE and grp.accurate(), []   # refined: GMRES steps of this iterate's directions
-        if refine:   # the Newton matrix applied with its cancelling sums rounded once
+        refining, refined = refine and grp.accurate(), []   # refined: GMRES steps of this iterate's directions
+        if refining:   # the Newton matrix applied with its cancelling sums rounded once
             sw, diag = s / w, mu / lam
             ut = ExactProduct(u)
 
@@ -506,13 +526,13 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
 
         def direction(r_s, r_mu):
             rhs = -rd + r_mu / lam - u @ ((r_s + s * rp) / w)
-            if refine:
+            if refining:
                 dl, steps = gmres(newton, factor_solve, rhs)
                 refined.append(steps)
             else:
                 dl = factor_solve(rhs)
             dmu = (r_mu - mu * dl) / lam
-            dw = -rp - (ut.t(dl[:, None])[0] if refine else u.T @ dl)
+            dw = -rp - (ut.t(dl[:, None])[0] if refining else u.T @ dl)
             ds = (r_s - s * dw) / w
             return dl, dmu, ds, dw
 
@@ -525,7 +545,7 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
         sigma = (nu_aff / nu) ** 3
         dl, dmu, ds, dw = direction(sigma * nu - s * w - ds * dw, sigma * nu - mu * lam - dmu * dl)  # corrector
         a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
-        if TRACE is not None:   # which of lam, mu, s, w stops the step (reported with the next iterate)
+        if trace is not None:   # which of lam, mu, s, w stops the step (reported with the next iterate)
             limits = [_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw)]
         if grp.accurate():   # lam as a double-double: V(lam) cancels below float64's resolution of lam
             lam, lam_lo = _add(lam, lam_lo, a * dl)
@@ -533,12 +553,12 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             lam = lam + a * dl
         mu, s, w = mu + a * dmu, s + a * ds, w + a * dw
     if status == "infeasible":
-        return status, message, lam.cpu().numpy(), None, it
+        return Outcome(status, message, lam.cpu().numpy(), None, it, stop)
     if best is None:   # no positive margin: the last lam still bounds the optimum (weak duality)
-        return status, message, _pair(lam, lam_lo), None, it
+        return Outcome(status, message, _pair(lam, lam_lo), None, it, stop)
     gap, lam, s, _ = best   # the best iterate, and `it` the iterates computed (the work done)
     if gap > tol:
         status, message = "inaccurate", f"relative gap {gap:.1e} > {tol:g}: {message}"
     else:   # met; say so when it stalled short of the tighter target (its own gap is then the least reliable)
-        status, message = "optimal", (f"relative gap {gap:.1e}: {message}" if message == STALLED_MET else "")
-    return status, message, lam, s.cpu().numpy(), it
+        status, message = "optimal", (f"relative gap {gap:.1e}: {message}" if stop is Stop.STALLED_MET else "")
+    return Outcome(status, message, lam, s.cpu().numpy(), it, stop)

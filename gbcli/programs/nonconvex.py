@@ -115,7 +115,7 @@ def flat_theta(model: nn.Module) -> np.ndarray:
 def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=print) -> tuple[dict, dict]:
     """Solve one of the non-convex programs (`nonconvex-global`, `local-search`,
     `local-search-global`); returns the result record and the arrays to save
-    ({"predictions": {...}, "solution": {...}}, empty when nothing was found).
+    ({"predictions": {...}, "theta": {...}}, empty when nothing was found).
 
     `status` is optimal when a feasible point was found; `certified` means only that: the reported
     point is feasible and (global) at least two restarts agree, (local) the search centre is
@@ -125,7 +125,7 @@ def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=
     p2 = Problem2(cfg, shape_model, ds.x_train, ds.y_train)
     start = time.perf_counter()
     result = {"predictor": obj, "solver": "slsqp", "restarts": s.restarts, "search_seed": s.search_seed,
-              "degree": cfg.model.homogeneity}
+              "degree": cfg.model.homogeneity, "convex": False}
     center, value = None, float("nan")
     if obj == "nonconvex-global" or obj == "local-search-global":
         g = p2.global_search(s.restarts, s.search_seed)
@@ -156,7 +156,7 @@ def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=
         f_train = p2.margins(theta) * ds.y_train                        # f itself: margins / y
         f_val = Problem2(cfg, shape_model, ds.x_val, ds.y_val).margins(theta) * ds.y_val
         result.update(train_error=float(np.mean(f_train * ds.y_train <= 0)), val_error=float(np.mean(f_val * ds.y_val <= 0)))
-        arrays = {"predictions": {"train_out": f_train, "val_out": f_val}, "solution": {"theta": theta}}
+        arrays = {"predictions": {"train_out": f_train, "val_out": f_val}, "theta": {"theta": theta}}
     echo(f"fit-svm {obj}: ||theta||^2 at margin 1 = {value:.6g}"
          + (f"; smaller point found within eps = {[e for e, f in zip(result['radii'], result['smaller_found']) if f]}"
             if obj.startswith("local-search") else f" ({result.get('hits')} of {s.restarts} restarts)")

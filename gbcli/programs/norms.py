@@ -23,7 +23,7 @@ import scipy.sparse as sp
 import threadpoolctl
 import torch
 
-from gbcli.programs.design import GatedDesign, combination, decision
+from gbcli.programs.design import GatedDesign, Stop, combination, decision
 from gbcli.programs.ipm import Kernel, interior_point
 
 
@@ -292,7 +292,7 @@ class ReferenceL2(Norm):
         linearly independent (checked: a Cholesky), the optimum is a kernel SVM on the constrained
         points, with kernel <x,x'> e'(A'A)^+ e'. The program does not determine the rest of the
         predictor; we take the minimum-norm null part that lifts each free point's margin to
-        max(1, its margin). Returns (zeta, status, message, lam, iterations), or None when the
+        max(1, its margin). Returns (zeta, status, message, lam, iterations, stop), or None when the
         reduction does not apply.
 
         Computed on one BLAS and one torch thread, whatever the caller uses: the program leaves
@@ -353,20 +353,20 @@ class ReferenceL2(Norm):
         fixed = ~free
         gram = x @ x.T
         lam = np.zeros(len(y))
-        status, message, it = "optimal", "", 0
+        status, message, it, stop = "optimal", "", 0, Stop.CONVERGED
         if fixed.any():
             ky = gram[np.ix_(fixed, fixed)] * (e[fixed] @ pinv @ e[fixed].T) * np.outer(y[fixed], y[fixed])
-            status, message, lam_f, s, it = interior_point(Kernel(torch.as_tensor(ky, device=device)), True, tol,
-                                                           max_iters)
-            if s is None:
-                return None, status, message, None, it
-            lam[fixed] = s[0] * lam_f
+            got = interior_point(Kernel(torch.as_tensor(ky, device=device)), True, tol, max_iters)
+            status, message, it, stop = got.status, got.message, got.iterations, got.stop
+            if got.s is None:
+                return None, status, message, None, it, stop
+            lam[fixed] = got.s[0] * got.lam
         zeta = self._complete(design, lam, gram)
         if zeta is None:   # rare on images (D large): the caller solves the primal instead
             return None
         note = (f"the objective constrains {int(fixed.sum())} of {len(y)} training points; the rest of the "
                 "predictor is the minimum-norm null-space part, which the program does not determine")
-        return zeta, status, f"{message}; {note}" if message else note, lam, it
+        return zeta, status, f"{message}; {note}" if message else note, lam, it, stop
 
 
 NORMS: dict[str, Norm] = {n.name: n for n in (SquaredL2(), ContextL2(), GroupNorm(), L1(), ReferenceL2())}

@@ -38,14 +38,14 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gbcli.io import load_npz_untrusted, write_npz
+from gbcli.store.safe import is_file, is_link, load_npz_untrusted, write_npz
 from gbcli.programs.certify import PRECISE_ABOVE, input_radius
-from gbcli.programs.design import GatedDesign, combination, decision
-from gbcli.programs.ipm import STALLED_MET, TIGHTER, TIME_LIMITED
+from gbcli.programs.design import GatedDesign, Stop, combination, decision
+from gbcli.programs.ipm import TIGHTER, TIME_LIMITED
 from gbcli.programs.norms import norm_of
 
 WORKING_SET_ABOVE = 3000   # the dual solver switches to the working set above this many training points
@@ -60,6 +60,18 @@ STOPPED = "stopped by its caller"   # solve_working_set(stop=...): the message o
 SEED = 0                   # of the first working set
 LOG = logging.getLogger(__name__)   # one line per round (a long solve's progress; `gb fit-svm` and sweeps show it)
 WARM = True                # start each round's interior-point method from the previous round's solution
+
+
+class Answer(NamedTuple):
+    """A working-set solve's end: zeta None when infeasible (lam the full-length ray) or failed (lam W's
+    last multipliers, or None); lam has length N, zero outside W. `stop` says why it ended."""
+
+    status: str
+    message: str
+    zeta: np.ndarray | None
+    lam: np.ndarray | None
+    iterations: int
+    stop: Stop
 
 
 def subset(design: GatedDesign, idx: np.ndarray) -> GatedDesign:
@@ -108,8 +120,8 @@ def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
     """The saved state of this program's solve, or None (no file, another program's, or unusable:
     every array is checked before it is trusted)."""
     path = Path(path)
-    if path.is_symlink() or not path.is_file():
-        if path.is_symlink():
+    if not is_file(path):
+        if is_link(path):
             LOG.warning("  %s is a symbolic link: not followed, the solve starts from round 1", path)
         return None
     try:
@@ -143,14 +155,12 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
                       through: int | None = None, stop: Callable[[], str | None] | None = None):
     """Solve the program through the dual on a growing working set.
 
-    solve_on(sub_design, tol, start) -> (status, message, lam, s, iterations), the interior-point
-    method on a sub-design (lam the ray when infeasible) from `start` (None: cold; or (lam, mu, s) of
-    the previous round on the new working set's points). finish(sub_design, lam, s, message, tol) ->
-    (status, message, lam, s) or None: the polish of a final round whose interior-point method met
-    the tolerance only on its rounding floor (`ipm.STALLED_MET`), where its own gap is least reliable
-    (H = 10, N = 48,000: 1e-6 by its count, 1.016e-6 by the certificate). Returns (status, message, zeta, lam, iterations):
-    zeta None when infeasible (lam the full-length ray) or failed (lam W's last multipliers, or None);
-    lam has length N, zero outside W. checkpoint=(path, fingerprint), deadline: see the module
+    solve_on(sub_design, tol, start) -> ipm.Outcome, the interior-point method on a sub-design (lam
+    the ray when infeasible) from `start` (None: cold; or (lam, mu, s) of the previous round on the
+    new working set's points). finish(sub_design, outcome, tol) -> Outcome or None: the polish of a
+    final round whose interior-point method met the tolerance only on its rounding floor
+    (`Stop.STALLED_MET`), where its own gap is least reliable (H = 10, N = 48,000: 1e-6 by its
+    count, 1.016e-6 by the certificate). Returns an `Answer`. checkpoint=(path, fingerprint), deadline: see the module
     docstring (solve_on then takes the deadline as a fourth argument). through: stop after this round
     (as a time limit would; a rerun resumes from the checkpoint), for tracing a long solve. stop:
     asked before every round after the first; a reason (not None) ends the solve there, `inaccurate`,
@@ -182,7 +192,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         note = (f"{TIME_LIMITED} (svm.time_limit) {why} round {rnd} (working set of {len(w)} points, "
                 f"{time.perf_counter() - began + spent:.1f} s in all)"
                 + ("; its state is saved and a rerun resumes there" if checkpoint is not None else ""))
-        return "inaccurate", note, None, last_lam, total_it
+        return Answer("inaccurate", note, None, last_lam, total_it, Stop.TIME_LIMIT)
 
     def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
         """zeta from W's multipliers scaled to margin 1 on W, all N margins, and the scale; None when
@@ -197,39 +207,42 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
             return out_of_time(rnd, "before")
         why = stop() if stop is not None and rnd > first_round else None
         if why is not None:
-            return "inaccurate", f"{STOPPED} before round {rnd}: {why}", None, last_lam, total_it
+            return Answer("inaccurate", f"{STOPPED} before round {rnd}: {why}", None, last_lam, total_it, Stop.ASKED)
         if through is not None and rnd > through:
-            return "inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam, total_it
+            return Answer("inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam,
+                          total_it, Stop.ASKED)
         sub = subset(design, w)
         start = time.perf_counter()
         more = () if deadline is None else (deadline,)
-        status, message, lam_w, s, it = solve_on(sub, tol, warm, *more)
-        if warm is not None and s is None and status != "infeasible" and TIME_LIMITED not in message:
-            status, message, lam_w, s, it2 = solve_on(sub, tol, None, *more)   # a warm start that failed: start cold
-            it += it2
+        got = solve_on(sub, tol, warm, *more)
+        it = got.iterations
+        if warm is not None and got.s is None and got.status != "infeasible" and got.stop is not Stop.TIME_LIMIT:
+            got = solve_on(sub, tol, None, *more)   # a warm start that failed: start cold
+            it += got.iterations
         total_it += it
-        if TIME_LIMITED in message:   # the round did not finish: the last finished round's state stands
+        if got.stop is Stop.TIME_LIMIT:   # the round did not finish: the last finished round's state stands
             return out_of_time(rnd, "during")
+        status, message, lam_w, s, ended = got.status, got.message, got.lam, got.s, got.stop
         sizes.append(f"{len(w)} ({it} steps, {time.perf_counter() - start:.1f} s)")
         lam = np.zeros(n)
         if lam_w is not None:
             lam[w] = lam_w
         if status == "infeasible":   # a ray of W's dual is a ray of the full dual
-            return status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it
+            return Answer(status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it, ended)
         if s is None:   # failed: W's last multipliers (if any) still give a dual bound
-            return status, f"{message} (working set of {len(w)} points, round {rnd})", None, \
-                (lam if lam_w is not None else None), total_it
-        got = predict(sub, w, lam_w, s)
-        if got is None:
-            return "failed", f"the recovered predictor has no positive margin on the working set (round {rnd})", \
-                None, None, total_it
-        zeta, m, scale = got   # margin >= 1 on W, as the interior-point method's stopping test assumes
+            return Answer(status, f"{message} (working set of {len(w)} points, round {rnd})", None,
+                          (lam if lam_w is not None else None), total_it, ended)
+        predicted = predict(sub, w, lam_w, s)
+        if predicted is None:
+            return Answer("failed", f"the recovered predictor has no positive margin on the working set (round {rnd})",
+                          None, None, total_it, Stop.NUMERICAL)
+        zeta, m, scale = predicted   # margin >= 1 on W, as the interior-point method's stopping test assumes
         violating = np.flatnonzero(m < 1 - tol * TIGHTER)
-        if not violating.size and finish is not None and message.endswith(STALLED_MET):
-            done = finish(sub, lam_w, s, message, tol)
-            polished = None if done is None else predict(sub, w, done[2], done[3])
+        if not violating.size and finish is not None and ended is Stop.STALLED_MET:
+            done = finish(sub, got, tol)
+            polished = None if done is None else predict(sub, w, done.lam, done.s)
             if polished is not None:   # the polished answer replaces the round's
-                status, message, lam_w, s = done
+                status, message, lam_w, s, ended = done.status, done.message, done.lam, done.s, done.stop
                 lam[:] = 0
                 lam[w] = lam_w
                 zeta, m, scale = polished
@@ -243,7 +256,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
                     f"(rounds: {', '.join(sizes)})"
                     + (f"; resumed at round {first_round}, after {spent:.1f} s of solving in earlier runs"
                        if first_round > 1 else ""))
-            return status, f"{message}; {note}" if message else note, zeta, lam, total_it
+            return Answer(status, f"{message}; {note}" if message else note, zeta, lam, total_it, ended)
         add = violating[np.argsort(m[violating], kind="stable")[:most]]
         warm_next = (lam, np.maximum(m * scale - 1, 0), s) if WARM else None   # the IPM's lam, margin slack, s
         above[w] = np.where(m[w] > 1 + DROP_MARGIN, above[w] + 1, 0)
@@ -262,4 +275,5 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
                     "sizes": sizes, "seconds": time.perf_counter() - began + spent, "warm": warm})
             except OSError as exc:   # a full disk costs the resume, not the solve
                 LOG.warning("  the round checkpoint %s could not be written: %s", checkpoint[0], exc.strerror or exc)
-    return "failed", f"the working set did not converge in {MAX_ROUNDS} rounds (rounds: {', '.join(sizes)})", None, None, total_it
+    return Answer("failed", f"the working set did not converge in {MAX_ROUNDS} rounds (rounds: {', '.join(sizes)})",
+                  None, None, total_it, Stop.ITERATION_LIMIT)

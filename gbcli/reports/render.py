@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from gbcli.io import atomic_write_bytes
+from gbcli.store.safe import atomic_write_bytes
 
 if TYPE_CHECKING:   # matplotlib loads when a figure is drawn, not with every command (0.2 s of CPU)
     from matplotlib.figure import Figure

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from gbcli.errors import GbError
-from gbcli.io import load_npz_untrusted, load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
-from gbcli.metrics import expected_if_uncorrelated, inconsistency
-from gbcli.registry import MODELS
+from gbcli.store import layout
+from gbcli.store.layout import RunDir
+from gbcli.store.safe import is_file, read_csv_untrusted, write_csv
 
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
                  "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
@@ -27,157 +26,13 @@ INCONSISTENCY_COLUMNS = ["predictor_a", "predictor_b", "inconsistency", "gd_val_
                          "data_seed", "context_seed", "init_seed", "median_init", "momentum", "gd_status"]
 
 
-def _read(path: Path, parse):
-    """Read a result file; a missing or corrupt one is a one-line GbError naming it."""
-    try:
-        return parse(path)
-    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError, EOFError) as exc:
-        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
-
-
-SUMMARY_KEYS = ("predictor", "train_error", "val_error", "status")
-RESULT_KEYS = ("predictor", "train_error", "val_error", "status")
-
-
-def _record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
-    """A stage record (summary.json / result.json): a JSON object with at least `keys`."""
-    rec = _read(path, read_json)
-    if not isinstance(rec, dict):
-        raise GbError(f"{path}: not a gb stage record (a JSON {type(rec).__name__}, not an object); rerun the stage")
-    missing = [k for k in keys if k not in rec]
-    if missing:
-        raise GbError(f"{path}: not a gb stage record (missing {', '.join(missing)}); rerun the stage")
-    _check_types(path, rec, gd)
-    return rec
-
-
-GD_WORDS = ("ok", "diverged")
-SVM_WORDS = ("optimal", "inaccurate", "infeasible", "failed")
-
-
-def _check_types(path: Path, rec: dict, gd: bool) -> None:
-    """A received record is data, not trusted: its status must be one of gb's words, its errors
-    numbers in [0, 1] (or NaN: nothing to measure), its flags booleans and its objective a number."""
-    def bad(why: str):
-        raise GbError(f"{path}: not a gb stage record ({why}); rerun the stage")
-
-    status = rec.get("status")
-    if not isinstance(status, str) or status not in (GD_WORDS if gd else SVM_WORDS):
-        bad(f"status {str(status)[:40]!r} is not one of {', '.join(GD_WORDS if gd else SVM_WORDS)}")
-    if not isinstance(rec.get("predictor"), str):
-        bad("predictor is not a name")
-    for k in ("train_error", "val_error"):
-        v = rec.get(k)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (v == v and not 0 <= v <= 1):
-            bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
-    if not gd:
-        if "certified" in rec and not isinstance(rec["certified"], bool):
-            bad(f"certified {str(rec['certified'])[:40]!r} is not true or false")
-        for k in ("objective", "rel_gap", "min_margin", "solve_seconds"):
-            v = rec.get(k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                bad(f"{k} {str(v)[:40]!r} is not a number")
-
-
-def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarray:
-    """The validation outputs of a predictions.npz (GbError naming the file when it is not one)."""
-    def load(p):
-        with load_npz_untrusted(p) as z:
-            return np.asarray(z[key if key in z.files or key == "val_out" else "val_out"], dtype=float)
-
-    try:
-        out = load(path)
-    except KeyError:
-        raise GbError(f"{path}: has no val_out array; rerun the stage") from None
-    except Exception as exc:   # truncated zip, foreign file: numpy raises a variety of errors
-        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
-    if out.ndim != 1 or (n is not None and len(out) != n):
-        raise GbError(f"{path}: val_out has shape {out.shape}, expected ({n},); the stages do not belong together "
-                      f"(rerun them)")
-    return out
-
-
-def _meta(config_path: Path) -> dict:
-    cfg = _read(config_path, lambda p: load_yaml(read_text_untrusted(p, 10_000_000)))
-    if not isinstance(cfg, dict):
-        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage")
-    try:
-        m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
-        row = {"contexts": c["count"], "train_size": d["train_size"], "data_seed": d["data_seed"],
-               "context_seed": c["seed"], "median_init": c["median_init"], "momentum": t["momentum"]}
-    except (KeyError, TypeError):
-        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
-    spec = MODELS.get(m.get("kind")) if isinstance(m, dict) else None
-    if spec is None:
-        raise GbError(f"{config_path}: model.kind {m.get('kind') if isinstance(m, dict) else m!r} is not a known "
-                      f"model; rerun the stage") from None
-    try:
-        params = spec.Params.model_validate({k: v for k, v in m.items() if k in spec.Params.model_fields})
-        units = spec.units(params)
-        init_seed = params.init_seed if params.init_seed is not None else spec.default_init_seed(_Resolved(cfg))
-    except Exception:
-        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
-    return {"model": m["kind"], "hidden_units": units, **row, "init_seed": init_seed}
-
-
-class _Resolved:
-    """Attribute access to a dumped config's sections (what a spec's default_init_seed reads)."""
-
-    def __init__(self, d: dict):
-        self._d = d
-
-    def __getattr__(self, key):
-        v = self._d[key]
-        return _Resolved(v) if isinstance(v, dict) else v
-
-
-def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build both tables from a run directory's completed stages."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise GbError(f"{run_dir}: no such run directory")
-    errors, pairs = [], []
-    gd = None
-    if (run_dir / "gd" / "summary.json").is_file():
-        s = _record(run_dir / "gd" / "summary.json", SUMMARY_KEYS, gd=True)
-        meta = _meta(run_dir / "gd" / "config.yaml")
-        gd = (s, _outputs(run_dir / "gd" / "predictions.npz"),
-              _outputs(run_dir / "gd" / "predictions.npz", key="val_out_published"))
-        errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
-                       "val_error": s["val_error"], "status": s["status"]})
-    for result in sorted((run_dir / "svm").glob("*/result.json")):
-        r = _record(result, RESULT_KEYS)
-        meta = _meta(result.parent / "config.yaml")
-        errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "status", "objective",
-                                                        "solve_seconds", "solver", "min_margin", "rel_gap",
-                                                        "certified", "iterations")}})
-        preds = result.parent / "predictions.npz"
-        if gd is not None and preds.is_file():
-            s, gd_val, gd_published = gd
-            p = s["val_error"]
-            svm_val = _outputs(preds, len(gd_val))
-            pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
-                          "inconsistency": inconsistency(svm_val, gd_val), "gd_val_error": p,
-                          "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p),
-                          # measured as the published comparison did (protocol section 10); the same
-                          # number wherever that comparison did not differ
-                          "published_inconsistency": inconsistency(svm_val, gd_published),
-                          "gd_status": s["status"]})   # a pair with a diverged network says so
-    if not errors:
-        raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
-    return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),
-            pd.DataFrame(pairs).reindex(columns=INCONSISTENCY_COLUMNS))
-
-
 def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame) -> None:
     """inconsistency.csv, then errors.csv: a sweep counts a point as done when errors.csv exists, so
     it must come last (a kill -9 between the two once left a "done" point without its
     inconsistency table, and the resumed sweep failed on it)."""
-    out = Path(out_dir) / "tables"
-    write_csv(out / "inconsistency.csv", incons)
-    write_csv(out / "errors.csv", errors)
+    out = RunDir(out_dir).tables
+    write_csv(out / layout.INCONSISTENCY, incons)
+    write_csv(out / layout.ERRORS, errors)
 
 
 REQUIRED_COLUMNS = {"errors": ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init",
@@ -189,9 +44,9 @@ REQUIRED_COLUMNS = {"errors": ["predictor", "model", "hidden_units", "contexts",
 def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The error and inconsistency tables written by `compare` or `sweep` (GbError when missing)."""
     frames = []
-    for name in ("errors", "inconsistency"):
-        path = Path(out_dir) / "tables" / f"{name}.csv"
-        if not path.is_file():
+    for name, file in (("errors", layout.ERRORS), ("inconsistency", layout.INCONSISTENCY)):
+        path = RunDir(out_dir).tables / file
+        if not is_file(path):
             raise GbError(f"{path}: not found (run `gb compare` on a run or `gb sweep` first)")
         try:
             frame = read_csv_untrusted(path)

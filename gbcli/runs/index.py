@@ -1,6 +1,6 @@
 """Finding and reading runs: the index behind `gb runs` (list, show, diff) and the MLflow export.
 
-Everything is read from the run directories as untrusted data (`gbcli.io.read_untrusted`: no
+Everything is read from the run directories as untrusted data (`gbcli.store.safe.read_untrusted`: no
 symlink is followed, no FIFO can hang the reader, a corrupt file is reported, never raised). A
 stage's status is computed where it can be: a program's `optimal` is shown only when its record's
 certificate fields (relative gap, smallest margin, tolerance) bear it out, a stage whose manifest no
@@ -16,78 +16,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import os
 from pathlib import Path
 from typing import Any
 
 from gbcli.errors import GbError
-from gbcli.io import flatten, load_yaml, read_text_untrusted, read_untrusted
+from gbcli.store import layout
+from gbcli.store.layout import RunDir, SweepDir
+from gbcli.store.records import gd_status, number, program_status
+from gbcli.store.safe import flatten, is_file, mtime, present, read_record, read_yaml_record, subdirs
 from gbcli.text import shorten
 
-RECORD_LIMIT = 64 * 1024 ** 2
 KEY_COLUMNS = ("dataset.name", "dataset.train_size", "model.kind", "model.hidden_units", "contexts.count",
                "contexts.seed", "training.momentum")
-GD_STATUSES = ("ok", "diverged")
-SVM_STATUSES = ("optimal", "inaccurate", "infeasible", "failed")
-
-
-def _json(path: Path) -> dict | None:
-    try:
-        rec = json.loads(read_untrusted(path, RECORD_LIMIT))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return rec if isinstance(rec, dict) else None
-
-
-def _yaml(path: Path) -> dict | None:
-    try:
-        d = load_yaml(read_text_untrusted(path, 10_000_000))
-    except Exception:   # noqa: BLE001 (unreadable, not YAML, not UTF-8: the index reports it, never raises)
-        return None
-    return d if isinstance(d, dict) else None
-
-
-def _number(v: Any) -> float | None:
-    """A finite number of a record (None for anything else: text, bool, NaN, infinity)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
-
-
-def gd_status(rec: dict | None) -> str:
-    """The GD stage's status from its record: `ok` only with a finite training loss."""
-    if rec is None:
-        return "foreign"
-    status = rec.get("status")
-    if status not in GD_STATUSES:
-        return "foreign"
-    if status == "ok" and _number(rec.get("train_loss")) is None:   # a non-finite loss is no trained network
-        return "diverged"
-    return status
-
-
-def svm_status(rec: dict | None) -> str:
-    """A program's status from its record, checked against its own certificate fields: `optimal` needs
-    certified = true, a finite relative gap and a smallest margin within the tolerance it names;
-    `infeasible` with certified = true is a certified answer too. Anything else that claims more than
-    its numbers bear is `unverified`."""
-    if rec is None:
-        return "foreign"
-    status = rec.get("status")
-    if status not in SVM_STATUSES:
-        return "foreign"
-    if rec.get("certified") is not True:
-        return {"optimal": "inaccurate", "infeasible": "uncertified"}.get(status, status)
-    if status == "optimal":
-        gap, margin = _number(rec.get("rel_gap")), _number(rec.get("min_margin"))
-        tol = _number(rec.get("tolerance"))
-        tol = 1e-6 if tol is None or not 0 < tol < 1 else tol
-        if gap is None or margin is None or not abs(gap) <= tol or not margin >= 1 - tol:
-            return "unverified"
-    elif status in ("inaccurate", "failed"):
-        return "unverified"   # a certified record with an uncertified status: not gb's
-    return status
 
 
 @dataclasses.dataclass
@@ -130,7 +70,7 @@ class RunInfo:
 
 def _mtime(path: Path) -> float:
     try:
-        return path.lstat().st_mtime
+        return mtime(path)
     except OSError:
         return 0.0
 
@@ -151,43 +91,45 @@ def _time_of(records: list[tuple[Path, dict | None]]) -> str:
 
 def read_run(path: str | Path) -> RunInfo:
     """A run directory's stages (status computed as the module says), config and headline numbers."""
-    from gbcli.runs.integrity import _manifest, file_hash   # noqa: PLC2701 (the same manifests as the checks)
+    from gbcli.store.identity import file_hash
+    from gbcli.store.integrity import manifest_of
 
     path = Path(path)
     stages, numbers, records = {}, {}, []
     config: dict = {}
-    summary = path / "gd" / "summary.json"
+    run = RunDir(path)
+    summary = run.summary
     gm = None
-    if summary.exists() or summary.is_symlink():
-        rec = _json(summary)
+    if present(summary):
+        rec = read_record(summary)
         stages["gd"] = gd_status(rec)
         records.append((summary, rec))
-        gm = _manifest(summary)
+        gm = manifest_of(summary)
         if rec is not None:
             pred = rec.get("predictor") if isinstance(rec.get("predictor"), str) else "gd"
             for k in ("train_error", "val_error"):
-                if _number(rec.get(k)) is not None:
-                    numbers[f"{pred}.{k}"] = _number(rec[k])
-        config = flatten(_yaml(path / "gd" / "config.yaml") or {})
-    elif (path / "gd").is_dir():
+                if number(rec.get(k)) is not None:
+                    numbers[f"{pred}.{k}"] = number(rec[k])
+        config = flatten(read_yaml_record(run.gd_config) or {})
+    elif run.gd.is_dir():
         stages["gd"] = "unfinished"
     upstream = None
-    for stage in sorted(p for p in (path / "svm").glob("*") if p.is_dir() and not p.is_symlink()):
-        record = stage / "result.json"
+    for stage in subdirs(run.svm):
+        record = stage / layout.RESULT
         if not record.exists():
             stages[stage.name] = "unfinished"
             continue
-        rec = _json(record)
+        rec = read_record(record)
         records.append((record, rec))
-        status = svm_status(rec)
-        m = _manifest(record)
+        status = program_status(rec)
+        m = manifest_of(record)
         if status != "foreign" and m is not None:
             if gm is not None and m.get("problem") != gm.get("problem"):
                 status = "stale"
             elif m.get("upstream"):
                 if upstream is None:
                     try:
-                        upstream = file_hash(summary) if summary.is_file() else ""
+                        upstream = file_hash(summary) if is_file(summary) else ""
                     except GbError:
                         upstream = ""
                 if m["upstream"] != upstream:
@@ -195,10 +137,10 @@ def read_run(path: str | Path) -> RunInfo:
         stages[stage.name] = status
         if rec is not None:
             for k in ("val_error", "objective"):
-                if _number(rec.get(k)) is not None:
-                    numbers[f"{stage.name}.{k}"] = _number(rec[k])
+                if number(rec.get(k)) is not None:
+                    numbers[f"{stage.name}.{k}"] = number(rec[k])
         if not config:
-            config = flatten(_yaml(stage / "config.yaml") or {})
+            config = flatten(read_yaml_record(stage / layout.CONFIG) or {})
     if not stages:
         status = "empty"
     elif any(v in ("foreign", "stale", "unverified") for v in stages.values()):
@@ -208,7 +150,7 @@ def read_run(path: str | Path) -> RunInfo:
     elif any(v == "unfinished" for v in stages.values()) or "gd" not in stages:
         status = "partial"
     else:
-        status = "complete" if (path / "tables" / "errors.csv").is_file() else \
+        status = "complete" if is_file(run.errors) else \
             "solved" if any(name != "gd" for name in stages) else "trained"
     return RunInfo(path, "run", status, stages, config, numbers, _time_of(records))
 
@@ -216,42 +158,43 @@ def read_run(path: str | Path) -> RunInfo:
 def read_sweep(path: str | Path) -> RunInfo:
     """A sweep directory: its points (done, failed, interrupted, not run), base config and means."""
     path = Path(path)
-    points = sorted(p for p in (path / "points").glob("*") if p.is_dir() and not p.is_symlink())
+    sweep = SweepDir(path)
+    points = subdirs(sweep.points)
     counts = {"done": 0, "failed": 0, "interrupted": 0, "not run": 0}
     for p in points:
-        if (p / "tables" / "errors.csv").is_file():
+        if is_file(RunDir(p).errors):
             counts["done"] += 1
-        elif (p / "failed.json").exists():
-            rec = _json(p / "failed.json")
+        elif present(RunDir(p).failed):
+            rec = read_record(RunDir(p).failed)
             counts["interrupted" if rec and rec.get("status") == "interrupted" else "failed"] += 1
         else:
             counts["not run"] += 1
-    meta = _json(path / "sweep.json") or {}
+    meta = read_record(sweep.record) or {}
     total = meta.get("points") if isinstance(meta.get("points"), int) else len(points)
     counts["not run"] += max(0, total - len(points))
     stages = {k: str(v) for k, v in counts.items() if v}
     status = "complete" if counts["done"] == total and total else "failed" if counts["failed"] else \
         "partial" if counts["done"] else "empty"
-    config = flatten(_yaml(path / "config.yaml") or {})
+    config = flatten(read_yaml_record(sweep.config) or {})
     numbers: dict[str, float] = {}
     try:
         import pandas as pd
 
-        from gbcli.io import read_csv_untrusted
+        from gbcli.store.safe import read_csv_untrusted
 
-        errors = read_csv_untrusted(path / "tables" / "errors.csv")
+        errors = read_csv_untrusted(RunDir(path).errors)
         if {"predictor", "val_error"} <= set(errors.columns):
             for pred, v in errors.groupby("predictor")["val_error"].mean().items():
                 if pd.notna(v):
                     numbers[f"{pred}.val_error"] = float(v)
     except Exception:   # noqa: BLE001 (no tables yet, or not gb's: the listing shows the counts)
         pass
-    records = [(path / "sweep.json", meta)]
+    records = [(sweep.record, meta)]
     return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points")
 
 
 def read_any(path: str | Path) -> RunInfo:
-    from gbcli.runs.integrity import dir_kind
+    from gbcli.store.lock import dir_kind
 
     path = Path(path)
     try:
@@ -264,7 +207,7 @@ def read_any(path: str | Path) -> RunInfo:
 
 
 def _is_gb_dir(path: Path) -> bool:
-    return any(os.path.lexists(path / n) for n in ("gb-run.json", "gd", "svm", "points"))
+    return any(present(path / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS))
 
 
 def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth: int = 2) -> list[RunInfo]:
@@ -281,7 +224,7 @@ def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth
         if level >= depth:
             return
         try:
-            children = sorted(c for c in d.iterdir() if c.is_dir() and not c.is_symlink())
+            children = subdirs(d)
         except OSError:
             return
         for c in children:
@@ -327,16 +270,17 @@ def show(path: str | Path) -> dict:
                            "time": info.time, "numbers": info.numbers}
     if info.note:
         out["note"] = info.note
-    marker = _json(path / "gb-run.json")
+    run = RunDir(path)
+    marker = read_record(run.marker)
     if info.kind == "run":
-        cfg = _yaml(path / "gd" / "config.yaml") or next(
-            (c for c in (_yaml(s / "config.yaml") for s in sorted((path / "svm").glob("*"))) if c), None)
+        cfg = read_yaml_record(run.gd_config) or next(
+            (c for c in (read_yaml_record(s / layout.CONFIG) for s in subdirs(run.svm)) if c), None)
         out["config"] = cfg
-        gd = _json(path / "gd" / "summary.json")
+        gd = read_record(run.summary)
         out["provenance"] = {"gd": gd.get("provenance") if gd else None}
         results = {}
-        for record in sorted((path / "svm").glob("*/result.json")):
-            rec = _json(record)
+        for record in run.results():
+            rec = read_record(record)
             if rec is not None:
                 out["provenance"][record.parent.name] = rec.get("provenance")
                 results[record.parent.name] = {k: rec.get(k) for k in (
@@ -347,8 +291,8 @@ def show(path: str | Path) -> dict:
                                                     "seconds", "normalized_margin") if k in gd}
         out["results"] = results
     elif info.kind == "sweep":
-        out["config"] = _yaml(path / "config.yaml")
-        meta = _json(path / "sweep.json")
+        out["config"] = read_yaml_record(SweepDir(path).config)
+        meta = read_record(SweepDir(path).record)
         out["provenance"] = {"sweep": meta.get("provenance") if meta else None}
     if marker is not None:
         out["created"] = marker.get("created")

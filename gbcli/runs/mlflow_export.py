@@ -25,8 +25,10 @@ import math
 from pathlib import Path
 
 from gbcli.errors import GbError
-from gbcli.io import read_csv_untrusted, read_untrusted
+from gbcli.store.safe import is_file, is_link, read_csv_untrusted, read_untrusted, subdirs
 from gbcli.runs.index import RunInfo, read_any, scan
+from gbcli.store import layout
+from gbcli.store.layout import RunDir, SweepDir
 
 MAX_PARAM = 500   # characters of a parameter value (MLflow's own limit is larger; lists of classes are long)
 CURVES = ("train_loss", "train_error", "val_error", "weight_norm", "normalized_margin", "lr")
@@ -48,7 +50,7 @@ def _fingerprint(path: Path) -> str:
     """A hash of a run's records (what the export shows): unchanged records, no new MLflow run."""
     h = hashlib.sha256()
     for rel in sorted(str(p.relative_to(path)) for p in path.rglob("*")
-                      if p.name in ("summary.json", "result.json", "sweep.json", "errors.csv") and not p.is_symlink()):
+                      if p.name in layout.STAGE_RECORDS and is_file(p)):
         try:
             h.update(rel.encode() + read_untrusted(path / rel, 64 * 1024 ** 2))
         except (OSError, ValueError):
@@ -58,22 +60,22 @@ def _fingerprint(path: Path) -> str:
 
 def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
     """(file, folder in the artifact store) of a run or sweep directory; never a symlink."""
-    pats = (["gb-run.json", "config.yaml", "sweep.json", "tables/*.csv", "figures/*.png"] if kind == "sweep" else
-            ["gb-run.json", "log.txt", "gd/config.yaml", "gd/summary.json", "gd/metrics.csv", "svm/*/result.json",
-             "svm/*/config.yaml", "tables/*.csv", "figures/*.png"])
+    L = layout
+    pats = ([L.MARKER, L.CONFIG, L.SWEEP, f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"] if kind == "sweep" else
+            [L.MARKER, L.LOG, f"{L.GD}/{L.CONFIG}", f"{L.GD}/{L.SUMMARY}", f"{L.GD}/{L.METRICS}", f"{L.SVM}/*/{L.RESULT}",
+             f"{L.SVM}/*/{L.CONFIG}", f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"])
     out = []
     for pat in pats:
         for f in sorted(path.glob(pat)):
-            if f.is_file() and not f.is_symlink() and not any(p.is_symlink() for p in f.relative_to(path).parents
-                                                               if str(p) != "." and (path / p).exists()):
+            if is_file(f) and not any(is_link(path / p) for p in f.relative_to(path).parents if str(p) != "."):
                 parent = str(f.parent.relative_to(path))
                 out.append((f, "" if parent == "." else parent))
     return out
 
 
 def _curves(path: Path) -> list[tuple[str, float, int]]:
-    metrics = path / "gd" / "metrics.csv"
-    if not metrics.is_file() or metrics.is_symlink():
+    metrics = RunDir(path).metrics
+    if not is_file(metrics):
         return []
     try:
         frame = read_csv_untrusted(metrics)
@@ -96,7 +98,7 @@ def _curves(path: Path) -> list[tuple[str, float, int]]:
 
 def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | None = None) -> tuple[str, bool]:
     """One MLflow run for `info` (skipped when an identical export exists); returns (run id, created)."""
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
 
     path = info.path.resolve()
     fingerprint = _fingerprint(info.path)
@@ -157,7 +159,7 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
         counts["sweeps" if info.kind == "sweep" else "runs"] += created
         counts["unchanged"] += not created
         if info.kind == "sweep":
-            for point in sorted(p for p in (info.path / "points").glob("*") if p.is_dir() and not p.is_symlink()):
+            for point in subdirs(SweepDir(info.path).points):
                 _, made = _log_run(client, exp_id, read_any(point), f"{name}/{point.name}", parent=rid)
                 counts["points"] += made
                 counts["unchanged"] += not made

@@ -34,29 +34,32 @@ from gbcli.data.sources import Dataset
 from gbcli.errors import GbError
 from gbcli.instruments.base import TrackContext
 from gbcli.instruments.core import Tracker
-from gbcli.io import atomic_write_bytes, atomic_write_text, write_csv, write_json, write_npz
+from gbcli.store.safe import atomic_write_bytes, atomic_write_text, write_csv, write_json, write_npz
 from gbcli.metrics import error
 from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import certificate
 from gbcli.logs import log, run_log
 from gbcli.provenance import Clock
-from gbcli.programs.design import GatedDesign, Solution, decision
-from gbcli.programs.ipm import TIME_LIMITED
+from gbcli.programs.design import GatedDesign, Solution, Stop, decision
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
-from gbcli.runs.cache import Busy, SolveCache
-from gbcli.runs.integrity import (begin_gd, begin_svm, check_kind, check_run, check_same_problem, check_trained,
-                                  check_tree, gd_manifest, plan_gd, plan_svm, remove_tree, run_lock,
-                                  svm_manifest)
-from gbcli.reports.tables import compare, write_tables
+from gbcli.store.cache import Busy, SolveCache
+from gbcli.store.identity import gd_manifest, svm_manifest
+from gbcli.store.integrity import begin_gd, begin_svm, check_run, check_same_problem, check_trained, plan_gd, plan_svm
+from gbcli.store.lock import check_kind, run_lock
+from gbcli.store.layout import RunDir
+from gbcli.training.memory import check_memory
+from gbcli.store.safe import check_tree, is_file, is_link, open_fd, present, remove
+from gbcli.reports.tables import write_tables
+from gbcli.runs.compare import compare
 from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import Checkpointing, check_device, read_checkpoint, train
+from gbcli.store import layout
 
 CHECKPOINT_FORMAT = 2   # tensors only (hyperplanes as tensors): loaded with torch.load(weights_only=True)
 
 
-ROUNDS = "rounds.npz"   # svm/<objective>/: a working-set solve's last round (gbcli.programs.workingset)
 
 
 def dataset_of(cfg: Config) -> Dataset:
@@ -108,8 +111,7 @@ def load_checkpoint(path: Path) -> dict:
     checkpoint carrying any other object, e.g. a pickle payload that would run code, is refused
     with one line and never executed). Read through O_NOFOLLOW: never a link's target."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as fh:
+        with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise GbError(f"{path}: not a regular file; rerun `gb train-gd`")
             with torch.serialization.safe_globals(_numpy_globals()):
@@ -129,7 +131,7 @@ def load_checkpoint(path: Path) -> dict:
 def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "this stage") -> nn.Module:
     """The trained network of `run_dir/gd/model.pt` (float64), checked against the config."""
     check_trained(run_dir, cfg, needed_by)
-    path = Path(run_dir) / "gd" / "model.pt"
+    path = RunDir(run_dir).model
     state = load_checkpoint(path)
     if not isinstance(state, dict) or "state_dict" not in state:
         raise GbError(f"{path}: not a gb checkpoint; rerun `gb train-gd`")
@@ -147,6 +149,7 @@ def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | No
     remove (unless `force`). Returns the finished record of this very config (nothing to do), or None."""
     check_single(cfg, "train-gd")
     check_device(cfg)
+    check_memory(cfg)   # the data and the network fit this machine (sized on the meta device)
     run_dir = Path(run_dir)
     check_tree(run_dir)
     check_kind(run_dir, "run", command="train-gd")
@@ -162,16 +165,13 @@ def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | No
     return None
 
 
-GD_CHECKPOINT = "checkpoint.pt"   # gd/: the state of an unfinished training (gbcli.training.loop)
-
-
 def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool = False) -> Checkpointing | None:
     """The checkpoints of the training of `cfg` in `run_dir/gd/` (None: `training.checkpoint_seconds`
     is 0, or instruments are tracked), with the checkpoint to resume from when one of this very
     config and data is there. One that is not (another config, truncated, not tensors only) is
     warned about and removed: the training starts from step 0. `discard` (--force): not resumed.
     Under the run lock, after `check_tree` (no symlink anywhere in the run directory)."""
-    path = run_dir / "gd" / GD_CHECKPOINT
+    path = RunDir(run_dir).checkpoint
     if cfg.training.checkpoint_seconds <= 0 or cfg.training.track:
         return None
     ds, digest = problem.dataset, hashlib.sha256()
@@ -183,8 +183,8 @@ def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool
     state, why = (None, "") if discard else read_checkpoint(path, identity)
     if why:
         log.warning(f"{path}: {why}; not resumed, training from step 0")
-    if state is None and (path.exists() or path.is_symlink()):
-        remove_tree(path)
+    if state is None and present(path):
+        remove(path)
     if state is not None:
         log.info(f"resuming from {path} at step {state['step']}")
         if state.get("torch") != str(torch.__version__):   # still the same computation, but other kernels
@@ -236,7 +236,7 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
                     for c, d, p in zip(cfgs, run_dirs, problems or [None] * len(cfgs))]
     clock = Clock()
     problems = problems or [prepare(c) for c in cfgs]
-    resuming = any(os.path.lexists(Path(d) / "gd" / GD_CHECKPOINT) for d in run_dirs)
+    resuming = any(present(RunDir(d).checkpoint) for d in run_dirs)
     if len(cfgs) > 1 and batch_key(cfgs[0]) is not None and not resuming:
         models = []
         for cfg, problem in zip(cfgs, problems):
@@ -260,17 +260,18 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
 def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, res, tracker, clock: Clock,
               batched: str | None = None) -> dict:
     ds = problem.dataset
-    out = run_dir / "gd"
-    atomic_write_text(out / "config.yaml", dump_config(cfg))
-    write_csv(out / "metrics.csv", res.metrics)
+    run = RunDir(run_dir)
+    out = run.gd
+    atomic_write_text(run.gd_config, dump_config(cfg))
+    write_csv(run.metrics, res.metrics)
     buf = io.BytesIO()
     hyperplanes = None if problem.hyperplanes is None else \
         {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in problem.hyperplanes.to_arrays().items()}
     torch.save({"kind": cfg.model.kind, "format": CHECKPOINT_FORMAT, "state_dict": model.cpu().state_dict(),
                 "hyperplanes": hyperplanes}, buf)
-    atomic_write_bytes(out / "model.pt", buf.getvalue())
+    atomic_write_bytes(run.model, buf.getvalue())
     published = spec_of(cfg).published_outputs(model, cfg, problem) if not res.diverged else None
-    write_npz(out / "predictions.npz", train_out=res.train_out, val_out=res.val_out,
+    write_npz(run.gd_predictions, train_out=res.train_out, val_out=res.val_out,
               **({} if published is None else {"val_out_published": published}))
     last = res.metrics.iloc[-1]
     summary = {
@@ -291,8 +292,8 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
     if tracker is not None and summary["status"] == "ok":
         for stem, table in tracker.final_tables(model.cpu()).items():   # e.g. paper 001's neurons.csv
             write_csv(out / f"{stem}.csv", table)
-    write_json(out / "summary.json", summary)
-    (out / GD_CHECKPOINT).unlink(missing_ok=True)   # finished: nothing to resume (unlink never follows a link)
+    write_json(run.summary, summary)
+    remove(run.checkpoint)   # finished: nothing to resume
     return summary
 
 
@@ -324,7 +325,7 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     check_run(run_dir)
     errors, incons = compare(run_dir)
     with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir):
-        from gbcli.reports.figures import plot_run_training   # matplotlib: only when drawing (0.3 s of CPU)
+        from gbcli.runs.figures import plot_run_training   # matplotlib: only when drawing (0.3 s of CPU)
 
         plot_run_training(run_dir)
         for report in RUN_REPORTS:
@@ -378,7 +379,7 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
             cache: SolveCache | None = None, force: bool = False, defer: bool = False) -> list[dict]:
     """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised.
     A program identical to one in `cache` (default: the programs of this call) is not solved again
-    (`gbcli.runs.cache`): its result says `cached_from`. A program already solved in `run_dir` from
+    (`gbcli.store.cache`): its result says `cached_from`. A program already solved in `run_dir` from
     this very config and network is not solved again (its record is returned with `skipped: True`);
     one solved with other svm options is refused unless `force`. Every refusal comes before any write.
     Messages go to the `gbcli` logger (and RUN_DIR/log.txt), and to `echo` when one is given.
@@ -455,7 +456,7 @@ def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver:
 def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str | None, problem: Problem,
                echo, cache: SolveCache, trained: nn.Module | None, defer: bool) -> dict:
     clock = Clock()
-    out = run_dir / "svm" / obj
+    out = RunDir(run_dir).program(obj)
     begin_svm(run_dir, obj)
     manifest = svm_manifest(cfg, run_dir, prog.needs_trained)
     if prog.fit is not None:   # a non-convex program (paper 003): its own solver
@@ -465,77 +466,121 @@ def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str 
     use = solver or default_solver(design.norm)
     echo(f"fit-svm {obj}: {design.rows} x {design.x_train.shape[1]} variables, "
          f"{len(design.y_train)} margins, solver {use} ...")
-    key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
-                    solve_options(cfg, use).get("device", "cpu"))
-    with cache.claim(key, wait=not defer):   # a twin program being solved elsewhere: wait (or Busy)
-        hit = cache.get(key, design, warn=echo)
-        if hit is not None:   # certified again on this design; an entry that does not certify is missing
-            r = _record(obj, cfg, design, hit[0], out, problem.dataset, manifest, hit[1], write=False)
-            if not (r["certified"] and r["status"] in ("optimal", "infeasible")):
-                echo(f"  warning: solve cache entry {cache.entry(key)} does not certify this program "
-                     f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
-                hit = None
-        ckey = cache.constraints_key(design)
-        hit = hit or _shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)
-        # the working set's round checkpoint, a rerun resumes from it: the program's own in a
-        # sweep's cache folder (any twin point resumes it), else the point's
-        rounds = _adopt_rounds(out / ROUNDS, cache.rounds(key)) if hit is None else out / ROUNDS
-        arrived: list = []   # a ray another worker certified meanwhile: the solve stops between rounds
-
-        def ray_arrived() -> str | None:
-            if cache.folder is not None and not arrived:
-                arrived.extend(filter(None, [_shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)]))
-            return f"the dual ray of {arrived[0][1]} certifies this program infeasible" if arrived else None
-
-        sol, origin = hit or (SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
-                                                 **solve_options(cfg, use, (rounds, key), ray_arrived)), None)
-        r = _record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock)
-        if hit is None and not r["certified"] and (sol.status != "inaccurate" or arrived):
-            # failed on its own (a nearly inseparable program's rounding), or stopped for a ray: a
-            # program with the same constraints was certified infeasible meanwhile, by another worker
-            late = arrived[0] if arrived else _shared_ray(obj, cfg, design, problem, manifest, cache, ckey, echo)
+    job = _ProgramSolve(cfg, obj, design, problem, manifest, cache, out, echo, use)
+    with cache.claim(job.key, wait=not defer):   # a twin program being solved elsewhere: wait (or Busy)
+        found = job.lookup()
+        sol, origin = found or job.solve()
+        r = job.record(sol, origin, clock)
+        if found is None and not r["certified"] and (sol.status != "inaccurate" or job.arrived):
+            late = job.late_ray()   # another worker certified a program with these constraints infeasible
             if late is not None:
-                hit, (sol, origin) = late, late
-                r = _record(obj, cfg, design, sol, out, problem.dataset, manifest, origin, clock=clock)
+                found, (sol, origin) = late, late
+                r = job.record(sol, origin, clock)
         if r["certified"] and r["status"] in ("optimal", "infeasible"):
-            if hit is None:
-                cache.put(key, sol, f"{run_dir.name}/{obj}")
-                if r["status"] == "infeasible":   # its ray bounds every program with these constraints
-                    cache.put(ckey, sol, f"{run_dir.name}/{obj}")
-            elif r["status"] == "infeasible" and cache.get(key) is None:
-                cache.put(key, sol, origin)
-            for done_with in {rounds, out / ROUNDS}:   # scratch, not a result; never through a link
-                if not done_with.is_symlink():
-                    done_with.unlink(missing_ok=True)
-    if origin is not None and not sol.message.startswith("the dual ray of"):
-        echo(f"  the same program as {origin}: its solution reused, certified here on this design")
-    if r["status"] == "infeasible" and r["certified"]:
-        echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
-             f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
-    elif r["status"] in ("infeasible", "failed"):
-        bound = r.get("relative_margin_bound")
-        echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)"
-             + ("" if bound is None else f"; by weak duality every predictor's relative margin <= {bound:.1e}"))
-    else:
-        cert = "certified" if r["certified"] else "NOT certified"
-        echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
-             f"{r['solve_seconds']:.1f} s; {cert} (rel gap {r['rel_gap']:.1e}, min margin {r['min_margin']:.7f})"
-             + (f"; {r['message']}" if r["message"] else ""))
+            job.keep(sol, r, origin if found is not None else None, f"{run_dir.name}/{obj}")
+    job.report(r, sol, origin)
     return r
+
+
+class _ProgramSolve:
+    """The steps of solving one convex program in a run: look it up (the solve cache, a shared ray),
+    solve it (resumable working-set rounds; stopped between rounds when a ray arrives), take a ray
+    that arrived late, record it, keep it for twins, report it. Each step decides on data (a
+    record's status, `Solution.stop`), never on a message."""
+
+    def __init__(self, cfg: Config, obj: str, design: GatedDesign, problem: Problem, manifest: dict,
+                 cache: SolveCache, out: Path, echo, use: str):
+        self.cfg, self.obj, self.design, self.problem, self.manifest = cfg, obj, design, problem, manifest
+        self.cache, self.out, self.echo, self.use = cache, out, echo, use
+        self.key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
+                             solve_options(cfg, use).get("device", "cpu"))
+        self.ckey = cache.constraints_key(design)
+        self.arrived: list = []   # a ray another worker certified while this program was solved
+        self.rounds = out / layout.ROUNDS
+
+    def record(self, sol, origin: str | None, clock: Clock | None = None, write: bool = True) -> dict:
+        return _record(self.obj, self.cfg, self.design, sol, self.out, self.problem.dataset, self.manifest, origin,
+                       write=write, clock=clock)
+
+    def lookup(self) -> tuple[Solution, str] | None:
+        """A certified answer already there: the cache's entry for this program (certified again on
+        this design; one that does not certify counts as missing), or a shared ray."""
+        hit = self.cache.get(self.key, self.design, warn=self.echo)
+        if hit is not None:
+            r = self.record(hit[0], hit[1], write=False)
+            if not (r["certified"] and r["status"] in ("optimal", "infeasible")):
+                self.echo(f"  warning: solve cache entry {self.cache.entry(self.key)} does not certify this program "
+                          f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
+                hit = None
+        return hit or self.shared_ray()
+
+    def shared_ray(self) -> tuple[Solution, str] | None:
+        return _shared_ray(self.obj, self.cfg, self.design, self.problem, self.manifest, self.cache, self.ckey,
+                           self.echo)
+
+    def solve(self) -> tuple[Solution, None]:
+        """The solver's answer. The working set's round checkpoint, which a rerun resumes from, is
+        the program's own in a sweep's cache folder (any twin point resumes it), else the point's."""
+        self.rounds = _adopt_rounds(self.out / layout.ROUNDS, self.cache.rounds(self.key))
+
+        def ray_arrived() -> str | None:   # asked between working-set rounds
+            if self.cache.folder is not None and not self.arrived:
+                self.arrived.extend(filter(None, [self.shared_ray()]))
+            return f"the dual ray of {self.arrived[0][1]} certifies this program infeasible" if self.arrived else None
+
+        cfg = self.cfg
+        sol = SOLVERS[self.use].solve(self.design, cfg.svm.max_iters, cfg.svm.eps,
+                                      **solve_options(cfg, self.use, (self.rounds, self.key), ray_arrived))
+        return sol, None
+
+    def late_ray(self) -> tuple[Solution, str] | None:
+        """A solve that failed on its own (a nearly inseparable program's rounding) or stopped for a
+        ray: the ray of a program with the same constraints, certified meanwhile by another worker."""
+        return self.arrived[0] if self.arrived else self.shared_ray()
+
+    def keep(self, sol: Solution, r: dict, origin: str | None, here: str) -> None:
+        """A certified answer into the cache (a ray also under its constraints: it bounds every program
+        that has them); the round checkpoints, scratch now, removed (never through a link)."""
+        if origin is None:
+            self.cache.put(self.key, sol, here)
+            if r["status"] == "infeasible":
+                self.cache.put(self.ckey, sol, here)
+        elif r["status"] == "infeasible" and self.cache.get(self.key) is None:
+            self.cache.put(self.key, sol, origin)
+        for done_with in {self.rounds, self.out / layout.ROUNDS}:
+            if not is_link(done_with):
+                remove(done_with)
+
+    def report(self, r: dict, sol: Solution, origin: str | None) -> None:
+        echo = self.echo
+        if origin is not None and sol.stop is not Stop.SHARED_RAY:
+            echo(f"  the same program as {origin}: its solution reused, certified here on this design")
+        if r["status"] == "infeasible" and r["certified"]:
+            echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
+                 f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
+        elif r["status"] in ("infeasible", "failed"):
+            bound = r.get("relative_margin_bound")
+            echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)"
+                 + ("" if bound is None else f"; by weak duality every predictor's relative margin <= {bound:.1e}"))
+        else:
+            cert = "certified" if r["certified"] else "NOT certified"
+            echo(f"  {r['status']}: objective {r['objective']:.6g}, val error {r['val_error']:.4f}, "
+                 f"{r['solve_seconds']:.1f} s; {cert} (rel gap {r['rel_gap']:.1e}, min margin {r['min_margin']:.7f})"
+                 + (f"; {r['message']}" if r["message"] else ""))
 
 
 def _shared_ray(obj: str, cfg: Config, design: GatedDesign, problem: Problem, manifest: dict, cache: SolveCache,
                 ckey: str, echo) -> tuple[Solution, str] | None:
     """A dual ray stored for these constraints by another program (`SolveCache.constraints_key`),
-    as this program's answer when it certifies this program infeasible on its own design and norm
-    (the rescue `scripts/adopt_solution.py` did by hand for seed 3 at H = 10, issue 13), else None."""
+    as this program's answer when it certifies this program infeasible on its own design and norm,
+    else None."""
     found = cache.get(ckey, design, warn=echo)
     if found is None or found[0].status != "infeasible" or found[0].lam is None:
         return None
     ray, origin = found
     sol = Solution(None, "infeasible", float("nan"), 0.0, ray.solver,
                    f"the dual ray of {origin}, a program with the same constraints (training inputs, labels "
-                   f"and gates): {ray.message}", ray.iterations, ray.lam)
+                   f"and gates): {ray.message}", ray.iterations, ray.lam, Stop.SHARED_RAY)
     r = _record(obj, cfg, design, sol, Path("."), problem.dataset, manifest, origin, write=False)
     if not (r["certified"] and r["status"] == "infeasible"):
         echo(f"  the dual ray of {origin} (the same constraints) does not certify this program "
@@ -552,20 +597,21 @@ def _adopt_rounds(local: Path, shared: Path | None) -> Path:
     never moved or followed (load_rounds refuses it and the solve starts at round 1)."""
     if shared is None:
         return local
-    if not os.path.lexists(shared) and local.is_file() and not local.is_symlink():
+    if not present(shared) and is_file(local):
         os.replace(local, shared)
     return shared
 
 
 def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
-    """config.yaml, the arrays (predictions.npz, solution.npz; stale ones removed), result.json last."""
-    atomic_write_text(out / "config.yaml", dump_config(cfg))
-    for stem in ("predictions", "solution", "compact"):
+    """config.yaml, the arrays (predictions.npz, compact.npz or a non-convex program's theta.npz; stale
+    ones removed), result.json last."""
+    atomic_write_text(out / layout.CONFIG, dump_config(cfg))
+    for stem, name in (("predictions", layout.PREDICTIONS), ("compact", layout.COMPACT), ("theta", layout.THETA)):
         if stem in arrays:
-            write_npz(out / f"{stem}.npz", **arrays[stem])
+            write_npz(out / name, **arrays[stem])
         else:
-            (out / f"{stem}.npz").unlink(missing_ok=True)
-    write_json(out / "result.json", result)
+            remove(out / name)
+    write_json(out / layout.RESULT, result)
     return result
 
 
@@ -592,7 +638,8 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
     if cached_from is not None:   # the solution of an identical program, certified again on this design
         result["cached_from"] = cached_from
     result["device"] = cfg.svm.device if "device" in getattr(SOLVERS.get(sol.solver), "honours", ()) else "cpu"
-    if TIME_LIMITED in sol.message and not result["certified"]:   # `fit-svm` / a sweep's rerun solves it again
+    result["stop"] = Stop(sol.stop).value
+    if sol.stop is Stop.TIME_LIMIT and not result["certified"]:   # `fit-svm` / a sweep's rerun solves it again
         result["time_limited"] = True
     if clock is not None:
         result["provenance"] = clock.stamp()
@@ -602,12 +649,11 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         val_out = decision(sol.zeta, design.x_val, design.e_val)
         # design.y_train: svm-pos / svm-neg constrain one class only (the same as ds.y_train otherwise)
         result.update(train_error=error(train_out, design.y_train), val_error=error(val_out, ds.y_val))
-        arrays = {"predictions": {"train_out": train_out, "val_out": val_out},
-                  "solution": {"zeta": sol.zeta, **({} if sol.lam is None else {"lam": sol.lam})}}
-    elif sol.lam is not None and np.all(np.isfinite(sol.lam)):   # a dual ray (or a failed solve's last multipliers)
-        arrays = {"solution": {"lam": sol.lam}}
-    if write and arrays:   # the compact solution that `gb verify` checks and results folders carry (gbcli.runs.solutions)
-        from gbcli.runs.solutions import compact_arrays
+        arrays = {"predictions": {"train_out": train_out, "val_out": val_out}}
+    has_lam = sol.lam is not None and np.all(np.isfinite(sol.lam))   # a dual certificate, a ray, or a bound
+    if write and (sol.zeta is not None or has_lam):
+        # the one stored solution: the compact file that `gb verify` checks and results folders carry
+        from gbcli.store.solutions import compact_arrays
 
         arrays["compact"] = compact_arrays(obj, design, sol.zeta, sol.lam, arrays.get("predictions", {}).get("val_out"),
                                            result, cfg.svm.certify_tol)

@@ -6,7 +6,7 @@ Each point gets a stable id (a hash of its resolved config) and its own run dire
 skips finished points and redoes only unfinished stages. A point that fails (exception, NaN loss,
 a solve without a certificate of optimality or infeasibility) writes `failed.json` and the sweep goes on. The sweep then writes
 `OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`. Programs identical
-to one solved before in the sweep are not solved again (`OUT/solves/`, gbcli.runs.cache; points
+to one solved before in the sweep are not solved again (`OUT/solves/`, gbcli.store.cache; points
 that share their programs are scheduled apart, so that the first has usually solved them).
 
 Points run in a local process pool (`executor: local`, `jobs` processes, `threads` torch threads
@@ -16,7 +16,6 @@ on `OUT/.sweep.lock` keeps a second sweep off the same directory.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import multiprocessing as mp
@@ -36,83 +35,20 @@ from gbcli.errors import GbError
 from gbcli.models.base import Problem
 from gbcli.provenance import Clock
 from gbcli.text import shorten
-from gbcli.io import atomic_write_text, flatten, read_json, write_csv, write_json
+from gbcli.store.safe import atomic_write_text, flatten, read_json, write_csv, write_json
 from gbcli.logs import log
-from gbcli.registry import DEFAULT_KIND, MODELS, SWEEP_REPORTS, spec_of
+from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
-from gbcli.runs.cache import SolveCache
-from gbcli.runs.integrity import PROBLEM_SECTIONS, check_kind, check_tree, run_lock, section_hash
-from gbcli.runs.executors import check_slurm, run_local, run_slurm, slurm_options
-from gbcli.runs.solutions import copy_point_solutions
+from gbcli.store.cache import SolveCache
+from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
+from gbcli.store.lock import check_kind, run_lock
+from gbcli.store import layout
+from gbcli.store.layout import RunDir, SweepDir
+from gbcli.store.safe import check_tree, is_file, open_append, present, read_record, remove
+from gbcli.runs.executors import make_executor
+from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.stages import Deferred, compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
-
-NOT_IDENTITY = ("name", "output", "grid", "zip", "preset", "sweep")
-# keys that change what is logged, never a result: a grid that sets them keeps its points' ids
-# (svm: how long a solve may take and where its arrays live, never what it solves: a rerun with
-# another time limit resumes the same points)
-NOT_IDENTITY_KEYS = {"training": ("validation", "checkpoint_seconds"), "svm": ("time_limit", "device")}
-
-
-def _non_default(values: dict, defaults: dict) -> dict:
-    """The entries of `values` that differ from `defaults` (recursively)."""
-    out = {}
-    for k, v in values.items():
-        d = defaults.get(k, object())
-        if isinstance(v, dict) and isinstance(d, dict):
-            v = _non_default(v, d)
-            if v:
-                out[k] = v
-        elif v != d:
-            out[k] = v
-    return out
-
-
-# The defaults that point ids were hashed against before the config became per-kind sections: a
-# key keeps the default it had then, so every point valid under both schemas keeps its id (and
-# existing sweep directories stay resumable); keys added since compare with their own default.
-ID_DEFAULTS = {
-    "dataset": {"name": "digits", "train_size": 500, "val_size": None, "data_seed": 1, "data_dir": None,
-                "positive_classes": [0, 1, 2, 3, 4], "classes": None, "n_samples": 500, "dim": 20,
-                "synthetic_seed": 0, "margin": 0.0, "bias": False, "x": None, "y": None, "max_norm": None},
-    "model": {"kind": DEFAULT_KIND, "hidden_units": 10, "output_bias": True, "init": None, "init_seed": None,
-              "init_scale": 1.0, "freeze_gates_after": 0, "depth": 2, "activation": "relu", "patches": 2,
-              "weights": None, "leaky_alpha": 0.2, "output_weight": 1.0},
-    "contexts": {"count": 2, "seed": 1, "median_init": True, "normal_std": 36.0, "offset_std": 9.0},
-    "training": {"batch_size": 128, "lr": 0.04, "momentum": 0.0, "epochs": 100, "lr_milestones": [],
-                 "lr_decay": 0.25, "loss": "logistic", "batch_seed": 1, "device": "cpu", "log_points": 50,
-                 "log_spacing": "linear", "step_rule": "constant", "descent": "gradient", "track": []},
-    "svm": {"objectives": [], "solver": None, "max_iters": None, "eps": None, "certify_tol": 1e-06,
-            "restarts": 40, "radii": [0.3, 0.1, 0.03, 0.01, 0.003, 0.001], "search_seed": 0},
-}
-
-
-def id_defaults(cfg: Config) -> dict:
-    """The defaults a point's values are compared with: ID_DEFAULTS, then the current defaults of
-    the point's model kind and dataset (for keys added since)."""
-    current = Config.model_construct().model_dump(mode="json")
-    current["model"] = MODELS[cfg.model.kind].Params.model_construct().model_dump(mode="json")
-    current["dataset"] = type(cfg.dataset).model_construct().model_dump(mode="json")
-    out = {}
-    for section in set(current) | set(ID_DEFAULTS):
-        cur, old = current.get(section), ID_DEFAULTS.get(section)
-        out[section] = {**cur, **old} if isinstance(cur, dict) and isinstance(old, dict) else (old if old is not None else cur)
-    return out
-
-
-def point_id(cfg: Config) -> str:
-    """Stable id of a grid point: a hash of the resolved config's values that differ from the
-    defaults (`id_defaults`), so a new config key (with a default) leaves existing sweeps' ids unchanged."""
-    d = _non_default(cfg.to_dict(), id_defaults(cfg))
-    for k in NOT_IDENTITY:
-        d.pop(k, None)
-    for section, keys in NOT_IDENTITY_KEYS.items():
-        for k in keys:
-            d.get(section, {}).pop(k, None)
-        if section in d and not d[section]:
-            del d[section]
-    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
-
 
 MAX_POINTS = 10_000   # points a sweep may have: counted before the grid is expanded or validated
 
@@ -167,15 +103,8 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
 # ------------------------------------------------------------------ one point
 
 
-def open_log(path: Path):
-    """A point's log.txt for appending, never through a symlink (a received point whose log links
-    to another file must not have it appended to: OSError ELOOP, recorded as the point's failure)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    return os.fdopen(fd, "a")
-
-
 def is_done(run_dir: Path) -> bool:
-    return (run_dir / "tables" / "errors.csv").is_file()
+    return is_file(RunDir(run_dir).errors)
 
 
 def _time_limited(record: Path) -> bool:
@@ -206,7 +135,8 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
     solve cache. `defer`: a program another worker is solving right now is not waited for; the
     point's other programs are solved and it returns status `deferred` (run it again later)."""
     run_dir = Path(run_dir)
-    log_path = run_dir / "log.txt"
+    run = RunDir(run_dir)
+    log_path = run.log
     start, stage = time.time(), "prepare"
     log = None
 
@@ -220,19 +150,18 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        log = open_log(log_path)
+        log = open_append(log_path)
         echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}, torch threads {torch.get_num_threads()}")
         cfg = Config.model_validate(cfg_dict)
         problem = problem or prepare(cfg)
         stage = "train-gd"
-        if not (run_dir / "gd" / "summary.json").is_file():
+        if not is_file(run.summary):
             train_gd(cfg, run_dir, progress=False, problem=problem)
-        summary = read_json(run_dir / "gd" / "summary.json")
+        summary = read_json(run.summary)
         if summary["status"] != "ok":
             raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
         stage = "fit-svm"
-        todo = [o for o in cfg.svm.objectives if not (run_dir / "svm" / o / "result.json").is_file()
-                or _time_limited(run_dir / "svm" / o / "result.json")]
+        todo = [o for o in cfg.svm.objectives if not is_file(run.result(o)) or _time_limited(run.result(o))]
         if todo:
             try:
                 fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
@@ -242,7 +171,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
                 return {"status": "deferred", "seconds": time.time() - start, "objectives": exc.objectives}
         bad = []
         for o in cfg.svm.objectives:
-            r = read_json(run_dir / "svm" / o / "result.json")
+            r = read_json(run.result(o))
             if not (r["status"] in ("optimal", "infeasible") and r["certified"]):
                 bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
                            + (f" ({r['message']})" if r["message"] else ""))
@@ -250,7 +179,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             raise PointFailure("fit-svm", "; ".join(bad))
         stage = "compare"
         compare_run(run_dir)
-        (run_dir / "failed.json").unlink(missing_ok=True)
+        remove(run.failed)
         echo(f"done in {time.time() - start:.1f} s")
         return {"status": "done", "seconds": time.time() - start}
     except Exception as exc:  # record and go on: one bad point must not stop a grid
@@ -262,10 +191,10 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
             echo(traceback.format_exc())
         echo(f"FAILED at {stage}: {message}")
-        record = {"status": "failed", "stage": stage, "message": message, "log": str(log_path.resolve()),
-                  "seconds": time.time() - start}
+        record = {"status": "failed", "stage": stage, "message": message,
+                  "log": str(log_path.resolve()) if is_file(log_path) else "", "seconds": time.time() - start}
         try:
-            write_json(run_dir / "failed.json", record)
+            write_json(run.failed, record)
         except OSError as err:
             record["message"] += f" (and failed.json could not be written: {err.strerror or err})"
         return record
@@ -295,7 +224,7 @@ def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None 
 def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None, threads: int) -> list[dict]:
     limit_threads(threads)
     problems: dict[str, Problem] = {}
-    todo = [(c, d) for c, d in zip(cfg_dicts, run_dirs) if not (Path(d) / "gd" / "summary.json").is_file()]
+    todo = [(c, d) for c, d in zip(cfg_dicts, run_dirs) if not is_file(RunDir(d).summary)]
     if len(todo) > 1:
         start = time.time()
         try:
@@ -310,12 +239,12 @@ def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None
             note = f"batched training failed ({type(exc).__name__}: {exc}); training alone".splitlines()[0]
         for _, d in todo:
             try:
-                with open_log(Path(d) / "log.txt") as log:
+                with open_append(RunDir(d).log) as log:
                     log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
             except OSError:
                 pass
     # The points one after the other, except that a point whose program another worker is solving
-    # right now (a twin point's: the same program, one solve, gbcli.runs.cache) goes to the back of
+    # right now (a twin point's: the same program, one solve, gbcli.store.cache) goes to the back of
     # the queue while its other programs are solved; only when every point left is waiting on
     # another worker does one wait. Two workers whose groups hold the same programs in the same order
     # (the three schedules of one grid, seeds 1, 2, 3 each) then solve different programs side by
@@ -347,12 +276,12 @@ class PointFailure(Exception):
 
 def sweep_lock(out: Path):
     """Exclusive lock on OUT/.sweep.lock (released by the kernel if the process dies)."""
-    return run_lock(out, name=".sweep.lock", busy="another sweep is running on this directory (pid {pid})",
+    return run_lock(out, name=layout.SWEEP_LOCK, busy="another sweep is running on this directory (pid {pid})",
                     kind="sweep")
 
 
 def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = (),
-              executor: str | None = None, jobs: int | None = None, slurm: dict | None = None,
+              executor: str | None = None, jobs: int | None = None,
               progress: bool = True, echo=log.info, threads: int | None = None,
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures). Its
@@ -368,10 +297,9 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
     # data-level checks (files, split sizes) for every distinct dataset, before any point runs
     for cfg in {json.dumps(p.dataset.model_dump(), sort_keys=True): p for p in points}.values():
         dataset_of(cfg)
-    if executor == "slurm":   # the overrides validated as the config's keys, then the cluster asked
-        slurm = slurm_options(base.sweep, slurm)
-        check_slurm()
-    with sweep_lock(out), open_log(out / "log.txt") as log_file:
+    runner = make_executor(base.sweep, executor, jobs, threads, out, echo)
+    runner.check()   # Slurm: the client commands and a controller that answers, before anything is written
+    with sweep_lock(out), open_append(SweepDir(out).log) as log_file:
         shown = echo
 
         def say(msg: str) -> None:   # the terminal (or the caller's logger) and the sweep's log.txt
@@ -382,25 +310,22 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
             except OSError:   # a full disk: the message was shown; the sweep's own checks report it
                 pass
 
-        echo = say
+        echo = runner.echo = say
         # the sweep's own config as given (grid and zip included), for `gb runs show` and colleagues
-        atomic_write_text(out / "config.yaml", yaml.safe_dump(read_config(path, overrides), sort_keys=False))
-        dirs = {point_id(p): out / "points" / point_id(p) for p in points}
+        atomic_write_text(SweepDir(out).config, yaml.safe_dump(read_config(path, overrides), sort_keys=False))
+        dirs = {point_id(p): SweepDir(out).point(point_id(p)).root for p in points}
         todo = [p for p in points if not is_done(dirs[point_id(p)])]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
         if todo:
-            cache = str(out / "solves") if base.sweep.solve_cache else None
+            cache = str(SweepDir(out).solves) if base.sweep.solve_cache else None
             size = min(base.sweep.batch, -(-len(todo) // jobs))   # groups enough to keep every job busy
             tasks = [([p.to_dict() for p in g], [str(dirs[point_id(p)]) for p in g], cache)
                      for g in largest_first(spread_twins(group_points(todo, size)))]
-            if executor == "slurm":
-                run_slurm(run_group, tasks, jobs, slurm, out, progress, echo)
-            else:
-                run_local(run_group, tasks, jobs, progress, echo, threads)
+            runner.run(run_group, tasks, progress, echo)
         errors, incons, failures = aggregate(out, points, echo)
         # the last invocation of the sweep: how it was run (each point's records carry their own)
-        write_json(out / "sweep.json", {"name": base.name, "points": len(points), "ran": len(todo),
+        write_json(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
                                         "failed": len(failures), "executor": executor, "jobs": jobs,
                                         "provenance": clock.stamp()})
         return errors, incons, failures
@@ -467,7 +392,7 @@ def largest_first(groups: list[list[Config]]) -> list[list[Config]]:
 def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) -> list[Path]:
     """The four panels (and training curves), then the experiments' own tables and figures
     (gbcli.experiments), of a sweep or run directory; returns the figures' paths."""
-    from gbcli.reports.figures import plot_sweep   # matplotlib: only when drawing (0.3 s of CPU)
+    from gbcli.runs.figures import plot_sweep   # matplotlib: only when drawing (0.3 s of CPU)
 
     paths = plot_sweep(errors, incons, out)
     for report in SWEEP_REPORTS:
@@ -492,7 +417,7 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
     errs, incs, fails = [], [], []
     for cfg in points:
         pid = point_id(cfg)
-        d = out / "points" / pid
+        d = SweepDir(out).point(pid).root
         if is_done(d):
             try:
                 e, i = read_tables(d)
@@ -502,27 +427,25 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
             errs.append(e.assign(point=pid))
             incs.append(i.assign(point=pid))
             try:   # OUT/solutions/<id>/: the compact solutions that `gb verify` checks and results folders carry
-                copy_point_solutions(d, out / "solutions" / pid)
+                copy_point_solutions(d, out / layout.SOLUTIONS / pid)
             except (OSError, ValueError) as exc:
-                echo(f"warning: point {pid}: its solutions were not copied into {out / 'solutions'} ({exc})")
+                echo(f"warning: point {pid}: its solutions were not copied into {out / layout.SOLUTIONS} ({exc})")
         else:
+            failed = RunDir(d).failed
             rec = {"status": "not run", "stage": "", "message": "", "log": ""}
-            if (d / "failed.json").is_file():
-                try:
-                    rec = read_json(d / "failed.json")
-                except (OSError, ValueError, UnicodeDecodeError):
-                    rec = {"status": "failed", "stage": "", "message": f"{d / 'failed.json'}: unreadable", "log": ""}
-                if not isinstance(rec, dict):
-                    rec = {"status": "failed", "stage": "", "message": f"{d / 'failed.json'}: not a record", "log": ""}
-            fails.append({"point": pid, **{k: rec.get(k, "") for k in ("status", "stage", "message", "log")}})
+            if present(failed):
+                rec = read_record(failed) or {"message": f"{failed}: unreadable or not a record"}
+                # the status word is gb's, never the file's: a point with a failure record failed or was interrupted
+                rec["status"] = "interrupted" if rec.get("status") == "interrupted" else "failed"
+            fails.append({"point": pid, **{k: str(rec.get(k, "")) for k in ("status", "stage", "message", "log")}})
     errors = pd.concat(errs, ignore_index=True) if errs else pd.DataFrame()
     incons = pd.concat(incs, ignore_index=True) if incs else pd.DataFrame()
     failures = pd.DataFrame(fails, columns=["point", "status", "stage", "message", "log"])
-    tables = out / "tables"
-    write_csv(tables / "errors.csv", errors)
-    write_csv(tables / "inconsistency.csv", incons)
+    tables = SweepDir(out).tables
+    write_csv(tables / layout.ERRORS, errors)
+    write_csv(tables / layout.INCONSISTENCY, incons)
     write_csv(tables / "failures.csv", failures)
-    write_csv(tables / "points.csv", point_table(points))
+    write_csv(SweepDir(out).points_table, point_table(points))
     if errs:
         write_csv(tables / "summary.csv", summarize(errors, incons))
         draw_figures(errors, incons, out)

@@ -23,26 +23,28 @@ shape, dtype and finiteness checked; a file that cannot be used makes its progra
   trained network), with the claims of `tables/errors.csv` when it exists;
 - a folder of those (e.g. results/paper): each subfolder that is one of the above.
 
-The compact solution files (`compact.npz`, `solutions/<id>/<objective>.npz`) are `gbcli.runs.solutions`'s.
+The compact solution files (`compact.npz`, `solutions/<id>/<objective>.npz`) are `gbcli.store.solutions`'s.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
 from gbcli.config.loading import load_yaml_text, validate
 from gbcli.errors import GbError
-from gbcli.io import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
+from gbcli.store.safe import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
 from gbcli.metrics import error
 from gbcli.programs.certify import certificate
 from gbcli.programs.design import GatedDesign, Solution, decision
-from gbcli.runs.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, MAX_SOLUTION_BYTES, RTOL, SOLVED,
-                                  OBJECTIVE_ATOL, Unusable, _close, _compact_solution, _float_array, _no_links, _read_npz,
-                                  compact_arrays, write_compact)
+from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, MAX_SOLUTION_BYTES, RTOL, SOLVED,
+                                  OBJECTIVE_ATOL, Unusable, _close, _compact_solution, _no_links, _read_npz,
+                                  write_compact)
+from gbcli.store import layout
+from gbcli.store.layout import RunDir, SweepDir
+from gbcli.store.safe import is_dir, is_link, present
 from gbcli.text import shorten
 
 
@@ -78,12 +80,6 @@ def _read_config(root: Path, path: Path):
         raise Unusable(shorten(str(exc), 200)) from None
 
 
-def _full_solution(arrays: dict, design: GatedDesign) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(zeta, lam) of a run's solution.npz, checked against the design."""
-    n, rows, dim = len(design.y_train), design.rows, design.x_train.shape[1]
-    return (_float_array(arrays.get("zeta"), "zeta", (rows, dim)), _float_array(arrays.get("lam"), "lam", (n,)))
-
-
 # ------------------------------------------------------------------ the check of one program
 
 
@@ -108,6 +104,13 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
     return out
 
 
+# A ray's bound on every predictor's relative margin is a sum that cancels to rounding level (~1e-17 for
+# an exactly conflicting set): recomputed on another CPU it differs in every digit, and so does the dual
+# objective derived from it (1/bound^2-like, ~1e29). The certificate is the bound below NOT_SEPARABLE
+# (1e-9); a claimed bound within 1e-12 of the recomputed one claims nothing the data do not bear out.
+RAY_BOUND_ATOL = 1e-12
+
+
 def compare_claims(got: dict, claims: dict, source: str) -> list[str]:
     """What a record (`source`: result.json, errors.csv, the compact file's claims) claims that the
     recomputation does not bear out."""
@@ -118,9 +121,11 @@ def compare_claims(got: dict, claims: dict, source: str) -> list[str]:
     cert = claims.get("certified")
     if cert is not None and not (isinstance(cert, (bool, np.bool_)) and bool(cert) == got["certified"]):
         bad.append(f"{source}: certified {shorten(repr(cert), 30)}, recomputed {got['certified']}")
+    ray = got["val_out"] is None   # multipliers alone: what they certify is the bound on every margin
     checks = [("objective", RTOL, OBJECTIVE_ATOL), ("primal_objective", RTOL, OBJECTIVE_ATOL),
-              ("dual_objective", RTOL, OBJECTIVE_ATOL),
-              ("rel_gap", 0.0, GAP_ATOL), ("min_margin", 0.0, GAP_ATOL), ("relative_margin_bound", RTOL, 1e-300),
+              *([] if ray else [("dual_objective", RTOL, OBJECTIVE_ATOL)]),
+              ("rel_gap", 0.0, GAP_ATOL), ("min_margin", 0.0, GAP_ATOL),
+              ("relative_margin_bound", RTOL, RAY_BOUND_ATOL if ray else 1e-300),
               ("train_error", 0.0, 0.0), ("val_error", 0.0, 0.0), ("tolerance", 0.0, 0.0)]
     for key, rtol, atol in checks:
         if key not in claims or key not in got:
@@ -130,8 +135,11 @@ def compare_claims(got: dict, claims: dict, source: str) -> list[str]:
     return bad
 
 
-def compare_predictions(got: dict, arrays: dict, n: int, m: int) -> list[str]:
-    """A run's predictions.npz against the recomputed outputs (same values to rounding, same signs)."""
+PREDICTION_RTOL = 1e-7   # outputs recomputed from a compact file's multipliers against the solver's
+
+
+def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = RTOL) -> list[str]:
+    """A run's predictions.npz against the recomputed outputs (same values to `rtol`, same signs)."""
     bad = []
     for key, size in (("train_out", n), ("val_out", m)):
         a = arrays.get(key)
@@ -143,8 +151,8 @@ def compare_predictions(got: dict, arrays: dict, n: int, m: int) -> list[str]:
             continue
         want = got[key]
         scale = max(1.0, float(np.abs(want).max()) if want.size else 1.0)
-        if not np.array_equal(np.sign(a), np.sign(want)) or not np.allclose(a, want, rtol=RTOL, atol=RTOL * scale):
-            k = int(np.sum(~np.isclose(a, want, rtol=RTOL, atol=RTOL * scale) | (np.sign(a) != np.sign(want))))
+        if not np.array_equal(np.sign(a), np.sign(want)) or not np.allclose(a, want, rtol=rtol, atol=rtol * scale):
+            k = int(np.sum(~np.isclose(a, want, rtol=rtol, atol=rtol * scale) | (np.sign(a) != np.sign(want))))
             bad.append(f"predictions.npz: {key} differs from the recomputed outputs at {k} points")
     return bad
 
@@ -159,7 +167,7 @@ class _Problems:
         self.problems: dict[str, object] = {}
 
     def problem(self, cfg):
-        from gbcli.runs.integrity import PROBLEM_SECTIONS, section_hash
+        from gbcli.store.identity import PROBLEM_SECTIONS, section_hash
         from gbcli.runs.stages import prepare
 
         key = section_hash(cfg, PROBLEM_SECTIONS)
@@ -231,23 +239,23 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
     from gbcli.runs.stages import load_trained
 
     rows = []
-    svm = run / "svm"
-    if svm.is_symlink():
-        return [{**_row(where, "svm", {}), "problems": ["svm: is a symlink (not followed)"]}]
+    svm = RunDir(run).svm
+    if is_link(svm):
+        return [{**_row(where, layout.SVM, {}), "problems": [f"{layout.SVM}: is a symlink (not followed)"]}]
     if not svm.is_dir():
         return rows
     for stage in sorted(svm.iterdir()):
         objective = stage.name
-        if stage.name.startswith(".") or not (stage.is_dir() or stage.is_symlink()):
+        if stage.name.startswith(".") or not (stage.is_dir() or is_link(stage)):
             continue
         row = _row(where, objective, {})
         rows.append(row)
         got = None
         try:
             _no_links(root, stage)
-            record = _read_json(root, stage / "result.json")
+            record = _read_json(root, stage / layout.RESULT)
             row.update(value=record.get("objective"), claimed_status=record.get("status"))
-            cfg = _read_config(root, stage / "config.yaml")
+            cfg = _read_config(root, stage / layout.CONFIG)
             design, ds, program = _design(objective, cfg, problems,
                                           lambda c, dim: load_trained(run, c, dim, objective))
             if design is None:
@@ -255,35 +263,30 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
                 row["verified"] = None
                 row["problems"] = ["not a convex program: no certificate to check"]
                 continue
-            if "solution.npz" in os.listdir(stage) or record.get("status") != "failed":
-                zeta, lam = _full_solution(_read_npz(root, stage / "solution.npz", ("zeta", "lam")), design)
+            compact = stage / layout.COMPACT
+            arrays = None
+            if present(compact) or record.get("status") != "failed":   # a failed solve may have stored nothing
+                got, _, form, arrays = _check_compact(root, compact, design, ds, objective, cfg, row["problems"],
+                                                      [(layout.RESULT, record)])
+                row["checked"] = f"compact ({form})" if form != "ray" else \
+                    f"compact (ray: relative margin <= {got.get('relative_margin_bound', math.nan):.1e})"
             else:
-                zeta = lam = None
-            got = check_solution(design, ds.y_val, zeta, lam, str(record.get("status")), cfg.svm.certify_tol)
-            row["checked"] = "zeta+lam" if zeta is not None else (
-                f"ray (relative margin <= {got.get('relative_margin_bound', math.nan):.1e})" if lam is not None else "none")
-            row["problems"] += compare_claims(got, record, "result.json")
-            if zeta is not None:
+                got = check_solution(design, ds.y_val, None, None, "failed", cfg.svm.certify_tol)
+                row["checked"] = "none"
+                row["problems"] += compare_claims(got, record, layout.RESULT)
+            if got["val_out"] is not None:
                 try:
-                    preds = _read_npz(root, stage / "predictions.npz", ("train_out", "val_out"))
-                    row["problems"] += compare_predictions(got, preds, len(design.y_train), len(design.x_val))
+                    preds = _read_npz(root, stage / layout.PREDICTIONS, ("train_out", "val_out"))
+                    # a zeta stored as its multipliers reproduces the certificate to WRITE_TOL, the outputs to ~1e-9
+                    row["problems"] += compare_predictions(got, preds, len(design.y_train), len(design.x_val),
+                                                           RTOL if form == "zeta" else PREDICTION_RTOL)
                 except Unusable as exc:
                     row["problems"].append(str(exc))
-            elif os.path.lexists(stage / "predictions.npz"):
-                row["problems"].append("predictions.npz: stored for a program without a predictor")
-            compact = stage / "compact.npz"
-            arrays = None
-            if os.path.lexists(compact):
-                cgot, _, form, arrays = _check_compact(root, compact, design, ds, objective, cfg, row["problems"],
-                                                       [("result.json", record)])
-                row["checked"] += f", compact ({form})"
-                if cgot["status"] != got["status"]:
-                    row["problems"].append(f"compact.npz: recomputed {cgot['status']}, solution.npz {got['status']}")
+            elif present(stage / layout.PREDICTIONS):
+                row["problems"].append(f"{layout.PREDICTIONS}: stored for a program without a predictor")
             if export is not None and not row["problems"] and got["status"] in ("optimal", "infeasible"):
-                if arrays is None:
-                    arrays = compact_arrays(objective, design, zeta, lam, got["val_out"], record, cfg.svm.certify_tol)
-                export[(where, objective)] = (arrays, stage / "config.yaml",
-                                              run / "gd" / "model.pt" if program.needs_trained else None)
+                export[(where, objective)] = (arrays, stage / layout.CONFIG,
+                                              RunDir(run).model if program.needs_trained else None)
         except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
             _unchecked(row, exc)
             got = None
@@ -293,8 +296,8 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
 
 def _errors_claims(folder: Path, root: Path) -> dict:
     """(point, predictor) -> the row of folder/tables/errors.csv (a results folder's claims)."""
-    path = folder / "tables" / "errors.csv"
-    if not os.path.lexists(path):
+    path = RunDir(folder).errors
+    if not present(path):
         return {}
     _no_links(root, path)
     table = read_csv_untrusted(path)
@@ -317,40 +320,41 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
     from gbcli.runs.stages import load_checkpoint
     from gbcli.registry import spec_of
 
-    sols = folder / "solutions"
+    sols = folder / layout.SOLUTIONS
     rows = []
     try:
         claims_csv = _errors_claims(folder, root)
     except (Unusable, OSError, ValueError, GbError) as exc:
         claims_csv = None
-        rows.append({**_row(prefix or folder.name, "tables/errors.csv", {}), "problems": [shorten(str(exc), 200)]})
+        rows.append({**_row(prefix or folder.name, f"{layout.TABLES}/{layout.ERRORS}", {}),
+                     "problems": [shorten(str(exc), 200)]})
     for point in sorted(sols.iterdir()):
         if point.name.startswith("."):
             continue
         where = f"{prefix}{point.name}"
-        if point.is_symlink() or not point.is_dir():
+        if not is_dir(point):
             rows.append({**_row(where, "", {}), "problems": [f"{point.name}: is a symlink or not a folder (not followed)"]})
             continue
         files = sorted(p for p in point.iterdir() if p.suffix == ".npz")
         cfg = None
         try:
-            cfg = _read_config(root, point / "config.yaml")
+            cfg = _read_config(root, point / layout.CONFIG)
         except Unusable as exc:
             cfg_error = str(exc)
 
         def trained_from(c, dim, _point=point):
-            path = _point / "model.pt"
+            path = _point / layout.MODEL
             _no_links(root, path)
-            if not os.path.lexists(path):
-                raise Unusable("the program reads the trained network: model.pt missing")
+            if not present(path):
+                raise Unusable(f"the program reads the trained network: {layout.MODEL} missing")
             state = load_checkpoint(path)
             if state.get("kind") != c.model.kind:
-                raise Unusable(f"model.pt: holds a gd-{shorten(str(state.get('kind')), 30)}, the config a {c.model.kind}")
+                raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 30)}, the config a {c.model.kind}")
             return spec_of(c).load(state, c, dim, path)
 
         for path in files:
             objective = path.stem
-            if skip and (point.name, objective) in skip and not path.is_symlink():
+            if skip and (point.name, objective) in skip and not is_link(path):
                 try:   # a copy of the point's own compact.npz: verified with the point
                     if read_untrusted(path, MAX_SOLUTION_BYTES) == skip[(point.name, objective)]:
                         continue
@@ -369,9 +373,9 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
                 if claims_csv is not None and claims_csv:
                     c = claims_csv.get((point.name, objective))
                     if c is None:
-                        row["problems"].append("tables/errors.csv: no row for this program")
+                        row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
                     else:
-                        extra.append(("errors.csv", c))
+                        extra.append((layout.ERRORS, c))
                 got, claims, form, _ = _check_compact(root, path, design, ds, objective, cfg, row["problems"], extra)
                 row.update(value=claims.get("objective"), claimed_status=claims.get("status"), checked=form)
             except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
@@ -379,18 +383,19 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
                 got = None
             _finish(row, got)
     for (point, objective), c in sorted((claims_csv or {}).items()):   # a claimed program without its solution
-        if c.get("status") in SOLVED and not os.path.lexists(sols / point / f"{objective}.npz") and \
+        if c.get("status") in SOLVED and not present(sols / point / f"{objective}.npz") and \
                 not (skip and (point, objective) in skip):
             rows.append({**_row(f"{prefix}{point}", objective, c),
-                         "problems": [f"solutions/{point}/{objective}.npz: missing (tables/errors.csv has the program)"]})
+                         "problems": [f"{layout.SOLUTIONS}/{point}/{objective}.npz: missing ({layout.TABLES}/{layout.ERRORS} "
+                                      f"has the program)"]})
     return rows
 
 
 def _kind(path: Path) -> str | None:
-    from gbcli.runs.integrity import dir_kind
+    from gbcli.store.lock import dir_kind
 
     kind = dir_kind(path, key="DIR")
-    if kind is None and (path / "solutions").is_dir() and not (path / "solutions").is_symlink():
+    if kind is None and is_dir(path / layout.SOLUTIONS):
         return "results"
     return kind
 
@@ -409,7 +414,7 @@ def verify(path: str | Path, export: dict | None = None) -> list[dict]:
     targets = [(root, kind, "")] if kind else []
     if not targets:
         for sub in sorted(root.iterdir()):
-            if sub.is_dir() and not sub.is_symlink() and not sub.name.startswith("."):
+            if is_dir(sub) and not sub.name.startswith("."):
                 k = _kind(sub)
                 if k:
                     targets.append((sub, k, f"{sub.name}/"))
@@ -422,26 +427,26 @@ def verify(path: str | Path, export: dict | None = None) -> list[dict]:
         if k == "run":
             rows += verify_run(root, folder, prefix.rstrip("/") or folder.name, problems, export)
         elif k == "sweep":
-            points = folder / "points"
+            points = SweepDir(folder).points
             own: dict[tuple[str, str], bytes] = {}
-            if points.is_dir() and not points.is_symlink():
+            if is_dir(points):
                 for p in sorted(points.iterdir()):
                     if p.name.startswith("."):
                         continue
-                    if p.is_symlink() or not p.is_dir():
+                    if not is_dir(p):
                         rows.append({**_row(f"{prefix}{p.name}", "", {}),
                                      "problems": [f"points/{p.name}: is a symlink or not a folder (not followed)"]})
                         continue
                     point_rows = verify_run(root, p, f"{prefix}{p.name}", problems, export)
                     rows += point_rows
                     for r in point_rows:
-                        c = p / "svm" / r["objective"] / "compact.npz"
+                        c = RunDir(p).program(r["objective"]) / layout.COMPACT
                         if r["verified"] and "compact" in r["checked"]:
                             try:
                                 own[(p.name, r["objective"])] = read_untrusted(c, MAX_SOLUTION_BYTES)
                             except (OSError, ValueError):
                                 pass
-            if (folder / "solutions").is_dir() and not (folder / "solutions").is_symlink():
+            if is_dir(folder / layout.SOLUTIONS):
                 rows += verify_solutions(root, folder, prefix, problems, skip=own)
         else:
             rows += verify_solutions(root, folder, prefix, problems)
@@ -460,14 +465,14 @@ def export_solutions(source: str | Path, dest: str | Path) -> tuple[list[dict], 
     that does not verify is not exported."""
     found: dict = {}
     rows = verify(source, export=found)
-    dest = Path(dest) / "solutions"
+    dest = Path(dest) / layout.SOLUTIONS
     written = 0
     for (where, objective), (arrays, config, model) in sorted(found.items()):
         folder = dest / where
         write_compact(folder / f"{objective}.npz", arrays)
-        atomic_write_text(folder / "config.yaml", read_untrusted(config, MAX_CONFIG_BYTES).decode("utf-8"))
+        atomic_write_text(folder / layout.CONFIG, read_untrusted(config, MAX_CONFIG_BYTES).decode("utf-8"))
         if model is not None:
-            atomic_write_bytes(folder / "model.pt", read_untrusted(model))
+            atomic_write_bytes(folder / layout.MODEL, read_untrusted(model))
         written += 1
     return rows, written
 

@@ -22,7 +22,7 @@ from torch import nn
 
 from gbcli import interrupts
 from gbcli.errors import GbError
-from gbcli.io import atomic_write_bytes, read_untrusted
+from gbcli.store.safe import atomic_write_bytes, present, read_untrusted
 from gbcli.metrics import error
 from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
@@ -188,7 +188,7 @@ def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
     a link (O_NOFOLLOW, a regular file only, size-bounded) and loaded with weights_only=True (no
     object other than tensors and containers is ever built: a pickle payload is refused, not run).
     The tensors are checked against the network when resuming (`_restore`)."""
-    if not path.exists() and not path.is_symlink():
+    if not present(path):
         return None, ""
     try:
         data = read_untrusted(path)
@@ -274,7 +274,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     `checkpoint`: save the training state there every `checkpoint.seconds` and when interrupted,
     and resume from `checkpoint.resume` (a checkpoint that does not fit this network is warned
     about and the run starts from step 0); not with a `tracker` (see the module docstring)."""
-    from gbcli.logs import StepProgress, log as gb_log
+    from gbcli.logs import Progress, log as gb_log
 
     spec = spec or spec_of(cfg)
     t = cfg.training
@@ -336,7 +336,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     next_save = time.monotonic() + (checkpoint.seconds if checkpoint else 0)
     diverged, lr = "", epoch_lr(t, min(first_epoch, t.epochs - 1))
     try:
-        with StepProgress(f"train {cfg.model.predictor}", total, show=progress) as bar:
+        with Progress(f"train {cfg.model.predictor}", total, show=progress) as bar:
             if step:
                 bar.advance(step)
             for epoch in range(first_epoch, t.epochs):

@@ -27,8 +27,8 @@ import torch
 from scipy.optimize import nnls
 
 from gbcli.programs.certify import CERTIFY_TOL, relative_margin_bound
-from gbcli.programs.design import GatedDesign, Solution, combination, decision
-from gbcli.programs.ipm import POLISHED, STALLED, Kernel, interior_point, polish
+from gbcli.programs.design import GatedDesign, Solution, Stop, combination, decision
+from gbcli.programs.ipm import POLISHED, Kernel, Outcome, interior_point, polish
 from gbcli.programs.norms import NORMS, norm_of
 from gbcli.programs import workingset
 from gbcli.programs.active_set import active_set
@@ -123,16 +123,16 @@ def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
     return min((lam, polished), key=lambda v: relative_margin_bound(design, v))
 
 
-def recover(design: GatedDesign, lam: np.ndarray, s: np.ndarray, status: str, message: str,
-            seconds: float, iterations: int) -> Solution:
+def recover(design: GatedDesign, out: Outcome, seconds: float) -> Solution:
     """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
     norm = norm_of(design)
-    zeta = norm.predictor(design, lam, s, precise=message.startswith(POLISHED) or getattr(lam, "lo", None) is not None)
+    lam = out.lam
+    zeta = norm.predictor(design, lam, out.s, precise=out.stop is Stop.POLISHED or getattr(lam, "lo", None) is not None)
     m = decision(zeta, design.x_train, design.e_train) * design.y_train
     if m.min() > 0:   # the stopping test assumed this rescaling (it may scale up as well as down)
         zeta = zeta / m.min()
-    return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message,
-                    iterations=iterations, lam=np.asarray(lam, np.float64))   # a polished lam is long double
+    return Solution(zeta, out.status, norm.value(design, zeta), seconds, "dual", out.message,
+                    iterations=out.iterations, lam=np.asarray(lam, np.float64), stop=out.stop)   # a polished lam is long double
 
 
 class DualSolver(Solver):
@@ -165,22 +165,24 @@ class DualSolver(Solver):
                 sol.message = ("the free points' null-space features are dependent, so the reduction does not "
                                "apply: solved in primal form with Clarabel" + (f"; {sol.message}" if sol.message else ""))
                 return sol
-            zeta, status, message, lam, it = reduced
+            zeta, status, message, lam, it, stop = reduced
             seconds = time.perf_counter() - start
             if zeta is None:
-                return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it)
-            return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam)
+                return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it, stop=stop)
+            return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam,
+                            stop=stop)
 
-        def finish(sub: GatedDesign, lam, s, message: str, sub_tol: float, grp: Kernel | None = None):
-            """The active-set polish of an interior-point answer that stalled: (status, message, lam, s),
-            or None when it does not improve on it."""
+        def finish(sub: GatedDesign, got: Outcome, sub_tol: float, grp: Kernel | None = None) -> Outcome | None:
+            """The active-set polish of an interior-point answer that stalled, or None when it does not
+            improve on it."""
             grp = grp if grp is not None else kernel_problem(sub, device)
-            done = polish(grp, lam, s, norm.quadratic, primal_products(sub, grp))
+            done = polish(grp, got.lam, got.s, norm.quadratic, primal_products(sub, grp))
             if done is None:
                 return None
             lam, s, gap = done
-            return ("optimal" if gap <= sub_tol else "inaccurate",
-                    f"{POLISHED} to a relative gap of {gap:.1e} (the interior-point method {message})", lam, s)
+            return Outcome("optimal" if gap <= sub_tol else "inaccurate",
+                           f"{POLISHED} to a relative gap of {gap:.1e} (the interior-point method {got.message})",
+                           lam, s, got.iterations, Stop.POLISHED)
 
         def solve_on(sub: GatedDesign, sub_tol: float, start=None, deadline=deadline):
             grp = kernel_problem(sub, device)
@@ -190,28 +192,28 @@ class DualSolver(Solver):
                 done = active_set(grp, sub_tol, deadline, guess, max_iters)
                 if done is not None:
                     return done
-            status, message, lam, s, it = interior_point(grp, norm.quadratic, sub_tol, max_iters, start=start,
-                                                         deadline=deadline)
-            if status == "infeasible":
-                lam = polish_ray(sub, lam)
-            elif status == "inaccurate" and s is not None and message.endswith(STALLED):
+            got = interior_point(grp, norm.quadratic, sub_tol, max_iters, start=start, deadline=deadline)
+            if got.status == "infeasible":
+                got = got._replace(lam=polish_ray(sub, got.lam))
+            elif got.status == "inaccurate" and got.s is not None and got.stop is Stop.STALLED:
                 # stalled short of the tolerance (not stopped by max_iters): finish on its active set
-                status, message, lam, s = finish(sub, lam, s, message, sub_tol, grp) or (status, message, lam, s)
-            return status, message, lam, s, it
+                got = finish(sub, got, sub_tol, grp) or got
+            return got
 
         if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
             working_set = len(design.y_train) > workingset.WORKING_SET_ABOVE
         if working_set:
-            status, message, zeta, lam, it = workingset.solve_working_set(design, solve_on, tol, finish,
-                                                                           checkpoint, deadline, through, stop)
+            ws = workingset.solve_working_set(design, solve_on, tol, finish, checkpoint, deadline, through, stop)
             seconds = time.perf_counter() - start
-            value = float("nan") if zeta is None else norm.value(design, zeta)
-            return Solution(zeta, status, value, seconds, "dual", message, iterations=it, lam=lam)
-        status, message, lam, s, it = solve_on(design, tol)
+            value = float("nan") if ws.zeta is None else norm.value(design, ws.zeta)
+            return Solution(ws.zeta, ws.status, value, seconds, "dual", ws.message, iterations=ws.iterations,
+                            lam=ws.lam, stop=ws.stop)
+        got = solve_on(design, tol)
         seconds = time.perf_counter() - start
-        if s is None:   # infeasible (lam is the dual ray that certifies it) or failed
-            return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it, lam=lam)
-        return recover(design, lam, s, status, message, seconds, it)
+        if got.s is None:   # infeasible (lam is the dual ray that certifies it) or failed
+            return Solution(None, got.status, float("nan"), seconds, "dual", got.message, iterations=got.iterations,
+                            lam=got.lam, stop=got.stop)
+        return recover(design, got, seconds)
 
 
 def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | None = None,

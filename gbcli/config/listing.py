@@ -1,0 +1,273 @@
+"""The config reference (`gb config keys`): every section's and every model / dataset kind's keys
+with their type, range, default and description, read from the live schema (`gbcli.config.schema`,
+which imports without torch)."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import json
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic_core import to_jsonable_python
+
+from gbcli.schema import Section
+
+MAX_HINT_KEY = 64   # a selector longer than this gets no did-you-mean (difflib is quadratic)
+
+
+# ------------------------------------------------------------------ the sections, from the schema
+
+
+@functools.lru_cache(maxsize=1)
+def sections() -> dict[str, dict]:
+    """Section name ("" for the top level, "training", "model", "model.gln", ...) -> its entry:
+    {"description", "keys": {key: {"type", "default" (absent when required), "range", "description"}}}
+    or, for a section of several kinds (model, dataset), {"description", "union": the key that names
+    the kind, "default": the default kind, "kinds"}."""
+    from gbcli.config.schema import UNIONS, Config, section_of
+    from gbcli.registry import MODELS
+
+    secs: dict[str, dict] = {"": {"description": _doc(Config), "keys": _keys(Config, tuple(UNIONS))}}
+    for key, field in Config.model_fields.items():
+        if key in UNIONS:
+            kinds = UNIONS[key]
+            secs[key] = {"description": field.description or "", "union": kinds.key, "default": kinds.default,
+                         "kinds": list(kinds.classes)}
+            for kind, cls in kinds.classes.items():
+                about = MODELS[kind].description if key == "model" else _doc(cls)
+                secs[f"{key}.{kind}"] = {"description": about, "keys": _keys(cls)}
+        elif (cls := section_of(key)) is not None:
+            secs[key] = {"description": _doc(cls) or field.description or "", "keys": _keys(cls)}
+    return secs
+
+
+def union_of(section: str) -> dict | None:
+    """The entry of `section` when it is a section of several kinds (model, dataset), else None."""
+    entry = sections().get(section)
+    return entry if entry is not None and "union" in entry else None
+
+
+# ------------------------------------------------------------------ types as text
+
+# A key's type is written as a small expression: int (strict: no bool, float or string), float,
+# bool, strict_bool (true or false only), str, null, any, 'a' (a literal), list[T],
+# tuple[T, U], dict[K, V], and A | B.
+
+
+def type_text(annotation: Any, metadata: tuple | list = ()) -> str:
+    """The type of a pydantic field (its annotation and metadata) as the reference writes it."""
+    strict = any(getattr(m, "strict", None) for m in metadata)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is int:
+        return "int" if strict else "int (coerced)"
+    if annotation is bool:
+        return "strict_bool" if strict else "bool"
+    if annotation is float:
+        return "strict float" if strict else "float"
+    if annotation is str:
+        return "strict str" if strict else "str"
+    if annotation is type(None):
+        return "null"
+    if annotation is Any:
+        return "any"
+    if origin is Annotated:
+        return type_text(args[0], (*metadata, *args[1:]))
+    if origin is Literal:
+        return " | ".join(repr(a) if isinstance(a, str) else json.dumps(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " | ".join(type_text(a, metadata) for a in args)
+    if origin is list and len(args) == 1:
+        return f"list[{type_text(args[0])}]"
+    if origin is tuple and args and Ellipsis not in args:
+        return f"tuple[{', '.join(type_text(a) for a in args)}]"
+    if origin is dict and len(args) == 2:
+        return f"dict[{type_text(args[0])}, {type_text(args[1])}]"
+    return str(annotation).replace("typing.", "")
+
+
+def _doc(obj: Any) -> str:
+    """The first paragraph of a docstring, as one line."""
+    doc = inspect.cleandoc(obj.__doc__ or "") if obj.__dict__.get("__doc__") else ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _number(v: Any) -> str:
+    """2^63 rather than 9223372036854775808."""
+    if isinstance(v, int) and v >= 2 ** 20 and v & (v - 1) == 0:
+        return f"2^{v.bit_length() - 1}"
+    return str(v)
+
+
+def _range(metadata) -> str:
+    """The bounds of a number as text: `>= 1`, `in [0, 1)`; "" when unbounded."""
+    low = high = None
+    for m in metadata:
+        for attr, side, bracket in (("ge", "low", "["), ("gt", "low", "("), ("le", "high", "]"), ("lt", "high", ")")):
+            v = getattr(m, attr, None)
+            if v is not None:
+                if side == "low":
+                    low = (bracket, _number(v))
+                else:
+                    high = (bracket, _number(v))
+    if low and high:
+        return f"in {low[0]}{low[1]}, {high[1]}{high[0]}"
+    if low:
+        return f"{'>=' if low[0] == '[' else '>'} {low[1]}"
+    if high:
+        return f"{'<=' if high[0] == ']' else '<'} {high[1]}"
+    return ""
+
+
+def _keys(cls, unions: tuple[str, ...] = ()) -> dict[str, dict]:
+    """The entries of a section class's keys (`unions`: its keys that are sections of several kinds)."""
+    out = {}
+    for key, field in cls.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, Section) or key in unions:
+            out[key] = {"type": "section", "description": field.description or ""}
+            continue
+        spec: dict[str, Any] = {"type": type_text(ann, field.metadata)}
+        rng = _range(field.metadata)
+        if rng:
+            spec["range"] = rng
+        if not field.is_required():
+            spec["default"] = to_jsonable_python(field.get_default(call_default_factory=True))
+        spec["description"] = field.description or ""
+        out[key] = spec
+    return out
+
+
+# ------------------------------------------------------------------ listing keys (gb config keys)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def select(selector: str | None) -> tuple[list[str], str | None]:
+    """What `gb config keys SELECTOR` lists, as (sections, key or None): everything (None), a
+    section (`training`; `top`: the top level), a union section with all its kinds (`model`), one
+    kind (`model.gln`), or one key (`training.lr`; `model.hidden_units`: in every kind that has it).
+    A GbError otherwise."""
+    from gbcli.errors import GbError
+    from gbcli.text import quoted
+
+    secs = sections()
+    names = list(secs)
+    if selector is None:
+        return names, None
+    wanted = selector.strip().strip(".")
+    if wanted in ("", "top", "top-level"):
+        return [""], None
+    if wanted in secs:
+        if union_of(wanted) is not None:
+            return [wanted] + [n for n in names if n.startswith(f"{wanted}.")], None
+        return [wanted], None
+    head, _, key = wanted.rpartition(".")
+    if head in secs or head == "":
+        within = [head] + [n for n in names if n.startswith(f"{head}.")] if union_of(head) else [head]
+        holders = [n for n in within if key in secs[n].get("keys", {}) or
+                   (union_of(n) is not None and key == union_of(n)["union"])]
+        if holders:
+            return holders, key
+    known = ["top", *(n for n in names if n)]
+    known += [f"{n.split('.')[0] + '.' if n else ''}{k}" for n in names for k in secs[n].get("keys", {})]
+    match = difflib.get_close_matches(wanted, known, n=1, cutoff=0.6) if len(wanted) <= MAX_HINT_KEY else []
+    hint = f"; did you mean {match[0]}?" if match else ""
+    tops = ", ".join(n for n in names if n and "." not in n)
+    raise GbError(f"SECTION: {quoted(selector)} is neither a section (top, {tops}; a kind: model.gln, dataset.mnist, "
+                  f"...) nor a key (training.lr){hint}")
+
+
+def rows(selector: str | None = None) -> list[dict]:
+    """One row per key of the selected sections (`select`): section, key (as written in a config:
+    model.kind, not model.gln.kind), type, range, default, required, description. A union section
+    contributes one row for its tag key (its kinds, its default)."""
+    names, only = select(selector)
+    out = []
+    for name in names:
+        entry = sections()[name]
+        top = name.split(".")[0]
+        prefix = f"{top}." if name else ""
+        u = union_of(name)
+        if u is not None:
+            if only in (None, u["union"]):
+                out.append({"section": name, "key": f"{name}.{u['union']}",
+                            "type": " | ".join(repr(k) for k in u["kinds"]), "range": "", "default": u["default"],
+                            "required": False, "description": f"the {name} kind (default {u['default']}); the "
+                                                              f"section's other keys are the kind's own"})
+            continue
+        for key, spec in entry["keys"].items():
+            if only in (None, key):
+                out.append({"section": name, "key": f"{prefix}{key}", "type": spec["type"],
+                            "range": spec.get("range", ""), "default": spec.get("default"),
+                            "required": "default" not in spec, "description": spec["description"]})
+    return out
+
+
+def section_title(name: str) -> str:
+    """`training: gradient descent ...`, `model.gln (model.kind: gln): ...`."""
+    entry = sections()[name]
+    if not name:
+        return f"top level: {entry['description']}"
+    if "." in name:
+        top, kind = name.split(".", 1)
+        return f"{name} ({top}.{union_of(top)['union']}: {kind}): {entry['description']}"
+    return f"{name}: {entry['description']}"
+
+
+def default_text(row: dict) -> str:
+    if row["type"] == "section":
+        return ""
+    return "required" if row["required"] else _shown(row["default"])
+
+
+def type_with_range(row: dict) -> str:
+    return f"{row['type']} {row['range']}".strip()
+
+
+def blocks(selected: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The rows grouped by section, each group with its title; kinds with identical keys (mnist,
+    fashion-mnist, digits) are one group."""
+    by_section: dict[str, list[dict]] = {}
+    for r in selected:
+        by_section.setdefault(r["section"], []).append(r)
+    groups: list[tuple[list[str], list[dict]]] = []
+    for name, rs in by_section.items():
+        same = [names for names, prev in groups if "." in name and names[0].split(".")[0] == name.split(".")[0]
+                and [{**r, "section": ""} for r in prev] == [{**r, "section": ""} for r in rs]]
+        if same:
+            same[0].append(name)
+        else:
+            groups.append(([name], rs))
+    out = []
+    for names, rs in groups:
+        title = section_title(names[0])
+        if len(names) > 1:
+            top = names[0].split(".")[0]
+            kinds = ", ".join(n.split(".", 1)[1] for n in names)
+            about = {sections()[n]["description"] for n in names}
+            title = f"{', '.join(names)} ({top}.{union_of(top)['union']}: {kinds})"
+            title += f": {about.pop()}" if len(about) == 1 else ""
+        out.append((title, rs))
+    return out
+
+
+def render_text(selected: list[dict]) -> str:
+    """Plain text: a [title] line before each section's keys, then one line per key (grep-friendly):
+    key, type and range, default, description."""
+    lines: list[str] = []
+    for title, rs in blocks(selected):
+        if lines:
+            lines.append("")
+        lines.append(f"[{title}]")
+        cols = [(r["key"], type_with_range(r), default_text(r), r["description"]) for r in rs]
+        width = [max(len(c[i]) for c in cols) for i in range(3)]
+        for c in cols:
+            lines.append("  ".join(c[i].ljust(width[i]) for i in range(3)) + "  " + c[3])
+    return "\n".join(line.rstrip() for line in lines) + "\n"

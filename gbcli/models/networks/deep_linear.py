@@ -1,0 +1,31 @@
+"""The deep linear network's torch module (`gbcli.models.deep_linear`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class DeepLinear(nn.Module):
+    """f(x) = W_L ... W_1 x."""
+
+    def __init__(self, depth: int, width: int, dim: int):
+        super().__init__()
+        shapes = [(width, dim)] + [(width, width)] * (depth - 2) + [(1, width)]
+        self.layers = nn.ParameterList(nn.Parameter(torch.empty(*s)) for s in shapes)
+
+    def end_to_end(self) -> torch.Tensor:
+        """The linear predictor w (D,) = (W_L ... W_1)'."""
+        w = self.layers[0]
+        for layer in self.layers[1:]:
+            w = layer @ w
+        return w[0]
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        h = x
+        for layer in self.layers:
+            h = h @ layer.T
+        return h[:, 0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return list(self.layers)

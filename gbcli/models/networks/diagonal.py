@@ -1,0 +1,26 @@
+"""Paper 003's diagonal network's torch module (`gbcli.models.diagonal`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gbcli.models import construction
+
+
+class DiagonalNet(nn.Module):
+    """Depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>."""
+
+    def __init__(self, depth: int, dim: int, activation: str):
+        super().__init__()
+        self.activation = activation
+        self.w = nn.Parameter(torch.empty(depth, dim))
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        h = x
+        for j in range(self.w.shape[0] - 1):
+            h = construction.activate(self.w[j] * h, self.activation)
+        return h @ self.w[-1]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w]

@@ -1,0 +1,47 @@
+"""The two-layer ReLU network's torch module (`gbcli.models.relu`, and the frozen-gate `frelu`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class ReLUNet(nn.Module):
+    """x -> H -> 1 ReLU network without biases (2-homogeneous).
+
+    With `frozen` set, unit h is gated by [w_gate_h . x >= 0] from a frozen copy of the first
+    layer (frozen-gate ReLU, FReLU); only the linear weights then move.
+    """
+
+    def __init__(self, units: int, dim: int):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.empty(units, dim))
+        self.w2 = nn.Parameter(torch.empty(1, units))
+        self.register_buffer("w_gate", torch.empty(0, dim))
+
+    @property
+    def frozen(self) -> bool:
+        return self.w_gate.shape[0] > 0
+
+    def freeze_gates(self) -> None:
+        self.w_gate = self.w1.detach().clone()
+
+    def gates(self, x: torch.Tensor) -> torch.Tensor:
+        return (x @ (self.w_gate if self.frozen else self.w1).T >= 0).to(x.dtype)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        pre = x @ self.w1.T
+        return pre * self.gates(x) if self.frozen else torch.relu(pre)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        return self.hidden(x) @ self.w2[0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w1, self.w2]
+
+    def matrices(self) -> dict[str, torch.Tensor]:
+        """The first layer (rows: neurons), for paper 001's `layer_rank`."""
+        return {"W": self.w1}
+
+    def row_weights(self) -> dict[str, torch.Tensor]:
+        return {"W": self.w2[0]}

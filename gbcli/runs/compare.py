@@ -1,0 +1,125 @@
+"""The tables of one run directory, built from its finished stages' records (`gb compare`): one row
+per predictor (errors) and one per program paired with the trained network (inconsistency). The
+records are read through the store (one status for one record: `gbcli.store.records`); the model
+kind's own words (its units, its default init seed) come from the registry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from gbcli.errors import GbError
+from gbcli.metrics import expected_if_uncorrelated, inconsistency
+from gbcli.registry import MODELS
+from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS
+from gbcli.store import layout
+from gbcli.store.layout import RunDir
+from gbcli.store.records import gd_status, program_status, stage_record
+from gbcli.store.safe import is_file, load_npz_untrusted, load_yaml, read_text_untrusted
+
+
+def _read(path: Path, parse):
+    """Read a result file; a missing or corrupt one is a one-line GbError naming it."""
+    try:
+        return parse(path)
+    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError, EOFError) as exc:
+        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+
+
+SUMMARY_KEYS = ("predictor", "train_error", "val_error", "status")
+RESULT_KEYS = ("predictor", "train_error", "val_error", "status")
+
+
+def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarray:
+    """The validation outputs of a predictions.npz (GbError naming the file when it is not one)."""
+    def load(p):
+        with load_npz_untrusted(p) as z:
+            return np.asarray(z[key if key in z.files or key == "val_out" else "val_out"], dtype=float)
+
+    try:
+        out = load(path)
+    except KeyError:
+        raise GbError(f"{path}: has no val_out array; rerun the stage") from None
+    except Exception as exc:   # truncated zip, foreign file: numpy raises a variety of errors
+        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+    if out.ndim != 1 or (n is not None and len(out) != n):
+        raise GbError(f"{path}: val_out has shape {out.shape}, expected ({n},); the stages do not belong together "
+                      f"(rerun them)")
+    return out
+
+
+def _meta(config_path: Path) -> dict:
+    cfg = _read(config_path, lambda p: load_yaml(read_text_untrusted(p, 10_000_000)))
+    if not isinstance(cfg, dict):
+        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage")
+    try:
+        m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
+        row = {"contexts": c["count"], "train_size": d["train_size"], "data_seed": d["data_seed"],
+               "context_seed": c["seed"], "median_init": c["median_init"], "momentum": t["momentum"]}
+    except (KeyError, TypeError):
+        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
+    spec = MODELS.get(m.get("kind")) if isinstance(m, dict) else None
+    if spec is None:
+        raise GbError(f"{config_path}: model.kind {m.get('kind') if isinstance(m, dict) else m!r} is not a known "
+                      f"model; rerun the stage") from None
+    try:
+        params = spec.Params.model_validate({k: v for k, v in m.items() if k in spec.Params.model_fields})
+        units = spec.units(params)
+        init_seed = params.init_seed if params.init_seed is not None else spec.default_init_seed(_Resolved(cfg))
+    except Exception:
+        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
+    return {"model": m["kind"], "hidden_units": units, **row, "init_seed": init_seed}
+
+
+class _Resolved:
+    """Attribute access to a dumped config's sections (what a spec's default_init_seed reads)."""
+
+    def __init__(self, d: dict):
+        self._d = d
+
+    def __getattr__(self, key):
+        v = self._d[key]
+        return _Resolved(v) if isinstance(v, dict) else v
+
+
+def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Build both tables from a run directory's completed stages."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise GbError(f"{run_dir}: no such run directory")
+    errors, pairs = [], []
+    gd = None
+    run = RunDir(run_dir)
+    if is_file(run.summary):
+        s = stage_record(run.summary, SUMMARY_KEYS, gd=True)
+        meta = _meta(run.gd_config)
+        gd = (s, _outputs(run.gd_predictions), _outputs(run.gd_predictions, key="val_out_published"))
+        errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
+                       "val_error": s["val_error"], "status": gd_status(s)})
+    for result in run.results():
+        r = stage_record(result, RESULT_KEYS)
+        meta = _meta(result.parent / layout.CONFIG)
+        errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "objective",
+                                                        "solve_seconds", "solver", "min_margin", "rel_gap",
+                                                        "certified", "iterations")},
+                       "status": program_status(r)})   # one status for one record (gb runs shows the same)
+        preds = result.parent / layout.PREDICTIONS
+        if gd is not None and is_file(preds):
+            s, gd_val, gd_published = gd
+            p = s["val_error"]
+            svm_val = _outputs(preds, len(gd_val))
+            pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
+                          "inconsistency": inconsistency(svm_val, gd_val), "gd_val_error": p,
+                          "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p),
+                          # measured as the published comparison did (protocol section 10); the same
+                          # number wherever that comparison did not differ
+                          "published_inconsistency": inconsistency(svm_val, gd_published),
+                          "gd_status": gd_status(s)})   # a pair with a diverged network says so
+    if not errors:
+        raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
+    return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),
+            pd.DataFrame(pairs).reindex(columns=INCONSISTENCY_COLUMNS))

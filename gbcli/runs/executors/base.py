@@ -1,0 +1,154 @@
+"""Where a sweep's points run: one interface, `Executor` (check, submit, wait, cancel), with a local
+process pool (`local.LocalPool`) and a Slurm job array through submitit (`slurm.SlurmArray`) behind it.
+The sweep asks `make_executor` and never which one it got.
+
+Both take a function and its argument tuples (a task: a group of points, its second element the
+list of their directories; the function returns one record per point), so they know nothing of
+what a point does. `Executor.run` is the one loop that waits: it reports each finished point to
+the one progress reporter (`gbcli.logs.Progress`: points done, failed and running, an ETA) and
+names a failed point on its own line.
+
+Interrupted (Ctrl-C, SIGTERM: `gbcli.interrupts`), `run` stops at once: the executor cancels what
+is queued and stops what runs (the pool terminates its workers, the Slurm array is cancelled); the
+points that were running get a failed.json with status "interrupted" (they are not done: a rerun
+runs them again), and the exception goes on to the CLI, which prints one line and exits 130.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Callable
+
+from gbcli import interrupts
+from gbcli.logs import Progress
+from gbcli.store import layout
+from gbcli.store.layout import RunDir
+from gbcli.store.safe import is_dir, is_file, mtime, write_json
+
+
+class Executor(ABC):
+    """Runs a sweep's tasks somewhere. `check` refuses (GbError) before anything is written;
+    `submit` starts every task and returns one handle each; `wait` returns the handles finished
+    (or lost) within `timeout` seconds; `result` gives a finished handle's point records (failure
+    records when the task died); `cancel` stops the unfinished handles and says which points had
+    started."""
+
+    name = ""
+
+    def __init__(self, jobs: int, echo=print):
+        self.jobs, self.echo = jobs, echo
+
+    def check(self) -> None:
+        """Refuse, before anything is written, when the tasks cannot run here (GbError)."""
+
+    @abstractmethod
+    def submit(self, fn: Callable, tasks: list[tuple]) -> list:
+        ...
+
+    @abstractmethod
+    def wait(self, pending: list, timeout: float) -> list:
+        ...
+
+    @abstractmethod
+    def result(self, handle, task: tuple) -> list[dict]:
+        ...
+
+    @abstractmethod
+    def cancel(self, pending: list, tasks: dict) -> tuple[Callable[[str], bool], str]:
+        """Stop every unfinished handle (`tasks`: handle -> its task); (whether a point directory of
+        theirs had started and wrote no record of its own, a note for the user)."""
+
+    def running(self, pending: list, tasks: dict) -> int:
+        """How many points run now (at most `jobs` tasks: the first pending ones)."""
+        return sum(len(tasks[h][1]) for h in pending[: self.jobs])
+
+    def run(self, fn: Callable, tasks: list[tuple], show: bool, echo) -> None:
+        """Submit every task, wait for all, report each point; on an interrupt cancel and record."""
+        total = sum(len(t[1]) for t in tasks)
+        with Progress("sweep", total, show=show, counter="{done}/{total} points", say=echo,
+                      describe=lambda n: f"{n.get('failed', 0)} failed") as bar:
+            bar.note(failed=0, running=0)
+            with interrupts.deferred():   # workers start (or sbatch runs) with SIGINT/SIGTERM held
+                handles = self.submit(fn, tasks)
+            by_handle = dict(zip(handles, tasks))
+            pending = list(handles)
+            failed = 0
+            try:
+                bar.note(failed=failed, running=self.running(pending, by_handle))
+                while pending:
+                    for h in self.wait(pending, 1.0):
+                        pending.remove(h)
+                        task = by_handle[h]
+                        for record, d in zip(self.result(h, task), task[1]):
+                            if record["status"] != "done":
+                                failed += 1
+                                echo(f"point {Path(d).name} FAILED at {record['stage']}: {record['message']}"
+                                     + (f" (log: {record['log']})" if record.get("log") else ""))
+                            bar.note(failed=failed)
+                            bar.advance()
+                    bar.note(running=self.running(pending, by_handle))
+            except BaseException as exc:   # interrupted (or the sweep process failed): stop now, not after the queue
+                started, note = self.cancel(pending, by_handle)
+                stopped([d for h in pending for d in by_handle[h][1]], exc, started)
+                if note:
+                    if isinstance(exc, interrupts.Interrupted):
+                        exc.notes.append(note)
+                    else:
+                        echo(note)
+                raise
+
+
+def ran_since(d: str, since: float) -> bool:
+    """Whether point directory `d` was at work in this run: its log.txt (appended to when a point
+    starts) or its lock (written when its training starts, in a group) changed since `since`."""
+    for path in (RunDir(d).log, RunDir(d).root / layout.LOCK):
+        try:
+            if mtime(path) >= since - 1:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _stage(d: Path) -> str:
+    """The stage a stopped point was in, as its files show it (gd/summary.json: trained)."""
+    run = RunDir(d)
+    if not is_file(run.summary):
+        return "train-gd"
+    return "compare" if is_dir(run.tables) else "fit-svm"
+
+
+def stopped(dirs: list[str], exc: BaseException, started: Callable[[str], bool]) -> None:
+    """failed.json with status "interrupted" for each point of `dirs` that had started (`started`)
+    and is not done (tables/errors.csv, written last): a rerun runs it again. Points of tasks that
+    had finished wrote their own records; queued points never started and get nothing."""
+    if isinstance(exc, (interrupts.Interrupted, KeyboardInterrupt)):   # the latter: library use, no handlers
+        why = f"the sweep was interrupted ({getattr(exc, 'signame', 'SIGINT')}) while this point ran"
+    else:
+        why = f"the sweep process stopped ({type(exc).__name__}: {exc})".splitlines()[0] + " while this point ran"
+    for d in map(Path, dirs):
+        try:
+            run = RunDir(d)
+            if not is_dir(d) or is_file(run.errors) or not started(str(d)):
+                continue
+            write_json(run.failed, {"status": "interrupted", "stage": _stage(d),
+                                    "message": f"{why}; rerun the sweep to run it again",
+                                    "log": str(run.log.resolve()) if is_file(run.log) else "",   # only a file that exists
+                                    "at": time.strftime("%Y-%m-%d %H:%M:%S")})
+        except OSError:   # best effort: the point is not done either way
+            pass
+
+
+def died(dirs: list[str], stage: str, log: str, message: str) -> list[dict]:
+    """The record of each point of a task that died, written to its failed.json when possible."""
+    result = {"status": "failed", "stage": stage, "log": log, "message": message.splitlines()[0] if message else ""}
+    for d in dirs:
+        try:
+            write_json(RunDir(d).failed, result)
+        except OSError:
+            pass
+    return [result] * len(dirs)
+
+

@@ -1,0 +1,498 @@
+"""The four figure panels of a sweep (protocol section 8), drawn from its aggregated tables.
+
+(a) each SVM's validation error against the GD network's; (b) inconsistency against GD error,
+with the 2p(1-p) expected of an uncorrelated predictor; (c) the best configuration of every
+predictor; (d) validation error against hidden units H (hyperplanes k for models with global contexts).
+Only usable results are drawn: GD rows with status ok, SVM rows optimal or inaccurate.
+Figures are plain matplotlib Figure objects rendered with Agg, so no display is needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, NullLocator
+
+from gbcli.errors import GbError
+from gbcli.store.safe import flatten, is_file, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.registry import INSTRUMENTS, MODELS
+from gbcli.reports.render import save_png
+from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
+from gbcli.store import layout
+from gbcli.store.layout import RunDir, SweepDir
+
+NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",
+         "d": "d_error_vs_units"}
+MARKERS = "osD^v<>ph*"
+
+
+def usable(errors: pd.DataFrame) -> pd.DataFrame:
+    """Rows to plot: GD networks that trained (ok), programs solved (optimal or inaccurate)."""
+    gd = errors["predictor"].str.startswith("gd-")
+    return errors[(gd & (errors["status"] == "ok")) | (~gd & errors["status"].isin(USABLE_STATUSES[1:]))]
+
+
+def series(frame: pd.DataFrame) -> pd.Series:
+    """Legend label of every row: the predictor, with the momentum for GD ("gd-gln (momentum 0.9)")."""
+    gd = frame["predictor"].str.startswith("gd-")
+    mom = frame["momentum"].map(lambda m: f" (momentum {m:g})").astype(str)   # str even when empty (pandas 3)
+    return frame["predictor"].where(~gd, frame["predictor"] + mom)
+
+
+def usable_pairs(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
+    """Inconsistency rows whose SVM and GD network are both usable."""
+    key = pair_key(errors, incons)
+    ok = usable(errors)[key + ["predictor"]].drop_duplicates()
+    pairs = incons.merge(ok.rename(columns={"predictor": "predictor_a"}), on=key + ["predictor_a"])
+    return pairs.merge(ok.rename(columns={"predictor": "predictor_b"}), on=key + ["predictor_b"])
+
+
+def _no_data(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"no usable results for {what}", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def predictor_order() -> list[str]:
+    """Every predictor name gb knows, in a fixed order (each model kind's GD network, then its
+    programs, in registry order): a predictor's colour is its place here, whatever else a figure shows."""
+    from gbcli.registry import MODELS as kinds
+
+    names: list[str] = []
+    for kind, spec in kinds.items():
+        for name in (f"gd-{kind}", *spec.programs):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _palette() -> list:
+    from matplotlib import colormaps
+
+    # tab10 first (the strongest colours go to the first kinds' predictors), then tab20b / tab20c
+    return [*colormaps["tab10"].colors, *colormaps["tab20b"].colors, *colormaps["tab20c"].colors]
+
+
+def predictor_style(label: str) -> tuple:
+    """(colour, marker) of a legend label, the same in every figure of every run and sweep: the
+    colour is the predictor's (`predictor_order`); a GD network's momentum variant ("gd-gln (momentum
+    0.9)") keeps its predictor's hue, darkened, with its own marker."""
+    base, _, rest = label.partition(" (")
+    order = predictor_order()
+    palette = _palette()
+    i = order.index(base) if base in order else len(order) + sum(map(ord, base))
+    colour = palette[i % len(palette)]
+    marker = MARKERS[i % len(MARKERS)]
+    if rest.startswith("momentum "):
+        try:
+            m = float(rest[len("momentum "):].rstrip(")"))
+        except ValueError:
+            m = 0.0
+        if m:
+            colour = tuple(0.6 * c for c in colour[:3])
+            marker = MARKERS[(i + 3 + int(round(10 * m))) % len(MARKERS)]
+    return colour, marker
+
+
+def _style(labels) -> dict:
+    """One colour and marker per legend label, stable across panels and figures (`predictor_style`)."""
+    return {s: predictor_style(s) for s in set(labels)}
+
+
+def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
+    """Limits of an error axis that span at least `min_span` (one run's single point gave an axis
+    from 0.16596 to 0.16604), clipped to [0, 1]."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return
+    lo, hi = float(v.min()), float(v.max())
+    if hi - lo >= min_span:
+        return
+    mid = (lo + hi) / 2
+    lo, hi = max(0.0, mid - min_span), min(1.0, mid + min_span)
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
+
+
+def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> None:
+    for name, g in pairs.groupby("predictor_a"):
+        ax.scatter(g["gd_val_error"], g[y], color=style[name][0], marker=style[name][1], label=name, alpha=0.75, s=22)
+
+
+def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
+    """GD validation error (x) against each SVM's (y); points below y=x are SVMs that generalize better."""
+    ax.set_title("(a) SVM vs GD validation error")
+    if pairs.empty:
+        return _no_data(ax, "panel (a)")
+    _scatter(ax, pairs, style, "svm_val_error")
+    lo = min(pairs["gd_val_error"].min(), pairs["svm_val_error"].min())
+    hi = max(pairs["gd_val_error"].max(), pairs["svm_val_error"].max())
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
+    ax.set_xlabel("GD validation error")
+    ax.set_ylabel("SVM validation error")
+    _readable_limits(ax, "x", pairs["gd_val_error"])
+    _readable_limits(ax, "y", pairs["svm_val_error"])
+    ax.legend(fontsize=8)
+
+
+def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
+    """Inconsistency with the GD network against its error p, next to the uncorrelated 2p(1-p)."""
+    ax.set_title("(b) inconsistency vs GD validation error")
+    if pairs.empty:
+        return _no_data(ax, "panel (b)")
+    _scatter(ax, pairs, style, "inconsistency")
+    lo, hi = pairs["gd_val_error"].min(), pairs["gd_val_error"].max()
+    mid, half = (lo + hi) / 2, max((hi - lo) * 0.55, 0.02)   # at least the readable span of the x axis
+    p = np.linspace(max(0.0, mid - half), min(1.0, mid + half), 200)
+    ax.plot(p, 2 * p * (1 - p), "k--", lw=1, label="2p(1-p), uncorrelated")
+    ax.set_xlabel("GD validation error p")
+    ax.set_ylabel("inconsistency with GD")
+    _readable_limits(ax, "x", pairs["gd_val_error"])
+    ax.legend(fontsize=8)
+
+
+def best_configurations(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
+    """Per legend label, the configuration with the lowest mean validation error over seeds."""
+    s = summarize(usable(errors), incons).dropna(subset=["val_error_mean"])
+    s["series"] = series(s)
+    return s.loc[s.groupby("series", sort=True)["val_error_mean"].idxmin()].reset_index(drop=True)
+
+
+def _config_text(r) -> str:
+    """The configuration of a row in the model's own words (its spec's `describe`)."""
+    spec = MODELS.get(r["model"])
+    return spec.describe(r) if spec is not None else f"H={r['hidden_units']}, N={r['train_size']}"
+
+
+def by_hyperplanes(frame: pd.DataFrame) -> pd.Series:
+    """Rows whose model puts hyperplanes k = log2 C, not hidden units, on panel (d)'s x axis."""
+    return frame["model"].map(lambda k: getattr(MODELS.get(k), "figure_axis", "units") == "hyperplanes").astype(bool)
+
+
+def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
+    """Bars of the best mean validation error (std over seeds), annotated with the configuration."""
+    ax.set_title("(c) best configuration per predictor")
+    if best.empty:
+        return _no_data(ax, "panel (c)")
+    y = np.arange(len(best))
+    ax.barh(y, best["val_error_mean"], xerr=best["val_error_std"].fillna(0), capsize=3,
+            color=[style[s][0] for s in best["series"]], alpha=0.8)
+    right = (best["val_error_mean"] + best["val_error_std"].fillna(0))
+    for i, r in best.iterrows():   # the configuration, just right of its error bar
+        ax.text(right[i] + 0.01 * right.max(), i, _config_text(r), va="center", ha="left", fontsize=7)
+    ax.set_xlim(0, 1.6 * right.max())
+    ax.set_yticks(y, best["series"], fontsize=8)
+    ax.invert_yaxis()
+    several = bool((best["n_seeds"] > 1).any()) if "n_seeds" in best else False
+    ax.set_xlabel("validation error (mean ± std over seeds)" if several else "validation error")
+
+
+def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
+    """Mean validation error against H (log2 axis), or hyperplanes k = log2 C (models whose spec says so).
+
+    One line per legend label (and per N when `rows` holds several); other settings are averaged.
+    """
+    ax.set_title("(d) validation error vs " + ("hyperplanes" if by_k else "hidden units"))
+    ax.set_xlabel("hyperplanes k = log2(C)" if by_k else "hidden units H (log2 scale)")
+    if rows.empty:
+        return _no_data(ax, "panel (d)")
+    rows = rows.assign(x=np.log2(rows["contexts"]) if by_k else rows["hidden_units"], series=series(rows))
+    several_n = rows["train_size"].nunique() > 1
+    for j, ((name, n), g) in enumerate(rows.groupby(["series", "train_size"])):
+        m = g.groupby("x")["val_error"].mean()
+        ax.plot(m.index, m.values, color=style[name][0], marker=style[name][1],
+                ls=["-", "--", ":", "-."][sorted(rows["train_size"].unique()).index(n) % 4],
+                label=f"{name}, N={n}" if several_n else name)
+    if by_k:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    else:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(rows["x"].unique()), [f"{x:g}" for x in sorted(rows["x"].unique())])
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_ylabel("mean validation error")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+
+
+def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None = None) -> dict[str, Figure]:
+    """All five figures (the four panels, then the 2x2 "panels"), keyed by file stem, unsaved."""
+    ok, pairs = usable(errors), usable_pairs(errors, incons)
+    style = _style(list(series(errors)) + list(errors["predictor"]))
+    best = best_configurations(errors, incons)
+    hyper = by_hyperplanes(ok)
+    kinds = [k for k in (False, True) if (hyper == k).any()] or [False]
+    figs = {}
+    for key, draw in (("a", lambda ax: panel_a(ax, pairs, style)), ("b", lambda ax: panel_b(ax, pairs, style)),
+                      ("c", lambda ax: panel_c(ax, best, style))):
+        fig = Figure(figsize=(7, 5) if key != "c" else (8, 1.5 + 0.5 * max(len(best), 2)), layout="constrained")
+        draw(fig.add_subplot())
+        figs[NAMES[key]] = fig
+    ns = sorted(ok["train_size"].unique()) or [None]
+    fig = Figure(figsize=(5 * len(ns), 4 * len(kinds)), layout="constrained")
+    axes = fig.subplots(len(kinds), len(ns), squeeze=False)
+    for i, by_k in enumerate(kinds):
+        for j, n in enumerate(ns):
+            panel_d(axes[i, j], ok[(hyper == by_k) & (ok["train_size"] == n)], style, by_k)
+            axes[i, j].set_title(axes[i, j].get_title() + (f", N={n}" if n is not None else ""))
+    figs[NAMES["d"]] = fig
+    fig = Figure(figsize=(14, 10), layout="constrained")
+    axes = fig.subplots(2, 2)
+    panel_a(axes[0, 0], pairs, style)
+    panel_b(axes[0, 1], pairs, style)
+    panel_c(axes[1, 0], best, style)
+    panel_d(axes[1, 1], ok[hyper == kinds[0]], style, kinds[0])
+    if len(kinds) > 1:
+        axes[1, 1].set_title(axes[1, 1].get_title() + f"\n(models by hyperplanes: see {NAMES['d']}.png)", fontsize=10)
+    figs["panels"] = fig
+    for fig in figs.values():
+        plain_ticks(fig)
+        if title:
+            fig.suptitle(title)
+    return figs
+
+
+def plain_ticks(fig: Figure) -> None:
+    """Tick labels as the values themselves: no '+1e-3' offsets that make a reader add numbers."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            fmt = axis.get_major_formatter()
+            if hasattr(fmt, "set_useOffset"):
+                fmt.set_useOffset(False)
+
+
+def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, title: str | None = None) -> list[Path]:
+    """Write the five PNGs into out_dir/figures/ atomically, and the training curves of a sweep
+    whose points track instruments; return their paths."""
+    paths = [save_png(fig, Path(out_dir) / layout.FIGURES / f"{stem}.png")
+             for stem, fig in make_figures(errors, incons, title).items()]
+    return paths + plot_sweep_training(out_dir)
+
+
+# ------------------------------------------------------------ training curves (gbcli.theory)
+
+# tracked column, axis label, y scale; x is the step on a log axis
+def tracked_columns() -> tuple:   # noqa: N802 -- reads like the constant it replaces
+    """Every registered instrument's columns."""
+    return tuple(c for ins in INSTRUMENTS.values() for c in ins.columns)
+
+
+def training_panels() -> tuple:
+    """(column, axis label, y scale) of every registered instrument's panels, in registry order."""
+    return tuple(p for ins in INSTRUMENTS.values() for p in ins.panels)
+
+
+SLOPE_DECADES = 2.0   # the margin-gap slope is fitted over the last two decades of steps
+
+
+def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
+    """Least-squares slope of log(margin gap) against log(step) over the last `decades` of steps
+    (paper 004: -1 with loss-normalized steps; about -1/ln t, i.e. near 0, with a constant step)."""
+    if "margin_gap" not in metrics:
+        return float("nan")
+    m = metrics[(metrics["step"] > 0) & (metrics["margin_gap"] > 0)]
+    m = m[m["step"] >= m["step"].max() / 10 ** decades]
+    if len(m) < 3:
+        return float("nan")
+    return float(np.polyfit(np.log(m["step"]), np.log(m["margin_gap"]), 1)[0])
+
+
+def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
+    """One panel per tracked metric against the step (log axis), one line per run; None when no
+    run has tracked columns. The inconsistency panel also shows each run's GD validation error."""
+    cols = [p for p in training_panels() if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
+    if not cols:
+        return None
+    ncols = min(len(cols), 3)
+    nrows = -(-len(cols) // ncols)
+    fig = Figure(figsize=(5.2 * ncols, 4.0 * nrows), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in grid[len(cols):]:
+        ax.set_axis_off()
+    axes = grid[:len(cols)]
+    for i, (label, m) in enumerate(runs.items()):
+        m = m[m["step"] > 0]
+        for ax, (col, _, _) in zip(axes, cols):
+            if col not in m:
+                continue
+            name = label
+            if col == "margin_gap" and np.isfinite(slope := gap_slope(m)):
+                name = f"{label} (slope {slope:.2f})"
+            ax.plot(m["step"], m[col], color=f"C{i % 10}", label=name, lw=1.4)
+            if col == "inconsistency":
+                ax.plot(m["step"], m["val_error"], color=f"C{i % 10}", ls=":", lw=1, label=f"{label}: GD val error")
+    for ax, (col, ylabel, scale) in zip(axes, cols):
+        ax.set_xscale("log")
+        positive = any((line.get_ydata() > 0).any() for line in ax.get_lines())
+        ax.set_yscale(scale if positive else "linear")   # a residual that is exactly 0 has no log scale
+        ax.set_xlabel("step")
+        ax.set_title(ylabel, fontsize=9)
+        if col == "margin_ratio":
+            ax.axhline(1.0, color="k", ls="--", lw=0.8)
+            ax.set_ylim(max(ax.get_ylim()[0], -0.5), 1.05)
+        ax.legend(fontsize=7)
+    plain_ticks(fig)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _metrics(path: Path) -> pd.DataFrame:
+    """A stage's metrics.csv (untrusted): one line naming it when it is not a readable table."""
+    try:
+        return read_csv_untrusted(path)
+    except Exception as exc:   # noqa: BLE001 (pandas raises parser, value, unicode and OS errors)
+        raise GbError(f"{path}: not a readable gb metrics table ({type(exc).__name__}); rerun the stage") from None
+
+
+def _config(path: Path) -> dict:
+    try:
+        d = load_yaml(read_text_untrusted(path, 10_000_000))
+    except Exception as exc:   # noqa: BLE001
+        raise GbError(f"{path}: not a readable gb config ({type(exc).__name__}); rerun the stage") from None
+    if not isinstance(d, dict):
+        raise GbError(f"{path}: not a gb config; rerun the stage")
+    return d
+
+
+def plot_run_training(run_dir: str | Path) -> Path | None:
+    """`figures/training.png` of a run whose gd/metrics.csv has tracked columns (else nothing)."""
+    path = RunDir(run_dir).metrics
+    if not path.is_file():
+        return None
+    fig = training_figure({Path(run_dir).name: _metrics(path)}, title=str(run_dir))
+    return None if fig is None else save_png(fig, Path(run_dir) / layout.FIGURES / "training.png")
+
+
+def _naming_keys(varied: list[str], runs: dict) -> list[str]:
+    """The fewest varied keys that tell the points apart (zip axes vary together), the step rule
+    and the descent first."""
+    order = sorted(varied, key=lambda k: (k not in ("training.step_rule", "training.descent"), k))
+    keys: list[str] = []
+    for k in order:
+        seen = lambda ks: len({tuple(repr(c.get(x)) for x in ks) for _, c in runs.values()})
+        if seen(keys + [k]) > seen(keys):
+            keys.append(k)
+        if seen(keys) == len(runs):
+            break
+    return keys
+
+
+def plot_sweep_training(out_dir: str | Path) -> list[Path]:
+    """For a sweep whose points track theory instruments: `figures/training.png` with every point's
+    curves, `tables/training.csv` (all logged rows) and `tables/training_summary.csv` (last row and
+    the fitted margin-gap slope of each point). Points are labelled by the config values that differ
+    between them."""
+    out_dir = Path(out_dir)
+    runs = {}
+    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
+        m = _metrics(metrics)
+        if any(c in m for c in tracked_columns()):
+            cfg = flatten(_config(metrics.parent / layout.CONFIG))
+            runs[metrics.parent.parent.name] = (m, cfg)
+    if not runs:
+        return []
+    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
+    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in _naming_keys(varied, runs)) or p
+             for p, (_, c) in runs.items()}
+    rows, summary = [], []
+    for p, (m, cfg) in runs.items():
+        rows.append(m.assign(point=p, run=label[p]))
+        last = m.iloc[-1]
+        summary.append({"point": p, "run": label[p], **{k: cfg.get(k) for k in varied}, "steps": int(last["step"]),
+                        "val_error": last["val_error"], "normalized_margin": last["normalized_margin"],
+                        **{c: last[c] for c in tracked_columns() if c in m}, "gap_slope": gap_slope(m)})
+    write_csv(out_dir / layout.TABLES / "training.csv", pd.concat(rows, ignore_index=True))
+    write_csv(out_dir / layout.TABLES / "training_summary.csv", pd.DataFrame(summary))
+    fig = training_figure({label[p]: m for p, (m, _) in runs.items()}, title=out_dir.name)
+    return [save_png(fig, out_dir / layout.FIGURES / "training.png")]
+
+
+# ------------------------------------------------------------ training curves of every run (`gb plot`)
+
+BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "training error", "linear"),
+                ("val_error", "validation error", "linear"))
+MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
+
+
+def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
+    """Loss, training and validation error, and every tracked instrument's column, against the step,
+    one line per run (None when no run has a logged row)."""
+    runs = {k: m for k, m in runs.items() if "step" in m and len(m)}
+    if not runs:
+        return None
+    panels = [p for p in (*BASIC_CURVES, *training_panels())
+              if any(p[0] in m and pd.to_numeric(m[p[0]], errors="coerce").notna().any() for m in runs.values())]
+    panels = list(dict.fromkeys(panels))
+    if not panels:
+        return None
+    ncols = min(len(panels), 3)
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in grid[len(panels):]:
+        ax.set_axis_off()
+    many = len(runs) > MAX_LABELLED
+    for ax, (col, label, scale) in zip(grid, panels):
+        stacked = []
+        for i, (name, m) in enumerate(runs.items()):
+            if col not in m:
+                continue
+            y = pd.to_numeric(m[col], errors="coerce")
+            ok = y.notna() & np.isfinite(y) & ((y > 0) if scale == "log" else True)
+            if not ok.any():
+                continue
+            if many:
+                ax.plot(m["step"][ok], y[ok], color="0.6", lw=0.6, alpha=0.5)
+                stacked.append(pd.Series(y[ok].values, index=m["step"][ok].values))
+            else:
+                ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", lw=1.4, label=name,
+                        marker="." if ok.sum() < 5 else None)
+        if many and stacked:
+            mean = pd.concat(stacked, axis=1).mean(axis=1).sort_index()
+            ax.plot(mean.index, mean.values, color="C3", lw=1.8, label=f"mean of {len(stacked)} points")
+        ax.set_title(label)
+        ax.set_xlabel("step")
+        if scale == "log":
+            ax.set_yscale("log")
+        if ax.get_legend_handles_labels()[0] and (len(runs) > 1 or many):
+            ax.legend(fontsize=7)
+    plain_ticks(fig)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
+    """`figures/curves.png` of a run (its gd/metrics.csv) or of a sweep (every point's, labelled by
+    what tells them apart); with `per_point`, also each sweep point's own `figures/curves.png`."""
+    out_dir = Path(out_dir)
+    paths: list[Path] = []
+    single = RunDir(out_dir).metrics
+    if single.is_file():
+        fig = curves_figure({out_dir.name: _metrics(single)}, title=str(out_dir))
+        if fig is not None:
+            paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
+        return paths
+    runs = {}
+    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
+        if not is_file(metrics):
+            continue
+        runs[metrics.parent.parent.name] = (_metrics(metrics), flatten(_config(metrics.parent / layout.CONFIG)))
+    if not runs:
+        return paths
+    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
+    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    naming = _naming_keys(varied, runs)
+    label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in naming) or p for p, (_, c) in runs.items()}
+    fig = curves_figure({label[p]: m for p, (m, _) in runs.items()}, title=f"{out_dir} ({len(runs)} points)")
+    if fig is not None:
+        paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
+    if per_point:
+        for p, (m, _) in runs.items():
+            fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
+            if fig is not None:
+                paths.append(save_png(fig, SweepDir(out_dir).point(p).figures / "curves.png"))
+    return paths

@@ -1,0 +1,224 @@
+"""The solve cache: a program whose design and solver options are identical to one already solved
+in the same sweep (or run) is not solved again.
+
+The key is a hash of everything the solver sees: every field of the `GatedDesign` except the
+validation arrays (the training inputs, labels, gates, norm, groups, units, count) and the solver
+with its options (`max_iters`, `eps`, `certify_tol`, and the device its arrays live on when not the
+CPU: a GPU sums in another order, so its answer differs from the CPU's in the last bits). A hit
+returns the stored `Solution` (zeta, lam, status, iterations, ...), the very answer a solve of this
+program would give on the same number of threads (a point re-run alone gives the sweep's numbers:
+README, "A point re-run alone"); the stage that uses it recomputes the predictions and the
+certificate on its own design, so a reused result is exactly as valid as a solved one, and its
+`result.json` says where it came from (`cached_from: <point id>/<objective>`).
+
+In a sweep the cache is a folder (`OUT/solves/<key>.npz`, one file per solved program, written
+atomically: a reader sees a complete entry or none). A worker holds an exclusive lock on
+`<key>.lock` while it looks up and solves, so a twin program that comes up meanwhile waits for the
+answer instead of solving it again (the kernel releases the lock of a killed process). Only
+certified results are stored. Without a folder the cache lives for one `fit_svm` call.
+
+The folder is untrusted like the rest of a run directory: an entry that cannot be read, is not
+gb's, carries another key, does not fit the program or does not certify on it counts as missing
+(a warning names it; the program is solved again and the entry replaced atomically).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import io
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+
+from gbcli.store.safe import atomic_write_bytes, open_fd, open_lock, present
+from gbcli.programs.design import GatedDesign, Solution, Status, Stop
+
+NOT_SOLVED_FROM = ("x_val", "e_val")   # design fields no solver reads (predictions are recomputed)
+FORMAT = 1
+MAX_ENTRY_BYTES = 2 * 1024 ** 3   # a 48,000-point answer is a few MB; nothing gb writes comes near this
+
+
+class Busy(Exception):
+    """The program is being solved by another process right now (`SolveCache.claim(wait=False)`)."""
+
+
+class SolveCache:
+    def __init__(self, folder: str | Path | None = None):
+        self.folder = None if folder is None else Path(folder)
+        self._memory: dict[str, tuple[Solution, str]] = {}
+        self._digests: dict[int, tuple[np.ndarray, str]] = {}   # id -> (array kept alive, digest)
+
+    # -------------------------------------------------------------- the key
+
+    def _digest(self, a: np.ndarray) -> str:
+        """blake2b of an array's dtype, shape and bytes; memoized per array object for the life of
+        this cache (one fit_svm call: its programs share the data arrays, which nobody mutates)."""
+        hit = self._digests.get(id(a))
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        c = np.ascontiguousarray(a)
+        h = hashlib.blake2b(f"{c.dtype.str}{c.shape}".encode(), digest_size=16)
+        h.update(c.reshape(-1).view(np.uint8))
+        self._digests[id(a)] = (a, h.hexdigest())
+        return self._digests[id(a)][1]
+
+    def _value(self, v):
+        if isinstance(v, np.ndarray):
+            return ["array", self._digest(v)]
+        if isinstance(v, (list, tuple)):
+            return [self._value(x) for x in v]
+        if isinstance(v, np.generic):
+            return v.item()
+        return v
+
+    def key(self, design: GatedDesign, solver: str, max_iters: int | None, eps: float | None,
+            certify_tol: float, device: str = "cpu") -> str:
+        """`device`: where the solver's arrays live (only a solver that honours svm.device moves them).
+        A reused answer must be the one this program would get solved here: the same bits, not just
+        a certified solution (a point re-run alone gives the sweep's numbers). CPU keys are the
+        ones of before (a sweep's existing solves/ stays valid)."""
+        fields = {f.name: self._value(getattr(design, f.name)) for f in dataclasses.fields(design)
+                  if f.name not in NOT_SOLVED_FROM}
+        blob = json.dumps({"format": FORMAT, "design": fields, "solver": solver, "max_iters": max_iters,
+                           "eps": eps, "certify_tol": certify_tol, **({"device": device} if device != "cpu" else {})},
+                          sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def constraints_key(self, design: GatedDesign) -> str:
+        """The key of the program's constraints alone (training inputs, labels, gates): programs
+        that differ only in their norm (svm-gln and svm-l2 on one network's gates) share their
+        feasible set, so a dual ray that certifies one infeasible bounds every predictor of the
+        others too; the stage stores a certified ray under this key as well (`OUT/solves/<key>.npz`)
+        and certifies it again on each program's own design and norm before it is used."""
+        fields = {name: self._value(getattr(design, name)) for name in ("x_train", "y_train", "e_train")}
+        blob = json.dumps({"format": FORMAT, "constraints": fields}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    # -------------------------------------------------------------- lookup and store
+
+    @contextlib.contextmanager
+    def claim(self, key: str, wait: bool = True):
+        """Hold `key` while looking it up and solving: another process waits, then finds the answer
+        (or, with `wait` False, gets `Busy` at once and can do other work first). The lock file is
+        opened with O_NOFOLLOW: a received `solves/` whose lock links elsewhere is refused, never
+        truncated through."""
+        if self.folder is None:
+            yield
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = open_lock(self.folder / f"{key}.lock")
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise Busy(key) from None
+            yield
+        finally:
+            os.close(fd)
+
+    def rounds(self, key: str) -> Path | None:
+        """Where a working-set solve of `key` keeps its round checkpoint in a sweep
+        (`OUT/solves/<key>.rounds.npz`), or None without a folder. It belongs to the program, not to
+        the point that happened to solve it: a twin point that takes the claim after an interrupted
+        sweep resumes from the rounds another point saved (before, it started again at round 1)."""
+        return None if self.folder is None else self.folder / f"{key}.rounds.npz"
+
+    def entry(self, key: str) -> str:
+        """Where `key`'s entry lives (for messages)."""
+        return str(self.folder / f"{key}.npz") if self.folder is not None else f"(in memory) {key}"
+
+    def get(self, key: str, design: GatedDesign | None = None, warn=None) -> tuple[Solution, str] | None:
+        """The stored solution and where it was solved (`<run>/<objective>`), or None. An entry that
+        cannot be read, is not gb's, answers another key or does not fit `design` (array shapes,
+        finite values) counts as missing: `warn` (a message sink) is told which entry, and the
+        program is solved again and the entry replaced. The caller certifies a hit on its own design
+        and treats an entry that does not certify as missing too."""
+        if key in self._memory:
+            return self._memory[key]
+        if self.folder is None:
+            return None
+        path = self.folder / f"{key}.npz"
+        if not present(path):
+            return None
+        try:
+            hit = self._read(path, key, design)
+        except _Unusable as exc:
+            if warn is not None:
+                warn(f"  warning: solve cache entry {path} is unusable ({exc}); solving again and replacing it")
+            return None
+        return hit
+
+    def _read(self, path: Path, key: str, design: GatedDesign | None) -> tuple[Solution, str]:
+        try:
+            with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    raise _Unusable("not a regular file")
+                if os.fstat(fh.fileno()).st_size > MAX_ENTRY_BYTES:
+                    raise _Unusable("larger than any entry gb writes")
+                data = fh.read()
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                if set(z.files) - {"meta", "zeta", "lam"} or "meta" not in z.files:
+                    raise _Unusable(f"unexpected arrays {sorted(z.files)}")
+                meta = json.loads(str(z["meta"][()]))
+                arrays = {k: np.asarray(z[k]) for k in ("zeta", "lam") if k in z.files}
+        except _Unusable:
+            raise
+        except Exception as exc:   # noqa: BLE001 (truncated, bit-flipped, empty, foreign: zipfile, EOF, value errors)
+            raise _Unusable(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else 'unreadable'}") from None
+        if not isinstance(meta, dict) or meta.get("key") != key:
+            raise _Unusable("it answers another program (its key differs)")
+        if meta.get("format", FORMAT) != FORMAT:
+            raise _Unusable(f"format {meta.get('format')!r}, not {FORMAT}")
+        types = {"origin": str, "status": str, "solver": str, "message": str}
+        for k, t in types.items():
+            if not isinstance(meta.get(k), t):
+                raise _Unusable(f"metadata without a valid {k!r}")
+        if meta["status"] not in ("optimal", "infeasible"):
+            raise _Unusable(f"status {meta['status'][:40]!r} is not a certified answer")
+        for k in ("value", "seconds"):
+            if not isinstance(meta.get(k), (int, float)) or isinstance(meta.get(k), bool):
+                raise _Unusable(f"metadata without a valid {k!r}")
+        iterations = meta.get("iterations")
+        if iterations is not None and (not isinstance(iterations, int) or isinstance(iterations, bool)):
+            raise _Unusable("metadata without a valid 'iterations'")
+        for k, a in arrays.items():
+            if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
+                raise _Unusable(f"{k} is not a finite float array")
+        if design is not None:
+            n, rows, dim = len(design.y_train), design.rows, design.x_train.shape[1]
+            zeta, lam = arrays.get("zeta"), arrays.get("lam")
+            if lam is not None and lam.shape != (n,):
+                raise _Unusable(f"lam has shape {lam.shape}, the program has {n} margins")
+            if zeta is not None and zeta.size and zeta.shape != (rows, dim):
+                raise _Unusable(f"zeta has shape {zeta.shape}, the program has {rows} x {dim} variables")
+            if meta["status"] == "optimal" and (zeta is None or not zeta.size):
+                raise _Unusable("an optimal answer without a predictor")
+        stop = meta.get("stop", Stop.OTHER.value)
+        if stop not in {s.value for s in Stop}:
+            raise _Unusable(f"unknown stop reason {str(stop)[:40]!r}")
+        sol = Solution(arrays.get("zeta"), Status(meta["status"]), float(meta["value"]), float(meta["seconds"]),
+                       meta["solver"], meta["message"], iterations, arrays.get("lam"), Stop(stop))
+        return sol, meta["origin"]
+
+    def put(self, key: str, sol: Solution, origin: str) -> None:
+        """Store a certified answer under `key` (atomically: a reader sees the old entry or the new one)."""
+        self._memory[key] = (sol, origin)
+        if self.folder is None:
+            return
+        meta = {"key": key, "format": FORMAT, "origin": origin, "status": sol.status, "value": float(sol.value),
+                "seconds": float(sol.seconds), "solver": sol.solver, "message": sol.message,
+                "iterations": None if sol.iterations is None else int(sol.iterations), "stop": Stop(sol.stop).value}
+        arrays = {k: v for k, v in (("zeta", sol.zeta), ("lam", sol.lam)) if v is not None}
+        buf = io.BytesIO()
+        np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)
+        atomic_write_bytes(self.folder / f"{key}.npz", buf.getvalue())
+
+
+class _Unusable(Exception):
+    """A cache entry that counts as missing (the message says why)."""

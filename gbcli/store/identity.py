@@ -1,0 +1,129 @@
+"""Identity: what a stage and a grid point were computed from.
+
+- The config keys that do not change what is computed are marked in the schema, the one list
+  (`gbcli.config.schema.execution_keys`): those that say how a stage runs are left out of every
+  stage manifest and of a point's id, so setting them leaves a finished stage (and a training
+  checkpoint) valid; those that change only what is logged, and the sources of other keys' values
+  (preset, grid, zip), are left out of a point's id.
+- A manifest in every stage's record (`gd/summary.json`, `svm/<objective>/result.json`): a hash of
+  the config sections the stage depends on (`problem`: dataset, model and contexts, which every
+  stage of a run shares; `config`: those plus the stage's own section) and, for a program that
+  uses the trained network, a hash of the `gd/summary.json` it used (`upstream`).
+- A grid point's id: a hash of its resolved config's values that differ from the defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from gbcli.config import Config
+from gbcli.config.schema import execution_keys
+from gbcli.errors import GbError
+from gbcli.registry import DEFAULT_KIND, MODELS
+from gbcli.store.layout import RunDir
+from gbcli.store.safe import read_untrusted
+
+PROBLEM_SECTIONS = ("dataset", "model", "contexts")
+
+
+def _drop(d: dict, keys: frozenset[str]) -> dict:
+    """`d` (a config as a dict) without `keys` (dotted: `section.key`, or a whole top-level key); a
+    section left empty goes too."""
+    d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
+    for key in keys:
+        section, _, name = key.partition(".")
+        if not name:
+            d.pop(section, None)
+        elif isinstance(d.get(section), dict):
+            d[section].pop(name, None)
+            if not d[section]:
+                del d[section]
+    return d
+
+
+def section_hash(cfg, sections: tuple[str, ...]) -> str:
+    d = cfg.to_dict()
+    picked = {s: d.get(s) for s in sections}
+    how = {k for k in execution_keys("execution") if k.partition(".")[0] in sections and "." in k}
+    for key in how:
+        s, _, k = key.partition(".")
+        if isinstance(picked.get(s), dict):
+            picked[s] = {n: v for n, v in picked[s].items() if n != k}
+    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(read_untrusted(path)).hexdigest()[:16]
+    except (OSError, ValueError) as exc:
+        raise GbError(f"{path}: unreadable ({exc.strerror if isinstance(exc, OSError) else 'not a regular file or too large'})") from None
+
+
+def gd_manifest(cfg) -> dict:
+    return {"problem": section_hash(cfg, PROBLEM_SECTIONS), "config": section_hash(cfg, PROBLEM_SECTIONS + ("training",))}
+
+
+def svm_manifest(cfg, run_dir: Path, needs_trained: bool) -> dict:
+    # which programs are asked for is the record's own place; how a solve runs changes nothing it solves
+    how = {k.partition(".")[2] for k in execution_keys("execution") if k.startswith("svm.")}
+    svm = {k: v for k, v in cfg.to_dict()["svm"].items() if k != "objectives" and k not in how}
+    config = hashlib.sha256(json.dumps([section_hash(cfg, PROBLEM_SECTIONS), svm], sort_keys=True).encode()).hexdigest()[:16]
+    upstream = file_hash(RunDir(run_dir).summary) if needs_trained else None
+    return {"problem": section_hash(cfg, PROBLEM_SECTIONS), "config": config, "upstream": upstream}
+
+
+def _non_default(values: dict, defaults: dict) -> dict:
+    """The entries of `values` that differ from `defaults` (recursively)."""
+    out = {}
+    for k, v in values.items():
+        d = defaults.get(k, object())
+        if isinstance(v, dict) and isinstance(d, dict):
+            v = _non_default(v, d)
+            if v:
+                out[k] = v
+        elif v != d:
+            out[k] = v
+    return out
+
+
+# The defaults that point ids were hashed against before the config became per-kind sections: a
+# key keeps the default it had then, so every point valid under both schemas keeps its id (and
+# existing sweep directories stay resumable); keys added since compare with their own default.
+ID_DEFAULTS = {
+    "dataset": {"name": "digits", "train_size": 500, "val_size": None, "data_seed": 1, "data_dir": None,
+                "positive_classes": [0, 1, 2, 3, 4], "classes": None, "n_samples": 500, "dim": 20,
+                "synthetic_seed": 0, "margin": 0.0, "bias": False, "x": None, "y": None, "max_norm": None},
+    "model": {"kind": DEFAULT_KIND, "hidden_units": 10, "output_bias": True, "init": None, "init_seed": None,
+              "init_scale": 1.0, "freeze_gates_after": 0, "depth": 2, "activation": "relu", "patches": 2,
+              "weights": None, "leaky_alpha": 0.2, "output_weight": 1.0},
+    "contexts": {"count": 2, "seed": 1, "median_init": True, "normal_std": 36.0, "offset_std": 9.0},
+    "training": {"batch_size": 128, "lr": 0.04, "momentum": 0.0, "epochs": 100, "lr_milestones": [],
+                 "lr_decay": 0.25, "loss": "logistic", "batch_seed": 1, "device": "cpu", "log_points": 50,
+                 "log_spacing": "linear", "step_rule": "constant", "descent": "gradient", "track": []},
+    "svm": {"objectives": [], "solver": None, "max_iters": None, "eps": None, "certify_tol": 1e-06,
+            "restarts": 40, "radii": [0.3, 0.1, 0.03, 0.01, 0.003, 0.001], "search_seed": 0},
+}
+
+
+def id_defaults(cfg: Config) -> dict:
+    """The defaults a point's values are compared with: ID_DEFAULTS, then the current defaults of
+    the point's model kind and dataset (for keys added since)."""
+    current = Config.model_construct().model_dump(mode="json")
+    current["model"] = MODELS[cfg.model.kind].Params.model_construct().model_dump(mode="json")
+    current["dataset"] = type(cfg.dataset).model_construct().model_dump(mode="json")
+    out = {}
+    for section in set(current) | set(ID_DEFAULTS):
+        cur, old = current.get(section), ID_DEFAULTS.get(section)
+        out[section] = {**cur, **old} if isinstance(cur, dict) and isinstance(old, dict) else (old if old is not None else cur)
+    return out
+
+
+def point_id(cfg: Config) -> str:
+    """Stable id of a grid point: a hash of the resolved config's values that differ from the
+    defaults (`id_defaults`), so a new config key (with a default) leaves existing sweeps' ids unchanged."""
+    d = _drop(_non_default(cfg.to_dict(), id_defaults(cfg)), execution_keys())
+    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+
+

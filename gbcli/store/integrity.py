@@ -1,0 +1,209 @@
+"""Run-directory integrity: what each stage was computed from, and no stale or mixed results.
+
+- `fit-svm` refuses a run directory whose GD stage (or earlier programs) came from another
+  problem, and a program whose trained network is missing, unfinished or diverged; `compare`
+  refuses a stage whose upstream changed or is missing, and an interrupted stage.
+- Rerunning a stage first removes its record (so it counts as unfinished until the new one is
+  complete), then everything that depended on it, then writes; a process killed at any moment
+  leaves a directory whose finished stages are consistent, and the next run cleans the temp files.
+- A record without a manifest (`gbcli.store.identity`) is not a finished stage of this gb: it is
+  stale, never trusted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from gbcli.errors import GbError
+from gbcli.store import layout
+from gbcli.store.identity import PROBLEM_SECTIONS, file_hash, gd_manifest, svm_manifest
+from gbcli.store.layout import RunDir
+from gbcli.store.safe import _short, is_file, load_yaml, present, read_json, read_record, read_text_untrusted, remove
+
+
+def manifest_of(record_path: Path) -> dict | None:
+    """The manifest of a stage record (None: missing, unreadable, or a record without one)."""
+    rec = read_record(record_path)
+    m = rec.get("manifest") if rec is not None else None
+    return m if isinstance(m, dict) else None
+
+
+# ------------------------------------------------------------------ before a stage writes
+
+
+def _remove_stage(stage_dir: Path, record: str) -> None:
+    """Remove a stage: its record first (it is then unfinished, never mixed), then the rest."""
+    remove(stage_dir / record)
+    remove(stage_dir)
+
+
+def remove_reports(run_dir: Path) -> None:
+    run = RunDir(run_dir)
+    remove(run.errors)   # the record of `compare`
+    for d in (run.tables, run.figures):
+        remove(d)
+
+
+def differing_keys(saved: dict | None, cfg, sections: tuple[str, ...]) -> str:
+    """The dotted keys of `sections` whose values differ between a saved config.yaml and `cfg`
+    ("model.kind: gln here, relu in the config"), for the messages of refusals."""
+    from gbcli.store.safe import flatten
+
+    if not isinstance(saved, dict):
+        return ""
+    now = cfg.to_dict()
+    a = flatten({s: saved.get(s) if isinstance(saved.get(s), dict) else {} for s in sections})
+    b = flatten({s: now.get(s) or {} for s in sections})
+    keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    keys.sort(key=lambda k: (not k.endswith((".kind", ".name")), k))   # the kind first: it explains the rest
+    shown = [f"{k}: {_short(repr(a.get(k)), 40)} there, {_short(repr(b.get(k)), 40)} in the config" for k in keys[:3]]
+    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+    return "; ".join(shown) + more
+
+
+def _saved_config(path: Path) -> dict | None:
+    try:
+        d = load_yaml(read_text_untrusted(path, 10_000_000))
+    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
+    """What a (re)training of `cfg` in `run_dir` meets, before anything is written: the finished GD
+    record of this very config (the training would only repeat it), and the finished results it
+    would remove (a network of another config; programs of another problem or that used the old
+    network). Unfinished stages are not results: they are removed without asking."""
+    run = RunDir(run_dir)
+    rec = read_record(run.summary)
+    manifest = gd_manifest(cfg)
+    if rec is not None and isinstance(rec.get("manifest"), dict) and rec["manifest"].get("config") == manifest["config"]:
+        return rec, []
+    lost = []
+    if present(run.summary):
+        diff = differing_keys(_saved_config(run.gd_config), cfg, PROBLEM_SECTIONS + ("training",))
+        lost.append(f"gd/ (a network trained with another config{': ' + diff if diff else ''})")
+    for record in run.results():
+        m = manifest_of(record)
+        if m is None or m.get("problem") != manifest["problem"] or m.get("upstream"):
+            lost.append(f"svm/{record.parent.name}")
+    return None, lost
+
+
+def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[dict | None, str | None]:
+    """What solving `objective` in `run_dir` meets: its finished record when it was solved from this
+    very config and network (solving again would only repeat it), else what would be lost (a finished
+    result of other svm options; None when there is none, or when it is stale: its network was
+    retrained since, so it is no result any more)."""
+    run = RunDir(run_dir)
+    record = run.result(objective)
+    if not present(record):
+        return None, None
+    rec = read_record(record)
+    m = rec.get("manifest") if rec is not None else None
+    if isinstance(m, dict):
+        mine = svm_manifest(cfg, run.root, needs_trained)
+        if m.get("upstream") and m.get("upstream") != mine["upstream"]:
+            return None, None    # stale: its network is gone
+        if m.get("config") == mine["config"] and m.get("upstream") == mine["upstream"]:
+            if rec.get("time_limited") is True and rec.get("status") != "optimal":
+                return None, None   # stopped by svm.time_limit: solving again resumes it (a forged flag costs a solve)
+            return rec, None
+    diff = differing_keys(_saved_config(run.program_config(objective)), cfg, ("svm",))
+    return None, f"svm/{objective} (solved with other svm options{': ' + diff if diff else ''})"
+
+
+def begin_gd(run_dir: Path, cfg) -> None:
+    """Before a (re)training writes anything: the old GD stage becomes unfinished, the programs that
+    used the old network or another problem are removed, and so are the reports."""
+    run = RunDir(run_dir)
+    remove(run.summary)
+    problem = gd_manifest(cfg)["problem"]
+    for record in run.results():
+        m = manifest_of(record)
+        if m is None or m.get("problem") != problem or m.get("upstream"):
+            _remove_stage(record.parent, layout.RESULT)
+    for stage in sorted(run.svm.glob("*")):
+        if stage.is_dir() and not present(stage / layout.RESULT):   # unfinished programs
+            remove(stage)
+    remove_reports(run.root)
+
+
+def begin_svm(run_dir: Path, objective: str) -> None:
+    """Before a program is (re)solved: its old result becomes unfinished and the reports go."""
+    run = RunDir(run_dir)
+    remove(run.result(objective))
+    remove_reports(run.root)
+
+
+# ------------------------------------------------------------------ checks
+
+
+def check_same_problem(run_dir: Path, cfg) -> None:
+    """fit-svm: the run directory's existing stages come from this config's problem."""
+    run = RunDir(run_dir)
+    problem = gd_manifest(cfg)["problem"]
+    for record in [run.summary, *run.results()]:
+        if not present(record):
+            continue
+        m = manifest_of(record)
+        if m is None:
+            raise GbError(f"{record}: not a finished stage of this gb (unreadable, or no manifest); use another "
+                          f"--out, or rerun `gb train-gd` with this config and --force")
+        if m.get("problem") != problem:
+            diff = differing_keys(_saved_config(record.parent / layout.CONFIG), cfg, PROBLEM_SECTIONS)
+            raise GbError(f"{record}: computed from another dataset, model or contexts than this config"
+                          f"{' (' + diff + ')' if diff else ''}; use another --out, or rerun `gb train-gd` with "
+                          f"this config and --force")
+
+
+def check_trained(run_dir: Path, cfg, needed_by: str) -> Path:
+    """A program that uses the trained network: the GD stage is finished, healthy and of this problem."""
+    run = RunDir(run_dir)
+    summary = run.summary
+    if not is_file(summary):
+        raise GbError(f"{run.model}: {needed_by} need the trained {cfg.model.predictor} of "
+                      f"this run (run `gb train-gd` first)")
+    try:
+        rec = read_json(summary)
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        raise GbError(f"{summary}: unreadable or corrupt; rerun `gb train-gd`") from None
+    if not isinstance(rec, dict):
+        raise GbError(f"{summary}: not a gb stage record; rerun `gb train-gd`")
+    if rec.get("status", "ok") != "ok":
+        raise GbError(f"{summary}: the training {rec.get('status')} ({rec.get('message', '')}); {needed_by} "
+                      f"need a trained network")
+    return summary
+
+
+def check_run(run_dir: Path) -> None:
+    """compare: no interrupted stage, and every program's manifest matches the GD stage it is paired
+    with (same problem; for programs that used the network, the same network)."""
+    run = RunDir(run_dir)
+    gd, summary = run.gd, run.summary
+    if gd.is_dir() and any(p.name != layout.SUMMARY and not p.name.startswith(".") for p in gd.iterdir()) \
+            and not present(summary):
+        raise GbError(f"{gd}: unfinished stage (interrupted, failed or still running); rerun `gb train-gd`")
+    for stage in sorted(run.svm.glob("*")):
+        if stage.is_dir() and any(not p.name.startswith(".") for p in stage.iterdir()) \
+                and not present(stage / layout.RESULT):
+            raise GbError(f"{stage}: unfinished stage (interrupted, failed or still running); rerun "
+                          f"`gb fit-svm --objective {stage.name}`")
+    gm = manifest_of(summary) if is_file(summary) else None
+    if is_file(summary) and gm is None:
+        raise GbError(f"{summary}: not a finished stage of this gb (no manifest); rerun `gb train-gd`")
+    for record in run.results():
+        m = manifest_of(record)
+        if m is None:
+            raise GbError(f"{record}: not a finished stage of this gb (no manifest); rerun `gb fit-svm`")
+        if gm is not None and m.get("problem") != gm.get("problem"):
+            raise GbError(f"{record}: stale: computed from another dataset, model or contexts than {summary} "
+                          f"(rerun `gb fit-svm`)")
+        if m.get("upstream"):
+            if not is_file(summary):
+                raise GbError(f"{record}: its trained network ({summary}) is missing (rerun `gb train-gd` "
+                              f"and `gb fit-svm`)")
+            if file_hash(summary) != m["upstream"]:
+                raise GbError(f"{record}: stale: the network it used was retrained since (rerun `gb fit-svm`)")

@@ -1,0 +1,123 @@
+"""The layout of run and sweep directories: every file and folder name gb gives a record, in one
+place. No other module spells these names; it asks `RunDir` / `SweepDir` (or the constants here).
+
+A run directory (of `train-gd` / `fit-svm` / `compare`, or one point of a sweep):
+
+    gb-run.json            the kind marker (run), written first
+    .gb.lock               the writer's lock
+    log.txt                the run's log
+    failed.json            a sweep point that failed or was interrupted (its stage, its reason)
+    gd/config.yaml         the resolved config of the training
+    gd/summary.json        the training's record (its status, manifest, provenance)
+    gd/metrics.csv         the logged steps
+    gd/model.pt            the trained weights (a state dict, loaded with weights_only)
+    gd/predictions.npz     the network's outputs on the training and validation points
+    gd/checkpoint.pt       an unfinished training's state (removed once the record is written)
+    svm/<objective>/config.yaml, result.json, predictions.npz, compact.npz
+    svm/<objective>/rounds.npz   a working-set solve's last round (legacy place, adopted)
+    tables/errors.csv      the record of `compare`; tables/*.csv and figures/*.png are its reports
+
+A sweep directory (of `gb sweep`):
+
+    gb-run.json            the kind marker (sweep)
+    .sweep.lock, log.txt, config.yaml, sweep.json
+    points/<id>/           one run directory per grid point
+    solves/<key>.npz       the solve cache (and <key>.lock, <key>.rounds.npz)
+    tables/points.csv, tables/*.csv, figures/*.png
+    slurm/                 submitit's folder: NOT gb's; gb neither checks nor removes what is in it
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKER = "gb-run.json"
+LOCK = ".gb.lock"
+SWEEP_LOCK = ".sweep.lock"
+LOG = "log.txt"
+FAILED = "failed.json"
+CONFIG = "config.yaml"
+SUMMARY = "summary.json"
+RESULT = "result.json"
+METRICS = "metrics.csv"
+MODEL = "model.pt"
+PREDICTIONS = "predictions.npz"
+COMPACT = "compact.npz"        # a convex program's stored solution (gbcli.store.solutions)
+THETA = "theta.npz"            # a non-convex program's parameters
+CHECKPOINT = "checkpoint.pt"
+ROUNDS = "rounds.npz"
+SWEEP = "sweep.json"
+ERRORS = "errors.csv"
+POINTS_TABLE = "points.csv"
+INCONSISTENCY = "inconsistency.csv"
+
+GD, SVM, TABLES, FIGURES, POINTS, SOLVES, SOLUTIONS = "gd", "svm", "tables", "figures", "points", "solves", "solutions"
+# folders of other programs inside gb's directories: gb does not own them, so it neither refuses
+# what they hold (submitit keeps a symlink to its job script there) nor writes or removes in them
+SLURM = "slurm"   # submitit's folder in a sweep directory
+FOREIGN = frozenset({SLURM})
+# the records that say a stage finished (what `gb runs` and the MLflow export read first)
+STAGE_RECORDS = (SUMMARY, RESULT, SWEEP, ERRORS)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The paths of one run directory (nothing is created or read)."""
+
+    root: Path
+
+    def __init__(self, root: str | Path):
+        object.__setattr__(self, "root", Path(root))
+
+    marker = property(lambda self: self.root / MARKER)
+    log = property(lambda self: self.root / LOG)
+    failed = property(lambda self: self.root / FAILED)
+    gd = property(lambda self: self.root / GD)
+    summary = property(lambda self: self.root / GD / SUMMARY)
+    gd_config = property(lambda self: self.root / GD / CONFIG)
+    metrics = property(lambda self: self.root / GD / METRICS)
+    model = property(lambda self: self.root / GD / MODEL)
+    gd_predictions = property(lambda self: self.root / GD / PREDICTIONS)
+    checkpoint = property(lambda self: self.root / GD / CHECKPOINT)
+    svm = property(lambda self: self.root / SVM)
+    tables = property(lambda self: self.root / TABLES)
+    figures = property(lambda self: self.root / FIGURES)
+    errors = property(lambda self: self.root / TABLES / ERRORS)
+
+    def program(self, objective: str) -> Path:
+        return self.root / SVM / objective
+
+    def result(self, objective: str) -> Path:
+        return self.root / SVM / objective / RESULT
+
+    def program_config(self, objective: str) -> Path:
+        return self.root / SVM / objective / CONFIG
+
+    def results(self) -> list[Path]:
+        """The programs' records present (sorted; a link is listed, the readers refuse it)."""
+        return sorted((self.root / SVM).glob(f"*/{RESULT}"))
+
+
+@dataclass(frozen=True)
+class SweepDir:
+    """The paths of one sweep directory."""
+
+    root: Path
+
+    def __init__(self, root: str | Path):
+        object.__setattr__(self, "root", Path(root))
+
+    marker = property(lambda self: self.root / MARKER)
+    lock = property(lambda self: self.root / SWEEP_LOCK)
+    log = property(lambda self: self.root / LOG)
+    config = property(lambda self: self.root / CONFIG)
+    record = property(lambda self: self.root / SWEEP)
+    points = property(lambda self: self.root / POINTS)
+    solves = property(lambda self: self.root / SOLVES)
+    tables = property(lambda self: self.root / TABLES)
+    figures = property(lambda self: self.root / FIGURES)
+    points_table = property(lambda self: self.root / TABLES / POINTS_TABLE)
+
+    def point(self, pid: str) -> RunDir:
+        return RunDir(self.root / POINTS / pid)

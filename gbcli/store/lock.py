@@ -1,0 +1,146 @@
+"""What a directory is and who writes it: the kind marker (`gb-run.json`, `kind: run | sweep`,
+written first; each command refuses the other kind; a directory from before the marker is
+recognised by its contents) and the per-directory lock (`.gb.lock`, released by the kernel when the
+process dies), which refuses a second writer and is re-entrant within a process (a sweep point
+runs all its stages under one). Before a writer takes its lock the whole tree is checked
+(`safe.check_tree`), and a refusal inside the block, in a directory the lock created, leaves nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from gbcli.errors import GbError
+from gbcli.store import layout
+from gbcli.store.safe import _short, check_tree, clean_temp_files, is_file, is_link, open_lock, present, read_untrusted, write_json
+
+_HELD: dict[str, tuple[int, int]] = {}     # lock path -> (fd, depth) held by this process
+MARKER = layout.MARKER                   # what a directory is: {"kind": "run" | "sweep", ...}
+KINDS = ("run", "sweep")
+MARKER_MAX_BYTES = 65536
+
+
+def dir_kind(path: str | Path, key: str = "--out") -> str | None:
+    """What a directory is: "run", "sweep" or None (absent or empty of gb's files). The marker says
+    it; a directory without one (made before markers existed) is recognised by its contents. A
+    marker that is not gb's, or contents that contradict it (a sweep's `points/` beside a run's
+    `gd/`), are refused with one line."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    structural = {k for k, names in (("sweep", (layout.POINTS,)), ("run", (layout.GD, layout.SVM)))
+                  if any((path / n).is_dir() for n in names)}
+    if len(structural) > 1:
+        raise GbError(f"{key}: {_short(path, 200)}: holds both a sweep's points/ and a run's gd/ or svm/ (a mixed "
+                      f"directory: gb writes to neither; use another --out)")
+    marker = path / MARKER
+    kind = None
+    if is_link(marker) or marker.exists():
+        where = f"{_short(marker, 200)}"
+        if not is_file(marker):
+            raise GbError(f"{where}: not a regular file (gb's marker of what this directory is)")
+        try:
+            data = read_untrusted(marker, MARKER_MAX_BYTES)   # never through a link swapped in since the check
+            rec = json.loads(data.decode("utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep)") from None
+        if not isinstance(rec, dict) or rec.get("kind") not in KINDS:
+            got = rec.get("kind") if isinstance(rec, dict) else type(rec).__name__
+            raise GbError(f"{where}: unknown directory kind {_short(repr(got))} (expected run or sweep)")
+        kind = rec["kind"]
+    if kind is not None and structural and kind not in structural:
+        raise GbError(f"{key}: {_short(path, 200)}: its {MARKER} says {kind}, but it holds a "
+                      f"{next(iter(structural))}'s files (a mixed directory; use another --out)")
+    return kind or (next(iter(structural)) if structural else None)
+
+
+def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "") -> None:
+    """Refuse a directory of the other kind: a run command on a sweep directory, a sweep on a run."""
+    kind = dir_kind(path, key)
+    if kind is not None and kind != want:
+        other = {"run": "a run directory (of train-gd / fit-svm)", "sweep": "a sweep directory (of gb sweep)"}[kind]
+        hint = "use another --out" + ("" if kind == "run" else "; a point of it is OUT/points/<id>")
+        raise GbError(f"{key}: {_short(path, 200)} is {other}; {command or 'this command'} does not write into it ({hint})")
+
+
+def write_marker(path: Path, kind: str) -> None:
+    """The marker of a directory gb writes, written first (kept when present)."""
+    marker = Path(path) / MARKER
+    if is_file(marker):
+        return
+    from gbcli.provenance import Clock   # a leaf module; imported here to keep this module's imports plain
+
+    write_json(marker, {"kind": kind, "format": 1,
+                        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                        "provenance": Clock().stamp()})
+
+
+# Why not the `filelock` package: this lock is re-entrant across the stages a sweep point runs in
+# one process, records the holder's pid for the refusal message, and must open its file with
+# O_NOFOLLOW (a received `.gb.lock` that links elsewhere must not be truncated); fcntl.flock does
+# all three in a few lines, and the kernel releases it when the process dies (kill -9 included).
+@contextlib.contextmanager
+def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,
+             busy: str = "another gb process (pid {pid}) is writing to this run directory",
+             kind: str | None = "run"):
+    """Exclusive lock on RUN_DIR/<name>; creates the directory (GbError when it cannot be written).
+    `busy` is the message when another process holds it. Before anything is created: the tree is
+    checked for symlinks and (with `kind`) for being a directory of that kind; then the marker is
+    written. A GbError raised inside the block, in a directory this lock created and where nothing
+    but the lock and the marker was written, removes them again (a refusal leaves nothing behind)."""
+    run_dir = Path(run_dir)
+    path = str((run_dir / name).absolute())
+    if path in _HELD:   # re-entrant: this process holds it already
+        fd, depth = _HELD[path]
+        _HELD[path] = (fd, depth + 1)
+        try:
+            yield
+        finally:
+            fd, depth = _HELD[path]
+            _HELD[path] = (fd, depth - 1)
+        return
+    check_tree(run_dir)
+    if kind is not None:
+        check_kind(run_dir, kind, key)
+    created = [p for p in (run_dir, *run_dir.parents) if not present(p)]
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = open_lock(path)
+    except OSError as exc:
+        raise GbError(f"{key}: {run_dir}: cannot write here ({exc.strerror or exc})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        other = os.pread(fd, 64, 0).decode(errors="replace").strip() or "not yet recorded"
+        os.close(fd)
+        raise GbError(f"{run_dir}: {busy.format(pid=other)}; wait for it or use another --out") from None
+    try:   # the holder's pid, for the message above
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError as exc:   # a full disk: one line naming the lock file, not a bare errno
+        os.close(fd)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(run_dir / name)) from None
+    _HELD[path] = (fd, 1)
+    try:
+        if kind is not None:
+            write_marker(run_dir, kind)
+        clean_temp_files(run_dir)   # temp files of a process killed mid-write
+        yield
+    except GbError:
+        if created and {p.name for p in run_dir.iterdir()} <= {name, MARKER}:   # a refusal: leave nothing
+            for leftover in (name, MARKER):
+                (run_dir / leftover).unlink(missing_ok=True)
+            for d in created:   # the run directory first, then the parents this lock created
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+        raise
+    finally:
+        del _HELD[path]
+        os.close(fd)
+
+

@@ -1,0 +1,104 @@
+"""The records of a run directory, read as data: the one place that says what status a stage has.
+
+A record (`gd/summary.json`, `svm/<objective>/result.json`, a point's `failed.json`) is untrusted:
+its status word is taken only when its own numbers bear it out, so every view (`gb compare`,
+`gb runs`, `gb verify`, a sweep's tables) shows one status for one record.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from gbcli.errors import GbError
+from gbcli.programs.design import Status
+from gbcli.store.safe import read_json
+
+GD_WORDS = ("ok", "diverged")
+SVM_WORDS = tuple(s.value for s in Status)
+CERTIFY_TOL = 1e-6   # the tolerance a record is held to when it names none (svm.certify_tol's default)
+
+
+def number(v: Any) -> float | None:
+    """A finite number of a record (None for anything else: text, bool, NaN, infinity)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def gd_status(rec: dict | None) -> str:
+    """The GD stage's status from its record: `ok` only with a finite training loss; `foreign` for
+    anything that is not a gb record."""
+    if rec is None:
+        return "foreign"
+    status = rec.get("status")
+    if status not in GD_WORDS:
+        return "foreign"
+    if status == "ok" and number(rec.get("train_loss")) is None:
+        return "diverged"   # a non-finite loss is no trained network
+    return status
+
+
+def program_status(rec: dict | None) -> str:
+    """A program's status from its record, checked against its own certificate fields: `optimal`
+    needs certified = true, a finite relative gap and a smallest margin within the tolerance it
+    names; `infeasible` needs certified = true. A record that claims more than its numbers bear is
+    `inaccurate` (an optimum not certified), `uncertified` (infeasibility not certified) or
+    `unverified` (certified fields that contradict its status); `foreign` when it is not gb's."""
+    if rec is None:
+        return "foreign"
+    status = rec.get("status")
+    if status not in SVM_WORDS:
+        return "foreign"
+    if rec.get("certified") is not True:
+        return {"optimal": "inaccurate", "infeasible": "uncertified"}.get(status, status)
+    if rec.get("convex") is False:   # a non-convex program: `certified` says its point is feasible, no more
+        return status if status in ("optimal", "failed") else "unverified"
+    if status == "optimal":
+        gap, margin = number(rec.get("rel_gap")), number(rec.get("min_margin"))
+        tol = number(rec.get("tolerance"))
+        tol = CERTIFY_TOL if tol is None or not 0 < tol < 1 else tol
+        if gap is None or margin is None or not abs(gap) <= tol or not margin >= 1 - tol:
+            return "unverified"
+    elif status in ("inaccurate", "failed"):
+        return "unverified"   # a certified record with an uncertified status: not gb's
+    return status
+
+
+def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
+    """A stage record (summary.json / result.json) that a table is built from: a JSON object with
+    at least `keys`, a status word of gb's, errors in [0, 1] (or NaN), flags booleans and numbers
+    numbers. GbError naming the file otherwise."""
+    try:
+        rec = read_json(path)
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+    if not isinstance(rec, dict):
+        raise GbError(f"{path}: not a gb stage record (a JSON {type(rec).__name__}, not an object); rerun the stage")
+    missing = [k for k in keys if k not in rec]
+    if missing:
+        raise GbError(f"{path}: not a gb stage record (missing {', '.join(missing)}); rerun the stage")
+
+    def bad(why: str):
+        raise GbError(f"{path}: not a gb stage record ({why}); rerun the stage")
+
+    status = rec.get("status")
+    if not isinstance(status, str) or status not in (GD_WORDS if gd else SVM_WORDS):
+        bad(f"status {str(status)[:40]!r} is not one of {', '.join(GD_WORDS if gd else SVM_WORDS)}")
+    if not isinstance(rec.get("predictor"), str):
+        bad("predictor is not a name")
+    for k in ("train_error", "val_error"):
+        v = rec.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (v == v and not 0 <= v <= 1):
+            bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
+    if not gd:
+        if "certified" in rec and not isinstance(rec["certified"], bool):
+            bad(f"certified {str(rec['certified'])[:40]!r} is not true or false")
+        for k in ("objective", "rel_gap", "min_margin", "solve_seconds"):
+            v = rec.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                bad(f"{k} {str(v)[:40]!r} is not a number")
+    return rec

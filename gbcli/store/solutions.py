@@ -1,0 +1,300 @@
+"""Compact stored solutions: one small npz per solved program, which `gb verify` checks and results
+folders carry (README: Verifying stored results).
+
+A file holds plain arrays only: `meta` (a JSON string: format, version, objective, form, sizes and
+the claims of result.json), `lam_index` / `lam_value` (the nonzero dual multipliers, int32 /
+float64; for an infeasible program the dual ray), `val_sign` (int8 signs of the validation
+outputs) whenever there is a predictor, and by form:
+- `multipliers`: `scale` (float64, one per group of the norm's dual recovery; none for
+  svm-l2-reference): zeta = recover(V(lam), scale) (`certify.predictor_from`), written only when
+  that predictor reproduces the solver's certificate to WRITE_TOL and every validation label, and
+  zeta is larger than ZETA_INLINE_BYTES;
+- `zeta`: zeta itself (float64, rows x features), otherwise;
+- `ray`: the multipliers only (no predictor).
+
+`_record` (gbcli.runs.stages) writes `svm/<objective>/compact.npz` next to `solution.npz`; a sweep
+copies each finished point's into `OUT/solutions/<id>/<objective>.npz` with its config.yaml (and
+model.pt when a program reads the trained network: `copy_point_solutions`). Reading is for
+untrusted files: never through a symlink, no pickles, every array's dtype, shape and finiteness
+checked (`Unusable` says what is wrong).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from gbcli.config.loading import load_yaml_text, validate
+from gbcli.store import layout
+from gbcli.store.layout import RunDir
+from gbcli.store.safe import atomic_write_bytes, is_dir, is_file, is_link, read_untrusted, remove, write_npz
+from gbcli.programs.certify import certificate, predictor_from, recovery_scales, scale_groups
+from gbcli.programs.design import GatedDesign, Solution, decision
+from gbcli.text import shorten
+
+FORMAT, VERSION = "gb-solution", 1
+ZETA_INLINE_BYTES = 64 * 1024          # a predictor this small is stored as it is
+MAX_SOLUTION_BYTES = 512 * 1024 ** 2   # a stored solution file larger than this is not read
+MAX_CONFIG_BYTES = 1024 ** 2
+CLAIMS = ("status", "certified", "objective", "primal_objective", "dual_objective", "rel_gap", "min_margin",
+          "train_error", "val_error", "relative_margin_bound", "tolerance", "solver")
+RTOL = 1e-9        # claimed objective and bounds against the recomputed ones (relative)
+GAP_ATOL = 1e-10   # claimed relative gap and smallest margin against the recomputed ones (absolute)
+# objectives this close (absolute) are equal: a program whose optimum is 0 (svm-l2-reference at 44% of
+# Figure 2's C = 4 points) has values of ~1e-29 that are rounding alone and differ in every digit
+OBJECTIVE_ATOL = 1e-15
+WRITE_TOL = 1e-11  # the multipliers form is written only when it reproduces the certificate this closely
+SOLVED = ("optimal", "inaccurate", "infeasible", "failed")   # the statuses of a convex program's record
+COMPACT_ARRAYS = ("meta", "lam_index", "lam_value", "scale", "zeta", "val_sign")
+
+
+class Unusable(Exception):
+    """A stored file or record that cannot be used (the message says why)."""
+
+
+def compact_arrays(objective: str, design: GatedDesign, zeta: np.ndarray | None, lam: np.ndarray | None,
+                   val_out: np.ndarray | None, record: dict, tol: float) -> dict[str, np.ndarray]:
+    """The compact solution of one program (see the module doc): the multipliers' support and
+    either the recovery scales or zeta itself, with the record's claims."""
+    n, rows, dim = len(design.y_train), design.rows, design.x_train.shape[1]
+    arrays: dict[str, np.ndarray] = {}
+    if lam is not None and not np.all(np.isfinite(lam)):
+        lam = None   # no bound to store (the record is not certified by these multipliers either)
+    if lam is not None:
+        lam = np.asarray(lam, np.float64)
+        idx = np.flatnonzero(lam)   # the interior-point method leaves every multiplier positive; a
+        # working set's are zero outside it, the reference reduction's outside its constrained points
+        arrays.update(lam_index=idx.astype(np.int32 if n < 2 ** 31 else np.int64), lam_value=lam[idx])
+    form = "none" if lam is None else "ray"
+    if zeta is not None:
+        zeta = np.asarray(zeta, np.float64)
+        form = "zeta"
+        out = decision(zeta, design.x_val, design.e_val) if val_out is None else val_out
+        arrays["val_sign"] = np.sign(np.nan_to_num(np.asarray(out, np.float64))).astype(np.int8)
+        if lam is not None and zeta.nbytes > ZETA_INLINE_BYTES:
+            s = _reproducing_scales(design, zeta, lam, tol, arrays["val_sign"], record)
+            if s is not None:
+                form = "multipliers"
+                arrays["scale"] = s
+        if form == "zeta":
+            arrays["zeta"] = zeta
+    meta = {"format": FORMAT, "version": VERSION, "objective": objective, "form": form, "n": n, "rows": rows,
+            "dim": dim, "val": len(design.x_val), "claims": {k: record.get(k) for k in CLAIMS if k in record}}
+    arrays["meta"] = np.array(json.dumps(meta, default=float))
+    return arrays
+
+
+def _same_certificate(a: dict, b: dict, rtol: float = WRITE_TOL) -> bool:
+    """Two certificates of one program that agree in every number `gb verify` compares (to `rtol`,
+    relative for the objectives and bounds, absolute for the gap and the smallest margin)."""
+    if a["certified"] != b["certified"]:
+        return False
+    for key in ("primal_objective", "dual_objective", "relative_margin_bound"):
+        if key in a or key in b:
+            if not _close(a.get(key), b.get(key), rtol, OBJECTIVE_ATOL if key != "relative_margin_bound" else 0.0):
+                return False
+    return all(_close(a[k], b[k], 0.0, rtol) for k in ("rel_gap", "min_margin"))
+
+
+def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, tol: float, val_sign: np.ndarray,
+                        record: dict) -> np.ndarray | None:
+    """Recovery scales whose predictor reproduces `zeta` (objective, smallest margin and relative
+    gap to WRITE_TOL, the certificate, every validation label), or None."""
+    s = recovery_scales(design, zeta, lam)
+    if s is None or not np.all(np.isfinite(s)):
+        return None
+    z2 = predictor_from(design, lam, s)
+    if z2 is None or not np.all(np.isfinite(z2)):
+        return None
+    keys = ("certified", "primal_objective", "dual_objective", "rel_gap", "min_margin")
+    a = {k: record[k] for k in keys} if all(k in record for k in keys) else \
+        certificate(design, Solution(zeta, "optimal", math.nan, 0.0, "", lam=lam), tol)   # the record's is zeta's
+    b = certificate(design, Solution(z2, "optimal", math.nan, 0.0, "", lam=lam), tol)
+    if not _same_certificate(a, b):
+        return None
+    if not np.array_equal(val_sign, np.sign(decision(z2, design.x_val, design.e_val)).astype(np.int8)):
+        return None
+    return s
+
+
+def write_compact(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+    write_npz(path, **arrays)
+
+
+def _no_links(root: Path, path: Path) -> None:
+    """Refuse `path` when it or any folder between `root` and it is a symlink (root may be one:
+    the user named it)."""
+    p = root
+    for part in path.relative_to(root).parts:
+        p = p / part
+        if is_link(p):
+            raise Unusable(f"{p.relative_to(root)}: is a symlink (not followed)")
+
+
+def _read_npz(root: Path, path: Path, allowed: tuple[str, ...]) -> dict[str, np.ndarray]:
+    _no_links(root, path)
+    try:
+        data = read_untrusted(path, MAX_SOLUTION_BYTES)
+    except FileNotFoundError:
+        raise Unusable(f"{path.name}: missing") from None
+    except (OSError, ValueError) as exc:
+        raise Unusable(f"{path.name}: unreadable ({shorten(getattr(exc, 'strerror', None) or exc, 120)})") from None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            total = 0
+            for info in zf.infolist():
+                name = info.filename
+                if not name.endswith(".npy") or name[:-4] not in allowed:
+                    raise Unusable(f"{path.name}: unexpected member {shorten(name, 60)!r}")
+                total += info.file_size
+            if total > 4 * MAX_SOLUTION_BYTES:
+                raise Unusable(f"{path.name}: its arrays would take {total} bytes")
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: np.asarray(z[k]) for k in z.files}
+    except Unusable:
+        raise
+    except Exception as exc:   # noqa: BLE001 (truncated, bit-flipped, pickles, foreign: zipfile, EOF, value errors)
+        why = str(exc).splitlines()[0] if str(exc) else "unreadable"
+        raise Unusable(f"{path.name}: not a readable npz of arrays ({type(exc).__name__}: {shorten(why, 100)})") from None
+
+
+def _float_array(a: np.ndarray | None, name: str, shape: tuple, finite: bool = True) -> np.ndarray | None:
+    if a is None:
+        return None
+    if a.dtype.kind != "f" or a.shape != shape:
+        raise Unusable(f"{name}: {a.dtype} {a.shape}, expected float {shape}")
+    a = a.astype(np.float64)
+    if finite and not np.all(np.isfinite(a)):
+        raise Unusable(f"{name}: not finite")
+    return a
+
+
+def _compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
+    """(zeta, lam, val_sign, claims, form) of a compact file, checked against the design."""
+    n, rows, dim, m = len(design.y_train), design.rows, design.x_train.shape[1], len(design.x_val)
+    meta_a = arrays.get("meta")
+    if meta_a is None or meta_a.dtype.kind != "U" or meta_a.shape != ():
+        raise Unusable("meta: missing or not a string")
+    try:
+        meta = json.loads(str(meta_a[()]))
+    except ValueError:
+        raise Unusable("meta: not JSON") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise Unusable(f"meta: not a {FORMAT} file of version {VERSION}")
+    if meta.get("objective") != objective:
+        raise Unusable(f"meta: the solution of {shorten(repr(meta.get('objective')), 40)}, not {objective}")
+    if (meta.get("n"), meta.get("rows"), meta.get("dim"), meta.get("val")) != (n, rows, dim, m):
+        raise Unusable(f"meta: sizes {[meta.get(k) for k in ('n', 'rows', 'dim', 'val')]} do not fit the "
+                       f"program ({n} margins, {rows} x {dim} variables, {m} validation points)")
+    form = meta.get("form")
+    claims = meta.get("claims")
+    if form not in ("multipliers", "zeta", "ray", "none") or not isinstance(claims, dict):
+        raise Unusable("meta: no valid form or claims")
+    lam = None
+    if "lam_index" in arrays or "lam_value" in arrays:
+        idx, val = arrays.get("lam_index"), arrays.get("lam_value")
+        if idx is None or val is None or idx.dtype.kind not in "iu" or idx.ndim != 1 or val.shape != idx.shape:
+            raise Unusable("lam_index / lam_value: not an index array and a value array of one length")
+        val = _float_array(val, "lam_value", idx.shape)
+        if len(idx) and (idx.min() < 0 or idx.max() >= n or np.any(np.diff(idx) <= 0)):
+            raise Unusable(f"lam_index: not increasing indices of the {n} training points")
+        lam = np.zeros(n)
+        lam[idx.astype(np.int64)] = val
+    zeta = None
+    if form == "zeta":
+        zeta = _float_array(arrays.get("zeta"), "zeta", (rows, dim))
+        if zeta is None:
+            raise Unusable("zeta: missing")
+    elif form == "multipliers":
+        groups = len(scale_groups(design))
+        s = _float_array(arrays.get("scale"), "scale", (groups,))
+        if s is None or lam is None:
+            raise Unusable("scale or multipliers: missing")
+        zeta = predictor_from(design, lam, s)
+        if zeta is None or not np.all(np.isfinite(zeta)):
+            raise Unusable("the multipliers give no finite predictor")
+    elif form == "ray" and lam is None:
+        raise Unusable("the ray's multipliers: missing")
+    extra = ({"zeta"} if form != "zeta" else set()) | ({"scale"} if form != "multipliers" else set())
+    if extra & set(arrays):
+        raise Unusable(f"arrays {sorted(extra & set(arrays))} do not belong to form {form}")
+    sign = arrays.get("val_sign")
+    if zeta is not None:
+        if sign is None or sign.dtype != np.int8 or sign.shape != (m,) or not np.all(np.abs(sign) <= 1):
+            raise Unusable("val_sign: missing or not int8 signs of the validation points")
+    elif sign is not None:
+        raise Unusable("val_sign: stored without a predictor")
+    return zeta, lam, sign, claims, form
+
+
+def _close(a, b, rtol: float = RTOL, atol: float = 0.0) -> bool:
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):   # a ray whose V(lam) is exactly 0 bounds the optimum by +inf
+        return a == b
+    return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+
+
+def copy_point_solutions(run_dir: Path, dest: Path) -> int:
+    """A sweep's `solutions/<id>/`: the point's compact files (`svm/<objective>/compact.npz`) as
+    `<objective>.npz`, its config.yaml, and model.pt when a program reads the trained network.
+    Copies only files gb wrote (regular files, no links); returns how many programs were copied."""
+    from gbcli.registry import program_of   # the models: imported when a sweep copies, not with this module
+
+    n = 0
+    run = RunDir(run_dir)
+    if not is_dir(run.svm):
+        return 0
+    config = None
+    needs_model = False
+    for stage in sorted(run.svm.iterdir()):
+        compact = stage / layout.COMPACT
+        if not is_dir(stage) or not is_file(compact):
+            continue
+        data = read_untrusted(compact, MAX_SOLUTION_BYTES)
+        atomic_write_bytes(dest / f"{stage.name}.npz", data)
+        config = config or stage / layout.CONFIG
+        try:
+            cfg = validate(load_yaml_text(read_untrusted(stage / layout.CONFIG, MAX_CONFIG_BYTES).decode("utf-8")))
+            needs_model = needs_model or program_of(cfg, stage.name).needs_trained
+        except Exception:   # noqa: BLE001 (verify says what is wrong with it)
+            pass
+        n += 1
+    if config is not None:
+        atomic_write_bytes(dest / layout.CONFIG, read_untrusted(config, MAX_CONFIG_BYTES))
+    if needs_model and is_file(run.model):
+        atomic_write_bytes(dest / layout.MODEL, read_untrusted(run.model))
+    else:
+        remove(dest / layout.MODEL)
+    return n
+
+
+def read_compact(path: str | Path) -> tuple[np.ndarray | None, np.ndarray | None, dict]:
+    """(zeta, lam, meta) of a stored solution file, read as untrusted data: zeta for the `zeta` form
+    (None for a ray, or for the `multipliers` form, whose zeta needs its program: `gb verify`
+    recovers it), lam the full-length multipliers (None when none were stored). Unusable when it
+    is not a gb solution file."""
+    path = Path(path)
+    arrays = _read_npz(path.parent, path, COMPACT_ARRAYS)
+    try:
+        meta = json.loads(str(arrays["meta"][()]))
+        n = int(meta["n"])
+    except (KeyError, ValueError, TypeError):
+        raise Unusable(f"{path.name}: no readable meta") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise Unusable(f"{path.name}: not a {FORMAT} file")
+    lam = None
+    if "lam_index" in arrays and "lam_value" in arrays:
+        lam = np.zeros(n)
+        lam[arrays["lam_index"].astype(np.int64)] = arrays["lam_value"]
+    zeta = np.asarray(arrays["zeta"], np.float64) if meta.get("form") == "zeta" and "zeta" in arrays else None
+    return zeta, lam, meta
