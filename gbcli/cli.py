@@ -323,11 +323,12 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
         raise GbError("--export: takes one DIR (the run or sweep whose solutions it writes)")
     run_dir = run_dirs[0]
     if export is not None:
-        rows, written = export_solutions(run_dir, export)
+        rows, written = export_solutions(run_dir, export, progress=fmt == "table")
     else:
         rows, written = [], 0
         for d in run_dirs:   # several: each row says which DIR it came from
-            rows += [{**r, "where": f"{d}/{r['where']}"} if len(run_dirs) > 1 else r for r in verify(d)]
+            rows += [{**r, "where": f"{d}/{r['where']}"} if len(run_dirs) > 1 else r
+                     for r in verify(d, progress=fmt == "table")]   # progress: not into CSV or JSON output
     shown = [{"where": r["where"], "objective": r["objective"],
               "value": None if isinstance(r["value"], float) and r["value"] != r["value"] else r["value"],
               "claimed status": r["claimed_status"],

@@ -317,3 +317,22 @@ def test_an_interrupted_slurm_sweep_resumes_and_plots_with_submitits_files_in_pl
     plot = gb(tmp_path, "plot", str(out))
     assert plot.returncode == 0, plot.stdout + plot.stderr
     assert (out / "figures" / "curves.png").is_file()
+
+
+def test_a_sweep_directory_whose_name_would_inject_a_job_script_line_is_refused(tmp_path):
+    """The sweep directory is written into the job script's #SBATCH --output/--error lines: a name
+    holding a newline would end the comment and run the rest as a line of the script. Refused in
+    one line before anything is submitted or written (no cluster needed)."""
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name="inject")
+    out = tmp_path / "runs" / "x\ntouch /tmp/gb-injected-by-a-name"
+    line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--out", str(out), timeout=300))
+    assert line.startswith("gb: error: --out: ") and "control character" in line, line
+    assert not out.exists() and not Path("/tmp/gb-injected-by-a-name").exists()
+
+
+def test_the_job_name_holds_only_plain_characters():
+    from gbcli.runs.executors.slurm import slurm_parameters
+
+    opts = {"time_min": 10, "cpus": 1, "mem_gb": 2, "slurm": {}}
+    assert slurm_parameters(opts, 1, "a b;c$(x)")["job_name"] == "gb-a_b_c__x_"
+    assert slurm_parameters(opts, 1, "fig2.v1")["job_name"] == "gb-fig2.v1"

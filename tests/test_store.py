@@ -208,3 +208,46 @@ def test_the_layout_names_every_record_once():
     assert run.result("svm-gln") == Path("r/svm/svm-gln/result.json")
     assert run.summary == Path("r/gd/summary.json") and run.errors == Path("r/tables/errors.csv")
     assert sweep.point("abc").summary == Path("s/points/abc/gd/summary.json")
+
+
+# ------------------------------------------------------------------ the write rule
+
+
+def _gb(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "gbcli.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("command", ["train-gd", "fit-svm"])
+@pytest.mark.parametrize("where", ["proj", "."])
+def test_a_folder_gb_did_not_make_is_never_written_or_cleaned(tmp_path, command, where):
+    """`--out proj` holding the user's own figures/ and tables/ (no gb marker), or `--out .`: refused
+    in one line, exit 2, every file of the user's untouched."""
+    root = Path(__file__).resolve().parents[1]
+    proj = tmp_path / "proj"
+    for sub in ("figures", "tables"):
+        (proj / sub).mkdir(parents=True)
+        (proj / sub / "mine.txt").write_text("the user's\n")
+    cwd = proj if where == "." else tmp_path
+    before = sorted(p.relative_to(proj) for p in proj.rglob("*"))
+    p = _gb(command, root / "configs" / "quickstart.yaml", "--out", where, cwd=cwd)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stdout + p.stderr
+    assert "not a folder gb made" in p.stderr and "Traceback" not in p.stderr
+    assert sorted(p.relative_to(proj) for p in proj.rglob("*")) == before
+    assert all((proj / sub / "mine.txt").read_text() == "the user's\n" for sub in ("figures", "tables"))
+
+
+def test_an_empty_folder_or_one_gb_made_is_written(tmp_path):
+    from gbcli.store.lock import check_owned
+
+    (tmp_path / "empty").mkdir()
+    check_owned(tmp_path / "empty")            # empty: fine
+    check_owned(tmp_path / "absent")           # not there yet: fine
+    with run_lock(tmp_path / "made"):
+        pass
+    (tmp_path / "made" / "notes.txt").write_text("x")
+    check_owned(tmp_path / "made")             # gb's marker: its folder
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x").write_text("x")
+    with pytest.raises(GbError, match="not a folder gb made"):
+        check_owned(tmp_path / "other")

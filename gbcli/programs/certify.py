@@ -62,6 +62,21 @@ def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
     return float(1 / (bound * radius)) if bound > 0 else float("inf")   # bound = inf (V = 0) gives 0
 
 
+GAP_FLOOR = 1e-12   # of the problem's own objective scale: below it an optimum counts as 0 (it can be)
+
+
+def relative_gap(primal: float, dual: float, radius: float, quadratic: bool) -> float:
+    """(primal - dual) / max(|primal|, floor), the floor GAP_FLOOR times the problem's own objective
+    scale: the smallest norm a margin-1 predictor can have is 1 / radius (squared for a quadratic
+    norm), so the gap is the same number for inputs scaled by any factor. (A constant floor made any
+    optimum below it "certified" however far off the predictor was.)"""
+    scale = (1.0 / radius) ** (2 if quadratic else 1) if radius > 0 and np.isfinite(radius) else 0.0
+    floor = max(abs(primal), GAP_FLOOR * scale)
+    if not floor > 0:
+        return 0.0 if primal == dual else float("inf")
+    return (primal - dual) / floor
+
+
 def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) -> dict:
     """Primal objective, dual objective, relative gap and smallest training margin of a solution,
     and whether they meet the tolerance (relative gap <= tol, smallest margin >= 1 - tol)."""
@@ -77,7 +92,7 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
     margins = decision(sol.zeta, design.x_train, design.e_train) * design.y_train
     primal = norm_of(design).value(design, sol.zeta)
     dual = dual_bound(design, sol.lam) if sol.lam is not None else float("nan")
-    gap = (primal - dual) / max(abs(primal), 1e-12)   # absolute below 1e-12 (an optimum of 0 is possible)
+    gap = relative_gap(primal, dual, input_radius(design), norm_of(design).quadratic)
     out.update(primal_objective=primal, dual_objective=dual, rel_gap=gap, min_margin=float(margins.min()),
                certified=bool(abs(gap) <= tol and margins.min() >= 1 - tol))
     return out

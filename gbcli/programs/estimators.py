@@ -45,7 +45,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from gbcli.programs.certify import certificate
+from gbcli.programs.certify import certificate, relative_gap
 from gbcli.programs.design import GatedDesign, constant_gates, decision, singleton_groups, unit_groups
 from gbcli.programs.ipm import NOT_SEPARABLE, Kernel, interior_point
 
@@ -235,7 +235,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         primal = float(alpha @ gram @ alpha)
         qlam = float(lam @ q @ lam)
         dual = float(lam.sum() ** 2 / qlam) if qlam > 0 else float("nan")
-        gap = (primal - dual) / max(abs(primal), 1e-12)
+        gap = relative_gap(primal, dual, math.sqrt(max(float(np.max(np.diag(gram))), 0.0)), True)
         self.certificate_ = {"primal_objective": primal, "dual_objective": dual, "rel_gap": gap,
                              "min_margin": float(margins.min()), "iterations": it, "tolerance": tol,
                              "certified": bool(abs(gap) <= tol and margins.min() >= 1 - tol)}

@@ -47,7 +47,7 @@ from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
 from gbcli.store.cache import Busy, SolveCache
 from gbcli.store.identity import gd_manifest, svm_manifest
 from gbcli.store.integrity import begin_gd, begin_svm, check_run, check_same_problem, check_trained, plan_gd, plan_svm
-from gbcli.store.lock import check_kind, run_lock
+from gbcli.store.lock import check_kind, check_owned, run_lock
 from gbcli.store.layout import RunDir
 from gbcli.training.memory import check_memory
 from gbcli.store.safe import check_tree, is_file, is_link, open_fd, present, remove
@@ -153,6 +153,7 @@ def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | No
     run_dir = Path(run_dir)
     check_tree(run_dir)
     check_kind(run_dir, "run", command="train-gd")
+    check_owned(run_dir)   # never a folder of the user's: gb would remove its tables/ and figures/
     same, lost = plan_gd(run_dir, cfg)
     if force:
         return None
@@ -392,6 +393,7 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     programs = check_svm_request(cfg, objectives, solver)
     check_tree(run_dir)
     check_kind(run_dir, "run", command="fit-svm")
+    check_owned(run_dir)
     check_same_problem(run_dir, cfg)   # one run directory holds one problem
     needing = [o for o, p in programs.items() if p.needs_trained]
     if needing:   # before loading any data

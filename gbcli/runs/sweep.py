@@ -41,7 +41,7 @@ from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
 from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
-from gbcli.store.lock import check_kind, run_lock
+from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
 from gbcli.store.safe import check_tree, is_file, open_append, present, read_record, remove
@@ -150,6 +150,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
+        write_marker(run_dir, "run")   # a folder gb made: its lock and the stages may write in it
         log = open_append(log_path)
         echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}, torch threads {torch.get_num_threads()}")
         cfg = Config.model_validate(cfg_dict)

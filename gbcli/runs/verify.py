@@ -44,7 +44,8 @@ from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, M
                                   write_compact)
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
-from gbcli.store.safe import is_dir, is_link, present
+from gbcli.logs import Progress
+from gbcli.store.safe import is_dir, is_link, present, subdirs
 from gbcli.text import shorten
 
 
@@ -163,7 +164,8 @@ def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = R
 class _Problems:
     """The problems (data and gating) of the configs met so far, and trained networks by path."""
 
-    def __init__(self):
+    def __init__(self, tick=None):
+        self.tick = tick or (lambda: None)   # called once per program checked (the progress of `gb verify`)
         self.problems: dict[str, object] = {}
 
     def problem(self, cfg):
@@ -291,6 +293,7 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
             _unchecked(row, exc)
             got = None
         _finish(row, got)
+        problems.tick()
     return rows
 
 
@@ -357,6 +360,7 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
             if skip and (point.name, objective) in skip and not is_link(path):
                 try:   # a copy of the point's own compact.npz: verified with the point
                     if read_untrusted(path, MAX_SOLUTION_BYTES) == skip[(point.name, objective)]:
+                        problems.tick()
                         continue
                 except (OSError, ValueError):
                     pass
@@ -382,6 +386,7 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
                 _unchecked(row, exc)
                 got = None
             _finish(row, got)
+            problems.tick()
     for (point, objective), c in sorted((claims_csv or {}).items()):   # a claimed program without its solution
         if c.get("status") in SOLVED and not present(sols / point / f"{objective}.npz") and \
                 not (skip and (point, objective) in skip):
@@ -400,7 +405,22 @@ def _kind(path: Path) -> str | None:
     return kind
 
 
-def verify(path: str | Path, export: dict | None = None) -> list[dict]:
+def _programs(targets: list) -> int:
+    """How many programs `verify` will meet in `targets` (for its progress; nothing is read)."""
+    def stages(run: Path) -> int:
+        return len(subdirs(RunDir(run).svm, hidden=False))
+
+    n = 0
+    for folder, k, _ in targets:
+        if k == "run":
+            n += stages(folder)
+        else:
+            n += sum(stages(p) for p in subdirs(SweepDir(folder).points, hidden=False))
+            n += sum(len(list(p.glob("*.npz"))) for p in subdirs(folder / layout.SOLUTIONS, hidden=False))
+    return n
+
+
+def verify(path: str | Path, export: dict | None = None, progress: bool = False) -> list[dict]:
     """Verify every stored solution under `path` (a run, a sweep, a results folder or a folder of
     those); one dict per program: where (run, point id or `<folder>/<point id>`), objective, value
     (the claimed objective), claimed_status, verified (True, False, or None for a program without a
@@ -421,7 +441,12 @@ def verify(path: str | Path, export: dict | None = None) -> list[dict]:
     if not targets:
         raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (not a run or sweep directory, no "
                       f"solutions/ folder, and no subfolder that is one)")
-    problems = _Problems()
+    with Progress(f"verify {shorten(str(root), 60)}", _programs(targets), show=progress,
+                  counter="{done}/{total} programs") as bar:
+        return _verify(root, targets, _Problems(bar.advance), export)
+
+
+def _verify(root: Path, targets: list, problems: _Problems, export: dict | None) -> list[dict]:
     rows: list[dict] = []
     for folder, k, prefix in targets:
         if k == "run":
@@ -458,13 +483,13 @@ def verify(path: str | Path, export: dict | None = None) -> list[dict]:
 # ------------------------------------------------------------------ solutions into a results folder
 
 
-def export_solutions(source: str | Path, dest: str | Path) -> tuple[list[dict], int]:
+def export_solutions(source: str | Path, dest: str | Path, progress: bool = False) -> tuple[list[dict], int]:
     """Verify `source` (a sweep or run directory) and write each verified program's compact
     solution into `dest/solutions/<point id>/<objective>.npz`, with the point's config.yaml (and
     model.pt when a program reads the trained network). Returns (rows, files written). A program
     that does not verify is not exported."""
     found: dict = {}
-    rows = verify(source, export=found)
+    rows = verify(source, export=found, progress=progress)
     dest = Path(dest) / layout.SOLUTIONS
     written = 0
     for (where, objective), (arrays, config, model) in sorted(found.items()):

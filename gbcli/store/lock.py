@@ -17,7 +17,8 @@ from pathlib import Path
 
 from gbcli.errors import GbError
 from gbcli.store import layout
-from gbcli.store.safe import _short, check_tree, clean_temp_files, is_file, is_link, open_lock, present, read_untrusted, write_json
+from gbcli.store.safe import (_short, check_tree, clean_temp_files, is_dir, is_file, is_link, open_lock, present,
+                              read_untrusted, write_json)
 
 _HELD: dict[str, tuple[int, int]] = {}     # lock path -> (fd, depth) held by this process
 MARKER = layout.MARKER                   # what a directory is: {"kind": "run" | "sweep", ...}
@@ -68,6 +69,18 @@ def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "
         raise GbError(f"{key}: {_short(path, 200)} is {other}; {command or 'this command'} does not write into it ({hint})")
 
 
+def check_owned(path: str | Path, key: str = "--out") -> None:
+    """The write rule: gb writes, replaces and removes only inside a folder it made (its marker, or a
+    run's or sweep's own layout) or an empty one. A folder of the user's (`--out proj` holding
+    their figures/ and tables/, or `--out .`) is refused before anything is written."""
+    path = Path(path)
+    if not is_dir(path) or present(path / MARKER) or dir_kind(path, key) is not None:
+        return
+    if any(True for _ in path.iterdir()):
+        raise GbError(f"{key}: {_short(path, 200)}: not a folder gb made (no {MARKER}) and not empty; gb writes "
+                      f"only into a folder it made or an empty one (use another --out)")
+
+
 def write_marker(path: Path, kind: str) -> None:
     """The marker of a directory gb writes, written first (kept when present)."""
     marker = Path(path) / MARKER
@@ -107,6 +120,7 @@ def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,
     check_tree(run_dir)
     if kind is not None:
         check_kind(run_dir, kind, key)
+        check_owned(run_dir, key)
     created = [p for p in (run_dir, *run_dir.parents) if not present(p)]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,12 @@ class SlurmArray(Executor):
         self.next_look = 0.0
 
     def check(self) -> None:
+        # the sweep directory is written into the job script (#SBATCH --output/--error lines): a
+        # newline in it would end the comment and run the rest of the name as a line of the script
+        bad = next((c for c in str(self.out.absolute()) if ord(c) < 32 or ord(c) == 127), None)
+        if bad is not None:
+            raise GbError(f"--out: {shorten(repr(str(self.out)), 200)} holds a control character ({bad!r}); a Slurm "
+                          f"job script names it, so gb refuses it (use another --out)")
         check_slurm()
 
     def submit(self, fn: Callable, tasks: list[tuple]) -> list:
@@ -162,7 +168,7 @@ def slurm_parameters(opts: dict, jobs: int, name: str = "sweep") -> dict:
     `sweep.slurm`, each as submitit's parameter when it has one, else as an #SBATCH line
     (`additional_parameters`); false leaves an option out."""
     mem = float(opts["mem_gb"])
-    params: dict = {"job_name": f"gb-{name}", "time": int(opts["time_min"]), "cpus_per_task": int(opts["cpus"]),
+    params: dict = {"job_name": "gb-" + (re.sub(r"[^A-Za-z0-9._-]", "_", name) or "sweep"), "time": int(opts["time_min"]), "cpus_per_task": int(opts["cpus"]),
                     "mem": f"{int(mem)}G" if mem == int(mem) else f"{max(1, round(mem * 1024))}M",
                     "array_parallelism": int(jobs),
                     # the USR2 that lets submitit checkpoint and requeue a task comes this long before its
