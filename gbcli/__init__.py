@@ -8,6 +8,7 @@ The library API, for notebooks and scripts (the `gb` command line is a thin laye
     gbcli.fit_svm(cfg, "runs/quickstart")
     errors, inconsistency = gbcli.compare_run("runs/quickstart")
     errors, inconsistency = gbcli.read_tables("runs/quickstart")
+    run = gbcli.load_run("runs/quickstart")   # its config, network, metrics, records and tables
 
 and the certified max-margin solvers on any data, without a config:
 
@@ -23,8 +24,9 @@ Layout (each package's docstring says more):
 - `programs`: designs, norms (one class each), certificates, registered solvers, estimators;
 - `training`: the gradient-descent loop and the losses;
 - `instruments`: theory instruments tracked during training;
-- `runs`: the stages of a run, sweeps and their executors (local pool, Slurm);
-- `reports`: tables and figures;
+- `store`: the one owner of run and sweep directories (layout, safe file layer, records, identity);
+- `runs`: the stages of a run, sweeps and their executors (local pool, Slurm), figures, verify;
+- `reports`: tables and rendering;
 - `experiments`: the papers' own instruments and reports (built on the models, never the reverse);
 - `registry`: every model kind, instrument and report, listed once.
 """
@@ -48,7 +50,7 @@ _API = {
     "read_tables": "gbcli.reports.tables",
     "prepare": "gbcli.runs.stages", "build_model": "gbcli.runs.stages", "build_design": "gbcli.runs.stages",
     "train_gd": "gbcli.runs.stages", "fit_svm": "gbcli.runs.stages", "compare_run": "gbcli.runs.stages",
-    "run_sweep": "gbcli.runs.sweep",
+    "run_sweep": "gbcli.runs.sweep", "load_run": "gbcli.runs.load", "Run": "gbcli.runs.load",
 }
 __all__ = sorted(_API)
 

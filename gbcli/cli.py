@@ -72,7 +72,11 @@ def _main(version: bool = typer.Option(False, "--version", is_eager=True, callba
 
 
 def _echo(msg: str) -> None:
-    console.print(msg, highlight=False, soft_wrap=True)   # one message, one line: never cut at the width
+    # one message, one line: never cut at the width; plain text (a path holding `[/b]` is no markup)
+    # with non-printable characters escaped (a folder name cannot clear the screen)
+    from gbcli.text import printable
+
+    console.print(printable(msg), highlight=False, soft_wrap=True, markup=False)
 
 
 def _logging(quiet: bool = False) -> None:
@@ -242,13 +246,21 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
                                                      help="where the points run (default: sweep.executor)"),
               jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="points at once (default: sweep.jobs)"),
               threads: Optional[int] = typer.Option(None, "--threads", min=1, max=1024,
-                                                    help="local: torch threads per job (default: sweep.threads, 1)")):
+                                                    help="local: torch threads per job (default: sweep.threads, 1)"),
+              dry_run: bool = typer.Option(False, "--dry-run", help="list the points (id, name, done) and exit")):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
     Slurm's options are the config's (`sweep.partition`, `sweep.time_min`, ..., `sweep.slurm`; on the
     command line `--set sweep.account=acme`). Exit code 1 when a point failed (see tables/failures.csv)."""
     _load(config, set_)   # the base config (its axes unexpanded) is valid: answered before torch and the sweep load
-    from gbcli.runs.sweep import run_sweep
+    from gbcli.runs.sweep import dry_run as list_points, run_sweep
 
+    if dry_run:
+        table = list_points(config, out, tuple(set_))
+        from gbcli.reports.tables import rich_table
+
+        console.print(rich_table(table, f"{len(table)} points ({int(table['done'].sum())} done)",
+                                 ["point", "name", "done"]))
+        return
     if executor not in (None, "local", "slurm"):
         raise GbError(f"--executor: {executor!r} is not one of local, slurm")
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, progress=not quiet,
@@ -289,13 +301,16 @@ def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
         writer.writerows(rows)
         return
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title)
+    from gbcli.text import printable
+
+    table = Table(title=Text(printable(title)))   # names and values as plain, printable text
     for c in columns:
-        table.add_column(str(c), overflow="fold")
+        table.add_column(Text(printable(c)), overflow="fold")
     for r in rows:
-        table.add_row(*["" if r.get(c) is None or (isinstance(r.get(c), float) and r[c] != r[c]) else
-                        (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])) for c in columns])
+        table.add_row(*[Text(printable("" if r.get(c) is None or (isinstance(r.get(c), float) and r[c] != r[c]) else
+                                       (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])))) for c in columns])
     console.print(table)
 
 
@@ -307,6 +322,8 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
                                                      help="also write each verified program's compact solution into "
                                                           "DEST/solutions/<point>/ (e.g. results/paper/fig2)"),
                fmt: Format = typer.Option("table", "--format", "-f", help="a rich table, or CSV or JSON"),
+               tol: float = typer.Option(1e-6, "--tol", help="the certificate's tolerance (relative gap, 1 - the "
+                                         "smallest margin); never taken from a stored config"),
                threads: int = ThreadsOpt):
     """Check every stored solution's certificate again from the data, without a solver: objective,
     training margins, dual bound (or the dual ray), predictions, against what the records claim.
@@ -319,16 +336,20 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
     # rounding of 0 (svm-l2-reference's optimum-0 predictors) then keeps its sign
     limit_threads(threads)
 
+    import math
+
+    if not (math.isfinite(tol) and 0 < tol < 1):
+        raise GbError(f"--tol: {tol!r} is not a number in (0, 1)")
     if export is not None and len(run_dirs) > 1:
         raise GbError("--export: takes one DIR (the run or sweep whose solutions it writes)")
     run_dir = run_dirs[0]
     if export is not None:
-        rows, written = export_solutions(run_dir, export, progress=fmt == "table")
+        rows, written = export_solutions(run_dir, export, progress=fmt == "table", tol=tol)
     else:
         rows, written = [], 0
         for d in run_dirs:   # several: each row says which DIR it came from
             rows += [{**r, "where": f"{d}/{r['where']}"} if len(run_dirs) > 1 else r
-                     for r in verify(d, progress=fmt == "table")]   # progress: not into CSV or JSON output
+                     for r in verify(d, progress=fmt == "table", tol=tol)]   # progress: not into CSV or JSON
     shown = [{"where": r["where"], "objective": r["objective"],
               "value": None if isinstance(r["value"], float) and r["value"] != r["value"] else r["value"],
               "claimed status": r["claimed_status"],
@@ -337,7 +358,7 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
     _emit_rows(shown, fmt, f"gb verify {' '.join(map(str, run_dirs))}")
     bad = [r for r in rows if r["verified"] is False]
     if fmt == "table":
-        _echo(f"{len(rows) - len(bad)} of {len(rows)} programs verified"
+        _echo(f"{len(rows) - len(bad)} of {len(rows)} programs verified at tolerance {tol:g}"
               + (f"; {written} compact solutions -> {export / 'solutions'}" if export is not None else ""))
     if bad:
         err_console.print(f"gb: {len(bad)} program(s) not verified: "
@@ -391,7 +412,7 @@ def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory"), 
         return
     import yaml
 
-    _echo(f"[bold]{rec['path']}[/bold]: {rec['kind']}, {rec['status']}" + (f" ({rec['note']})" if rec.get("note") else ""))
+    _echo(f"{rec['path']}: {rec['kind']}, {rec['status']}" + (f" ({rec['note']})" if rec.get("note") else ""))
     _echo("stages: " + (", ".join(f"{k} {v}" for k, v in rec["stages"].items()) or "none"))
     if rec.get("results"):
         rows = [{"stage": k, **v} for k, v in rec["results"].items()]
@@ -400,14 +421,14 @@ def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory"), 
         _emit_rows([{"number": k, "value": v} for k, v in rec["numbers"].items()], "table", "results")
     if rec.get("config"):
         console.print("config:", highlight=False)
-        console.print(yaml.safe_dump(rec["config"], sort_keys=False).rstrip(), markup=False, highlight=False)
+        for line in yaml.safe_dump(rec["config"], sort_keys=False).rstrip().splitlines():
+            _echo(line)
     for what, prov in (rec.get("provenance") or {}).items():
         if isinstance(prov, dict):
             keep = {k: prov.get(k) for k in ("gb_version", "commit", "dirty", "python", "torch", "numpy", "host",
                                              "torch_threads", "command", "started", "ended", "wall_seconds",
                                              "cpu_seconds") if k in prov}
-            console.print(f"provenance ({what}): " + ", ".join(f"{k}={v}" for k, v in keep.items()),
-                          markup=False, highlight=False)
+            _echo(f"provenance ({what}): " + ", ".join(f"{k}={v}" for k, v in keep.items()))
 
 
 @runs_app.command("diff")
@@ -538,7 +559,9 @@ CLICK_ERRORS = (click.exceptions.ClickException, getattr(typer, "TyperException"
 
 def _fail(msg: str, code: int = 2) -> None:
     """Print `gb: error: msg` as one line on stderr and exit with `code` (2: bad input)."""
-    line = " ".join(str(msg).split())
+    from gbcli.text import printable
+
+    line = printable(" ".join(str(msg).split()))   # one line, and no escape sequence reaches the terminal
     if len(line) > MAX_ERROR_LINE:   # a value we did not shorten at its source: the line stays readable
         line = f"{line[:MAX_ERROR_LINE - 200]} ... {line[-180:]}"
     err_console.print(f"gb: error: {line}", highlight=False, markup=False, soft_wrap=True)

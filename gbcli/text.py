@@ -23,3 +23,12 @@ def shorten(text: str, limit: int = LIMIT) -> str:
 def quoted(value: Any, limit: int = LIMIT) -> str:
     """repr(value), shortened (see `shorten`)."""
     return shorten(repr(value), limit)
+
+
+def printable(text: Any) -> str:
+    """`text` with every non-printable character escaped (`\\x1b`, `\\n`): a name that came from a file
+    or a folder never moves the cursor, clears the screen or retitles the terminal."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

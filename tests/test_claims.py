@@ -1,9 +1,11 @@
-"""The claims table of paper 000 (issue 27): `scripts/paper_summary.py --claims` runs on the committed
-tables, gives every claim a verdict from the allowed set and a command, and its verdict rule follows
-the numbers (a changed table flips a verdict)."""
+"""The claims table of paper 000 (issue 27): the claims are data (results/paper/claims.yaml) evaluated
+by gbcli.claims; `scripts/paper_summary.py --claims` runs on the committed tables, gives every claim a
+verdict from the allowed set and a command, and its verdict rule follows the numbers (a changed table
+flips a verdict)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import shutil
 import subprocess
@@ -13,10 +15,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+
+from gbcli import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "paper_summary.py"
 TABLES = ROOT / "results" / "paper"
+CLAIMS = TABLES / "claims.yaml"
 VERDICTS = {"reproduced", "not reproduced", "contradicted"}
 
 
@@ -49,7 +55,7 @@ def test_claims_table_on_committed_tables(ps):
     r = _run("--claims")
     assert r.returncode == 0, r.stderr
     rows = _rows(r.stdout)
-    ids = [c["id"] for c in ps._claims_list()]
+    ids = [c["id"] for c in claims.load(CLAIMS)["claims"]]
     assert len(ids) == len(set(ids)) and len(ids) >= 25
     assert [row[0] for row in rows] == ids
     for row in rows:
@@ -67,16 +73,16 @@ def test_one_claim_in_detail():
     assert _run("--claim", "no-such-claim").returncode != 0
 
 
-def test_verdict_rule(ps):
-    assert ps._Cond("x", -0.2, -0.3, -0.1).verdict == "reproduced"
-    assert ps._Cond("x", 0.2, 0.1, 0.3).verdict == "contradicted"
-    assert ps._Cond("x", 0.0, -0.1, 0.1).verdict == "not reproduced"
-    assert ps._Cond("x", float("nan"), float("nan"), float("nan")).verdict == "not reproduced"
-    c = ps._c_mean("equal", np.zeros(5), equal=True)
+def test_verdict_rule():
+    assert claims.Condition("x", -0.2, -0.3, -0.1).verdict == "reproduced"
+    assert claims.Condition("x", 0.2, 0.1, 0.3).verdict == "contradicted"
+    assert claims.Condition("x", 0.0, -0.1, 0.1).verdict == "not reproduced"
+    assert claims.Condition("x", float("nan"), float("nan"), float("nan")).verdict == "not reproduced"
+    c = claims.mean_condition("equal", np.zeros(5), equal=True)
     assert c.verdict == "reproduced"
-    conds = [ps._Cond("a", -1, -2, -0.5), ps._Cond("b", 1, 0.5, 2)]
-    assert ps._combine(conds) == "contradicted"
-    assert ps._combine(conds[:1]) == "reproduced"
+    conds = [claims.Condition("a", -1, -2, -0.5), claims.Condition("b", 1, 0.5, 2)]
+    assert claims.combine(conds) == "contradicted"
+    assert claims.combine(conds[:1]) == "reproduced"
 
 
 def test_verdict_flips_with_a_changed_table(ps, tmp_path):
@@ -110,3 +116,66 @@ def test_best_configuration_claim_follows_the_errors(ps, tmp_path):
 def test_missing_tables_refused(tmp_path):
     r = _run("--claims", "--tables", str(tmp_path))
     assert r.returncode != 0
+
+
+def _quantities(spec: dict):
+    """Every (claim id, quantity spec) of the claims file: conditions, controls and published numbers."""
+    for c in spec["claims"]:
+        for q in c["conditions"] + c.get("control_conditions", []):
+            yield c["id"], q
+        if isinstance(c.get("published"), dict):
+            yield c["id"], c["published"]
+
+
+def test_claims_file_is_data():
+    """Every claim has a statement, a rule, conditions naming registered quantities and the command
+    that regenerates it; every subset and table a condition names exists."""
+    spec = yaml.safe_load(CLAIMS.read_text())
+    assert spec == claims.load(CLAIMS)
+    ids = [c["id"] for c in spec["claims"]]
+    assert len(ids) == len(set(ids)) and len(ids) >= 25
+    for c in spec["claims"]:
+        for key in ("statement", "where", "evaluated_as", "rule", "conditions", "command"):
+            assert c.get(key), (c["id"], key)
+        assert c["rule"] in claims.RULES, c["id"]
+        assert c["command"] == f"python scripts/paper_summary.py --claim {c['id']}"
+        assert bool(c.get("control_conditions")) <= bool(c.get("control")), c["id"]   # a control is explained
+    tables = set(spec["tables"]) | set(spec.get("optional_tables", {}))
+    for cid, q in _quantities(spec):
+        assert q["quantity"] in claims.QUANTITIES, (cid, q["quantity"])
+        assert "label" in q or q["quantity"] == "published_cells", cid
+        rows = [v for k, v in q.items() if k == "rows" or k.endswith("_rows")]
+        for r in (x for v in rows for x in (v if isinstance(v, list) else [v])):
+            r = {"subset": r} if isinstance(r, str) else r
+            assert "subset" in r or "from" in r, cid
+            if "subset" in r:
+                assert r["subset"] in spec["subsets"], (cid, r)
+            assert (r.get("from") or spec["subsets"][r["subset"]]["from"]) in tables, (cid, r)
+
+
+def test_claims_module_reads_only_tables():
+    """gbcli.claims depends on numpy, pandas and yaml only (no runs, training, experiments or registry)."""
+    tree = ast.parse((ROOT / "gbcli" / "claims.py").read_text())
+    mods = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    mods |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert mods <= {"__future__", "operator", "zlib", "pathlib", "numpy", "pandas", "yaml"}, mods
+
+
+def test_rows_and_per_condition():
+    """The row filters (value, list, comparison, min, a subset overridden, a concatenation, a missing
+    optional table) and one condition per value of a column."""
+    t = pd.DataFrame({"predictor": ["a", "b"] * 4, "hidden_units": [10, 10, 20, 20, 50, 50, 100, 100],
+                      "point": ["p1", "p1", "p2", "p2", "p3", "p3", "p4", "p4"], "val_error": [.1, .2, .1, .3, .2, .2, .1, .4],
+                      "momentum": 0.0})
+    tables, subsets = {"g/errors": t, "opt/errors": None}, {"S": {"from": "g/errors", "hidden_units": ">= 20"}}
+    sel = lambda spec: claims.select(tables, subsets, spec)
+    assert len(sel("S")) == 6 and len(sel({"subset": "S", "hidden_units": 10})) == 2
+    assert sel({"from": "g/errors", "hidden_units": "min", "predictor": ["b"]}).val_error.tolist() == [.2]
+    assert len(sel(["S", {"from": "g/errors", "hidden_units": "< 20"}])) == 8
+    assert sel(["S", {"from": "opt/errors"}]) is None
+    spec = {"subsets": subsets}
+    conds = claims.conditions([{"quantity": "paired", "label": "H={hidden_units}", "per": "hidden_units", "rows": "S",
+                                "a": "a", "b": "b"}], tables, spec)
+    assert [(c.label, round(c.est, 6)) for c in conds] == [("H=20", -0.2), ("H=50", 0.0), ("H=100", -0.3)]
+    assert claims.conditions([{"quantity": "paired", "label": "x", "rows": {"from": "opt/errors"}, "a": "a", "b": "b"}],
+                             tables, spec) == []

@@ -17,6 +17,7 @@ from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
 from gbcli.store.safe import is_file, read_csv_untrusted, write_csv
+from gbcli.text import printable
 
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
                  "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
@@ -63,15 +64,18 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def rich_table(frame: pd.DataFrame, title: str, columns: list[str]):
-    """A rich Table of the chosen columns, floats to 4 significant digits."""
+    """A rich Table of the chosen columns, floats to 4 significant digits. Every cell and the title
+    are plain text (no rich markup: a run named `m[/b]` is shown as it is) with non-printable
+    characters escaped (a folder name holding an escape sequence cannot clear the screen)."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title)
+    table = Table(title=Text(printable(title)))
     cols = [c for c in columns if c in frame.columns]
     for c in cols:
-        table.add_column(c, justify="left" if frame[c].dtype == object else "right")
+        table.add_column(Text(printable(c)), justify="left" if frame[c].dtype == object else "right")
     for _, row in frame.iterrows():
-        table.add_row(*[_fmt(row[c]) for c in cols])
+        table.add_row(*[Text(printable(_fmt(row[c]))) for c in cols])
     return table
 
 

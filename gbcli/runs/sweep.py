@@ -40,7 +40,7 @@ from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
-from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
+from gbcli.store.identity import PROBLEM_SECTIONS, point_id, readable_names, section_hash
 from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
@@ -408,7 +408,19 @@ def point_table(points: list[Config]) -> pd.DataFrame:
     flat = [{k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in flatten(p.to_dict()).items()}
             for p in points]
     keys = [k for k in dict.fromkeys(k for f in flat for k in f) if len({repr(f.get(k)) for f in flat}) > 1]
-    return pd.DataFrame([{"point": point_id(p), **{k: f.get(k) for k in keys}} for p, f in zip(points, flat)])
+    names = readable_names(points)
+    return pd.DataFrame([{"point": point_id(p), "name": name, **{k: f.get(k) for k in keys}}
+                         for p, f, name in zip(points, flat, names)])
+
+
+def dry_run(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The points a sweep would run, without running or writing anything: id, readable name, and
+    whether its directory says it is done already."""
+    base, points = expand(path, overrides)
+    out = run_dir_for(base, out, overrides)
+    table = point_table(points)
+    table.insert(2, "done", [is_done(SweepDir(out).point(point_id(p)).root) for p in points])
+    return table
 
 
 def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

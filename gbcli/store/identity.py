@@ -127,3 +127,41 @@ def point_id(cfg: Config) -> str:
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
 
 
+
+
+def readable_names(configs: list[Config]) -> list[str]:
+    """A name a person can read for each of `configs` (the points of one grid), made of what differs
+    between them, in the spirit of Hydra's override dirnames: `hidden_units=20,seed=2`. A key is
+    written by the shortest ending of its dotted path that no other differing key shares. The hash
+    (`point_id`) stays the unique id; a single config is named by its `name`."""
+    if len(configs) < 2:
+        return [c.name for c in configs]
+    skip = execution_keys()
+    flat = [{k: v for k, v in _flatten(c.to_dict()).items()
+             if k not in skip and k.partition(".")[0] not in skip} for c in configs]
+    keys = [k for k in dict.fromkeys(k for f in flat for k in f) if len({repr(f.get(k)) for f in flat}) > 1]
+    short = {}
+    for k in keys:
+        parts = k.split(".")
+        for n in range(1, len(parts) + 1):
+            tail = ".".join(parts[-n:])
+            if sum(1 for o in keys if o == tail or o.endswith("." + tail)) == 1:
+                short[k] = tail
+                break
+        else:
+            short[k] = k
+
+    def text(v) -> str:
+        return json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else str(v)
+
+    return [",".join(f"{short[k]}={text(f.get(k))}" for k in keys) for f in flat]
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
