@@ -340,6 +340,7 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
 
     if not (math.isfinite(tol) and 0 < tol < 1):
         raise GbError(f"--tol: {tol!r} is not a number in (0, 1)")
+    _logging(quiet=fmt != "table")   # its progress (n of N programs) with a table, never into CSV or JSON
     if export is not None and len(run_dirs) > 1:
         raise GbError("--export: takes one DIR (the run or sweep whose solutions it writes)")
     run_dir = run_dirs[0]

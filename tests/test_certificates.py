@@ -51,3 +51,32 @@ def test_a_permuted_or_negated_solution_is_not_certified():
     for bad in (-sol.zeta, sol.zeta[:, ::-1].copy()):
         cert = certificate(base, Solution(bad, "optimal", float("nan"), 0.0, "dual", lam=sol.lam))
         assert not cert["certified"] and cert["min_margin"] < 1 - 1e-6
+
+
+def test_gb_verify_uses_the_tolerance_it_is_given_and_says_so(tmp_path):
+    """The tolerance is the user's (`--tol`, default the strict 1e-6), printed, never a stored
+    config's: a run whose config says `svm.certify_tol: 0.5` is held to 1e-6 all the same."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    gb = lambda *a: subprocess.run([sys.executable, "-m", "gbcli.cli", *map(str, a)], cwd=tmp_path,
+                                   capture_output=True, text=True, timeout=300)
+    assert gb("fit-svm", root / "configs" / "quickstart.yaml", "--out", "run", "-q",
+              "--set", "svm.objectives=[svm-l2]").returncode == 0
+    p = gb("verify", "run")
+    assert p.returncode == 0 and "1 of 1 programs verified at tolerance 1e-06" in p.stdout, p.stdout + p.stderr
+    strict = gb("verify", "run", "--tol", "1e-15")   # below the solve's own gap: not certified at that tolerance
+    assert strict.returncode == 1 and "at tolerance 1e-15" in strict.stdout, strict.stdout + strict.stderr
+    cfg_path = tmp_path / "run" / "svm" / "svm-l2" / "config.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["svm"]["certify_tol"] = 0.5
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    again = gb("verify", "run", "--tol", "1e-15")
+    assert again.returncode == 1, again.stdout   # the stored 0.5 does not relax it
+    for bad in ("0", "1", "nan", "-1e-6"):
+        p = gb("verify", "run", "--tol", bad)
+        assert p.returncode == 2 and p.stderr.startswith("gb: error: --tol"), p.stderr

@@ -23,7 +23,7 @@ from gbcli.config.schema import execution_keys
 from gbcli.errors import GbError
 from gbcli.registry import DEFAULT_KIND, MODELS
 from gbcli.store.layout import RunDir
-from gbcli.store.safe import read_untrusted
+from gbcli.store.safe import flatten, read_untrusted
 
 PROBLEM_SECTIONS = ("dataset", "model", "contexts")
 
@@ -137,7 +137,7 @@ def readable_names(configs: list[Config]) -> list[str]:
     if len(configs) < 2:
         return [c.name for c in configs]
     skip = execution_keys()
-    flat = [{k: v for k, v in _flatten(c.to_dict()).items()
+    flat = [{k: v for k, v in flatten(c.to_dict()).items()
              if k not in skip and k.partition(".")[0] not in skip} for c in configs]
     keys = [k for k in dict.fromkeys(k for f in flat for k in f) if len({repr(f.get(k)) for f in flat}) > 1]
     short = {}
@@ -156,12 +156,3 @@ def readable_names(configs: list[Config]) -> list[str]:
 
     return [",".join(f"{short[k]}={text(f.get(k))}" for k in keys) for f in flat]
 
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
