@@ -53,6 +53,7 @@ def test_a_permuted_or_negated_solution_is_not_certified():
         assert not cert["certified"] and cert["min_margin"] < 1 - 1e-6
 
 
+@pytest.mark.slow
 def test_gb_verify_uses_the_tolerance_it_is_given_and_says_so(tmp_path):
     """The tolerance is the user's (`--tol`, default the strict 1e-6), printed, never a stored
     config's: a run whose config says `svm.certify_tol: 0.5` is held to 1e-6 all the same."""

@@ -314,6 +314,7 @@ def whole_run(tmp_path_factory, shared_data_dir):
     return tmp / "whole"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_process_stopped_and_rerun(tmp_path, shared_data_dir, whole_run, sig):
     """`gb train-gd` stopped by SIGTERM (exit 130, a checkpoint written on the way out) or SIGKILL
@@ -343,6 +344,7 @@ def test_process_stopped_and_rerun(tmp_path, shared_data_dir, whole_run, sig):
     assert_same(whole_run, tmp_path / "cut")
 
 
+@pytest.mark.slow
 def test_sweep_stopped_during_batched_training_resumes(tmp_path, shared_data_dir):
     """`gb sweep` stopped by SIGTERM while its two points train as one computation (its pool worker
     dies at once: the periodic per-network checkpoints are what is left): the same command resumes

@@ -66,6 +66,7 @@ def test_claims_table_on_committed_tables(ps):
             assert row[6] not in ("", "-", "none yet"), row[0]
 
 
+@pytest.mark.slow
 def test_one_claim_in_detail():
     r = _run("--claim", "F2b-gt10")
     assert r.returncode == 0, r.stderr
@@ -85,6 +86,7 @@ def test_verdict_rule():
     assert claims.combine(conds[:1]) == "reproduced"
 
 
+@pytest.mark.slow
 def test_verdict_flips_with_a_changed_table(ps, tmp_path):
     """F2b-chance (svm-gln below 2p(1-p)) is reproduced on the committed tables; with 2p(1-p) set to 0
     in a copy of the fig2 table it must be contradicted, and the other claims are untouched."""

@@ -47,6 +47,7 @@ def test_readable_names_are_unique_and_say_what_differs():
     assert readable_names([base]) == [base.name]
 
 
+@pytest.mark.slow
 def test_load_run_gives_the_network_metrics_records_and_tables(tmp_path):
     cfg = ROOT / "configs" / "quickstart.yaml"
     for cmd in ("train-gd", "fit-svm"):
@@ -63,6 +64,7 @@ def test_load_run_gives_the_network_metrics_records_and_tables(tmp_path):
         gbcli.load_run(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["m[/b]", "o[/x]", "clear\x1b[2Jscreen", "title\x1b]0;pwned\x07"])
 def test_a_name_from_a_folder_is_printed_as_plain_printable_text(tmp_path, name):
     cfg = ROOT / "configs" / "quickstart.yaml"

@@ -57,8 +57,9 @@ def test_a_missing_slurm_command_is_refused_before_anything_runs(tmp_path, missi
     no_point_ran(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_controller_that_hangs_is_refused_within_the_timeout(tmp_path):
-    from gbcli.runs.executors import SINFO_SECONDS
+    from gbcli.runs.executors.slurm import SINFO_SECONDS
 
     marker = f"{600 + uuid.uuid4().int % 1000}.{os.getpid()}"   # the fake sinfo's sleep, found again below
     bin_ = fake_commands(tmp_path, sbatch="echo 'Submitted batch job 1'", srun="exit 0",
@@ -86,7 +87,7 @@ def test_a_bad_sweep_slurm_option_is_refused_by_the_config(tmp_path):
     assert "sweep.slurm" in line and "'nice': 1.5 is not a string, integer or boolean" in line
     path = write(tmp_path, {"contexts.seed": [1, 2]}, name="badacct")
     line = refused(gb(tmp_path, "sweep", str(path), "--executor", "slurm", "--set", "sweep.account=a\nb", timeout=300))
-    assert line.startswith("gb: error: sweep.account: ")
+    assert "sweep.account: " in line and line.startswith("gb: error: ")
     no_point_ran(tmp_path)
 
 
@@ -252,7 +253,7 @@ def test_a_task_killed_without_a_result_fails_its_point_and_the_sweep_ends(tmp_p
     a lost node end a task the same way), must not keep the sweep waiting: `squeue` lists it ended
     or not at all, and after `executors.GONE_SECONDS` its point is recorded failed with the reason,
     and the sweep exits 1."""
-    from gbcli.runs import executors
+    from gbcli.runs.executors import slurm as executors
 
     need_slurm()
     name = f"lost{uuid.uuid4().hex[:6]}"

@@ -149,6 +149,7 @@ def quickstart(tmp_path: Path, **svm) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_fit_svm_time_limit_then_a_rerun_solves_it(tmp_path):
     path = quickstart(tmp_path, time_limit=1e-9)
     out = tmp_path / "run"

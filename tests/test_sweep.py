@@ -84,7 +84,8 @@ def test_local_pool_runs_every_point_and_aggregates(tmp_path):
     assert len(pd.read_csv(tables / "failures.csv")) == 0
     # points.csv: each point with the keys that tell the points apart (and nothing else)
     pts = pd.read_csv(tables / "points.csv").set_index("point")
-    assert sorted(pts.columns) == ["contexts.seed", "training.momentum"] and set(pts.index) == set(errors.point)
+    assert sorted(pts.columns) == ["contexts.seed", "name", "training.momentum"] and set(pts.index) == set(errors.point)
+    assert set(pts["name"]) == {f"seed={s},momentum={m}" for s in (1, 2) for m in (0.0, 0.9)}   # readable names
     assert all(pts.loc[r.point, "contexts.seed"] == r.context_seed for r in errors.itertuples())
     # the solve cache: each momentum-0.9 point reuses the programs of its momentum-0 twin
     twin = {(r.context_seed, r.momentum): r.point for r in errors.itertuples()}

@@ -42,6 +42,7 @@ def test_constant_step_controls_use_the_constant_rule():
      "outside_linear"),
     ("alignment-constant-step", ["training.epochs=3", "grid={}", 'zip={"training.lr": [0.02]}'], "grad_alignment"),
 ])
+@pytest.mark.slow
 def test_tiny_control_runs(name, overrides, column, tmp_path):
     args = [str(GB), "sweep", str(REPO / "configs" / "theory" / f"{name}.yaml"), "--out", str(tmp_path / "s"),
             "--jobs", "1", "-q"]

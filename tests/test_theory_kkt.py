@@ -76,6 +76,7 @@ def test_gd_limit_is_the_papers_kkt_point(runs, name):
     assert r["kkt_point"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONSTRUCTIONS))
 def test_global_optimum_found(runs, name):
     """The random restarts reach the paper's global value; GD's limit is global only for the control."""
@@ -84,6 +85,7 @@ def test_global_optimum_found(runs, name):
     assert bool(r["global"]) == (name == "control")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fc-relu", "diag2", "diag3", "conv"])
 def test_smaller_feasible_points_near_gd_limit(runs, name):
     """Within every eps of GD's limit there is a feasible point of smaller norm (not a local optimum),
@@ -96,6 +98,7 @@ def test_smaller_feasible_points_near_gd_limit(runs, name):
     assert np.all(np.diff(center - best) < 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONSTRUCTIONS))
 def test_nothing_smaller_near_a_genuine_optimum(runs, name):
     """Control: around the global point (and around GD's limit when it is global) the same search

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from gbcli.runs.sweep import expand
 
@@ -26,6 +27,7 @@ def test_no_par_config_parses():
     assert len(p.dataset.x) == 21 and sum(v == 1 for v in p.dataset.y) == 11
 
 
+@pytest.mark.slow
 def test_no_par_short_run_enters_an_nar_that_is_not_the_par(tmp_path):
     args = [str(GB), "sweep", str(CONFIG), "--out", str(tmp_path / "s"), "--jobs", "1", "-q",
             "--set", "training.epochs=12000"]
