@@ -5,7 +5,7 @@ interior-point method (issue 26).
 
 For each (H, C, N) the svm-l2 program of a deep GLN on MNIST (as `default_vs_libsvm.py` builds it)
 is solved by the default dual solver (the working set above N = 3000) with the active-set method
-on, then off (`gbcli.programs.active_set.ENABLED`), one thread; CPU seconds, our certificate's
+on, then off (`DualSolver.solve(use_active_set=False)`), one thread; CPU seconds, our certificate's
 relative gap, the objective and the rounds.
 """
 
@@ -29,7 +29,6 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from gbcli.programs import active_set
     from gbcli.programs.certify import certificate
     from gbcli.programs.solvers import SOLVERS
 
@@ -39,13 +38,11 @@ def main() -> None:
         h, c, n = map(int, size.split(","))
         design = design_of(h, c, n)
         for on in (True, False):
-            active_set.ENABLED = on
-            sol, _, cpu = timed(lambda: SOLVERS["dual"].solve(design))
+            sol, _, cpu = timed(lambda: SOLVERS["dual"].solve(design, use_active_set=on))
             cert = certificate(design, sol)
             rounds = sol.message.split("(rounds: ")[-1].removesuffix(")") if "(rounds: " in sol.message else sol.message
             print(f"| {h}, {c}, {n} | {'on' if on else 'off'} | {cert['certified']} | {cert['rel_gap']:.1e} | "
                   f"{sol.value:.10g} | {cpu:.2f} | {rounds} |", flush=True)
-    active_set.ENABLED = True
 
 
 if __name__ == "__main__":

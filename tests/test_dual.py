@@ -344,9 +344,8 @@ def test_the_interior_point_method_stops_soon_after_a_best_iterate_that_meets_th
     # answer; cut one iterate earlier, a different one (so it did not stop on reaching 1e-10)
     assert np.array_equal(interior_point(grp, quadratic, 1e-8, max_iters=n - STALL_MET)[2], lam)
     assert not np.array_equal(interior_point(grp, quadratic, 1e-8, max_iters=n - STALL_MET - 1)[2], lam)
-    from gbcli.programs import active_set
-    monkeypatch.setattr(active_set, "ENABLED", False)   # svm-l2: the interior-point method, not the active set first
-    sol = solve_dual(design, tol=1e-8, working_set=False)
+    # svm-l2: the interior-point method, not the active set first
+    sol = solve_dual(design, tol=1e-8, working_set=False, use_active_set=False)
     assert sol.status == "optimal" and sol.iterations == n
     cert = certificate(design, sol, 1e-8)
     assert cert["certified"] and cert["rel_gap"] <= 1e-8
@@ -359,20 +358,18 @@ def test_a_working_sets_final_round_on_the_rounding_floor_is_polished(objective,
     count, 1.016e-6 by the certificate), so the working set polishes that round. On digits, asked for
     1e-8, the method stalls near 1e-10 and the polished answer is certified orders of magnitude lower;
     without the working set the answer stays the interior-point method's, and says it stalled."""
-    from gbcli.programs import active_set
     from gbcli.programs.ipm import POLISHED, STALLED_MET
 
     # svm-l2's rounds go to the active-set method first (issue 26), which ends at its KKT point and
-    # never stalls: switched off, so the interior-point method's rounds are the ones tested
-    monkeypatch.setattr(active_set, "ENABLED", False)
+    # never stalls: switched off (use_active_set=False), so the interior-point method's rounds are tested
     # whether a round stalls on its floor depends on the CPU's rounding (seed 1's svm-gln final round
     # meets 1e-8 cleanly on an AVX-512 machine): of three seeds, at least one must reach the polish,
     # and every answer, polished or not, is certified
     polished = 0
     for seed in (2, 1, 3):
         design = digits_design(objective, "gln", 3, 2, 300, seed)
-        plain = solve_dual(design, tol=1e-8, working_set=False)
-        ws = solve_dual(design, tol=1e-8, working_set=True)
+        plain = solve_dual(design, tol=1e-8, working_set=False, use_active_set=False)
+        ws = solve_dual(design, tol=1e-8, working_set=True, use_active_set=False)
         cert_plain, cert_ws = certificate(design, plain, 1e-8), certificate(design, ws, 1e-8)
         assert plain.status == ws.status == "optimal" and cert_plain["certified"] and cert_ws["certified"]
         assert ws.value == pytest.approx(plain.value, rel=1e-8)

@@ -75,3 +75,17 @@ def test_a_name_from_a_folder_is_printed_as_plain_printable_text(tmp_path, name)
     assert "\x1b" not in listing.stdout and "\x07" not in listing.stdout
     shown = gb("runs", "show", f"runs/{name}", cwd=tmp_path)
     assert shown.returncode == 0 and "\x1b" not in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_the_final_progress_line_shows_the_last_row_of_metrics(tmp_path, caplog):
+    """The last progress line names the numbers of the last logged step (it repeated the step
+    before's: val_err 0.063 where metrics.csv said 0.061)."""
+    import logging
+
+    cfg = load_config(ROOT / "configs" / "quickstart.yaml")
+    with caplog.at_level(logging.INFO, logger="gbcli.progress"):
+        gbcli.train_gd(cfg, tmp_path / "run", progress=True)
+    final = [r.getMessage() for r in caplog.records if r.getMessage().endswith("(done)")]
+    last = gbcli.load_run(tmp_path / "run").metrics.iloc[-1]
+    assert final and f"step {int(last['step'])}/" in final[-1], final
+    assert f"val_err {last['val_error']:.4g}," in final[-1] and f"loss {last['train_loss']:.4g}," in final[-1], final

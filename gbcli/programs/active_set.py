@@ -44,7 +44,6 @@ START_FRACTION = 0.5    # the first guess: this fraction of the points (all of t
 FULL_BELOW = 600        # ... where one Cholesky of all N is cheap
 SEED = 0                # of the first guess
 SHRINK = 4              # a first guess whose Q_FF is singular is halved at most this many times
-ENABLED = True          # False: the quadratic programs go straight to the interior-point method
 
 
 def active_set(grp: Kernel, tol: float, deadline: float | None = None, guess: np.ndarray | None = None,
@@ -54,7 +53,7 @@ def active_set(grp: Kernel, tol: float, deadline: float | None = None, guess: np
     Only for single-group kernels with folded gates (grp.e is None): Q = grp.ky. guess: a boolean
     mask of the first support guess (a working set's previous round: its support and its new
     violators), else a seeded random half of the points. max_steps: svm.max_iters, at most MAX_STEPS."""
-    if not ENABLED or grp.e is not None:
+    if grp.e is not None:
         return None
     q = grp.ky
     n = q.shape[0]

@@ -182,6 +182,13 @@ def write_checkpoint(path: Path, state: dict) -> bool:
     return True
 
 
+def note_row(bar, row: dict) -> None:
+    """A logged row's numbers on the progress reporter (a validation error only where it was measured)."""
+    val = row.get("val_error")
+    bar.note(loss=row["train_loss"], train_err=row.get("train_error"),
+             **({"val_err": val} if val is not None and val == val else {}))
+
+
 def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
     """The checkpoint at `path` when it is one of this computation: (state, ""); else (None, why),
     `why` empty when there is none. A run directory is untrusted: the file is read without following
@@ -359,10 +366,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                         if not log(step, epoch + i / per_epoch, lr):
                             diverged = why_diverged(step)
                             break
-                        last = rows[-1]
-                        bar.note(loss=last["train_loss"], train_err=last.get("train_error"),
-                                 **({"val_err": last["val_error"]} if last.get("val_error") == last.get("val_error")
-                                    and last.get("val_error") is not None else {}))
+                        note_row(bar, rows[-1])
                     idx = perm[i * batch:(i + 1) * batch]
                     loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
                     if not bool(torch.isfinite(loss)):
@@ -384,6 +388,8 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
             if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
                 if not log(step, step / per_epoch, lr, validate=True) and not diverged:
                     diverged = why_diverged(step)
+            if rows:   # the final line shows the last row of metrics.csv, not the one before it
+                note_row(bar, rows[-1])
         with torch.no_grad():
             train_out = model(xt, ct).double().cpu().numpy()
             val_out = model(xv, cv).double().cpu().numpy()

@@ -145,14 +145,16 @@ class DualSolver(Solver):
 
     def solve(self, design, max_iters=None, eps=None, device: str | None = None,
               working_set: bool | None = None, time_limit: float | None = None,
-              checkpoint: tuple | None = None, through: int | None = None, stop=None) -> Solution:
+              checkpoint: tuple | None = None, through: int | None = None, stop=None,
+              use_active_set: bool = True) -> Solution:
         """working_set: True / False force the working-set method on or off; None (the default) uses it
         above `workingset.WORKING_SET_ABOVE` training points. device: where the kernel arrays live
         (default cpu: nothing moves to a GPU that was not asked for). time_limit: seconds, after which
         the solve stops `inaccurate` with its bounds; checkpoint: (path, fingerprint) of the working
         set's round checkpoint (`gbcli.programs.workingset`); through: the working set stops after
         this round (resumable from the checkpoint); stop: a callable asked between working-set rounds,
-        whose reason ends the solve there (`workingset.solve_working_set`)."""
+        whose reason ends the solve there (`workingset.solve_working_set`). use_active_set: False sends
+        the quadratic programs straight to the interior-point method (to compare the two)."""
         tol = CERTIFY_TOL if eps is None else eps
         device = device or "cpu"
         deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -186,7 +188,7 @@ class DualSolver(Solver):
 
         def solve_on(sub: GatedDesign, sub_tol: float, start=None, deadline=deadline):
             grp = kernel_problem(sub, device)
-            if norm.quadratic:   # the quadratic programs' active-set method first (a round's guess:
+            if norm.quadratic and use_active_set:   # the quadratic programs' active-set method first (a round's guess:
                 # the previous round's support, lam > 0, and its violators, margin slack 0)
                 guess = None if start is None else (np.asarray(start[0]) > 0) | (np.asarray(start[1]) <= 0)
                 done = active_set(grp, sub_tol, deadline, guess, max_iters)
@@ -218,6 +220,7 @@ class DualSolver(Solver):
 
 def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | None = None,
                device: str | None = None, working_set: bool | None = None, time_limit: float | None = None,
-               checkpoint: tuple | None = None) -> Solution:
+               checkpoint: tuple | None = None, use_active_set: bool = True) -> Solution:
     """Solve the program through its dual; never raises on numerical trouble (see `status`)."""
-    return DualSolver().solve(design, max_iters, tol, device, working_set, time_limit, checkpoint)
+    return DualSolver().solve(design, max_iters, tol, device, working_set, time_limit, checkpoint,
+                              use_active_set=use_active_set)
