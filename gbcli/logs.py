@@ -6,9 +6,10 @@ can follow on a terminal or in a file.
   messages with `logging.basicConfig(level=logging.INFO)`.
 - Every stage that writes a run directory appends its messages to `RUN_DIR/log.txt` while it runs
   (`run_log`), opened without following a symlink.
-- `StepProgress` shows long work: a rich bar on a terminal; elsewhere (a Slurm log, nohup, CI) a
-  plain line about every `LINE_SECONDS` seconds or `LINE_FRACTION` of the work, with the step,
-  the latest numbers, the elapsed time and an ETA.
+- `Progress`, the one reporter of long work (training steps, a sweep's points, programs verified):
+  a rich bar on a terminal; elsewhere (a Slurm log, nohup, CI) a plain line about every
+  `LINE_SECONDS` seconds or `LINE_FRACTION` of the work, with the count, the latest numbers, the
+  elapsed time and an ETA, and a last line.
 """
 
 from __future__ import annotations
