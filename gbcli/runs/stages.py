@@ -109,7 +109,7 @@ def _numpy_globals() -> list:
 def load_checkpoint(path: Path) -> dict:
     """A `model.pt` as data: torch.load with weights_only=True (tensors, containers and numbers; a
     checkpoint carrying any other object, e.g. a pickle payload that would run code, is refused
-    with one line and never executed). Read through O_NOFOLLOW: never a link's target."""
+    with one line and never executed). Read never through a link (`safe.open_fd`)."""
     try:
         with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):

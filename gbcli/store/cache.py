@@ -106,7 +106,7 @@ class SolveCache:
     def claim(self, key: str, wait: bool = True):
         """Hold `key` while looking it up and solving: another process waits, then finds the answer
         (or, with `wait` False, gets `Busy` at once and can do other work first). The lock file is
-        opened with O_NOFOLLOW: a received `solves/` whose lock links elsewhere is refused, never
+        opened without following a link (`safe.open_lock`): a received `solves/` whose lock links elsewhere is refused, never
         truncated through."""
         if self.folder is None:
             yield

@@ -29,7 +29,6 @@ A sweep directory (of `gb sweep`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 MARKER = "gb-run.json"
@@ -61,17 +60,29 @@ FOREIGN = frozenset({SLURM})
 STAGE_RECORDS = (SUMMARY, RESULT, SWEEP, ERRORS)
 
 
-@dataclass(frozen=True)
-class RunDir:
-    """The paths of one run directory (nothing is created or read)."""
+class _Folder:
+    """A directory gb owns, by its root (nothing is created or read)."""
 
-    root: Path
+    __slots__ = ("root",)
 
     def __init__(self, root: str | Path):
-        object.__setattr__(self, "root", Path(root))
+        self.root = Path(root)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.root))
 
     marker = property(lambda self: self.root / MARKER)
     log = property(lambda self: self.root / LOG)
+    tables = property(lambda self: self.root / TABLES)
+    figures = property(lambda self: self.root / FIGURES)
+
+
+class RunDir(_Folder):
+    """The paths of one run directory."""
+
     failed = property(lambda self: self.root / FAILED)
     gd = property(lambda self: self.root / GD)
     summary = property(lambda self: self.root / GD / SUMMARY)
@@ -81,8 +92,6 @@ class RunDir:
     gd_predictions = property(lambda self: self.root / GD / PREDICTIONS)
     checkpoint = property(lambda self: self.root / GD / CHECKPOINT)
     svm = property(lambda self: self.root / SVM)
-    tables = property(lambda self: self.root / TABLES)
-    figures = property(lambda self: self.root / FIGURES)
     errors = property(lambda self: self.root / TABLES / ERRORS)
 
     def program(self, objective: str) -> Path:
@@ -99,24 +108,14 @@ class RunDir:
         return sorted((self.root / SVM).glob(f"*/{RESULT}"))
 
 
-@dataclass(frozen=True)
-class SweepDir:
+class SweepDir(_Folder):
     """The paths of one sweep directory."""
 
-    root: Path
-
-    def __init__(self, root: str | Path):
-        object.__setattr__(self, "root", Path(root))
-
-    marker = property(lambda self: self.root / MARKER)
     lock = property(lambda self: self.root / SWEEP_LOCK)
-    log = property(lambda self: self.root / LOG)
     config = property(lambda self: self.root / CONFIG)
     record = property(lambda self: self.root / SWEEP)
     points = property(lambda self: self.root / POINTS)
     solves = property(lambda self: self.root / SOLVES)
-    tables = property(lambda self: self.root / TABLES)
-    figures = property(lambda self: self.root / FIGURES)
     points_table = property(lambda self: self.root / TABLES / POINTS_TABLE)
 
     def point(self, pid: str) -> RunDir:

@@ -95,7 +95,7 @@ def write_marker(path: Path, kind: str) -> None:
 
 # Why not the `filelock` package: this lock is re-entrant across the stages a sweep point runs in
 # one process, records the holder's pid for the refusal message, and must open its file with
-# O_NOFOLLOW (a received `.gb.lock` that links elsewhere must not be truncated); fcntl.flock does
+# no link (`safe.open_lock`: a received `.gb.lock` that links elsewhere must not be truncated); fcntl.flock does
 # all three in a few lines, and the kernel releases it when the process dies (kill -9 included).
 @contextlib.contextmanager
 def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,

@@ -192,7 +192,7 @@ def note_row(bar, row: dict) -> None:
 def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
     """The checkpoint at `path` when it is one of this computation: (state, ""); else (None, why),
     `why` empty when there is none. A run directory is untrusted: the file is read without following
-    a link (O_NOFOLLOW, a regular file only, size-bounded) and loaded with weights_only=True (no
+    a link (the store's safe layer: a regular file only, size-bounded) and loaded with weights_only=True (no
     object other than tensors and containers is ever built: a pickle payload is refused, not run).
     The tensors are checked against the network when resuming (`_restore`)."""
     if not present(path):
