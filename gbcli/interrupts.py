@@ -26,6 +26,7 @@ import contextlib
 import os
 import signal
 import threading
+import warnings
 import time
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -164,6 +165,9 @@ def _worker_term(signum: int, frame) -> None:
     the worker at once. The parent prints the one line; the worker prints nothing."""
     if _state["signal"] is None and _state.get("armed"):
         _state["signal"] = "SIGTERM"
+        # a worker on its way out prints nothing: a library interrupted mid-import (matplotlib's
+        # "Unable to import Axes3D") would otherwise warn onto the sweep's terminal, next to the one line
+        warnings.simplefilter("ignore")
         raise Interrupted("SIGTERM")
     os._exit(EXIT_CODE)   # outside a task (starting up, between tasks), or a second signal: at once
 
