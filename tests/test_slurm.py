@@ -182,6 +182,19 @@ def stop_sweep(proc: subprocess.Popen, name: str) -> None:
         subprocess.run(["scancel", "-n", f"gb-{name}"], timeout=30)
 
 
+def release_requeued(task: str, proc: subprocess.Popen) -> None:
+    """Start a requeued task now instead of after its BeginTime. Slurm's hold is there for a reason:
+    slurmd refuses a job whose credential was created in the same second as (or before) it revoked
+    the job's previous run ("Killing non-startable batch job: Job credential revoked", the task
+    then ends FAILED). So first wait until the previous run's slurmstepd is gone from this node
+    (the revocation is done by then) and the clock has moved past that second."""
+    job_id = re.search(r"\bJobId=(\d+)", scontrol(task)).group(1)
+    wait_for(lambda: subprocess.run(["pgrep", "-f", rf"slurmstepd: \[{job_id}\."], capture_output=True).returncode == 1,
+             120, "the previous run's slurmstepd to exit", proc)
+    time.sleep(2)
+    subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True, timeout=30)
+
+
 @pytest.mark.slurm
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["signal", "requeue"])
@@ -214,7 +227,7 @@ def test_a_stopped_task_is_requeued_and_its_point_resumes(tmp_path, how):
         # Slurm holds a requeued batch job for about two minutes (its BeginTime): release it now
         wait_for(lambda: "Restarts=1" in scontrol(task) and "JobState=PENDING" in scontrol(task), 120,
                  "the requeue", proc)
-        subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True, timeout=30)
+        release_requeued(task, proc)
         stdout, stderr = proc.communicate(timeout=600)
     finally:
         stop_sweep(proc, name)
