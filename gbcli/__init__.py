@@ -49,7 +49,7 @@ _API = {
     "MODELS": "gbcli.registry",
     "read_tables": "gbcli.reports.tables",
     "prepare": "gbcli.runs.stages", "build_model": "gbcli.runs.stages", "build_design": "gbcli.runs.stages",
-    "train_gd": "gbcli.runs.stages", "fit_svm": "gbcli.runs.stages", "compare_run": "gbcli.runs.stages",
+    "train_gd": "gbcli.runs.stages", "fit_svm": "gbcli.runs.stages", "compare_run": "gbcli.runs.compare",
     "run_sweep": "gbcli.runs.sweep", "load_run": "gbcli.runs.load", "Run": "gbcli.runs.load",
 }
 __all__ = sorted(_API)

@@ -120,7 +120,7 @@ ForceOpt = typer.Option(False, "--force",
                         help="replace finished results that this command would otherwise refuse to remove "
                              "(a network or programs of another config), or redo a stage already finished "
                              "with this config")
-ThreadsOpt = typer.Option(1, "--threads", min=1, metavar="N",
+ThreadsOpt = typer.Option(1, "--threads", min=1, max=1024, metavar="N",
                           help="torch and BLAS threads (default 1, as a sweep's workers: a sweep point's config "
                                "then gives its numbers bit for bit; another count sums in another order, which "
                                "changes the last bits and, over a long training, can change errors)")
@@ -131,9 +131,11 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
                  force: bool = ForceOpt, threads: int = ThreadsOpt):
     """Train the configured network by gradient descent."""
     from gbcli.config import run_dir_for
+    from gbcli.store.lock import check_run_target
 
     cfg = _load(config, set_)
     run_dir = run_dir_for(cfg, out, set_)
+    check_run_target(run_dir, "train-gd")
     _logging(quiet)
     from gbcli.runs.stages import train_gd  # torch: only once the input is known to be valid
     from gbcli.runs.sweep import limit_threads
@@ -164,6 +166,7 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
                 quiet: bool = QuietOpt, force: bool = ForceOpt, threads: int = ThreadsOpt):
     """Solve the matching convex max-margin programs."""
     from gbcli.config import run_dir_for
+    from gbcli.store.lock import check_run_target
 
     overrides = list(set_)
     if objective:
@@ -172,6 +175,7 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
         overrides.append(f"svm.solver={solver}")
     cfg = _load(config, overrides)
     run_dir = run_dir_for(cfg, out, set_)
+    check_run_target(run_dir, "fit-svm")
     from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
     from gbcli.runs.sweep import limit_threads
 
@@ -196,9 +200,11 @@ def compare_cmd(run_dir: Path = RunDirArg):
     its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
-    from gbcli.runs.stages import compare_run
 
-    if dir_kind(run_dir, key="RUN_DIR") == "sweep":   # a sweep directory: its aggregated tables, read only
+    kind = dir_kind(run_dir, key="RUN_DIR")   # before torch loads: a wrong path is answered at once
+    from gbcli.runs.compare import compare_run
+
+    if kind == "sweep":   # a sweep directory: its aggregated tables, read only
         errors, incons = read_tables(run_dir)
         _print_tables(errors, incons)
         _echo(f"a sweep: its aggregated tables are in {run_dir / 'tables'} (rerun `gb sweep` to update them)")
@@ -220,14 +226,15 @@ def plot_cmd(run_dir: Path = RunDirArg,
     """Draw the training curves (loss, training and validation error, tracked instruments) from the
     metrics.csv of a run or of every sweep point into RUN_DIR/figures/curves.png, and, once the
     tables exist (RUN_DIR/tables/{errors,inconsistency}.csv), the four panels of protocol section 8."""
-    from gbcli.runs.figures import plot_curves
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
     from gbcli.store.safe import check_tree
-    from gbcli.runs.sweep import draw_figures
 
     check_tree(run_dir)   # it writes RUN_DIR/figures/: never through a symlink
     dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused
+    from gbcli.runs.figures import plot_curves   # matplotlib and torch: once the input is known to be good
+    from gbcli.runs.sweep import draw_figures
+
     have_tables = any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY))
     curves = plot_curves(run_dir, per_point=points)
     if not have_tables and not curves:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-import torch
 
 
-def error(out: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> float:
-    """Fraction misclassified by sign(out); ties (out = 0) and non-finite outputs (NaN, a diverged
-    network) count as errors: a point is correct only when y f(x) > 0 holds."""
-    if isinstance(out, torch.Tensor):
+def error(out, y) -> float:
+    """Fraction misclassified by sign(out) (numpy arrays or torch tensors); ties (out = 0) and
+    non-finite outputs (NaN, a diverged network) count as errors: a point is correct only when
+    y f(x) > 0 holds."""
+    torch = sys.modules.get("torch")   # a tensor exists only once torch is loaded: `gb compare` never loads it
+    if torch is not None and isinstance(out, torch.Tensor):
         return float((~((out * y) > 0)).float().mean())
     return float(np.mean(~(out * y > 0)))
 

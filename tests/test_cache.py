@@ -12,7 +12,8 @@ from gbcli.config import Config
 from gbcli.store.safe import read_json
 from gbcli.store.cache import SolveCache
 from gbcli.store.solutions import read_compact
-from gbcli.runs.stages import build_design, compare_run, fit_svm, prepare, train_gd
+from gbcli.runs.compare import compare_run
+from gbcli.runs.stages import build_design, fit_svm, prepare, train_gd
 
 BODY = {"name": "c", "dataset": {"name": "digits", "train_size": 120, "val_size": 200},
         "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1},

@@ -14,7 +14,8 @@ import torch
 
 from gbcli.config import validate
 from gbcli.registry import MODELS
-from gbcli.runs.stages import build_model, compare_run, fit_svm, load_trained, prepare, train_gd
+from gbcli.runs.compare import compare_run
+from gbcli.runs.stages import build_model, fit_svm, load_trained, prepare, train_gd
 from gbcli.store.identity import point_id
 
 CASES = [pytest.param(kind, program, id=f"{kind}-{program}") for kind, spec in MODELS.items() for program in spec.programs]

@@ -17,7 +17,8 @@ from gbcli.cli import app
 from gbcli.config import load_config
 from gbcli.errors import GbError
 from gbcli.runs import index
-from gbcli.runs.stages import compare_run, fit_svm, train_gd
+from gbcli.runs.compare import compare_run
+from gbcli.runs.stages import fit_svm, train_gd
 
 TINY = {"name": "fast", "dataset": {"name": "digits", "train_size": 100, "val_size": 200},
         "model": {"kind": "gln", "hidden_units": 2}, "training": {"epochs": 2}, "svm": {"objectives": ["svm-gln"]}}

@@ -8,7 +8,8 @@ import torch
 
 from gbcli.config import validate
 from gbcli.models.gating import projections, published_hyperplanes, sample_hyperplanes, torch_median
-from gbcli.runs.stages import compare_run, fit_svm, prepare, train_gd
+from gbcli.runs.compare import compare_run
+from gbcli.runs.stages import fit_svm, prepare, train_gd
 
 GATES_OFF = {"name": "lc", "dataset": {"name": "points", "x": [[1.0, 0.1], [0.1, 1.0], [-1.0, -1.0]], "y": [1, -1, 1]},
              "model": {"kind": "relu", "hidden_units": 2, "weights": {"w1": [[1.0, 0.0], [0.0, 1.0]], "w2": [[1.0, -1.0]]}},

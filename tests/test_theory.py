@@ -16,7 +16,8 @@ from gbcli.programs import solve_dual
 from gbcli.errors import GbError
 from gbcli.runs.figures import gap_slope
 from gbcli.runs.stages import build_model
-from gbcli.runs.stages import build_design, compare_run, fit_svm, make_tracker, prepare, train_gd
+from gbcli.runs.compare import compare_run
+from gbcli.runs.stages import build_design, fit_svm, make_tracker, prepare, train_gd
 from gbcli.programs import solve_primal
 from gbcli.instruments.core import kkt_residual
 from gbcli.training.losses import log_mean_loss

@@ -19,7 +19,8 @@ import torch
 from gbcli.config import validate
 from gbcli.runs.stages import build_model
 from gbcli.experiments.paper003 import Problem2, flat_theta
-from gbcli.runs.stages import compare_run, fit_svm, train_gd
+from gbcli.runs.compare import compare_run
+from gbcli.runs.stages import fit_svm, train_gd
 
 S2 = 1 / math.sqrt(2)
 RADII = [0.1, 0.01, 0.001]

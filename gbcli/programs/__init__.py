@@ -11,18 +11,32 @@
 Which design a program has is declared by the model it describes (`gbcli.models`).
 """
 
-from gbcli.programs.certify import CERTIFY_TOL, certificate, dual_bound, input_radius, relative_margin_bound
-from gbcli.programs.design import (GatedDesign, Solution, combination, decision, margin_matrix, reference_groups,
-                                   unit_groups)
-from gbcli.programs.ipm import NOT_SEPARABLE
-from gbcli.programs.norms import (NORMS, context_mean, context_pinv, count_groups_matrix, l2_root, norm_of,
-                                  norm_value, reference_matrix, reference_null_and_pinv)
-from gbcli.programs.solvers import SOLVERS, check_solver, default_solver, solve
-from gbcli.programs.solvers.dual import solve_dual
+import importlib
+
+# what each name is imported from, on first use (PEP 562): `gb compare` and the store need the
+# status enums of `design` without loading torch, which the interior-point method imports
+_HOME = {
+    "certify": ["CERTIFY_TOL", "certificate", "dual_bound", "input_radius", "relative_margin_bound"],
+    "design": ["GatedDesign", "Solution", "combination", "decision", "margin_matrix", "reference_groups",
+               "unit_groups"],
+    "ipm": ["NOT_SEPARABLE"],
+    "norms": ["NORMS", "context_mean", "context_pinv", "count_groups_matrix", "l2_root", "norm_of", "norm_value",
+              "reference_matrix", "reference_null_and_pinv"],
+    "solvers": ["SOLVERS", "check_solver", "default_solver", "solve"],
+    "solvers.dual": ["solve_dual"],
+}
+_WHERE = {name: module for module, names in _HOME.items() for name in names}
 
 
-def solve_primal(design: GatedDesign, solver: str, max_iters: int | None = None, eps: float | None = None) -> Solution:
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
+
+def solve_primal(design, solver: str, max_iters: int | None = None, eps: float | None = None):
     """Solve the program in primal form through cvxpy (`solver`: ecos, osqp, clarabel or scs)."""
+    from gbcli.programs.solvers import SOLVERS
     return SOLVERS[solver].solve(design, max_iters, eps)
 
 

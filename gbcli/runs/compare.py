@@ -19,7 +19,11 @@ from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
 from gbcli.store.records import gd_status, program_status, stage_record
-from gbcli.store.safe import is_file, load_npz_untrusted, load_yaml, read_text_untrusted
+from gbcli.logs import run_log
+from gbcli.reports.tables import write_tables
+from gbcli.store.integrity import check_run
+from gbcli.store.lock import check_kind, run_lock
+from gbcli.store.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted
 
 
 def _read(path: Path, parse):
@@ -123,3 +127,28 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
     return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),
             pd.DataFrame(pairs).reindex(columns=INCONSISTENCY_COLUMNS))
+
+
+def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
+    tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
+    paper 003's tables/kkt.csv). errors.csv is written last: a sweep counts the point as done
+    when it exists."""
+    check_tree(run_dir)
+    check_kind(run_dir, "run", key="RUN_DIR", command="compare_run")
+    check_run(run_dir)
+    errors, incons = compare(run_dir)
+    with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir):
+        from gbcli.runs.figures import plot_run_training   # matplotlib: only when drawing (0.3 s of CPU)
+
+        plot_run_training(run_dir)
+        from gbcli.registry import RUN_REPORTS   # the experiments' reports (they load torch)
+
+        for report in RUN_REPORTS:
+            try:
+                report(run_dir)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:   # a foreign record
+                raise GbError(f"{run_dir}: a stage record is not gb's ({type(exc).__name__}: "
+                              f"{str(exc)[:120]}); rerun the stage") from None
+        write_tables(run_dir, errors, incons)
+    return errors, incons

@@ -5,7 +5,7 @@ These functions are what the CLI calls, and what a notebook calls (also through 
     cfg = load_config("configs/quickstart.yaml")
     train_gd(cfg, "runs/quickstart")
     fit_svm(cfg, "runs/quickstart")
-    errors, inconsistency = compare_run("runs/quickstart")
+    errors, inconsistency = compare_run("runs/quickstart")   # gbcli.runs.compare
 
 Run directory layout: `gd/` (config.yaml, metrics.csv, model.pt, predictions.npz,
 summary.json; checkpoint.pt while the training is unfinished) and `svm/<objective>/` (config.yaml,
@@ -24,7 +24,6 @@ import stat
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
@@ -43,16 +42,14 @@ from gbcli.provenance import Clock
 from gbcli.programs.design import GatedDesign, Solution, Stop, decision
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
-from gbcli.registry import INSTRUMENTS, RUN_REPORTS, program_of, spec_of
+from gbcli.registry import INSTRUMENTS, program_of, spec_of
 from gbcli.store.cache import Busy, SolveCache
 from gbcli.store.identity import gd_manifest, svm_manifest
-from gbcli.store.integrity import begin_gd, begin_svm, check_run, check_same_problem, check_trained, plan_gd, plan_svm
-from gbcli.store.lock import check_kind, check_owned, run_lock
+from gbcli.store.integrity import begin_gd, begin_svm, check_same_problem, check_trained, plan_gd, plan_svm
+from gbcli.store.lock import check_run_target, run_lock
 from gbcli.store.layout import RunDir
 from gbcli.training.memory import check_memory
-from gbcli.store.safe import check_tree, is_file, is_link, open_fd, present, remove
-from gbcli.reports.tables import write_tables
-from gbcli.runs.compare import compare
+from gbcli.store.safe import is_file, is_link, open_fd, present, remove
 from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import Checkpointing, check_device, read_checkpoint, train
 from gbcli.store import layout
@@ -151,9 +148,7 @@ def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | No
     check_device(cfg)
     check_memory(cfg)   # the data and the network fit this machine (sized on the meta device)
     run_dir = Path(run_dir)
-    check_tree(run_dir)
-    check_kind(run_dir, "run", command="train-gd")
-    check_owned(run_dir)   # never a folder of the user's: gb would remove its tables/ and figures/
+    check_run_target(run_dir, "train-gd")   # never a folder of the user's: gb would remove its tables/ and figures/
     same, lost = plan_gd(run_dir, cfg)
     if force:
         return None
@@ -316,29 +311,6 @@ def make_tracker(cfg: Config, problem: Problem) -> Tracker | None:
     return Tracker(instruments, TrackContext(cfg, spec, problem, solve), cfg.model.homogeneity, cfg.training.descent)
 
 
-def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
-    tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
-    paper 003's tables/kkt.csv). errors.csv is written last: a sweep counts the point as done
-    when it exists."""
-    check_tree(run_dir)
-    check_kind(run_dir, "run", key="RUN_DIR", command="compare_run")
-    check_run(run_dir)
-    errors, incons = compare(run_dir)
-    with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir):
-        from gbcli.runs.figures import plot_run_training   # matplotlib: only when drawing (0.3 s of CPU)
-
-        plot_run_training(run_dir)
-        for report in RUN_REPORTS:
-            try:
-                report(run_dir)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:   # a foreign record
-                raise GbError(f"{run_dir}: a stage record is not gb's ({type(exc).__name__}: "
-                              f"{str(exc)[:120]}); rerun the stage") from None
-        write_tables(run_dir, errors, incons)
-    return errors, incons
-
-
 # ------------------------------------------------------------------ max-margin programs
 
 
@@ -391,9 +363,7 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     solver = solver or cfg.svm.solver
     check_single(cfg, "fit-svm")
     programs = check_svm_request(cfg, objectives, solver)
-    check_tree(run_dir)
-    check_kind(run_dir, "run", command="fit-svm")
-    check_owned(run_dir)
+    check_run_target(run_dir, "fit-svm")
     check_same_problem(run_dir, cfg)   # one run directory holds one problem
     needing = [o for o, p in programs.items() if p.needs_trained]
     if needing:   # before loading any data

@@ -47,7 +47,8 @@ from gbcli.store.layout import RunDir, SweepDir
 from gbcli.store.safe import check_tree, is_file, open_append, present, read_record, remove
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
-from gbcli.runs.stages import Deferred, compare_run, dataset_of, fit_svm, prepare, train_gd, train_gd_group
+from gbcli.runs.compare import compare_run
+from gbcli.runs.stages import Deferred, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
 
 MAX_POINTS = 10_000   # points a sweep may have: counted before the grid is expanded or validated

@@ -69,6 +69,15 @@ def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "
         raise GbError(f"{key}: {_short(path, 200)} is {other}; {command or 'this command'} does not write into it ({hint})")
 
 
+def check_run_target(path: str | Path, command: str) -> None:
+    """Everything about a run directory that refuses `train-gd` / `fit-svm` before any work: a link
+    anywhere in it, a sweep's directory, a folder gb did not make. Cheap (no torch): the CLI asks it
+    first, so such input is answered at once."""
+    check_tree(path)
+    check_kind(path, "run", command=command)
+    check_owned(path)
+
+
 def check_owned(path: str | Path, key: str = "--out") -> None:
     """The write rule: gb writes, replaces and removes only inside a folder it made (its marker, or a
     run's or sweep's own layout) or an empty one. A folder of the user's (`--out proj` holding
