@@ -236,14 +236,14 @@ def plot_cmd(run_dir: Path = RunDirArg,
     from gbcli.runs.sweep import draw_figures
 
     have_tables = any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY))
+    tables = read_tables(run_dir) if have_tables else None   # a damaged table: refused before anything is drawn
     curves = plot_curves(run_dir, per_point=points)
     if not have_tables and not curves:
         read_tables(run_dir)   # neither curves nor tables: says what is missing
     for path in curves:
         _echo(f"figure -> {path}")
-    if have_tables:
-        errors, incons = read_tables(run_dir)
-        for path in draw_figures(errors, incons, run_dir):
+    if tables is not None:
+        for path in draw_figures(*tables, run_dir):
             _echo(f"figure -> {path}")
 
 

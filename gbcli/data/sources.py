@@ -450,7 +450,11 @@ def _md5(data: bytes) -> str:
 
 
 def _data_root(override: str | Path | None) -> Path:
-    return data_dir(override).resolve()
+    path = data_dir(override)
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as exc:   # a symlink loop (RuntimeError before Python 3.13)
+        raise GbError(f"{quoted(str(path))}: not a usable data folder ({str(exc)[:80]})") from None
 
 
 # ----------------------------------------------------------------------------- verify / fetch

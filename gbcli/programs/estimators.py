@@ -53,6 +53,8 @@ SUPPORT = 1e-6   # a training point is a support vector when its multiplier exce
 ON_INSEPARABLE = ("raise", "warn")
 
 
+MAX_GATE_ENTRIES = 2 ** 31   # one-hot gate entries an estimator may build (16 GiB of float64)
+
 class NotSeparableError(ValueError):
     """fit's answer, with on_inseparable="raise" (the default), to training data that no predictor of the
     program separates: the hard-margin program has no solution. A ValueError, so code that caught
@@ -339,6 +341,10 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
             count = (int(ctx.max()) + 1 if count is None else int(count)) if fitting else self.count_
             if ctx.min() < 0 or ctx.max() >= count:
                 raise ValueError(f"contexts must lie in [0, {count}), got values in [{ctx.min()}, {ctx.max()}]")
+            if ctx.size * count > MAX_GATE_ENTRIES:   # refused before numpy tries to allocate it
+                raise ValueError(f"count={count}: the one-hot gating of {ctx.shape[0]} rows x {ctx.shape[1]} units "
+                                 f"x {count} contexts would hold {ctx.size * count:.3g} entries (at most "
+                                 f"{MAX_GATE_ENTRIES:.3g}, {MAX_GATE_ENTRIES * 8 / 2 ** 30:.0f} GiB)")
             from gbcli.models.gating import one_hot
             e = one_hot(ctx, count)
             units = ctx.shape[1]

@@ -17,7 +17,7 @@ from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
 from gbcli.store.safe import is_file, read_csv_untrusted, write_csv
-from gbcli.text import printable
+from gbcli.text import printable, quoted
 
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
                  "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
@@ -59,8 +59,28 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         missing = [c for c in need if c not in frame.columns]
         if missing:
             raise GbError(f"{path}: not a gb {name} table (missing columns {', '.join(missing)})")
+        _check_values(frame, path)
         frames.append(frame)
     return frames[0], frames[1]
+
+
+FRACTIONS = ("train_error", "val_error", "inconsistency", "expected_if_uncorrelated", "gd_val_error", "svm_val_error")
+FINITE = ("objective", "rel_gap", "solve_seconds")
+
+
+def _check_values(frame: pd.DataFrame, path: Path) -> None:
+    """A received table's numbers are what gb writes: errors and inconsistencies in [0, 1] or empty,
+    objectives, gaps and times finite or empty (a value near 1e308 would break the figures' axes)."""
+    for col in (*FRACTIONS, *FINITE):
+        if col not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce")
+        bad = values.notna() & ~np.isfinite(values) | (values.isna() & frame[col].notna())
+        if col in FRACTIONS:
+            bad |= (values < 0) | (values > 1)
+        if bad.any():
+            raise GbError(f"{path}: not a gb table ({col} holds {quoted(str(frame[col][bad].iloc[0]), 40)}, "
+                          f"{'a fraction in [0, 1]' if col in FRACTIONS else 'a finite number'} or empty expected)")
 
 
 def rich_table(frame: pd.DataFrame, title: str, columns: list[str]):

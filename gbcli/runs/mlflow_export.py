@@ -19,13 +19,17 @@ ever deleted from the store. Files are read as untrusted data; symlinks are neve
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
+import os
+import re
 from pathlib import Path
 
 from gbcli.errors import GbError
-from gbcli.store.safe import is_file, is_link, read_csv_untrusted, read_untrusted, subdirs
+from gbcli.text import quoted, shorten
+from gbcli.store.safe import files_below, is_file, is_link, read_csv_untrusted, read_untrusted, subdirs
 from gbcli.runs.index import RunInfo, read_any, scan
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
@@ -34,7 +38,14 @@ MAX_PARAM = 500   # characters of a parameter value (MLflow's own limit is large
 CURVES = ("train_loss", "train_error", "val_error", "weight_norm", "normalized_margin", "lr")
 
 
+EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+=-]{0,199}")
+URI_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+
+
 def _client(tracking_uri: str):
+    # a tracking server that does not answer: one try of 10 s, not MLflow's minutes of retries
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -42,15 +53,35 @@ def _client(tracking_uri: str):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def check_experiment(name: str) -> None:
+    """An experiment name is a name, never a path (MLflow would put its artifacts there)."""
+    if not EXPERIMENT_NAME.fullmatch(name) or ".." in name:
+        raise GbError(f"--experiment: {quoted(name, 60)} is not a name (letters, digits, space and _ . + = -, "
+                      f"1-200 characters, starting with a letter or digit, no '..')")
+
+
 def default_uri(root: Path) -> str:
-    return f"sqlite:///{(Path(root) / 'mlflow.db').resolve()}"
+    """SQLite in `root`. A path holding a character that a URI reads as syntax (? # %) or a control
+    character is refused: the database would land elsewhere than the path gb reports."""
+    path = (Path(root) / "mlflow.db").resolve()
+    odd = sorted({c for c in str(path) if c in "?#%" or not c.isprintable()})
+    if odd:
+        raise GbError(f"--dir: {quoted(str(root), 120)} holds {', '.join(map(repr, odd))}, which a sqlite URI cannot "
+                      f"carry; use another folder or --tracking-uri")
+    return f"sqlite:///{path}"
+
+
+def check_uri(uri: str) -> None:
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+    if scheme not in URI_SCHEMES or any(not c.isprintable() for c in uri):
+        raise GbError(f"--tracking-uri: {quoted(uri, 120)} is not a tracking URI gb exports to "
+                      f"({', '.join(URI_SCHEMES)})")
 
 
 def _fingerprint(path: Path) -> str:
     """A hash of a run's records (what the export shows): unchanged records, no new MLflow run."""
     h = hashlib.sha256()
-    for rel in sorted(str(p.relative_to(path)) for p in path.rglob("*")
-                      if p.name in layout.STAGE_RECORDS and is_file(p)):
+    for rel in sorted(str(p.relative_to(path)) for p in files_below(path) if p.name in layout.STAGE_RECORDS):
         try:
             h.update(rel.encode() + read_untrusted(path / rel, 64 * 1024 ** 2))
         except (OSError, ValueError):
@@ -97,15 +128,23 @@ def _curves(path: Path) -> list[tuple[str, float, int]]:
 
 
 def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | None = None) -> tuple[str, bool]:
-    """One MLflow run for `info` (skipped when an identical export exists); returns (run id, created)."""
-    from mlflow.entities import Metric, Param
-
+    """One MLflow run for `info` (skipped when an identical, finished export exists); returns (run id,
+    created)."""
     path = info.path.resolve()
     fingerprint = _fingerprint(info.path)
-    found = client.search_runs([experiment], filter_string=f"tags.`gb.fingerprint` = '{fingerprint}'", max_results=50)
-    for r in found:
-        if r.data.tags.get("gb.path") == str(path):
-            return r.info.run_id, False
+    token = None
+    while True:   # every earlier export of these records, however many (pages of 1,000)
+        page = client.search_runs([experiment], filter_string=f"tags.`gb.fingerprint` = '{fingerprint}'",
+                                  max_results=1000, page_token=token)
+        for r in page:
+            if r.data.tags.get("gb.path") != str(path):
+                continue
+            if r.data.tags.get("gb.exported") == "yes":
+                return r.info.run_id, False
+            client.delete_run(r.info.run_id)   # an export that stopped partway: taken up again
+        token = page.token
+        if not token:
+            break
     tags = {"gb.path": str(path), "gb.kind": info.kind, "gb.status": info.status, "gb.fingerprint": fingerprint,
             **{f"gb.stage.{k}": v for k, v in info.stages.items()}}
     from gbcli.runs.index import show
@@ -119,6 +158,20 @@ def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | No
         tags["mlflow.parentRunId"] = parent
     run = client.create_run(experiment, run_name=name, tags=tags)
     rid = run.info.run_id
+    try:
+        _log_contents(client, rid, info)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.set_terminated(rid, status="FAILED")   # not "exported": the next export redoes it
+        raise
+    client.set_tag(rid, "gb.exported", "yes")
+    client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved") else "FAILED")
+    return rid, True
+
+
+def _log_contents(client, rid: str, info: RunInfo) -> None:
+    from mlflow.entities import Metric, Param
+
     params = [Param(k, str(v)[:MAX_PARAM]) for k, v in info.config.items() if k not in ("name",)]
     for i in range(0, len(params), 100):   # MLflow takes at most 100 parameters a batch
         client.log_batch(rid, params=params[i:i + 100])
@@ -128,8 +181,6 @@ def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | No
         client.log_batch(rid, metrics=metrics[i:i + 1000])
     for f, folder in _artifacts(info.path, info.kind):
         client.log_artifact(rid, str(f), artifact_path=folder or None)
-    client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved") else "FAILED")
-    return rid, True
 
 
 def export(root: str | Path = "runs", tracking_uri: str | None = None, experiment: str = "gb",
@@ -141,8 +192,21 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     root = Path(root)
     if not root.is_dir():
         raise GbError(f"--dir: {root}: not a directory")
+    check_experiment(experiment)
+    if tracking_uri is not None:
+        check_uri(tracking_uri)
     uri = tracking_uri or default_uri(root)
     client = _client(uri)
+    try:
+        return _export(client, root, uri, experiment, echo)
+    except GbError:
+        raise
+    except Exception as exc:   # MLflow's own refusals, a server that does not answer, a full disk
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise GbError(f"gb runs export mlflow: {uri}: {type(exc).__name__}: {shorten(first, 200)}") from None
+
+
+def _export(client, root: Path, uri: str, experiment: str, echo) -> dict:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         where = (root / "mlflow-artifacts" / experiment).resolve() if uri.startswith("sqlite:") else None

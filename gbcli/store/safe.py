@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -56,12 +57,48 @@ def current_umask() -> int:
     return mask
 
 
+MAX_DEPTH = 64   # folder levels below a run or sweep directory: gb makes at most 5 (shutil.rmtree recurses)
+
+
+def entries_below(directory: str | Path, foreign: frozenset[str] = frozenset()):
+    """(path, lstat mode) of every entry below `directory` (which may itself be a link: the user
+    named it), in no particular order, skipping its top-level folders named in `foreign`. Links are
+    not followed; the walk does not recurse (`Path.rglob` and `os.walk` do) and refuses a tree more
+    than MAX_DEPTH folders deep with one line."""
+    root = Path(directory)
+    stack = [(root, 0)] if root.is_dir() else []
+    while stack:
+        d, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise GbError(f"{_short(d, 200)}: folders more than {MAX_DEPTH} deep below {_short(root, 120)}; gb never "
+                          f"makes such a tree (a received or damaged directory: remove that folder)")
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for entry in entries:
+            if d == root and entry.name in foreign:
+                continue
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode):
+                stack.append((Path(entry.path), depth + 1))
+            yield Path(entry.path), mode
+
+
+def files_below(directory: str | Path):
+    """Every regular file below `directory` (see `entries_below`)."""
+    return (p for p, mode in entries_below(directory) if stat.S_ISREG(mode))
+
+
 def clean_temp_files(directory: str | Path) -> None:
-    """Remove the temporary files that a process killed mid-write left in `directory` (recursively)."""
-    directory = Path(directory)
-    if directory.is_dir():
-        for stale in directory.rglob(".*.tmp"):
-            stale.unlink(missing_ok=True)
+    """Remove the temporary files (`.*.tmp`) that a process killed mid-write left below `directory`."""
+    for path in files_below(directory):
+        if path.name.startswith(".") and path.name.endswith(".tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -244,36 +281,17 @@ def check_tree(root: str | Path, foreign: frozenset[str] = frozenset({"slurm"}))
     holds a link to its job script) and are not walked. Walks without following links and without
     recursion (a received tree thousands of folders deep is walked like a flat one); a sweep of 600
     points (~10,000 entries) takes ~0.1 s."""
-    root = Path(root)
-    if not root.is_dir():
-        return
-    stack = [root]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for entry in entries:
-            if d == root and entry.name in foreign:
-                continue
-            p = Path(entry.path)
+    for p, mode in entries_below(root, foreign):
+        if stat.S_ISLNK(mode):
             try:
-                mode = entry.stat(follow_symlinks=False).st_mode
+                target = os.readlink(p)
             except OSError:
-                continue
-            if stat.S_ISLNK(mode):
-                try:
-                    target = os.readlink(p)
-                except OSError:
-                    target = "?"
-                raise GbError(f"{_short(p, 200)}: is a symlink (to {_short(target)}); gb never writes or removes "
-                              f"through a symlink inside a run directory (replace it by the file or folder itself)")
-            if stat.S_ISDIR(mode):
-                stack.append(p)
-            elif not stat.S_ISREG(mode):
-                raise GbError(f"{_short(p, 200)}: not a regular file or folder (a FIFO, socket or device); gb "
-                              f"writes only files and folders into a run directory (remove it)")
+                target = "?"
+            raise GbError(f"{_short(p, 200)}: is a symlink (to {_short(target)}); gb never writes or removes "
+                          f"through a symlink inside a run directory (replace it by the file or folder itself)")
+        if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+            raise GbError(f"{_short(p, 200)}: not a regular file or folder (a FIFO, socket or device); gb "
+                          f"writes only files and folders into a run directory (remove it)")
 
 
 def remove(path: str | Path) -> None:

@@ -1,0 +1,183 @@
+"""Issue 34 on the surfaces around the run directory, each reproduced with the real thing: a tree
+1,500 folders deep inside a received run, a symlink loop as the data folder, a table holding 1e308,
+a huge context count for the estimator, and the MLflow export's names, paths, URIs and a half-written
+export (a real SQLite MLflow store)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gbcli.programs.estimators import GroupNormSVM
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow   # subprocesses of gb (about a minute)
+
+
+def gb(*args, cwd, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "gbcli.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def one_line_refusal(p, *words):
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gb: error: "), p.stderr
+    for w in words:
+        assert w in err[0], err[0]
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """The quickstart run, trained, solved and compared, in runs/q of a fresh folder."""
+    work = tmp_path_factory.mktemp("surfaces")
+    for cmd in ("train-gd", "fit-svm"):
+        p = gb(cmd, ROOT / "configs" / "quickstart.yaml", "-q", "--out", "runs/q", cwd=work)
+        assert p.returncode == 0, p.stdout + p.stderr
+    assert gb("compare", "runs/q", cwd=work).returncode == 0
+    return work
+
+
+def copy_run(solved: Path, name: str) -> Path:
+    target = solved / name
+    shutil.copytree(solved / "runs" / "q", target, symlinks=True)
+    return target
+
+
+def test_a_tree_1500_folders_deep_inside_a_run_is_one_line_not_a_traceback(solved):
+    # outside pytest's basetemp: its cleanup (shutil.rmtree) recurses and would fail on this tree
+    scratch = Path(tempfile.mkdtemp(prefix="gb-deep-"))
+    run = scratch / "deeproot" / "deep"
+    shutil.copytree(solved / "runs" / "q", run)
+    here = os.getcwd()
+    os.chdir(run / "gd")
+    try:
+        for _ in range(1500):   # os.makedirs would recurse
+            os.mkdir("a")
+            os.chdir("a")
+    finally:
+        os.chdir(here)
+    try:
+        for args in (("compare", run), ("fit-svm", ROOT / "configs" / "quickstart.yaml", "--out", run, "--force"),
+                     ("runs", "export", "mlflow", "--dir", run.parent), ("verify", run), ("plot", run)):
+            p = gb(*args, cwd=solved)
+            if args[0] in ("verify", "runs"):   # they read records, never the whole tree: they work or say why
+                assert "Traceback" not in p.stderr, p.stderr[-2000:]
+            else:
+                one_line_refusal(p, "more than 64 deep")
+        assert (run / "svm" / "svm-gln" / "result.json").is_file()   # --force removed nothing
+    finally:
+        subprocess.run(["rm", "-rf", str(scratch)], check=True)   # GNU rm walks deep trees without recursion
+
+
+def test_a_symlink_loop_as_the_data_folder_is_one_line(solved, tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("dataset: {name: mnist, train_size: 100, val_size: 100}\n")
+    p = gb("train-gd", cfg, "-q", "--out", "run", cwd=tmp_path, env={"GB_DATA_DIR": str(loop)})
+    one_line_refusal(p, "not a usable data folder")
+    assert not (tmp_path / "run").exists()
+    one_line_refusal(gb("data", "verify", "mnist", cwd=tmp_path, env={"GB_DATA_DIR": str(loop)}),
+                     "not a usable data folder")
+
+
+@pytest.mark.parametrize("column,value", [("train_error", 1.7e308), ("val_error", -0.5), ("objective", "inf")])
+def test_gb_plot_refuses_a_table_with_impossible_numbers_before_drawing(solved, column, value):
+    run = copy_run(solved, f"plot-{column}")
+    table = pd.read_csv(run / "tables" / "errors.csv")
+    table[column] = table[column].astype(object)
+    table.loc[0, column] = value
+    table.to_csv(run / "tables" / "errors.csv", index=False)
+    shutil.rmtree(run / "figures", ignore_errors=True)
+    one_line_refusal(gb("plot", run, cwd=solved), "errors.csv", column)
+    assert not (run / "figures").exists()
+
+
+def test_gb_plot_draws_the_untouched_tables(solved):
+    run = copy_run(solved, "plot-ok")
+    p = gb("plot", run, cwd=solved)
+    assert p.returncode == 0, p.stderr
+    assert (run / "figures" / "panels.png").is_file()
+
+
+def test_a_huge_context_count_is_refused_before_allocating():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    contexts = rng.integers(0, 2, size=(20, 4))
+    with pytest.raises(ValueError, match="count=1099511627776"):
+        GroupNormSVM(count=2 ** 40).fit(X, y, contexts=contexts)
+    assert GroupNormSVM(count=3).fit(X, y, contexts=contexts).status_ in ("optimal", "inaccurate")
+
+
+@pytest.mark.parametrize("flag", ["train-gd", "fit-svm"])
+def test_threads_flag_is_bounded(tmp_path, flag):
+    p = gb(flag, ROOT / "configs" / "quickstart.yaml", "--threads", "1000000", "--out", "run", cwd=tmp_path)
+    assert p.returncode == 2 and "--threads" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------ the MLflow export
+
+
+@pytest.mark.parametrize("name", ["../../x", "/tmp/abs-experiment", "", "a\nb", "..", "x/../../y"])
+def test_an_experiment_name_is_a_name_not_a_path(solved, tmp_path, name):
+    shutil.copytree(solved / "runs" / "q", tmp_path / "runs" / "q")
+    before = sorted(p.name for p in tmp_path.parent.iterdir())
+    one_line_refusal(gb("runs", "export", "mlflow", "--experiment", name, cwd=tmp_path), "--experiment")
+    assert sorted(p.name for p in tmp_path.parent.iterdir()) == before
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["q"]   # no store, no artifacts
+    assert not Path("/tmp/abs-experiment").exists()
+
+
+def test_a_dir_that_a_sqlite_uri_cannot_carry_is_refused(solved, tmp_path):
+    odd = tmp_path / "q?x"
+    shutil.copytree(solved / "runs" / "q", odd / "q")
+    one_line_refusal(gb("runs", "export", "mlflow", "--dir", odd, cwd=tmp_path), "--dir", "'?'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q?x"]   # nothing landed at the cut path `q`
+    assert sorted(p.name for p in odd.iterdir()) == ["q"]
+
+
+@pytest.mark.parametrize("uri", ["foo://bar", "http://127.0.0.1:9/"])
+def test_a_tracking_uri_that_does_not_work_is_one_line(solved, tmp_path, uri):
+    shutil.copytree(solved / "runs" / "q", tmp_path / "runs" / "q")
+    p = gb("runs", "export", "mlflow", "--tracking-uri", uri, cwd=tmp_path, timeout=120)   # MLflow alone retries for minutes
+    one_line_refusal(p, uri)
+
+
+def test_a_half_written_export_is_taken_up_again(solved, tmp_path):
+    """A run left by an export that stopped partway (RUNNING, parameters only, no `gb.exported`) is
+    replaced on the next export, not called unchanged."""
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from gbcli.runs.mlflow_export import _fingerprint
+
+    runs = tmp_path / "runs"
+    shutil.copytree(solved / "runs" / "q", runs / "q")
+    uri = f"sqlite:///{(runs / 'mlflow.db').resolve()}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("gb", artifact_location=(runs / "mlflow-artifacts" / "gb").resolve().as_uri())
+    half = client.create_run(exp, run_name="q", tags={"gb.path": str((runs / "q").resolve()),
+                                                      "gb.fingerprint": _fingerprint(runs / "q")})
+    client.log_param(half.info.run_id, "model.kind", "gln")
+    p = gb("runs", "export", "mlflow", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "1 runs" in p.stdout and "0 unchanged" in p.stdout, p.stdout
+    live = client.search_runs([exp])
+    assert len(live) == 1 and live[0].info.run_id != half.info.run_id
+    assert live[0].info.status == "FINISHED" and live[0].data.tags.get("gb.exported") == "yes"
+    again = gb("runs", "export", "mlflow", cwd=tmp_path)
+    assert "1 unchanged" in again.stdout, again.stdout
+    assert len(client.search_runs([exp])) == 1
+    assert mlflow is not None
