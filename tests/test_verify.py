@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -373,3 +374,59 @@ def test_an_infinite_bound_matches_only_itself():
     inf = float("inf")
     assert _close(inf, inf) and _close(-inf, -inf)
     assert not _close(inf, 1e300) and not _close(inf, -inf) and not _close(inf, float("nan"))
+
+
+# ------------------------------------------------------------------ issue 34: the aggregated table, program identity
+
+
+def test_an_edited_aggregated_table_of_a_sweep_is_not_verified(sweep, tmp_path):
+    """The sweep's tables/errors.csv is checked against every point's recomputed programs, not only
+    the points themselves."""
+    out = copy(sweep, tmp_path)
+    table = pd.read_csv(out / "tables" / "errors.csv")
+    row = table.index[table["predictor"] == "svm-gln"][0]
+    table.loc[row, "objective"] = table.loc[row, "objective"] * 0.5
+    table.to_csv(out / "tables" / "errors.csv", index=False)
+    p = gb("verify", out, "--format", "json", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    bad = [r for r in rows_of(p) if r["verified"] != "yes"]
+    # the point's program, and its copy in solutions/ (checked on its own once the point's is not verified)
+    assert bad and {(r["where"], r["objective"]) for r in bad} == {(table.loc[row, "point"], "svm-gln")}, bad
+    assert "tables/errors.csv: objective" in str(bad[0]["problems"]), bad
+
+
+def test_a_program_copied_in_from_another_seed_is_not_verified(sweep, tmp_path):
+    """A point's svm-gln replaced by the other point's (its config, records and solution with it):
+    each file agrees with itself, but it is not the program the point's id asks for."""
+    out = copy(sweep, tmp_path)
+    a, b = sorted(d for d in (out / "points").iterdir())
+    shutil.rmtree(a / "svm" / "svm-gln")
+    shutil.copytree(b / "svm" / "svm-gln", a / "svm" / "svm-gln")
+    p = gb("verify", out, "--format", "json", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    bad = {(r["where"], r["objective"]): r["problems"] for r in rows_of(p) if r["verified"] != "yes"}
+    assert (a.name, "svm-gln") in bad and f"not of {a.name}" in str(bad[(a.name, "svm-gln")]), bad
+    # the same program as a plain run's, beside that run's own network: another problem than its gd/
+    run = tmp_path / "run"
+    shutil.copytree(a, run)
+    p = gb("verify", run, "--format", "json", cwd=tmp_path)
+    assert p.returncode == 1
+    rows = {r["objective"]: r for r in rows_of(p)}
+    assert rows["svm-l2-reference"]["verified"] == "yes", rows
+    assert "a stale or copied-in program" in str(rows["svm-gln"]["problems"]), rows
+
+
+def test_export_never_writes_through_a_link_in_the_destination(quickstart, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dest = tmp_path / "results"
+    dest.mkdir()
+    (dest / "solutions").symlink_to(elsewhere)
+    p = gb("verify", quickstart, "--export", dest, cwd=tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert p.stderr.strip().startswith("gb: error: ") and "solutions: is a symlink" in p.stderr
+    assert list(elsewhere.iterdir()) == []
+    (dest / "solutions").unlink()
+    p = gb("verify", quickstart, "--export", dest, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(f.name for f in (dest / "solutions" / "run").iterdir()) == ["config.yaml", "svm-gln.npz", "svm-l2.npz"]

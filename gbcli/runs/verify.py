@@ -45,7 +45,7 @@ from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, M
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
 from gbcli.logs import Progress
-from gbcli.store.safe import is_dir, is_link, present, subdirs
+from gbcli.store.safe import check_tree, is_dir, is_link, present, subdirs
 from gbcli.text import shorten
 
 
@@ -262,8 +262,31 @@ def _check_compact(root: Path, path: Path, design, ds, objective: str, tol: floa
     return got, claims, form, arrays
 
 
-def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: dict | None = None) -> list[dict]:
-    """One row per program of a run directory (`svm/<objective>/`)."""
+def _identity(cfg, run: Path, root: Path, point: str | None) -> list[str]:
+    """A program is the one its run asks for: of the problem (data, model, contexts) of the run's
+    `gd/config.yaml`, and for a sweep's point or a results folder's `solutions/<id>/`, of that very
+    id. A program copied in from another seed, config and records with it, is caught here."""
+    from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
+
+    bad = []
+    if point is not None and point_id(cfg) != point:
+        bad.append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)} (copied in?)")
+    gd_config = RunDir(run).gd_config
+    if point is None and present(gd_config):
+        try:
+            trained = _read_config(root, gd_config)
+        except Unusable as exc:
+            return bad + [str(exc)]
+        if section_hash(trained, PROBLEM_SECTIONS) != section_hash(cfg, PROBLEM_SECTIONS):
+            bad.append(f"{layout.CONFIG}: another dataset, model or contexts than the run's {layout.GD}/{layout.CONFIG} "
+                       f"(a stale or copied-in program)")
+    return bad
+
+
+def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: dict | None = None,
+               point: str | None = None, table: dict | None = None) -> list[dict]:
+    """One row per program of a run directory (`svm/<objective>/`). `point`: the id the run is (a
+    sweep's point); `table`: objective -> the claims of the sweep's aggregated tables/errors.csv."""
     from gbcli.runs.stages import load_trained
 
     rows = []
@@ -284,6 +307,7 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
             record = _read_json(root, stage / layout.RESULT)
             row.update(value=record.get("objective"), claimed_status=record.get("status"))
             cfg = _read_config(root, stage / layout.CONFIG)
+            row["problems"] += _identity(cfg, run, root, point)
             design, ds, program = _design(objective, cfg, problems,
                                           lambda c, dim: load_trained(run, c, dim, objective))
             if design is None:
@@ -294,8 +318,14 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
             compact = stage / layout.COMPACT
             arrays = None
             if present(compact) or record.get("status") != "failed":   # a failed solve may have stored nothing
+                extra = [(layout.RESULT, record)]
+                if table is not None:
+                    if objective in table:
+                        extra.append((f"{layout.TABLES}/{layout.ERRORS}", table[objective]))
+                    elif record.get("status") in SOLVED:
+                        row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
                 got, _, form, arrays = _check_compact(root, compact, design, ds, objective, problems.tol, row["problems"],
-                                                      [(layout.RESULT, record)])
+                                                      extra)
                 row["checked"] = f"compact ({form})" if form != "ray" else \
                     f"compact (ray: relative margin <= {got.get('relative_margin_bound', math.nan):.1e})"
             else:
@@ -365,9 +395,10 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
             rows.append({**_row(where, "", {}), "problems": [f"{point.name}: is a symlink or not a folder (not followed)"]})
             continue
         files = sorted(p for p in point.iterdir() if p.suffix == ".npz")
-        cfg = None
+        cfg, identity = None, []
         try:
             cfg = _read_config(root, point / layout.CONFIG)
+            identity = _identity(cfg, point, root, point.name)
         except Unusable as exc:
             cfg_error = str(exc)
 
@@ -396,6 +427,7 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
             try:
                 if cfg is None:
                     raise Unusable(cfg_error)
+                row["problems"] += identity
                 design, ds, program = _design(objective, cfg, problems, trained_from)
                 if design is None:
                     raise Unusable("not a convex program: no certificate to check")
@@ -481,6 +513,12 @@ def _verify(root: Path, targets: list, problems: _Problems, export: dict | None)
         elif k == "sweep":
             points = SweepDir(folder).points
             own: dict[tuple[str, str], bytes] = {}
+            try:   # the aggregated table is checked against every point's recomputed programs
+                table = _errors_claims(folder, root)
+            except (Unusable, OSError, ValueError, GbError) as exc:
+                table = {}
+                rows.append({**_row(prefix or folder.name, f"{layout.TABLES}/{layout.ERRORS}", {}),
+                             "problems": [shorten(str(exc), 200)]})
             if is_dir(points):
                 for p in sorted(points.iterdir()):
                     if p.name.startswith("."):
@@ -489,7 +527,8 @@ def _verify(root: Path, targets: list, problems: _Problems, export: dict | None)
                         rows.append({**_row(f"{prefix}{p.name}", "", {}),
                                      "problems": [f"points/{p.name}: is a symlink or not a folder (not followed)"]})
                         continue
-                    point_rows = verify_run(root, p, f"{prefix}{p.name}", problems, export)
+                    point_rows = verify_run(root, p, f"{prefix}{p.name}", problems, export, point=p.name,
+                                            table={o: c for (q, o), c in table.items() if q == p.name} if table else None)
                     rows += point_rows
                     for r in point_rows:
                         c = RunDir(p).program(r["objective"]) / layout.COMPACT
@@ -516,9 +555,13 @@ def export_solutions(source: str | Path, dest: str | Path, progress: bool = Fals
     solution into `dest/solutions/<point id>/<objective>.npz`, with the point's config.yaml (and
     model.pt when a program reads the trained network). Returns (rows, files written). A program
     that does not verify is not exported."""
+    root = Path(dest)
+    if present(root) and not root.is_dir():
+        raise GbError(f"--export: {shorten(str(root), 200)}: not a folder")
+    check_tree(root)   # never written through a link below it (DEST/solutions linked elsewhere): refused first
     found: dict = {}
     rows = verify(source, export=found, progress=progress, tol=tol)
-    dest = Path(dest) / layout.SOLUTIONS
+    dest = root / layout.SOLUTIONS
     written = 0
     for (where, objective), (arrays, config, model) in sorted(found.items()):
         folder = dest / where
