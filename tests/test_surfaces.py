@@ -181,3 +181,14 @@ def test_a_half_written_export_is_taken_up_again(solved, tmp_path):
     assert "1 unchanged" in again.stdout, again.stdout
     assert len(client.search_runs([exp])) == 1
     assert mlflow is not None
+
+
+@pytest.mark.parametrize("link", ["mlflow.db", "mlflow-artifacts"])
+def test_the_mlflow_store_in_dir_is_never_written_through_a_link(solved, tmp_path, link):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / "db" if link == "mlflow.db" else elsewhere
+    shutil.copytree(solved / "runs" / "q", tmp_path / "runs" / "q")
+    (tmp_path / "runs" / link).symlink_to(target)
+    one_line_refusal(gb("runs", "export", "mlflow", cwd=tmp_path), link, "symlink")
+    assert list(elsewhere.iterdir()) == []

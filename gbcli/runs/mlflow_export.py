@@ -29,7 +29,7 @@ from pathlib import Path
 
 from gbcli.errors import GbError
 from gbcli.text import quoted, shorten
-from gbcli.store.safe import files_below, is_file, is_link, read_csv_untrusted, read_untrusted, subdirs
+from gbcli.store.safe import check_tree, files_below, is_file, is_link, read_csv_untrusted, read_untrusted, subdirs
 from gbcli.runs.index import RunInfo, read_any, scan
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
@@ -63,7 +63,7 @@ def check_experiment(name: str) -> None:
 def default_uri(root: Path) -> str:
     """SQLite in `root`. A path holding a character that a URI reads as syntax (? # %) or a control
     character is refused: the database would land elsewhere than the path gb reports."""
-    path = (Path(root) / "mlflow.db").resolve()
+    path = (Path(root) / layout.MLFLOW_DB).resolve()
     odd = sorted({c for c in str(path) if c in "?#%" or not c.isprintable()})
     if odd:
         raise GbError(f"--dir: {quoted(str(root), 120)} holds {', '.join(map(repr, odd))}, which a sqlite URI cannot "
@@ -193,6 +193,11 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     if not root.is_dir():
         raise GbError(f"--dir: {root}: not a directory")
     check_experiment(experiment)
+    for path in (root / layout.MLFLOW_DB, root / layout.MLFLOW_ARTIFACTS):   # the store gb writes in DIR
+        if is_link(path):
+            raise GbError(f"--dir: {shorten(str(path), 200)}: is a symlink; gb never writes through one (replace it "
+                          f"by the file or folder itself)")
+    check_tree(root / layout.MLFLOW_ARTIFACTS)
     if tracking_uri is not None:
         check_uri(tracking_uri)
     uri = tracking_uri or default_uri(root)
@@ -209,7 +214,7 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
 def _export(client, root: Path, uri: str, experiment: str, echo) -> dict:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        where = (root / "mlflow-artifacts" / experiment).resolve() if uri.startswith("sqlite:") else None
+        where = (root / layout.MLFLOW_ARTIFACTS / experiment).resolve() if uri.startswith("sqlite:") else None
         exp_id = client.create_experiment(experiment, artifact_location=where.as_uri() if where else None)
     else:
         exp_id = exp.experiment_id

@@ -55,6 +55,8 @@ GD, SVM, TABLES, FIGURES, POINTS, SOLVES, SOLUTIONS = "gd", "svm", "tables", "fi
 # folders of other programs inside gb's directories: gb does not own them, so it neither refuses
 # what they hold (submitit keeps a symlink to its job script there) nor writes or removes in them
 SLURM = "slurm"   # submitit's folder in a sweep directory
+MLFLOW_DB = "mlflow.db"                # the default MLflow store of `gb runs export mlflow --dir DIR`
+MLFLOW_ARTIFACTS = "mlflow-artifacts"  # and its artifact root
 FOREIGN = frozenset({SLURM})
 # the records that say a stage finished (what `gb runs` and the MLflow export read first)
 STAGE_RECORDS = (SUMMARY, RESULT, SWEEP, ERRORS)
