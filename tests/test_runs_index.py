@@ -8,10 +8,12 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -207,6 +209,10 @@ def test_mlflow_export_read_back_through_mlflows_client(work, tmp_path):
     assert idx.data.tags["gb.provenance.gb_version"]
     result = json.loads((work / "runs" / "idx" / "svm" / "svm-gln" / "result.json").read_text())
     assert idx.data.metrics["svm-gln.val_error"] == pytest.approx(result["val_error"])
+    incons = pd.read_csv(work / "runs" / "idx" / "tables" / "inconsistency.csv").set_index("predictor_a")
+    assert idx.data.metrics["svm-gln.inconsistency"] == pytest.approx(incons.loc["svm-gln", "inconsistency"])
+    assert idx.data.metrics["svm-gln.expected_if_uncorrelated"] == \
+        pytest.approx(incons.loc["svm-gln", "expected_if_uncorrelated"])
     history = client.get_metric_history(idx.info.run_id, "train_loss")
     assert len(history) > 2 and history == sorted(history, key=lambda m: m.step)
     artifacts = {a.path for a in client.list_artifacts(idx.info.run_id)} | \
@@ -217,3 +223,31 @@ def test_mlflow_export_read_back_through_mlflows_client(work, tmp_path):
     again = ok(gb(["runs", "export", "mlflow", "--tracking-uri", uri], work, timeout=900))
     assert "5 unchanged" in again.stdout and len(client.search_runs([exp.experiment_id])) == 5
     assert mlflow.__version__
+
+
+def test_the_inconsistency_is_in_runs_show_and_diff(work, tmp_path):
+    """The headline number of the question, read from each run's (and the sweep's mean over its
+    points') tables/inconsistency.csv, in every view."""
+    listed = {r["run"]: r for r in json.loads(ok(gb(["runs", "--format", "json"], work)).stdout)}
+    for name in ("idx", "sw"):
+        table = pd.read_csv(work / "runs" / name / "tables" / "inconsistency.csv")
+        mean = table[table["predictor_a"] == "svm-gln"][["inconsistency", "expected_if_uncorrelated"]].mean()
+        assert listed[name]["svm-gln.inconsistency"] == pytest.approx(mean["inconsistency"], abs=1e-6)
+        assert listed[name]["svm-gln.expected_if_uncorrelated"] == pytest.approx(mean["expected_if_uncorrelated"], abs=1e-6)
+    terminal = ok(gb(["runs"], work)).stdout
+    assert "inconsistency" in terminal and "2p(1-p)" in terminal and f"svm-gln {listed['idx']['svm-gln.inconsistency']:.4f}" \
+        in terminal
+    shown = json.loads(ok(gb(["runs", "show", "runs/idx", "--format", "json"], work)).stdout)
+    assert shown["results"]["svm-gln"]["inconsistency"] == pytest.approx(listed["idx"]["svm-gln.inconsistency"])
+    other = next(r for r in listed if r.startswith("idx") and r != "idx")
+    rows = json.loads(ok(gb(["runs", "diff", "runs/idx", f"runs/{other}", "--format", "json"], work)).stdout)
+    keys = {r["key"] for r in rows if r["what"] == "number"}
+    if listed["idx"]["svm-gln.inconsistency"] != listed[other]["svm-gln.inconsistency"]:
+        assert "svm-gln.inconsistency" in keys, rows
+    copy = tmp_path / "runs" / "copy"
+    shutil.copytree(work / "runs" / "idx", copy)
+    table = pd.read_csv(copy / "tables" / "inconsistency.csv")
+    table.loc[table["predictor_a"] == "svm-gln", "inconsistency"] = 0.5
+    table.to_csv(copy / "tables" / "inconsistency.csv", index=False)
+    rows = json.loads(ok(gb(["runs", "diff", work / "runs" / "idx", copy, "--format", "json"], tmp_path)).stdout)
+    assert [r for r in rows if r["key"] == "svm-gln.inconsistency"][0][str(copy)] == "0.5", rows

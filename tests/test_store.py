@@ -55,7 +55,7 @@ def test_a_fifo_in_a_run_directory_is_refused_and_never_read(tmp_path):
     assert read_record(run / "gd" / "summary.json") is None   # never blocks on the FIFO
 
 
-def test_a_deep_tree_is_walked_without_recursion(tmp_path):
+def test_a_deep_tree_is_walked_without_recursion_and_bounded(tmp_path):
     d = tmp_path / "run"
     d.mkdir()
     deep = str(d)
@@ -64,13 +64,15 @@ def test_a_deep_tree_is_walked_without_recursion(tmp_path):
         os.mkdir(deep)
     deep = Path(deep)
     (deep / "f").write_text("x")
-    check_tree(d)
-    (deep / "link").symlink_to(tmp_path)
     try:
-        with pytest.raises(GbError, match="is a symlink"):
+        with pytest.raises(GbError, match="folders more than 64 deep"):   # one line, not a RecursionError
             check_tree(d)
+        shallow = d / Path(*["d"] * 60)   # within the bound: walked to the bottom
+        (shallow / "link").symlink_to(tmp_path)
+        with pytest.raises(GbError, match="is a symlink"):
+            check_tree(shallow.parents[59])
+        (shallow / "link").unlink()
     finally:   # bottom up, one level at a time: pytest's own cleanup (shutil.rmtree) recurses per level
-        (deep / "link").unlink()
         (deep / "f").unlink()
         while deep != d:
             deep.rmdir()

@@ -51,11 +51,15 @@ class RunInfo:
         gd = [v for k, v in self.numbers.items() if k.startswith("gd-") and k.endswith(".val_error")]
         svm = {k.split(".")[0]: v for k, v in self.numbers.items() if not k.startswith("gd-") and k.endswith(".val_error")}
         best = min(svm.items(), key=lambda kv: kv[1]) if svm else None
+        incons = {k.split(".")[0]: v for k, v in self.numbers.items() if k.endswith(".inconsistency")}
+        expected = [v for k, v in self.numbers.items() if k.endswith(".expected_if_uncorrelated")]
         full = self.row(root)
         return {"run": full["run"], "kind": self.kind, "status": self.status, "time": self.time[:16].replace("T", " "),
                 "stages": full["stages"], "config": config or self.note,
                 "gd val err": f"{gd[0]:.4f}" if gd else "",
-                "best svm val err": f"{best[1]:.4f} ({best[0]})" if best else ""}
+                "best svm val err": f"{best[1]:.4f} ({best[0]})" if best else "",
+                "inconsistency (vs gd)": ", ".join(f"{k} {v:.4f}" for k, v in incons.items()),
+                "2p(1-p)": f"{expected[0]:.4f}" if expected else ""}
 
     def row(self, root: Path | None = None) -> dict:
         name = str(self.path.relative_to(root)) if root is not None and self.path.is_relative_to(root) else str(self.path)
@@ -64,7 +68,8 @@ class RunInfo:
         for k in KEY_COLUMNS:
             if k in self.config:
                 out[k] = self.config[k]
-        out.update({k: round(v, 6) for k, v in self.numbers.items() if k.endswith("val_error")})
+        out.update({k: round(v, 6) for k, v in self.numbers.items()
+                    if k.endswith(("val_error", ".inconsistency", ".expected_if_uncorrelated"))})
         return out
 
 
@@ -87,6 +92,31 @@ def _time_of(records: list[tuple[Path, dict | None]]) -> str:
         elif path.exists():
             times.append(dt.datetime.fromtimestamp(_mtime(path), dt.timezone.utc).isoformat(timespec="seconds"))
     return max(times) if times else ""
+
+
+def _inconsistency(path: Path, numbers: dict[str, float]) -> None:
+    """The headline number of the question into `numbers`: each program's inconsistency with the
+    GD network (`<program>.inconsistency`) and 2p(1-p) of its pair (`<program>.expected_if_uncorrelated`),
+    from tables/inconsistency.csv (a sweep's: the mean over its points). Nothing when there is none."""
+    if not present(RunDir(path).inconsistency):
+        return
+    try:
+        import pandas as pd
+
+        from gbcli.store.safe import read_csv_untrusted
+
+        table = read_csv_untrusted(RunDir(path).inconsistency)
+        need = {"predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated"}
+        if not need <= set(table.columns):
+            return
+        pairs = table[table["predictor_b"].astype(str).str.startswith("gd-")]
+        for pred, group in pairs.groupby("predictor_a", sort=False):
+            for k in ("inconsistency", "expected_if_uncorrelated"):
+                v = pd.to_numeric(group[k], errors="coerce").mean()
+                if pd.notna(v) and 0 <= v <= 1:
+                    numbers[f"{pred}.{k}"] = float(v)
+    except Exception:   # noqa: BLE001 (not gb's table: the listing goes on without the number)
+        pass
 
 
 def read_run(path: str | Path) -> RunInfo:
@@ -152,6 +182,7 @@ def read_run(path: str | Path) -> RunInfo:
     else:
         status = "complete" if is_file(run.errors) else \
             "solved" if any(name != "gd" for name in stages) else "trained"
+    _inconsistency(path, numbers)
     return RunInfo(path, "run", status, stages, config, numbers, _time_of(records))
 
 
@@ -189,6 +220,7 @@ def read_sweep(path: str | Path) -> RunInfo:
                     numbers[f"{pred}.val_error"] = float(v)
     except Exception:   # noqa: BLE001 (no tables yet, or not gb's: the listing shows the counts)
         pass
+    _inconsistency(path, numbers)
     records = [(sweep.record, meta)]
     return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points")
 
@@ -283,9 +315,13 @@ def show(path: str | Path) -> dict:
             rec = read_record(record)
             if rec is not None:
                 out["provenance"][record.parent.name] = rec.get("provenance")
-                results[record.parent.name] = {k: rec.get(k) for k in (
-                    "status", "certified", "objective", "train_error", "val_error", "rel_gap", "min_margin",
-                    "solver", "solve_seconds", "cached_from") if k in rec}
+                name = record.parent.name
+                # the headline numbers first: errors, then the inconsistency with the GD network (tables/)
+                found = {**rec, **{k: info.numbers[f"{name}.{k}"] for k in ("inconsistency", "expected_if_uncorrelated")
+                                   if f"{name}.{k}" in info.numbers}}
+                results[name] = {k: found.get(k) for k in (
+                    "status", "certified", "train_error", "val_error", "inconsistency", "expected_if_uncorrelated",
+                    "objective", "rel_gap", "min_margin", "solver", "solve_seconds", "cached_from") if k in found}
         if gd is not None:
             results["gd"] = {k: gd.get(k) for k in ("status", "train_error", "val_error", "train_loss", "steps",
                                                     "seconds", "normalized_margin") if k in gd}

@@ -95,6 +95,7 @@ class RunDir(_Folder):
     checkpoint = property(lambda self: self.root / GD / CHECKPOINT)
     svm = property(lambda self: self.root / SVM)
     errors = property(lambda self: self.root / TABLES / ERRORS)
+    inconsistency = property(lambda self: self.root / TABLES / INCONSISTENCY)
 
     def program(self, objective: str) -> Path:
         return self.root / SVM / objective
