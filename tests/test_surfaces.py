@@ -5,6 +5,7 @@ export (a real SQLite MLflow store)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -168,8 +169,9 @@ def test_a_half_written_export_is_taken_up_again(solved, tmp_path):
     uri = f"sqlite:///{(runs / 'mlflow.db').resolve()}"
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("gb", artifact_location=(runs / "mlflow-artifacts" / "gb").resolve().as_uri())
-    half = client.create_run(exp, run_name="q", tags={"gb.path": str((runs / "q").resolve()),
-                                                      "gb.fingerprint": _fingerprint(runs / "q")})
+    path = str((runs / "q").resolve())
+    half = client.create_run(exp, run_name="q", tags={"gb.path": path, "gb.fingerprint": _fingerprint(runs / "q"),
+                                                      "gb.path_id": hashlib.sha256(path.encode()).hexdigest()[:16]})
     client.log_param(half.info.run_id, "model.kind", "gln")
     p = gb("runs", "export", "mlflow", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -192,3 +194,35 @@ def test_the_mlflow_store_in_dir_is_never_written_through_a_link(solved, tmp_pat
     (tmp_path / "runs" / link).symlink_to(target)
     one_line_refusal(gb("runs", "export", "mlflow", cwd=tmp_path), link, "symlink")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_changed_run_replaces_its_mlflow_run_with_real_times(solved, tmp_path):
+    """Issue 35: an exported run carries the times its records say (not the export's, not 1970), and
+    a re-export after the run changed leaves one MLflow run for it, not a second one."""
+    pytest.importorskip("mlflow")
+    import datetime as dt
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    runs = tmp_path / "runs"
+    shutil.copytree(solved / "runs" / "q", runs / "q")
+    assert gb("runs", "export", "mlflow", cwd=tmp_path).returncode == 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{(runs / 'mlflow.db').resolve()}")
+    exp = client.get_experiment_by_name("gb").experiment_id
+    (first,) = client.search_runs([exp])
+    prov = json.loads((runs / "q" / "gd" / "summary.json").read_text())["provenance"]
+    started = dt.datetime.fromisoformat(prov["started"]).timestamp() * 1000
+    assert first.info.start_time == pytest.approx(started, abs=1000)
+    assert first.info.end_time >= first.info.start_time
+    history = client.get_metric_history(first.info.run_id, "train_loss")
+    ended = dt.datetime.fromisoformat(prov["ended"]).timestamp() * 1000
+    assert all(started - 1000 <= m.timestamp <= ended + 1000 for m in history)
+    assert history[0].timestamp < history[-1].timestamp or ended - started < 1000
+    p = gb("fit-svm", ROOT / "configs" / "quickstart.yaml", "-q", "--out", runs / "q", "--force", "--objective", "svm-gln",
+           cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    again = gb("runs", "export", "mlflow", cwd=tmp_path)
+    assert again.returncode == 0 and "1 runs" in again.stdout, again.stdout + again.stderr
+    live = client.search_runs([exp])
+    assert len(live) == 1 and live[0].info.run_id != first.info.run_id, live

@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import re
+import time
 from pathlib import Path
 
 from gbcli.errors import GbError
@@ -132,20 +133,26 @@ def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | No
     created)."""
     path = info.path.resolve()
     fingerprint = _fingerprint(info.path)
+    path_id = hashlib.sha256(str(path).encode()).hexdigest()[:16]   # a tag value a filter can quote
+    kept = None
     token = None
-    while True:   # every earlier export of these records, however many (pages of 1,000)
-        page = client.search_runs([experiment], filter_string=f"tags.`gb.fingerprint` = '{fingerprint}'",
+    while True:   # every earlier export of this directory, however many (pages of 1,000)
+        page = client.search_runs([experiment], filter_string=f"tags.`gb.path_id` = '{path_id}'",
                                   max_results=1000, page_token=token)
         for r in page:
             if r.data.tags.get("gb.path") != str(path):
                 continue
-            if r.data.tags.get("gb.exported") == "yes":
-                return r.info.run_id, False
-            client.delete_run(r.info.run_id)   # an export that stopped partway: taken up again
+            if kept is None and r.data.tags.get("gb.fingerprint") == fingerprint and r.data.tags.get("gb.exported") == "yes":
+                kept = r.info.run_id
+                continue
+            # its records changed since, or an export stopped partway: replaced, never a second run of it
+            client.delete_run(r.info.run_id)
         token = page.token
         if not token:
             break
-    tags = {"gb.path": str(path), "gb.kind": info.kind, "gb.status": info.status, "gb.fingerprint": fingerprint,
+    if kept is not None:
+        return kept, False
+    tags = {"gb.path": str(path), "gb.path_id": path_id, "gb.kind": info.kind, "gb.status": info.status, "gb.fingerprint": fingerprint,
             **{f"gb.stage.{k}": v for k, v in info.stages.items()}}
     from gbcli.runs.index import show
 
@@ -156,27 +163,53 @@ def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | No
             tags[f"gb.provenance.{k}"] = str(v)[:5000]
     if parent is not None:
         tags["mlflow.parentRunId"] = parent
-    run = client.create_run(experiment, run_name=name, tags=tags)
+    start, end = _times(prov)
+    run = client.create_run(experiment, run_name=name, tags=tags, start_time=start)
     rid = run.info.run_id
     try:
-        _log_contents(client, rid, info)
+        _log_contents(client, rid, info, end, _times({"gd": prov.get("gd")}))
     except BaseException:
         with contextlib.suppress(Exception):
             client.set_terminated(rid, status="FAILED")   # not "exported": the next export redoes it
         raise
     client.set_tag(rid, "gb.exported", "yes")
-    client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved") else "FAILED")
+    client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved") else "FAILED", end_time=end)
     return rid, True
 
 
-def _log_contents(client, rid: str, info: RunInfo) -> None:
+def _times(prov: dict) -> tuple[int | None, int | None]:
+    """(start, end) of a run in ms since the epoch: its records' earliest `started` and latest `ended`
+    (provenance); None when no record says (MLflow then takes the export's time)."""
+    import datetime as dt
+
+    starts, ends = [], []
+    for rec in prov.values():
+        for key, into in (("started", starts), ("ended", ends)):
+            value = rec.get(key) if isinstance(rec, dict) else None
+            if isinstance(value, str) and len(value) < 40:
+                with contextlib.suppress(ValueError):
+                    into.append(int(dt.datetime.fromisoformat(value).timestamp() * 1000))
+    start = min(starts) if starts else None
+    end = max(ends) if ends else None
+    if start is not None and end is not None and end < start:
+        end = start
+    return start, end
+
+
+def _log_contents(client, rid: str, info: RunInfo, end: int | None, training: tuple[int | None, int | None]) -> None:
     from mlflow.entities import Metric, Param
 
     params = [Param(k, str(v)[:MAX_PARAM]) for k, v in info.config.items() if k not in ("name",)]
     for i in range(0, len(params), 100):   # MLflow takes at most 100 parameters a batch
         client.log_batch(rid, params=params[i:i + 100])
-    metrics = [Metric(k, v, 0, 0) for k, v in info.numbers.items()]
-    metrics += [Metric(k, v, 0, step) for k, v, step in _curves(info.path)]
+    now = int(time.time() * 1000)
+    curves = _curves(info.path)
+    # the results at the time the run ended; the training curve's points spread over the training's
+    # own wall time in proportion to their step (metrics.csv holds steps, not times)
+    last = max((step for _, _, step in curves), default=0) or 1
+    t0, t1 = training[0] or end or now, training[1] or end or now
+    metrics = [Metric(k, v, end or now, 0) for k, v in info.numbers.items()]
+    metrics += [Metric(k, v, t0 + (t1 - t0) * step // last, step) for k, v, step in curves]
     for i in range(0, len(metrics), 1000):
         client.log_batch(rid, metrics=metrics[i:i + 1000])
     for f, folder in _artifacts(info.path, info.kind):
