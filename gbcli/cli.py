@@ -5,6 +5,7 @@ parsed, so `gb --help` and argument errors answer at once; nothing imports this 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Literal, Optional
@@ -39,7 +40,15 @@ SetOpt = typer.Option([], "--set", metavar="KEY.PATH=VALUE",
                       help="override a config value, e.g. --set training.momentum=0.9 (repeatable; the value is YAML)")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
 ConfigArg = typer.Argument(..., metavar="CONFIG", help="the YAML config file (see README: Config)")
-RunDirArg = typer.Argument(..., metavar="RUN_DIR", help="a run directory (or a sweep's --out directory)")
+RunDirArg = typer.Argument(..., metavar="RUN_DIR", help="a run directory (or a sweep's --out directory), or its "
+                                                        "name as `gb runs` prints it")
+
+
+def _named(path: Path, root: Path = Path("runs")) -> Path:
+    """A run as the user names it: a path, or the name `gb runs` prints (relative to runs/)."""
+    if os.path.lexists(path) or path.is_absolute() or not os.path.isdir(root / path):
+        return path
+    return root / path
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
                           help="the data directory holding mnist/ and fashion-mnist/ (default: $GB_DATA_DIR, "
                                "else ~/.cache/gb/data)")
@@ -198,6 +207,7 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
 def compare_cmd(run_dir: Path = RunDirArg):
     """Write and print the error and inconsistency tables of a run directory (of a finished sweep:
     its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
+    run_dir = _named(run_dir)
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
 
@@ -226,6 +236,7 @@ def plot_cmd(run_dir: Path = RunDirArg,
     """Draw the training curves (loss, training and validation error, tracked instruments) from the
     metrics.csv of a run or of every sweep point into RUN_DIR/figures/curves.png, and, once the
     tables exist (RUN_DIR/tables/{errors,inconsistency}.csv), the four panels of protocol section 8."""
+    run_dir = _named(run_dir)
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
     from gbcli.store.safe import check_tree
@@ -348,6 +359,7 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
     if not (math.isfinite(tol) and 0 < tol < 1):
         raise GbError(f"--tol: {tol!r} is not a number in (0, 1)")
     _logging(quiet=fmt != "table")   # its progress (n of N programs) with a table, never into CSV or JSON
+    run_dirs = [_named(d) for d in run_dirs]
     if export is not None and len(run_dirs) > 1:
         raise GbError("--export: takes one DIR (the run or sweep whose solutions it writes)")
     run_dir = run_dirs[0]
@@ -402,8 +414,10 @@ def runs_cmd(ctx: typer.Context,
 
 
 @runs_app.command("show")
-def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory"), fmt: Format = FormatOpt):
+def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory, or its name as `gb runs` prints it"),
+              fmt: Format = FormatOpt):
     """Show one run or sweep: what it is, its stages, resolved config, provenance and results."""
+    run = _named(run)
     _check_format(fmt)
     if fmt == "csv":   # one record of nested sections: no table to write as CSV
         raise GbError("--format: csv is for lists of runs (`gb runs`, `gb runs diff`); `gb runs show` prints a "
@@ -440,9 +454,10 @@ def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory"), 
 
 
 @runs_app.command("diff")
-def runs_diff(a: Path = typer.Argument(..., help="a run or sweep directory"),
+def runs_diff(a: Path = typer.Argument(..., help="a run or sweep directory, or its name as `gb runs` prints it"),
               b: Path = typer.Argument(..., help="another one"), fmt: Format = FormatOpt):
     """The config keys, stages and headline numbers that differ between two runs."""
+    a, b = _named(a), _named(b)
     _check_format(fmt)
     for key, p in (("A", a), ("B", b)):
         if not p.is_dir():

@@ -251,3 +251,17 @@ def test_the_inconsistency_is_in_runs_show_and_diff(work, tmp_path):
     table.to_csv(copy / "tables" / "inconsistency.csv", index=False)
     rows = json.loads(ok(gb(["runs", "diff", work / "runs" / "idx", copy, "--format", "json"], tmp_path)).stdout)
     assert [r for r in rows if r["key"] == "svm-gln.inconsistency"][0][str(copy)] == "0.5", rows
+
+
+def test_commands_accept_the_names_gb_runs_prints(work):
+    listed = [r["run"] for r in json.loads(ok(gb(["runs", "--format", "json"], work)).stdout)]
+    assert "idx" in listed and not (work / "idx").exists()   # a name under runs/, not a path here
+    shown = json.loads(ok(gb(["runs", "show", "idx", "--format", "json"], work)).stdout)
+    assert shown["path"] == str(Path("runs") / "idx") and shown["status"] == "complete"
+    other = next(r for r in listed if r.startswith("idx") and r != "idx")
+    rows = json.loads(ok(gb(["runs", "diff", "idx", other, "--format", "json"], work)).stdout)
+    assert any(r["key"] == "model.hidden_units" for r in rows), rows
+    assert "tables -> runs/idx/tables" in ok(gb(["compare", "idx"], work)).stdout
+    assert "programs verified" in ok(gb(["verify", "idx"], work)).stdout
+    missing = gb(["runs", "show", "no-such-run"], work)
+    assert missing.returncode == 2 and missing.stderr.strip() == "gb: error: RUN: no-such-run: not a directory"
