@@ -129,6 +129,9 @@ ForceOpt = typer.Option(False, "--force",
                         help="replace finished results that this command would otherwise refuse to remove "
                              "(a network or programs of another config), or redo a stage already finished "
                              "with this config")
+NameOpt = typer.Option(None, "--name", help="a readable name for the run (shown by `gb runs`, exported; not its id)")
+TagOpt = typer.Option([], "--tag", metavar="KEY=VALUE", help="a tag for the run (repeatable; shown and exported)")
+NoteOpt = typer.Option(None, "--note", help="a note on the run (shown by `gb runs show`, exported)")
 ThreadsOpt = typer.Option(1, "--threads", min=1, max=1024, metavar="N",
                           help="torch and BLAS threads (default 1, as a sweep's workers: a sweep point's config "
                                "then gives its numbers bit for bit; another count sums in another order, which "
@@ -137,11 +140,14 @@ ThreadsOpt = typer.Option(1, "--threads", min=1, max=1024, metavar="N",
 
 @app.command("train-gd")
 def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[str] = SetOpt, quiet: bool = QuietOpt,
-                 force: bool = ForceOpt, threads: int = ThreadsOpt):
+                 force: bool = ForceOpt, threads: int = ThreadsOpt, name: Optional[str] = NameOpt,
+                 tag: List[str] = TagOpt, note: Optional[str] = NoteOpt):
     """Train the configured network by gradient descent."""
     from gbcli.config import run_dir_for
+    from gbcli.store.labels import check_labels, write_labels
     from gbcli.store.lock import check_run_target
 
+    labels = check_labels(name, tag, note)
     cfg = _load(config, set_)
     run_dir = run_dir_for(cfg, out, set_)
     check_run_target(run_dir, "train-gd")
@@ -151,6 +157,7 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
 
     limit_threads(threads)   # a sweep worker's count (sweep.threads, 1): the same numbers as the sweep's point
     s = train_gd(cfg, run_dir, progress=not quiet, force=force)
+    write_labels(run_dir, labels)
     if s.get("skipped"):
         _echo(f"{run_dir / 'gd'}: already trained from this config ({s.get('status')}); nothing to do "
               f"(--force retrains)")
@@ -172,11 +179,14 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
                 solver: Optional[SolverName] = typer.Option(None, "--solver",
                                                      help="the solver (each declares the norms it solves; default: "
                                                           "svm.solver, else the fastest certified one)"),
-                quiet: bool = QuietOpt, force: bool = ForceOpt, threads: int = ThreadsOpt):
+                quiet: bool = QuietOpt, force: bool = ForceOpt, threads: int = ThreadsOpt, name: Optional[str] = NameOpt,
+                tag: List[str] = TagOpt, note: Optional[str] = NoteOpt):
     """Solve the matching convex max-margin programs."""
     from gbcli.config import run_dir_for
+    from gbcli.store.labels import check_labels, write_labels
     from gbcli.store.lock import check_run_target
 
+    labels = check_labels(name, tag, note)
     overrides = list(set_)
     if objective:
         overrides.append(f"svm.objectives=[{', '.join(objective)}]")
@@ -191,6 +201,7 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
     _logging(quiet)
     limit_threads(threads)   # as train-gd: a sweep worker's count
     results = fit_svm(cfg, run_dir, progress=not quiet, force=force)
+    write_labels(run_dir, labels)
     for r in results:
         if r.get("skipped"):
             _echo(f"{r.get('predictor')}: already solved from this config ({r.get('status')}); nothing to do "
@@ -265,10 +276,14 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
               jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="points at once (default: sweep.jobs)"),
               threads: Optional[int] = typer.Option(None, "--threads", min=1, max=1024,
                                                     help="local: torch threads per job (default: sweep.threads, 1)"),
-              dry_run: bool = typer.Option(False, "--dry-run", help="list the points (id, name, done) and exit")):
+              dry_run: bool = typer.Option(False, "--dry-run", help="list the points (id, name, done) and exit"),
+              name: Optional[str] = NameOpt, tag: List[str] = TagOpt, note: Optional[str] = NoteOpt):
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
     Slurm's options are the config's (`sweep.partition`, `sweep.time_min`, ..., `sweep.slurm`; on the
     command line `--set sweep.account=acme`). Exit code 1 when a point failed (see tables/failures.csv)."""
+    from gbcli.store.labels import check_labels
+
+    labels = check_labels(name, tag, note)
     _load(config, set_)   # the base config (its axes unexpanded) is valid: answered before torch and the sweep load
     from gbcli.runs.sweep import dry_run as list_points, run_sweep
 
@@ -282,7 +297,7 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
     if executor not in (None, "local", "slurm"):
         raise GbError(f"--executor: {executor!r} is not one of local, slurm")
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, progress=not quiet,
-                                         echo=_echo, threads=threads)
+                                         echo=_echo, threads=threads, labels=labels)
     if len(errors):
         from gbcli.reports.tables import overview, rich_table
 
@@ -435,6 +450,12 @@ def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory, or
     import yaml
 
     _echo(f"{rec['path']}: {rec['kind']}, {rec['status']}" + (f" ({rec['note']})" if rec.get("note") else ""))
+    labels = rec.get("labels") or {}
+    for key in ("name", "note"):
+        if labels.get(key):
+            _echo(f"{key}: {labels[key]}")
+    if labels.get("tags"):
+        _echo("tags: " + ", ".join(f"{k}={v}" for k, v in labels["tags"].items()))
     _echo("stages: " + (", ".join(f"{k} {v}" for k, v in rec["stages"].items()) or "none"))
     if rec.get("results"):
         rows = [{"stage": k, **v} for k, v in rec["results"].items()]

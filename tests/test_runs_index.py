@@ -265,3 +265,31 @@ def test_commands_accept_the_names_gb_runs_prints(work):
     assert "programs verified" in ok(gb(["verify", "idx"], work)).stdout
     missing = gb(["runs", "show", "no-such-run"], work)
     assert missing.returncode == 2 and missing.stderr.strip() == "gb: error: RUN: no-such-run: not a directory"
+
+
+def test_names_tags_and_notes_are_stored_shown_and_exported(tmp_path):
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(BASE))
+    ok(gb(["train-gd", "cfg.yaml", "-q", "--name", "H=2 baseline", "--tag", "group=a", "--tag", "try=1",
+           "--note", "the first of three"], tmp_path))
+    ok(gb(["fit-svm", "cfg.yaml", "-q", "--tag", "try=2"], tmp_path))   # tags merge; the name stays
+    (row,) = json.loads(ok(gb(["runs", "--format", "json"], tmp_path)).stdout)
+    assert row["name"] == "H=2 baseline" and row["tags"] == "group=a,try=2"
+    assert "idx (H=2 baseline)" in ok(gb(["runs"], tmp_path)).stdout
+    shown = json.loads(ok(gb(["runs", "show", "idx", "--format", "json"], tmp_path)).stdout)
+    assert shown["labels"] == {"name": "H=2 baseline", "tags": {"group": "a", "try": "2"}, "note": "the first of three"}
+    for bad, flag in ((["--tag", "novalue"], "--tag"), (["--name", "a\x1b[2Jb"], "--name"), (["--note", ""], "--note")):
+        p = gb(["train-gd", "cfg.yaml", "-q", "--out", "runs/other", *bad], tmp_path)
+        assert p.returncode == 2 and p.stderr.startswith(f"gb: error: {flag}:") and len(p.stderr.splitlines()) == 1
+        assert not (tmp_path / "runs" / "other").exists()
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    ok(gb(["runs", "export", "mlflow"], tmp_path))
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("gb").experiment_id])
+    assert run.info.run_name == "H=2 baseline" and run.data.tags["gb.tag.group"] == "a"
+    assert run.data.tags["mlflow.note.content"] == "the first of three"
+    # a labels.json that is not gb's: no labels, no refusal
+    (tmp_path / "runs" / "idx" / "labels.json").write_text('{"name": ["x"], "tags": {"a": {"b": 1}}}')
+    (row,) = json.loads(ok(gb(["runs", "--format", "json"], tmp_path)).stdout)
+    assert "name" not in row and "tags" not in row and row["status"] == "solved"

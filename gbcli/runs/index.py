@@ -21,6 +21,7 @@ from typing import Any
 
 from gbcli.errors import GbError
 from gbcli.store import layout
+from gbcli.store.labels import read_labels
 from gbcli.store.layout import RunDir, SweepDir
 from gbcli.store.records import gd_status, number, program_status
 from gbcli.store.safe import flatten, is_file, mtime, present, read_record, read_yaml_record, subdirs
@@ -42,6 +43,7 @@ class RunInfo:
     numbers: dict[str, float]       # headline numbers: "<predictor>.val_error", "<objective>.objective", ...
     time: str                       # when the newest record was written (UTC, from its provenance or mtime)
     note: str = ""
+    labels: dict = dataclasses.field(default_factory=dict)   # the user's name, tags and note (store.labels)
 
     def brief(self, root: Path | None = None) -> dict:
         """The row of a terminal listing: the key values in one column, the headline errors in two."""
@@ -54,7 +56,8 @@ class RunInfo:
         incons = {k.split(".")[0]: v for k, v in self.numbers.items() if k.endswith(".inconsistency")}
         expected = [v for k, v in self.numbers.items() if k.endswith(".expected_if_uncorrelated")]
         full = self.row(root)
-        return {"run": full["run"], "kind": self.kind, "status": self.status, "time": self.time[:16].replace("T", " "),
+        named = f"{full['run']} ({self.labels['name']})" if self.labels.get("name") else full["run"]
+        return {"run": named, "kind": self.kind, "status": self.status, "time": self.time[:16].replace("T", " "),
                 "stages": full["stages"], "config": config or self.note,
                 "gd val err": f"{gd[0]:.4f}" if gd else "",
                 "best svm val err": f"{best[1]:.4f} ({best[0]})" if best else "",
@@ -65,6 +68,9 @@ class RunInfo:
         name = str(self.path.relative_to(root)) if root is not None and self.path.is_relative_to(root) else str(self.path)
         out = {"run": name, "kind": self.kind, "status": self.status, "time": self.time,
                "stages": " ".join(f"{k}:{v}" for k, v in self.stages.items())}
+        if self.labels:
+            out["name"] = self.labels.get("name", "")
+            out["tags"] = ",".join(f"{k}={v}" for k, v in self.labels.get("tags", {}).items())
         for k in KEY_COLUMNS:
             if k in self.config:
                 out[k] = self.config[k]
@@ -183,7 +189,7 @@ def read_run(path: str | Path) -> RunInfo:
         status = "complete" if is_file(run.errors) else \
             "solved" if any(name != "gd" for name in stages) else "trained"
     _inconsistency(path, numbers)
-    return RunInfo(path, "run", status, stages, config, numbers, _time_of(records))
+    return RunInfo(path, "run", status, stages, config, numbers, _time_of(records), labels=read_labels(path))
 
 
 def read_sweep(path: str | Path) -> RunInfo:
@@ -222,7 +228,8 @@ def read_sweep(path: str | Path) -> RunInfo:
         pass
     _inconsistency(path, numbers)
     records = [(sweep.record, meta)]
-    return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points")
+    return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points",
+                   labels=read_labels(path))
 
 
 def read_any(path: str | Path) -> RunInfo:
@@ -302,6 +309,8 @@ def show(path: str | Path) -> dict:
                            "time": info.time, "numbers": info.numbers}
     if info.note:
         out["note"] = info.note
+    if info.labels:
+        out["labels"] = info.labels
     run = RunDir(path)
     marker = read_record(run.marker)
     if info.kind == "run":

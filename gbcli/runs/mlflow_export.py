@@ -163,6 +163,12 @@ def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | No
             tags[f"gb.provenance.{k}"] = str(v)[:5000]
     if parent is not None:
         tags["mlflow.parentRunId"] = parent
+    tags.update({f"gb.tag.{k}": v for k, v in info.labels.get("tags", {}).items()})
+    if info.labels.get("note"):
+        tags["mlflow.note.content"] = info.labels["note"]   # MLflow shows it as the run's description
+    if info.labels.get("name"):
+        tags["gb.name"] = info.labels["name"]
+        name = info.labels["name"] if parent is None else name
     start, end = _times(prov)
     run = client.create_run(experiment, run_name=name, tags=tags, start_time=start)
     rid = run.info.run_id

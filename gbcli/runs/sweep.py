@@ -41,6 +41,7 @@ from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
 from gbcli.store.identity import PROBLEM_SECTIONS, point_id, readable_names, section_hash
+from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
@@ -284,10 +285,11 @@ def sweep_lock(out: Path):
 
 def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = (),
               executor: str | None = None, jobs: int | None = None,
-              progress: bool = True, echo=log.info, threads: int | None = None,
+              progress: bool = True, echo=log.info, threads: int | None = None, labels: dict | None = None,
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures). Its
-    messages go to `echo` (default: the `gbcli` logger) and to OUT/log.txt."""
+    messages go to `echo` (default: the `gbcli` logger) and to OUT/log.txt. `labels`: the sweep's
+    name, tags and note (`gbcli.store.labels`)."""
     clock = Clock()
     base, points = expand(path, overrides)
     executor = executor or base.sweep.executor
@@ -302,6 +304,7 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
     runner = make_executor(base.sweep, executor, jobs, threads, out, echo)
     runner.check()   # Slurm: the client commands and a controller that answers, before anything is written
     with sweep_lock(out), open_append(SweepDir(out).log) as log_file:
+        write_labels(out, labels or {})
         shown = echo
 
         def say(msg: str) -> None:   # the terminal (or the caller's logger) and the sweep's log.txt

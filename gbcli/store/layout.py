@@ -32,6 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 
 MARKER = "gb-run.json"
+LABELS = "labels.json"   # the user's --name, --tag and --note
 LOCK = ".gb.lock"
 SWEEP_LOCK = ".sweep.lock"
 LOG = "log.txt"
@@ -77,6 +78,7 @@ class _Folder:
         return hash((type(self).__name__, self.root))
 
     marker = property(lambda self: self.root / MARKER)
+    labels = property(lambda self: self.root / LABELS)
     log = property(lambda self: self.root / LOG)
     tables = property(lambda self: self.root / TABLES)
     figures = property(lambda self: self.root / FIGURES)
