@@ -5,7 +5,6 @@ parsed, so `gb --help` and argument errors answer at once; nothing imports this 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import List, Literal, Optional
@@ -17,7 +16,7 @@ from rich.console import Console
 from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
-from gbcli.store.safe import present
+from gbcli.store.safe import is_dir, present
 
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -46,9 +45,11 @@ RunDirArg = typer.Argument(..., metavar="RUN_DIR", help="a run directory (or a s
 
 def _named(path: Path, root: Path = Path("runs")) -> Path:
     """A run as the user names it: a path, or the name `gb runs` prints (relative to runs/)."""
-    if os.path.lexists(path) or path.is_absolute() or not os.path.isdir(root / path):
+    if present(path) or path.is_absolute() or not is_dir(root / path):
         return path
     return root / path
+
+
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
                           help="the data directory holding mnist/ and fashion-mnist/ (default: $GB_DATA_DIR, "
                                "else ~/.cache/gb/data)")
