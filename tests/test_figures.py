@@ -190,3 +190,28 @@ def test_overview_splits_by_momentum_and_averages_every_point():
                                                      & (incons.momentum == 0.0)].inconsistency.mean())
     single = overview(errors[errors.momentum == 0.0], incons[incons.momentum == 0.0])
     assert "momentum" not in single.columns and len(single) == 3
+
+
+def test_curves_show_the_normalized_margin_and_the_parameter_norm(tmp_path):
+    """Issue 35: the curves of implicit-bias work are drawn (metrics.csv has them), the norm on a log
+    axis once it spans decades, and a run's title carries its inconsistency once compared."""
+    from gbcli.runs.figures import curves_figure
+    from gbcli.runs.index import headline
+
+    steps = np.arange(0, 1000, 10)
+    m = pd.DataFrame({"step": steps, "train_loss": 1 / (1 + steps), "train_error": 0.0, "val_error": 0.1,
+                      "normalized_margin": np.tanh(steps / 300) - 0.2, "weight_norm": 1 + steps ** 1.5})
+    fig = curves_figure({"run": m})
+    axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert "normalized margin (smallest over training points)" in axes and "parameter norm" in axes
+    assert axes["parameter norm"].get_yscale() == "log" and axes["normalized margin (smallest over training points)"].get_yscale() == "linear"
+    line = axes["normalized margin (smallest over training points)"].get_lines()[0]
+    assert np.allclose(line.get_ydata(), m["normalized_margin"])
+    small = curves_figure({"run": m.assign(weight_norm=4 + steps / 1000)})
+    assert {ax.get_title(): ax for ax in small.axes}["parameter norm"].get_yscale() == "linear"
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame({"predictor_a": ["svm-gln", "svm-l2"], "predictor_b": ["gd-gln", "gd-gln"],
+                  "inconsistency": [0.044, 0.073], "expected_if_uncorrelated": [0.115, 0.115]}).to_csv(
+        tmp_path / "tables" / "inconsistency.csv", index=False)
+    assert headline(tmp_path) == "inconsistency with GD: svm-gln 0.044, svm-l2 0.073 (2p(1-p) 0.115)"
+    assert headline(tmp_path / "nowhere") == ""

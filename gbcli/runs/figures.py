@@ -413,7 +413,11 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
 # ------------------------------------------------------------ training curves of every run (`gb plot`)
 
 BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "training error", "linear"),
-                ("val_error", "validation error", "linear"))
+                ("val_error", "validation error", "linear"),
+                # the quantities of implicit-bias work: the smallest training margin of the network
+                # scaled to unit parameter norm, and the norm itself (log once it spans decades)
+                ("normalized_margin", "normalized margin (smallest over training points)", "linear"),
+                ("weight_norm", "parameter norm", "auto"))
 MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
 
 
@@ -436,6 +440,10 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Fi
         ax.set_axis_off()
     many = len(runs) > MAX_LABELLED
     for ax, (col, label, scale) in zip(grid, panels):
+        if scale == "auto":   # log when the positive values span more than two decades
+            values = pd.concat([pd.to_numeric(m[col], errors="coerce") for m in runs.values() if col in m])
+            values = values[np.isfinite(values)]
+            scale = "log" if len(values) and values.min() > 0 and values.max() / values.min() > 100 else "linear"
         stacked = []
         for i, (name, m) in enumerate(runs.items()):
             if col not in m:
@@ -472,7 +480,10 @@ def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
     paths: list[Path] = []
     single = RunDir(out_dir).metrics
     if single.is_file():
-        fig = curves_figure({out_dir.name: _metrics(single)}, title=str(out_dir))
+        from gbcli.runs.index import headline
+
+        said = headline(out_dir)
+        fig = curves_figure({out_dir.name: _metrics(single)}, title=f"{out_dir}" + (f"\n{said}" if said else ""))
         if fig is not None:
             paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
         return paths

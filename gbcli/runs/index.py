@@ -100,7 +100,7 @@ def _time_of(records: list[tuple[Path, dict | None]]) -> str:
     return max(times) if times else ""
 
 
-def _inconsistency(path: Path, numbers: dict[str, float]) -> None:
+def inconsistency_into(path: Path, numbers: dict[str, float]) -> None:
     """The headline number of the question into `numbers`: each program's inconsistency with the
     GD network (`<program>.inconsistency`) and 2p(1-p) of its pair (`<program>.expected_if_uncorrelated`),
     from tables/inconsistency.csv (a sweep's: the mean over its points). Nothing when there is none."""
@@ -188,7 +188,7 @@ def read_run(path: str | Path) -> RunInfo:
     else:
         status = "complete" if is_file(run.errors) else \
             "solved" if any(name != "gd" for name in stages) else "trained"
-    _inconsistency(path, numbers)
+    inconsistency_into(path, numbers)
     return RunInfo(path, "run", status, stages, config, numbers, _time_of(records), labels=read_labels(path))
 
 
@@ -226,7 +226,7 @@ def read_sweep(path: str | Path) -> RunInfo:
                     numbers[f"{pred}.val_error"] = float(v)
     except Exception:   # noqa: BLE001 (no tables yet, or not gb's: the listing shows the counts)
         pass
-    _inconsistency(path, numbers)
+    inconsistency_into(path, numbers)
     records = [(sweep.record, meta)]
     return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points",
                    labels=read_labels(path))
@@ -367,3 +367,15 @@ def diff(a: str | Path, b: str | Path) -> list[dict]:
             rows.append({"what": "number", "key": k, "a": "(absent)" if va is None else f"{va:.6g}",
                          "b": "(absent)" if vb is None else f"{vb:.6g}"})
     return rows
+
+
+def headline(path: str | Path) -> str:
+    """The question's answer for a figure's title: each program's inconsistency with the GD network
+    and 2p(1-p) ("" before `gb compare`)."""
+    numbers: dict[str, float] = {}
+    inconsistency_into(Path(path), numbers)
+    pairs = [f"{k.split('.')[0]} {v:.3f}" for k, v in numbers.items() if k.endswith(".inconsistency")]
+    expected = [v for k, v in numbers.items() if k.endswith(".expected_if_uncorrelated")]
+    if not pairs:
+        return ""
+    return f"inconsistency with GD: {', '.join(pairs)}" + (f" (2p(1-p) {expected[0]:.3f})" if expected else "")
