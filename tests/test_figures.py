@@ -215,3 +215,15 @@ def test_curves_show_the_normalized_margin_and_the_parameter_norm(tmp_path):
         tmp_path / "tables" / "inconsistency.csv", index=False)
     assert headline(tmp_path) == "inconsistency with GD: svm-gln 0.044, svm-l2 0.073 (2p(1-p) 0.115)"
     assert headline(tmp_path / "nowhere") == ""
+
+
+def test_the_margin_ratio_panel_shows_the_whole_curve():
+    """Issue 35: the axis was fixed near [-0.45, 1.05]; a curve starting at -1.3 was mostly off it."""
+    from gbcli.runs.figures import training_figure
+
+    steps = np.arange(1, 500)
+    m = pd.DataFrame({"step": steps, "val_error": 0.1, "margin_ratio": -1.3 + 2.2 * (1 - np.exp(-steps / 100))})
+    fig = training_figure({"run": m})
+    (ax,) = [a for a in fig.axes if a.get_lines() and np.allclose(a.get_lines()[0].get_ydata(), m["margin_ratio"])]
+    lo, hi = ax.get_ylim()
+    assert lo < -1.3 and hi >= 1.0

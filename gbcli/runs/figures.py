@@ -330,7 +330,10 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
         ax.set_title(ylabel, fontsize=9)
         if col == "margin_ratio":
             ax.axhline(1.0, color="k", ls="--", lw=0.8)
-            ax.set_ylim(max(ax.get_ylim()[0], -0.5), 1.05)
+            values = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()] or [np.zeros(1)])
+            values = values[np.isfinite(values)]
+            lo, hi = (min(values.min(), 0.0), max(values.max(), 1.0)) if len(values) else (0.0, 1.0)
+            ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))   # the whole curve (it may start far below 0)
         ax.legend(fontsize=7)
     plain_ticks(fig)
     if title:
