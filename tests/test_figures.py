@@ -227,3 +227,21 @@ def test_the_margin_ratio_panel_shows_the_whole_curve():
     (ax,) = [a for a in fig.axes if a.get_lines() and np.allclose(a.get_lines()[0].get_ydata(), m["margin_ratio"])]
     lo, hi = ax.get_ylim()
     assert lo < -1.3 and hi >= 1.0
+
+
+def test_sweep_panels_say_which_dot_is_which_point():
+    """Issue 35: in panels (a) and (b) the marker says the program and the colour the grid key that
+    varies (fig2: hidden units), each with a legend entry."""
+    from pathlib import Path
+
+    from gbcli.reports.tables import read_tables
+
+    errors, incons = read_tables(Path(__file__).resolve().parents[1] / "results" / "paper" / "fig2")
+    figs = make_figures(errors, incons)
+    for stem in (NAMES["a"], NAMES["b"]):
+        (ax,) = figs[stem].axes
+        texts = {t.get_text() for legend in ax.findobj(lambda a: type(a).__name__ == "Legend") for t in legend.get_texts()}
+        assert {f"hidden_units={h}" for h in sorted(errors["hidden_units"].unique())} <= texts, texts
+        assert {"svm-gln", "svm-l2"} <= texts, texts
+        colours = {tuple(np.round(c, 3)) for coll in ax.collections for c in coll.get_facecolors()}
+        assert len(colours) >= errors["hidden_units"].nunique()

@@ -117,9 +117,31 @@ def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
     (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
 
 
+COLOUR_KEYS = ("hidden_units", "train_size", "contexts", "momentum")   # the first that varies colours the dots
+
+
 def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> None:
+    """One dot per (point, program): the marker says the program; when a grid key varies, the
+    colour says its value (a legend for both), so a reader can tell which dot is which point."""
+    key = next((k for k in COLOUR_KEYS if k in pairs and pairs[k].nunique() > 1), None)
+    if key is None:
+        for name, g in pairs.groupby("predictor_a"):
+            ax.scatter(g["gd_val_error"], g[y], color=style[name][0], marker=style[name][1], label=name,
+                       alpha=0.75, s=22)
+        return
+    from matplotlib import colormaps
+    from matplotlib.lines import Line2D
+
+    values = sorted(pairs[key].unique())
+    cmap = colormaps["viridis"]
+    colour = {v: cmap(i / max(len(values) - 1, 1) * 0.9) for i, v in enumerate(values)}
+    handles = []
     for name, g in pairs.groupby("predictor_a"):
-        ax.scatter(g["gd_val_error"], g[y], color=style[name][0], marker=style[name][1], label=name, alpha=0.75, s=22)
+        ax.scatter(g["gd_val_error"], g[y], c=[colour[v] for v in g[key]], marker=style[name][1], alpha=0.8, s=26)
+        handles.append(Line2D([], [], color="0.35", marker=style[name][1], ls="", label=name))
+    handles += [Line2D([], [], color=colour[v], marker="s", ls="", label=f"{key}={v:g}" if isinstance(v, float) else
+                       f"{key}={v}") for v in values]
+    ax.add_artist(ax.legend(handles=handles, fontsize=7, loc="upper left", ncol=1 + len(handles) // 10))
 
 
 def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
@@ -135,7 +157,7 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     ax.set_ylabel("SVM validation error")
     _readable_limits(ax, "x", pairs["gd_val_error"])
     _readable_limits(ax, "y", pairs["svm_val_error"])
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="lower right")   # the dots' own legend (`_scatter`) is upper left
 
 
 def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
@@ -151,7 +173,7 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     ax.set_xlabel("GD validation error p")
     ax.set_ylabel("inconsistency with GD")
     _readable_limits(ax, "x", pairs["gd_val_error"])
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")
 
 
 def best_configurations(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
