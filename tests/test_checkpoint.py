@@ -375,11 +375,15 @@ def test_sweep_stopped_during_batched_training_resumes(tmp_path, shared_data_dir
     assert proc.returncode == 130, err
     points = sorted((tmp_path / "cut" / "points").iterdir())
     assert len(points) == 2 and all((p / "gd" / "checkpoint.pt").is_file() for p in points)
+    said = {}
     for out in ("cut", "whole"):
         run = sweep(out)
-        _, err = run.communicate(timeout=900)
+        said[out], err = run.communicate(timeout=900)
+        said[out] += err
         assert run.returncode == 0, err
+    assert "resuming 2 points from their training checkpoints" in said["cut"] and "resuming" not in said["whole"]
     for p in points:
         summary = __import__("json").loads((p / "gd" / "summary.json").read_text())
         assert summary["resumed_from_step"] > 0 and not (p / "gd" / "checkpoint.pt").exists()
+        assert f"{p.name} at step {summary['resumed_from_step']:,}" in said["cut"], said["cut"]
         assert_same(tmp_path / "whole" / "points" / p.name, p)

@@ -51,6 +51,7 @@ from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.compare import compare_run
 from gbcli.runs.stages import Deferred, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
+from gbcli.training.loop import checkpoint_step
 
 MAX_POINTS = 10_000   # points a sweep may have: counted before the grid is expanded or validated
 
@@ -322,6 +323,12 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
         todo = [p for p in points if not is_done(dirs[point_id(p)])]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
+        steps = {pid: s for pid in (point_id(p) for p in todo)
+                 if (s := checkpoint_step(RunDir(dirs[pid]).checkpoint)) is not None}
+        if steps:   # a resumed sweep says so: these points continue their training, not start it
+            shown_steps = ", ".join(f"{pid} at step {s:,}" for pid, s in sorted(steps.items())[:8])
+            echo(f"resuming {len(steps)} point{'s' if len(steps) > 1 else ''} from their training checkpoints: "
+                 f"{shown_steps}{' ...' if len(steps) > 8 else ''}")
         if todo:
             cache = str(SweepDir(out).solves) if base.sweep.solve_cache else None
             size = min(base.sweep.batch, -(-len(todo) // jobs))   # groups enough to keep every job busy

@@ -214,6 +214,19 @@ def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
     return state, ""
 
 
+def checkpoint_step(path: Path) -> int | None:
+    """The step a training checkpoint was taken at (None when there is no usable one): what a
+    resumed sweep says it resumes from. Read as `read_checkpoint` reads (no link, tensors only)."""
+    if not present(path):
+        return None
+    try:
+        state = torch.load(io.BytesIO(read_untrusted(path)), weights_only=True, map_location="cpu")
+    except Exception:   # noqa: BLE001 (unreadable or foreign: the point starts over, as read_checkpoint says)
+        return None
+    step = state.get("step") if isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
 def _check(ok: bool, what: str) -> None:
     if not ok:
         raise ValueError(what)
