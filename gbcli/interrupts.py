@@ -192,3 +192,23 @@ def worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_term)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+# ------------------------------------------------------------ a checkpoint asked for by a signal
+
+_checkpoint_asked = threading.Event()
+
+
+def checkpoint_on(signum: int) -> None:
+    """From now on `signum` asks the training for a checkpoint at its next step, and nothing else
+    (a Slurm task: the SIGTERM of `scancel` or of a requeue arrives KillWait seconds before the
+    SIGKILL, and submitit ignores it; the periodic checkpoint may be minutes old)."""
+    signal.signal(signum, lambda *_: _checkpoint_asked.set())
+
+
+def checkpoint_asked() -> bool:
+    """True once after a signal of `checkpoint_on` arrived (the training then saves at once)."""
+    if _checkpoint_asked.is_set():
+        _checkpoint_asked.clear()
+        return True
+    return False

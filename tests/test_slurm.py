@@ -333,6 +333,47 @@ def test_an_interrupted_slurm_sweep_resumes_and_plots_with_submitits_files_in_pl
     assert (out / "figures" / "curves.png").is_file()
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_cancelled_slurm_sweep_checkpoints_its_running_training_first(tmp_path):
+    """Issue 35: Ctrl-C on a Slurm sweep cancels its array; Slurm's SIGTERM (KillWait before the
+    SIGKILL) makes each running training save its checkpoint at once, so the rerun resumes where it
+    stopped, not from a periodic checkpoint minutes old (here there is none: one an hour)."""
+    need_slurm()
+    name = f"cancel{uuid.uuid4().hex[:6]}"
+    # long enough that a task still trains KillWait (10 s) after the SIGTERM (it trains on: a finished
+    # point would be kept, which is fine, but then there is nothing to resume)
+    path = write(tmp_path, {"contexts.seed": [1, 2]}, name=name, training={"epochs": 20000, "checkpoint_seconds": 3600},
+                 sweep={"batch": 1})
+    proc = start_sweep(tmp_path, path)
+    try:
+        task, point = sweep_task0(tmp_path, name, proc)
+
+        def training() -> bool:
+            log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
+            return "train-gd gd-gln: 150 training points" in log and "train-gd gd-gln: ok" not in log
+        wait_for(training, 300, "task 0 to train", proc)
+        time.sleep(2)   # some steps in
+        assert not (point / "gd" / "checkpoint.pt").exists()   # no periodic one yet
+        proc.send_signal(2)   # SIGINT, as Ctrl-C
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        stop_sweep(proc, name)
+    assert proc.returncode == 130, stdout + stderr
+    wait_for(lambda: (point / "gd" / "checkpoint.pt").is_file(), 60, "the checkpoint written on Slurm's SIGTERM")
+    wait_for(lambda: not subprocess.run(["squeue", "-h", "-n", f"gb-{name}"], capture_output=True, text=True).stdout.strip(),
+             120, "the cancelled tasks to leave the queue")
+    again = start_sweep(tmp_path, path)
+    try:
+        stdout, stderr = again.communicate(timeout=900)
+    finally:
+        stop_sweep(again, name)
+    assert again.returncode == 0, stdout + stderr
+    assert f"{point.name} at step" in stdout + stderr and "2 of 2 points done, 0 failed" in stdout, stdout + stderr
+    summary = json.loads((point / "gd" / "summary.json").read_text())
+    assert summary["resumed_from_step"] > 0, summary
+
+
 def test_a_sweep_directory_whose_name_would_inject_a_job_script_line_is_refused(tmp_path):
     """The sweep directory is written into the job script's #SBATCH --output/--error lines: a name
     holding a newline would end the comment and run the rest as a line of the script. Refused in

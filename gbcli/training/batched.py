@@ -128,7 +128,7 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
                 perm = torch.randperm(xt.shape[0], generator=gen).to(device)
                 changing = False
             for i in range(sched.per_epoch):
-                if time.monotonic() >= next_save:
+                if interrupts.checkpoint_asked() or time.monotonic() >= next_save:   # a Slurm SIGTERM asks at once
                     save()
                     next_save = time.monotonic() + every
                 if step in sched.log_at and not log_all(step, epoch + i / sched.per_epoch, lr):

@@ -372,7 +372,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                     perm = torch.randperm(n, generator=gen).to(device)
                     changing = False
                 for i in range(first_i if epoch == first_epoch else 0, per_epoch):
-                    if checkpoint is not None and time.monotonic() >= next_save:
+                    if checkpoint is not None and (interrupts.checkpoint_asked() or time.monotonic() >= next_save):
                         save()
                         next_save = time.monotonic() + checkpoint.seconds
                     if step in log_at:

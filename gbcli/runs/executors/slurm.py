@@ -17,6 +17,7 @@ from typing import Callable
 
 import submitit
 
+from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.runs.executors.base import Executor, died
 from gbcli.store import layout
@@ -145,6 +146,11 @@ class SlurmTask(submitit.helpers.Checkpointable):
         self.fn = fn
 
     def __call__(self, *args):
+        import signal
+
+        # `scancel` (a cancelled sweep) and `scontrol requeue` send SIGTERM, then SIGKILL after
+        # KillWait: the running training saves its checkpoint at once, and a rerun resumes there
+        interrupts.checkpoint_on(signal.SIGTERM)
         return self.fn(*args)
 
     def checkpoint(self, *args, **kwargs) -> submitit.helpers.DelayedSubmission:
