@@ -149,7 +149,7 @@ def test_a_dir_that_a_sqlite_uri_cannot_carry_is_refused(solved, tmp_path):
     assert sorted(p.name for p in odd.iterdir()) == ["q"]
 
 
-@pytest.mark.parametrize("uri", ["foo://bar", "http://127.0.0.1:9/"])
+@pytest.mark.parametrize("uri", ["foo://bar", "http://127.0.0.1:9/", "./a-file-store"])
 def test_a_tracking_uri_that_does_not_work_is_one_line(solved, tmp_path, uri):
     shutil.copytree(solved / "runs" / "q", tmp_path / "runs" / "q")
     p = gb("runs", "export", "mlflow", "--tracking-uri", uri, cwd=tmp_path, timeout=120)   # MLflow alone retries for minutes

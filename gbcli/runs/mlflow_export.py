@@ -74,7 +74,8 @@ def default_uri(root: Path) -> str:
 
 def check_uri(uri: str) -> None:
     scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
-    if scheme not in URI_SCHEMES or any(not c.isprintable() for c in uri):
+    plain_path = scheme == "" and uri.strip() != ""   # a folder: MLflow's file store
+    if (scheme not in URI_SCHEMES and not plain_path) or any(not c.isprintable() for c in uri):
         raise GbError(f"--tracking-uri: {quoted(uri, 120)} is not a tracking URI gb exports to "
                       f"({', '.join(URI_SCHEMES)})")
 
@@ -240,9 +241,8 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     if tracking_uri is not None:
         check_uri(tracking_uri)
     uri = tracking_uri or default_uri(root)
-    client = _client(uri)
     try:
-        return _export(client, root, uri, experiment, echo)
+        return _export(_client(uri), root, uri, experiment, echo)
     except GbError:
         raise
     except Exception as exc:   # MLflow's own refusals, a server that does not answer, a full disk
