@@ -676,6 +676,442 @@ RECEIVED = [
 ]
 
 
+# ------------------------------------------------------------------ issue 34: every name, path and number is hostile
+# Every command, flag and export target that takes a name or a path; every file gb reads from a
+# run; every number a record can hold. Bad input: one line `gb: error: ...` naming the key or file
+# and why, exit code 2, nothing written. Read-only commands (`gb runs`, `gb runs show`, `gb verify`)
+# on a damaged record: no traceback, and the damaged thing is never reported as fine
+# (test_i34_read_only). Cases gb gets wrong today are xfail(strict) with the bug in `reason`.
+
+LONG_NAME = "a" * 10_000   # a path longer than PATH_MAX (4096) and NAME_MAX (255)
+ESC = "\x1b[31mred"         # an ANSI escape: the error line shows it escaped (\x1b), never raw
+MARKUP = "m[/b]"            # rich markup: shown as text, never a MarkupError
+NOT_A_DIR = ("not a directory", "not a folder", "no such", "not found", "no run", "does not exist", "exists and is not")
+FINE = ("complete", "solved", "ok", "optimal")   # what `gb runs` says of a run whose records are sound
+HUGE = 10 ** 35            # an integer no size, count or seed of gb can be (int64 overflows at ~9.2e18)
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000   # JSON nested 100,000 deep (json.loads recurses)
+
+
+def _bug(reason: str):
+    """A case gb gets wrong today: expected to fail on one of its own assertions (a base run that
+    could not be made, or any other error, still fails the case)."""
+    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"BUG: {reason}")
+
+
+def _deep_tree(rel: str, depth: int = 100) -> Callable[[Path], None]:
+    """`depth` nested folders `d/d/...` below work/`rel`, made without recursion and without chdir
+    (the cases are prepared on threads: the process's cwd is shared). 100 levels: deeper than gb's
+    64, shallow enough for pytest's recursive cleanup."""
+    def setup(work: Path) -> None:
+        fd = os.open(work / rel, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(depth):
+                os.mkdir("d", dir_fd=fd)
+                nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        finally:
+            os.close(fd)
+    return setup
+
+
+def _edit_table(rel: str, column: str, value: str) -> Callable[[Path], None]:
+    """Set `column` of every row of the CSV table work/`rel` to the text `value`."""
+    def setup(work: Path) -> None:
+        import csv
+
+        path = work / rel
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        assert rows and column in rows[0], f"{rel} has no column {column}"
+        for r in rows:
+            r[column] = value
+        with open(path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return setup
+
+
+def _npz_set(**arrays) -> Callable[[bytes], bytes]:
+    """The same npz with some arrays replaced (or added)."""
+    def f(data: bytes) -> bytes:
+        out = _npz_arrays(data)
+        out.update(arrays)
+        return npz_bytes(**out)
+    return f
+
+
+def _npz_scaled(name: str, factor: float) -> Callable[[bytes], bytes]:
+    def f(data: bytes) -> bytes:
+        out = _npz_arrays(data)
+        with np.errstate(all="ignore"):
+            out[name] = out[name] * factor
+        return npz_bytes(**out)
+    return f
+
+
+def _compact_claims(**claims) -> Callable[[bytes], bytes]:
+    """A compact solution whose `meta` JSON claims these values."""
+    def f(data: bytes) -> bytes:
+        out = _npz_arrays(data)
+        meta = json.loads(str(out["meta"]))
+        meta["claims"].update(claims)
+        out["meta"] = np.array(json.dumps(meta))
+        return npz_bytes(**out)
+    return f
+
+
+def _compact_meta(text: str) -> Callable[[bytes], bytes]:
+    def f(data: bytes) -> bytes:
+        out = _npz_arrays(data)
+        out["meta"] = np.array(text)
+        return npz_bytes(**out)
+    return f
+
+
+LOOP = (("loop1", "loop2"), ("loop2", "loop1"))   # a symlink loop in the working directory
+DANGLING = (("dangling", "no-such-target"),)
+EXPORT_WRITES = ("run/mlflow.db", "run/mlflow-artifacts", "mlflow.db", "mlflow-artifacts", "mlruns")
+C_GLN = "run/svm/svm-gln/compact.npz"
+R_GLN = "run/svm/svm-gln/result.json"
+SUMMARY = "run/gd/summary.json"
+
+
+def _i34_export(*args: str, **kw) -> Case:
+    """`gb runs export mlflow --dir run ...` on a copy of the finished GLN run: refused, nothing written."""
+    return _received("runs", "export", "mlflow", "--dir", "run", *args, run="gln",
+                     unwritten=kw.pop("unwritten", EXPORT_WRITES), **kw)
+
+
+def _i34_verify(*args: str, **kw) -> Case:
+    return _received("verify", "run", *args, run="gln", **kw)
+
+
+I34_CASES = [
+    # ---- names and paths of the read-only commands: newline, ANSI escape, rich markup, file, FIFO, links
+    pytest.param(Case(("runs", "show", "no\nsuch"), config=None, expect=("RUN", "no such", NOT_A_DIR)),
+                 id="i34-runs-show-newline"),
+    pytest.param(Case(("runs", "show", ESC), config=None, expect=("\\x1b[31mred", NOT_A_DIR)), id="i34-runs-show-ansi"),
+    pytest.param(Case(("runs", "show", MARKUP), config=None, expect=(MARKUP, NOT_A_DIR)), id="i34-runs-show-markup"),
+    pytest.param(Case(("runs", "show", "afile"), config=None, files=(("afile", VICTIM),), expect=("afile", NOT_A_DIR)),
+                 id="i34-runs-show-a-file"),
+    pytest.param(Case(("runs", "show", "fifo"), config=None, setup=_fifo("fifo"), timeout=300,
+                      expect=("fifo", NOT_A_DIR)), id="i34-runs-show-fifo"),
+    pytest.param(Case(("runs", "show", "loop1"), config=None, links=LOOP, expect=("loop1",)), id="i34-runs-show-symlink-loop"),
+    pytest.param(Case(("runs", "show", ""), config=None, run="gln", corrupt=NO_LOCK, expect=("RUN",)),
+                 id="i34-runs-show-empty",
+                 marks=_bug("`gb runs show ''` shows the working directory (an empty path read as '.'), exit 0")),
+    pytest.param(_received("runs", "diff", "run", "dangling", run="gln", links=DANGLING, expect=("dangling", NOT_A_DIR)),
+                 id="i34-runs-diff-dangling-link"),
+    pytest.param(_received("runs", "diff", "run", "", run="gln", expect=("B",)), id="i34-runs-diff-empty",
+                 marks=_bug("`gb runs diff run ''` diffs against the working directory, exit 0")),
+    pytest.param(Case(("runs", "--dir", "afile"), config=None, files=(("afile", VICTIM),),
+                      expect=(("--dir", "afile"), NOT_A_DIR)), id="i34-runs-dir-a-file",
+                 marks=_bug("`gb runs --dir afile` (a regular file) prints 'no runs under afile', exit 0")),
+    pytest.param(Case(("runs", "--dir", "fifo"), config=None, setup=_fifo("fifo"), timeout=300,
+                      expect=(("--dir", "fifo"), NOT_A_DIR)), id="i34-runs-dir-fifo",
+                 marks=_bug("`gb runs --dir fifo` (a FIFO) prints 'no runs under fifo', exit 0")),
+    pytest.param(Case(("compare", "no\nsuch"), config=None, expect=("no such", NOT_A_DIR)), id="i34-compare-newline"),
+    pytest.param(Case(("compare", MARKUP), config=None, expect=(MARKUP, NOT_A_DIR)), id="i34-compare-markup"),
+    pytest.param(Case(("plot", ESC), config=None, expect=("\\x1b[31mred",)), id="i34-plot-ansi"),
+    pytest.param(Case(("plot", "loop1"), config=None, links=LOOP, expect=("loop1",)), id="i34-plot-symlink-loop"),
+    pytest.param(Case(("verify", MARKUP), config=None, expect=("DIR", MARKUP, NOT_A_DIR)), id="i34-verify-markup"),
+    pytest.param(Case(("verify", "fifo"), config=None, setup=_fifo("fifo"), timeout=300, expect=("DIR", "fifo")),
+                 id="i34-verify-fifo"),
+    pytest.param(Case(("verify", "dangling"), config=None, links=DANGLING, expect=("DIR", "dangling")),
+                 id="i34-verify-dangling-link"),
+    pytest.param(_received("verify", "", run="gln", expect=("DIR",)), id="i34-verify-empty",
+                 marks=_bug("`gb verify ''` verifies the working directory (an empty path read as '.'), exit 0")),
+    # ---- names longer than the system takes: bad input (exit 2, one short line), not an I/O failure (exit 1)
+    pytest.param(gd("--out", LONG_NAME, expect=("--out", "too long"), max_line=1000), id="i34-train-gd-out-10k"),
+    pytest.param(Case(("sweep", "cfg.yaml", "-q", "--dry-run", "--out", LONG_NAME),
+                      config={"grid": {"model.hidden_units": [2, 3]}}, expect=("--out", "too long"), max_line=1000),
+                 id="i34-sweep-dry-run-out-10k"),
+    pytest.param(Case(("config", "show", LONG_NAME), config=None, expect=("too long",), max_line=1000),
+                 id="i34-config-show-10k"),
+    pytest.param(Case(("compare", LONG_NAME), config=None, expect=("too long",), max_line=1000), id="i34-compare-10k",
+                 marks=_bug("`gb compare <10,000 chars>`: 'File name too long' with exit 1 (an OSError), not 2")),
+    pytest.param(Case(("plot", LONG_NAME), config=None, expect=("too long",), max_line=1000), id="i34-plot-10k",
+                 marks=_bug("`gb plot <10,000 chars>`: 'File name too long' with exit 1, not 2")),
+    pytest.param(Case(("verify", LONG_NAME), config=None, expect=("too long",), max_line=1000), id="i34-verify-10k",
+                 marks=_bug("`gb verify <10,000 chars>`: 'File name too long' with exit 1, not 2")),
+    pytest.param(Case(("runs", "show", LONG_NAME), config=None, expect=("too long",), max_line=1000),
+                 id="i34-runs-show-10k", marks=_bug("`gb runs show <10,000 chars>`: 'File name too long' with exit 1, not 2")),
+    pytest.param(Case(("runs", "--dir", LONG_NAME), config=None, expect=("--dir", "too long"), max_line=1000),
+                 id="i34-runs-dir-10k", marks=_bug("`gb runs --dir <10,000 chars>`: 'File name too long' with exit 1, "
+                                                   "not 2, and the line does not name --dir")),
+    pytest.param(Case(("runs", "export", "mlflow", "--dir", LONG_NAME), config=None, expect=("--dir", "too long"),
+                      max_line=1000), id="i34-export-dir-10k",
+                 marks=_bug("`gb runs export mlflow --dir <10,000 chars>`: 'File name too long' with exit 1, not 2")),
+    # ---- gb verify: --tol and --export
+    *[pytest.param(_i34_verify("--tol", tol, expect=("--tol",)), id=f"i34-verify-tol-{name}")
+      for name, tol in (("0", "0"), ("minus-1", "-1"), ("nan", "nan"), ("inf", "inf"), ("1e400", "1e400"), ("abc", "abc"))],
+    pytest.param(_i34_verify("--export", "afile", files=(("afile", VICTIM),), expect=("--export", "afile")),
+                 id="i34-verify-export-a-file"),
+    pytest.param(_i34_verify("--export", "dangling", links=DANGLING, expect=("--export", "dangling")),
+                 id="i34-verify-export-dangling-link"),
+    pytest.param(_i34_verify("--export", "dest", links=(("dest/solutions", "@/folder"),), outside_files=OUTSIDE,
+                             expect=("dest/solutions", "symlink")), id="i34-verify-export-solutions-a-symlink"),
+    pytest.param(_i34_verify("--export", "dest", files=(("dest/solutions", VICTIM),),
+                             expect=("dest/solutions", ("not a folder", "not a directory", "Not a directory"))),
+                 id="i34-verify-export-solutions-a-file",
+                 marks=_bug("`gb verify run --export dest` with dest/solutions a regular file: verifies, then fails "
+                            "writing with exit 1 ('Not a directory'), not refused (exit 2) first")),
+    pytest.param(_i34_verify("--export", "/proc/gb-i34", expect=("--export", "/proc/gb-i34")),
+                 id="i34-verify-export-proc",
+                 marks=_bug("`gb verify run --export /proc/gb-i34`: verifies, then exit 1 'No such file or directory'; "
+                            "not refused (exit 2) as --out /proc is")),
+    pytest.param(_i34_verify("--export", "", expect=("--export",), unwritten=("solutions",)), id="i34-verify-export-empty",
+                 marks=_bug("`gb verify run --export ''` writes ./solutions into the working directory, exit 0")),
+    # ---- gb runs export mlflow: experiment names, --dir, tracking URIs
+    pytest.param(_i34_export("--experiment", "../x", expect=("--experiment", "../x")), id="i34-export-experiment-dotdot"),
+    pytest.param(_i34_export("--experiment", "/abs", expect=("--experiment", "/abs")), id="i34-export-experiment-absolute"),
+    pytest.param(_i34_export("--experiment", "", expect=("--experiment",)), id="i34-export-experiment-empty"),
+    pytest.param(_i34_export("--experiment", "a\nb", expect=("--experiment",)), id="i34-export-experiment-newline"),
+    pytest.param(Case(("runs", "export", "mlflow", "--dir", "q?x"), config=None, dirs=("q?x",),
+                      expect=("--dir", "?"), unwritten=("q?x/mlflow.db", "mlflow.db")), id="i34-export-dir-question-mark"),
+    pytest.param(Case(("runs", "export", "mlflow", "--dir", "h#x"), config=None, dirs=("h#x",),
+                      expect=("--dir", "#"), unwritten=("h#x/mlflow.db", "mlflow.db")), id="i34-export-dir-hash"),
+    pytest.param(_i34_export("--tracking-uri", "foo://x", expect=("--tracking-uri", "foo://x")), id="i34-export-uri-foo"),
+    pytest.param(_i34_export("--tracking-uri", "http://127.0.0.1:9/", expect=("127.0.0.1:9",), timeout=120),
+                 id="i34-export-uri-closed-port"),
+    pytest.param(_i34_export("--tracking-uri", "file:mlruns", expect=("file:mlruns",)), id="i34-export-uri-file"),
+    pytest.param(_i34_export("--tracking-uri", "sqlite:////proc/gb-i34.db", expect=("/proc/gb-i34.db",), timeout=60),
+                 id="i34-export-uri-sqlite-proc",
+                 marks=_bug("`--tracking-uri sqlite:////proc/gb-i34.db` (a database that cannot be opened): not "
+                            "refused within 60 s; MLflow retries opening it for ~100 s, printing 'Operation will be "
+                            "retried' lines on stderr, before the one-line error")),
+    pytest.param(_received("runs", "export", "mlflow", "--dir", "", run="gln", expect=("--dir",),
+                           unwritten=EXPORT_WRITES), id="i34-export-dir-empty",
+                 marks=_bug("`gb runs export mlflow --dir ''` exports the working directory and writes ./mlflow.db, "
+                            "exit 0")),
+    # ---- config and data names
+    pytest.param(Case(("config", "keys", "training\nlr"), config=None, expect=("SECTION",)), id="i34-config-keys-newline"),
+    pytest.param(Case(("config", "keys", ESC), config=None, expect=("SECTION", "\\x1b[31m")), id="i34-config-keys-ansi"),
+    pytest.param(Case(("config", "show", "fifo"), config=None, setup=_fifo("fifo"), timeout=300,
+                      expect=("fifo", "not a regular file")), id="i34-config-show-fifo"),
+    pytest.param(Case(("config", "show", "loop1"), config=None, links=LOOP, expect=("loop1",)),
+                 id="i34-config-show-symlink-loop"),
+    pytest.param(Case(("data", "verify", "mnist\n"), config=None, expect=("NAME",)), id="i34-data-verify-newline"),
+    pytest.param(Case(("data", "fetch", "../mnist"), config=None, expect=("NAME", "'../mnist'")), id="i34-data-fetch-dotdot"),
+    pytest.param(Case(("data", "verify", "mnist", "--data-dir", "afile"), config=None, files=(("afile", VICTIM),),
+                      expect=(("--data-dir", "afile"), ("not a folder", "not a directory"))),
+                 id="i34-data-verify-data-dir-a-file",
+                 marks=_bug("`gb data verify mnist --data-dir afile` (a regular file): 'mnist: 4 file(s) missing or "
+                            "corrupt', naming neither --data-dir nor afile")),
+    # ---- numbers the config can hold: refused before any work, never a traceback
+    pytest.param(gd("--set", f"training.epochs={HUGE}", expect=("training.epochs",)), id="i34-epochs-1e35",
+                 marks=_bug("`gb train-gd cfg.yaml --set training.epochs=10**35`: traceback (numpy linspace cast "
+                            "error in training/loop.py) after the run directory is made")),
+    pytest.param(gd("--set", "training.lr=1e308", expect=("training.lr",)), id="i34-lr-1e308",
+                 marks=_bug("`gb train-gd cfg.yaml --set training.lr=1e308` (finite, beyond float32): traceback "
+                            "'value cannot be converted to type float without overflow', run directory left behind")),
+    pytest.param(gd("--set", f"model.hidden_units={2 ** 63 - 1}", expect=("model.hidden_units",)),
+                 id="i34-hidden-units-2-63",
+                 marks=_bug("`gb train-gd cfg.yaml --set model.hidden_units=9223372036854775807`: traceback 'Storage "
+                            "size calculation overflowed' (the memory estimate does not catch it)")),
+    pytest.param(gd("--set", f"contexts.count={HUGE}", expect=("contexts.count",)), id="i34-contexts-count-1e35"),
+    pytest.param(gd("--set", f"training.lr_milestones=[{HUGE}]", expect=("training.lr_milestones",)),
+                 id="i34-lr-milestones-1e35"),
+    pytest.param(gd("--set", f"dataset.train_size={HUGE}", expect=("dataset.train_size",)), id="i34-train-size-1e35",
+                 marks=_bug("`--set dataset.train_size=10**35` on digits is refused naming dataset.dim (a key the user "
+                            "did not set), not dataset.train_size")),
+    pytest.param(gd("--threads", "0", expect=("--threads",)), id="i34-train-gd-threads-0"),
+    pytest.param(svm("--threads", "100000", config=GLN_CFG, expect=("--threads",)), id="i34-fit-svm-threads-100000"),
+    pytest.param(svm("--objective", "../x", config=GLN_CFG, expect=("objective", "'../x'")), id="i34-fit-svm-objective-dotdot"),
+    pytest.param(svm("--solver", MARKUP, config=GLN_CFG, expect=("--solver", MARKUP)), id="i34-fit-svm-solver-markup"),
+    pytest.param(gd("--out", "fifo", setup=_fifo("fifo"), timeout=300, expect=("--out", "fifo")), id="i34-train-gd-out-fifo"),
+    pytest.param(gd("--out", "loop1", links=LOOP, expect=("--out", "loop1")), id="i34-train-gd-out-symlink-loop"),
+    pytest.param(sweep(config={"grid": {"model.hidden_units": [10 ** 9]}}, expect=("model.hidden_units", MEMORY)),
+                 id="i34-sweep-grid-hidden-units-1e9",
+                 marks=_bug("`gb sweep` with grid model.hidden_units: [1000000000] (refused by train-gd) starts the "
+                            "point, which fails allocating 520 GB; the sweep writes runs/ and exits 1")),
+    # ---- damaged records a writing command reads: refused with one line naming the file
+    pytest.param(compare_run((SUMMARY, set_json(val_error=NAN)), expect=(SUMMARY, "val_error")),
+                 id="i34-compare-summary-val-error-nan",
+                 marks=_bug("`gb compare` accepts gd/summary.json with val_error NaN (1e308 and -3 are refused: the "
+                            "range check is false for NaN), exit 0")),
+    pytest.param(compare_run((R_GLN, set_json(objective=NAN)), expect=(R_GLN, "objective")),
+                 id="i34-compare-result-objective-nan",
+                 marks=_bug("`gb compare` accepts a certified optimal result.json with objective NaN, exit 0")),
+    pytest.param(compare_run((R_GLN, set_json(objective=-1e308)), expect=(R_GLN, "objective")),
+                 id="i34-compare-result-objective-minus-1e308",
+                 marks=_bug("`gb compare` accepts result.json objective -1e308 (a norm below 0), exit 0")),
+    pytest.param(compare_run((R_GLN, set_json(objective=10 ** 400)), expect=(R_GLN, "objective")),
+                 id="i34-compare-result-objective-1e400-int",
+                 marks=_bug("`gb compare` accepts result.json objective 10**400 (an integer no float holds), exit 0")),
+    pytest.param(compare_run((SUMMARY, DEEP_JSON), expect=(SUMMARY,)), id="i34-compare-summary-deep-json"),
+    pytest.param(compare_run((R_GLN, DEEP_JSON), expect=(R_GLN,)), id="i34-compare-result-deep-json"),
+    pytest.param(compare_run(("run/gb-run.json", DEEP_JSON), expect=("gb-run.json",)), id="i34-compare-marker-deep-json"),
+    pytest.param(_received("compare", "run", run="gln", setup=_fifo("run/gd/metrics.csv"), timeout=300,
+                           expect=("run/gd/metrics.csv",), unwritten=("run/tables",)), id="i34-compare-metrics-fifo"),
+    pytest.param(_received("compare", "run", run="gln", setup=_fifo(C_GLN), timeout=300, expect=(C_GLN,),
+                           unwritten=("run/tables",)), id="i34-compare-compact-fifo"),
+    # ---- a folder tree more than 64 deep inside a run: refused with one line, before any work
+    pytest.param(_received("compare", "run", run="gln", setup=_deep_tree("run/svm/svm-gln"), unwritten=("run/tables",),
+                           expect=("run/svm/svm-gln/d/", "more than 64 deep")), id="i34-deep-tree-compare"),
+    pytest.param(_received("plot", "run", run="gln", reports=True, setup=_deep_tree("run"), unwritten=("run/figures",),
+                           expect=("run/d/", "more than 64 deep")), id="i34-deep-tree-plot"),
+    pytest.param(_received("fit-svm", "cfg.yaml", "-q", "--out", "run", "--objective", "svm-l2", config=GLN_CFG, run="gln",
+                           setup=_deep_tree("run/gd"), unwritten=("run/svm/svm-l2",),
+                           expect=("run/gd/d/", "more than 64 deep")), id="i34-deep-tree-fit-svm"),
+    pytest.param(_received("train-gd", "cfg.yaml", "-q", "--out", "run", "--force", config=GLN_CFG, run="gln",
+                           setup=_deep_tree("run"), expect=("run/d/", "more than 64 deep")), id="i34-deep-tree-train-gd-force"),
+    pytest.param(_i34_export(setup=_deep_tree("run"), expect=("run/d/", "more than 64 deep")), id="i34-deep-tree-export",
+                 marks=_bug("`gb runs export mlflow --dir run` with a tree 100 deep: refused only after MLflow made "
+                            "run/mlflow.db (and logged 2 INFO lines on stderr)")),
+    # ---- tables and curves gb plot reads
+    pytest.param(Case(("plot", "plotdir"), config=None, plot_tables=True,
+                      setup=_edit_table("plotdir/tables/errors.csv", "val_error", "1e400"),
+                      expect=("plotdir/tables/errors.csv", "val_error"), unwritten=("plotdir/figures",)),
+                 id="i34-plot-val-error-1e400"),
+    pytest.param(Case(("plot", "plotdir"), config=None, plot_tables=True,
+                      setup=_edit_table("plotdir/tables/errors.csv", "hidden_units", "abc"),
+                      expect=("plotdir/tables/errors.csv", "hidden_units"), unwritten=("plotdir/figures",)),
+                 id="i34-plot-hidden-units-string",
+                 marks=_bug("`gb plot` on tables/errors.csv with hidden_units 'abc': traceback (pandas merge of int64 "
+                            "and str) after writing figures/curves.png")),
+    pytest.param(Case(("plot", "plotdir"), config=None, plot_tables=True,
+                      setup=_edit_table("plotdir/tables/errors.csv", "hidden_units", str(10 ** 41)),
+                      expect=("plotdir/tables/errors.csv", "hidden_units"), unwritten=("plotdir/figures",)),
+                 id="i34-plot-hidden-units-1e41",
+                 marks=_bug("`gb plot` on tables/errors.csv with hidden_units 10**41: traceback (log2 of a Python int "
+                            "object column) after writing 3 figures")),
+    pytest.param(Case(("plot", "plotdir"), config=None, plot_tables=True,
+                      setup=_edit_table("plotdir/tables/errors.csv", "hidden_units", "-5"),
+                      expect=("plotdir/tables/errors.csv", "hidden_units"), unwritten=("plotdir/figures",)),
+                 id="i34-plot-hidden-units-negative",
+                 marks=_bug("`gb plot` on tables/errors.csv with hidden_units -5: draws every figure, exit 0, with "
+                            "matplotlib UserWarnings on stderr")),
+    pytest.param(_received("plot", "run", run="gln", reports=True,
+                           setup=_edit_table("run/gd/metrics.csv", "weight_norm", "x"),
+                           expect=("run/gd/metrics.csv", "weight_norm"), unwritten=("run/figures",)),
+                 id="i34-plot-metrics-string",
+                 marks=_bug("`gb plot` draws the curves of a gd/metrics.csv whose weight_norm column holds 'x', exit 0")),
+]
+CASES += I34_CASES
+
+
+# ---- read-only commands on damaged records: no traceback; the damaged thing is never reported as fine
+
+
+def _json_out(outcome: "Outcome", what: str):
+    try:
+        return json.loads(outcome.stdout)
+    except ValueError:
+        raise AssertionError(f"stdout is not the JSON asked for\n{what}") from None
+
+
+def _runs_not_fine(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    """`gb runs --dir . -f json`: the damaged ./run is listed, with a status that is not fine."""
+    if outcome.returncode == 2:
+        return
+    rows = [r for r in _json_out(outcome, what) if r.get("run") == "run"]
+    assert rows, f"the damaged run is not listed\n{what}"
+    assert rows[0]["status"] not in FINE, f"a damaged run reported as {rows[0]['status']!r}: {rows[0]}\n{what}"
+
+
+def _runs_listed_fine(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    """`gb runs --dir . -f json`: the sound ./run is still listed, as fine (the deep junk beside it is skipped)."""
+    rows = [r for r in _json_out(outcome, what) if r.get("run") == "run"]
+    assert rows and rows[0]["status"] in FINE, f"{rows}\n{what}"
+
+
+def _show_not_fine(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+    if outcome.returncode == 2:
+        return
+    rec = _json_out(outcome, what)
+    assert rec.get("status") not in FINE, f"a damaged run shown as {rec.get('status')!r}: {rec.get('stages')}\n{what}"
+
+
+def _not_verified(objective: str):
+    def check(work: Path, outcome: "Outcome", before: dict, what: str) -> None:
+        rows = [r for r in _json_out(outcome, what) if r.get("objective") == objective]
+        assert rows, f"no row for {objective}\n{what}"
+        assert all(r["verified"] != "yes" for r in rows), f"a damaged {objective} reported as verified: {rows}\n{what}"
+        noise = [line for line in outcome.stderr.splitlines() if line.strip() and not line.startswith("gb: ")]
+        assert not noise, f"stderr holds more than gb's own lines: {noise[:4]}\n{what}"
+    return check
+
+
+def _i34_runs(*corrupt, setup=None, check=_runs_not_fine, **kw) -> Case:
+    return _received("runs", "--dir", ".", "-f", "json", run="gln", corrupt=corrupt, setup=setup, expect=("run",),
+                     codes=(0, 2), check=check, **kw)
+
+
+def _i34_show(*corrupt, setup=None, **kw) -> Case:
+    return _received("runs", "show", "run", "-f", "json", run="gln", corrupt=corrupt, setup=setup, expect=("run",),
+                     codes=(0, 2), check=_show_not_fine, **kw)
+
+
+def _i34_verified(*corrupt, setup=None, objective="svm-gln", **kw) -> Case:
+    return _received("verify", "run", "-f", "json", run="gln", corrupt=corrupt, setup=setup, expect=("run",),
+                     codes=(1,), check=_not_verified(objective), **kw)
+
+
+INT_400 = 10 ** 400
+I34_READ = [
+    # gb runs / gb runs show
+    pytest.param(_i34_runs((R_GLN, set_json(objective=NAN))), id="i34-runs-result-objective-nan",
+                 marks=_bug("`gb runs` lists a run whose svm-gln result.json has objective NaN as 'complete'")),
+    pytest.param(_i34_runs((R_GLN, set_json(objective=-1e308))), id="i34-runs-result-objective-minus-1e308",
+                 marks=_bug("`gb runs` lists a run whose svm-gln result.json has objective -1e308 as 'complete'")),
+    pytest.param(_i34_runs((R_GLN, set_json(objective=INT_400))), id="i34-runs-result-objective-1e400-int",
+                 marks=_bug("`gb runs` on a result.json with objective 10**400: traceback (OverflowError: int too "
+                            "large to convert to float)")),
+    pytest.param(_i34_show((SUMMARY, set_json(val_error=INT_400))), id="i34-runs-show-summary-val-error-1e400-int",
+                 marks=_bug("`gb runs show` on a gd/summary.json with val_error 10**400: traceback (OverflowError)")),
+    pytest.param(_i34_show((R_GLN, set_json(rel_gap="tiny"))), id="i34-runs-show-result-rel-gap-string"),
+    pytest.param(_i34_runs((R_GLN, DEEP_JSON)), id="i34-runs-result-deep-json"),
+    pytest.param(_i34_show(("run/gb-run.json", DEEP_JSON)), id="i34-runs-show-marker-deep-json"),
+    pytest.param(_i34_runs(setup=_fifo(SUMMARY), timeout=300), id="i34-runs-summary-fifo"),
+    pytest.param(_i34_show(links=((R_GLN, "@/victim.txt"),), outside_files=OUTSIDE), id="i34-runs-show-result-symlink"),
+    pytest.param(_i34_runs(("run/gb-run.json", b""),), id="i34-runs-marker-empty"),
+    pytest.param(_i34_runs(setup=_deep_tree("."), check=_runs_listed_fine), id="i34-runs-deep-tree-beside-run"),
+    # gb verify: exit 1, the program not verified
+    pytest.param(_i34_verified((R_GLN, set_json(objective=NAN))), id="i34-verify-result-objective-nan"),
+    pytest.param(_i34_verified((R_GLN, set_json(objective=INT_400))), id="i34-verify-result-objective-1e400-int"),
+    pytest.param(_i34_verified((R_GLN, set_json(status="failed"))), id="i34-verify-result-status-failed"),
+    pytest.param(_i34_verified((R_GLN, DEEP_JSON)), id="i34-verify-result-deep-json"),
+    pytest.param(_i34_verified(setup=_fifo(R_GLN), timeout=300), id="i34-verify-result-fifo"),
+    pytest.param(_i34_verified((C_GLN, truncate)), id="i34-verify-compact-truncated"),
+    pytest.param(_i34_verified((C_GLN, b"")), id="i34-verify-compact-empty"),
+    pytest.param(_i34_verified((C_GLN, GARBAGE)), id="i34-verify-compact-binary"),
+    pytest.param(_i34_verified(links=((C_GLN, "@/victim.txt"),), outside_files=OUTSIDE), id="i34-verify-compact-symlink"),
+    pytest.param(_i34_verified((C_GLN, _npz_set(zeta=np.full((4, 65), NAN)))), id="i34-verify-compact-zeta-nan"),
+    pytest.param(_i34_verified((C_GLN, _npz_set(lam_value=np.full(100, -1e308)))), id="i34-verify-compact-lam-minus-1e308"),
+    pytest.param(_i34_verified((C_GLN, _npz_set(lam_index=np.full(100, 2 ** 31 - 1, dtype=np.int32)))),
+                 id="i34-verify-compact-lam-index-huge"),
+    pytest.param(_i34_verified((C_GLN, _npz_set(zeta=np.full((4, 65), "x")))), id="i34-verify-compact-zeta-strings"),
+    pytest.param(_i34_verified((C_GLN, _compact_meta("[" * 100_000 + "]" * 100_000))), id="i34-verify-compact-meta-deep"),
+    pytest.param(_i34_verified((C_GLN, _compact_claims(objective=INT_400))), id="i34-verify-compact-claim-1e400-int"),
+    pytest.param(_i34_verified((C_GLN, _npz_scaled("zeta", 1e308))), id="i34-verify-compact-zeta-1e308",
+                 marks=_bug("`gb verify run -f json` on a compact.npz whose zeta is scaled by 1e308: not verified (right) "
+                            "but numpy RuntimeWarnings (overflow in matmul, invalid cast; source lines) leak to stderr")),
+    pytest.param(_i34_verified(("run/gd/config.yaml", b"x: " + b"[" * 100_000 + b"]" * 100_000)),
+                 id="i34-verify-gd-config-deep-yaml"),
+    pytest.param(_i34_verified(setup=_deep_tree("run/svm"), objective="d"), id="i34-verify-deep-tree-in-svm"),
+]
+
+
+@pytest.mark.parametrize("case", I34_READ)
+def test_i34_read_only(case: Case, launched, request):
+    """`gb runs`, `gb runs show`, `gb verify` on a damaged copy of a finished run: never a hang or a
+    traceback, nothing written, an allowed exit code (a refusal: one line), and the damaged thing
+    never reported as fine (case.check)."""
+    outcome, work, before, _, outside_before = launched["cases"][request.node.callspec.id].result()
+    what = shown(case.args, outcome)
+    assert outcome.returncode is not None, f"timed out (a hang)\n{what}"
+    assert "Traceback" not in outcome.stderr + outcome.stdout, what
+    assert outcome.returncode in case.codes, what
+    if outcome.returncode == 2:
+        _check_error_line(outcome, case.expect, what)
+    assert _tree(outside_of(work)) == outside_before, f"files outside the working directory changed\n{what}"
+    _unchanged(work, outcome, before, what)
+    case.check(work, outcome, before, what)
+
+
 def _check_length(case: Case, err: str, what: str) -> None:
     if case.max_line is not None:
         assert len(err) < case.max_line, f"an error line of {len(err)} characters\n{what[:2000]}"
