@@ -5,6 +5,7 @@ parsed, so `gb --help` and argument errors answer at once; nothing imports this 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Literal, Optional
@@ -43,8 +44,19 @@ RunDirArg = typer.Argument(..., metavar="RUN_DIR", help="a run directory (or a s
                                                         "name as `gb runs` prints it")
 
 
-def _named(path: Path, root: Path = Path("runs")) -> Path:
+def _path(raw: str, key: str) -> Path:
+    """A path given on the command line, as given: an empty one is not the working folder, and one
+    the system cannot hold ("File name too long") is refused as bad input, naming the argument."""
+    if raw == "":
+        raise GbError(f"{key}: an empty path")
+    if len(os.fsencode(raw)) >= 4096 or any(len(os.fsencode(part)) > 255 for part in raw.split("/")):
+        raise GbError(f"{key}: a path of {len(raw):,} characters is too long for this system")
+    return Path(raw)
+
+
+def _named(raw: str, key: str = "RUN", root: Path = Path("runs")) -> Path:
     """A run as the user names it: a path, or the name `gb runs` prints (relative to runs/)."""
+    path = _path(raw, key)
     if present(path) or path.is_absolute() or not is_dir(root / path):
         return path
     return root / path
@@ -216,10 +228,10 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
 
 
 @app.command("compare")
-def compare_cmd(run_dir: Path = RunDirArg):
+def compare_cmd(run_dir: str = RunDirArg):
     """Write and print the error and inconsistency tables of a run directory (of a finished sweep:
     its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
-    run_dir = _named(run_dir)
+    run_dir = _named(run_dir, "RUN_DIR")
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
 
@@ -242,13 +254,13 @@ def compare_cmd(run_dir: Path = RunDirArg):
 
 
 @app.command("plot")
-def plot_cmd(run_dir: Path = RunDirArg,
+def plot_cmd(run_dir: str = RunDirArg,
              points: bool = typer.Option(False, "--points",
                                          help="a sweep: also each point's own curves (points/<id>/figures/curves.png)")):
     """Draw the training curves (loss, training and validation error, tracked instruments) from the
     metrics.csv of a run or of every sweep point into RUN_DIR/figures/curves.png, and, once the
     tables exist (RUN_DIR/tables/{errors,inconsistency}.csv), the four panels of protocol section 8."""
-    run_dir = _named(run_dir)
+    run_dir = _named(run_dir, "RUN_DIR")
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
     from gbcli.store.safe import check_tree
@@ -349,10 +361,10 @@ def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
 
 
 @app.command("verify")
-def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
+def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
                                                    help="run or sweep directories, results folders with solutions/, "
                                                         "or folders of those"),
-               export: Optional[Path] = typer.Option(None, "--export", metavar="DEST",
+               export: Optional[str] = typer.Option(None, "--export", metavar="DEST",
                                                      help="also write each verified program's compact solution into "
                                                           "DEST/solutions/<point>/ (e.g. results/paper/fig2)"),
                fmt: Format = typer.Option("table", "--format", "-f", help="a rich table, or CSV or JSON"),
@@ -375,7 +387,8 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
     if not (math.isfinite(tol) and 0 < tol < 1):
         raise GbError(f"--tol: {tol!r} is not a number in (0, 1)")
     _logging(quiet=fmt != "table")   # its progress (n of N programs) with a table, never into CSV or JSON
-    run_dirs = [_named(d) for d in run_dirs]
+    run_dirs = [_named(d, "DIR") for d in run_dirs]
+    export = _path(export, "--export") if export is not None else None
     if export is not None and len(run_dirs) > 1:
         raise GbError("--export: takes one DIR (the run or sweep whose solutions it writes)")
     run_dir = run_dirs[0]
@@ -405,7 +418,7 @@ def verify_cmd(run_dirs: List[Path] = typer.Argument(..., metavar="DIR...",
 
 @runs_app.callback(invoke_without_command=True)
 def runs_cmd(ctx: typer.Context,
-             root: Path = typer.Option(Path("runs"), "--dir", "-d", help="where to look (default: runs/)"),
+             root: str = typer.Option("runs", "--dir", "-d", help="where to look (default: runs/)"),
              where: List[str] = typer.Option([], "--where", "-w", metavar="KEY=VALUE",
                                              help="only runs whose config (or kind, status) has this value, e.g. "
                                                   "model.hidden_units=10 (repeatable)"),
@@ -414,6 +427,9 @@ def runs_cmd(ctx: typer.Context,
     if ctx.invoked_subcommand is not None:
         return
     _check_format(fmt)
+    root = _path(root, "--dir")
+    if present(root) and not root.is_dir():
+        raise GbError(f"--dir: {root}: not a directory")
     filters = {}
     for w in where:
         if "=" not in w:
@@ -430,10 +446,10 @@ def runs_cmd(ctx: typer.Context,
 
 
 @runs_app.command("show")
-def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory, or its name as `gb runs` prints it"),
+def runs_show(run: str = typer.Argument(..., help="a run or sweep directory, or its name as `gb runs` prints it"),
               fmt: Format = FormatOpt):
     """Show one run or sweep: what it is, its stages, resolved config, provenance and results."""
-    run = _named(run)
+    run = _named(run, "RUN")
     _check_format(fmt)
     if fmt == "csv":   # one record of nested sections: no table to write as CSV
         raise GbError("--format: csv is for lists of runs (`gb runs`, `gb runs diff`); `gb runs show` prints a "
@@ -476,10 +492,10 @@ def runs_show(run: Path = typer.Argument(..., help="a run or sweep directory, or
 
 
 @runs_app.command("diff")
-def runs_diff(a: Path = typer.Argument(..., help="a run or sweep directory, or its name as `gb runs` prints it"),
-              b: Path = typer.Argument(..., help="another one"), fmt: Format = FormatOpt):
+def runs_diff(a: str = typer.Argument(..., help="a run or sweep directory, or its name as `gb runs` prints it"),
+              b: str = typer.Argument(..., help="another one"), fmt: Format = FormatOpt):
     """The config keys, stages and headline numbers that differ between two runs."""
-    a, b = _named(a), _named(b)
+    a, b = _named(a, "A"), _named(b, "B")
     _check_format(fmt)
     for key, p in (("A", a), ("B", b)):
         if not p.is_dir():
@@ -496,7 +512,7 @@ def runs_diff(a: Path = typer.Argument(..., help="a run or sweep directory, or i
 
 @runs_app.command("export")
 def runs_export(target: str = typer.Argument(..., metavar="TARGET", help="mlflow (the only store so far)"),
-                root: Path = typer.Option(Path("runs"), "--dir", "-d", help="the runs to export (default: runs/)"),
+                root: str = typer.Option("runs", "--dir", "-d", help="the runs to export (default: runs/)"),
                 tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", metavar="URI",
                                                            help="an MLflow tracking URI (default: sqlite:///DIR/mlflow.db)"),
                 experiment: str = typer.Option("gb", "--experiment", help="the MLflow experiment's name")):
@@ -506,7 +522,7 @@ def runs_export(target: str = typer.Argument(..., metavar="TARGET", help="mlflow
         raise GbError(f"TARGET: {target[:40]!r} is not a known store (mlflow)")
     from gbcli.runs.mlflow_export import export
 
-    export(root, tracking_uri, experiment, echo=_echo)
+    export(_path(root, "--dir"), tracking_uri, experiment, echo=_echo)
 
 
 @config_app.command("show")
@@ -590,7 +606,10 @@ def data_verify(name: str = typer.Argument(..., metavar="NAME", help="mnist, fas
         load_dataset("digits", train_size=1, val_size=1)
         _echo("digits: bundled with scikit-learn (no files to check): ok")
         return
-    _echo(f"{name}: checking the files in {resolve_dir(data_dir) / name}")
+    root = resolve_dir(data_dir)
+    if present(root) and not root.is_dir():
+        raise GbError(f"{'--data-dir' if data_dir is not None else 'GB_DATA_DIR'}: {root}: not a directory")
+    _echo(f"{name}: checking the files in {root / name}")
     status = verify(name, data_dir)
     for f, s in status.items():
         _echo(f"{f}: {s}")

@@ -174,7 +174,7 @@ def test_a_refusal_in_a_new_directory_leaves_nothing(tmp_path):
 # ------------------------------------------------------------------ one status for one record
 
 
-CERT = {"certified": True, "rel_gap": 1e-9, "min_margin": 1.0, "tolerance": 1e-6}
+CERT = {"certified": True, "rel_gap": 1e-9, "min_margin": 1.0, "tolerance": 1e-6, "objective": 4.7}
 
 
 @pytest.mark.parametrize("record, status", [
@@ -183,6 +183,9 @@ CERT = {"certified": True, "rel_gap": 1e-9, "min_margin": 1.0, "tolerance": 1e-6
     ({"status": "optimal", **CERT, "rel_gap": 0.4}, "unverified"),             # a certificate its numbers deny
     ({"status": "optimal", **CERT, "min_margin": 0.5}, "unverified"),
     ({"status": "optimal", **CERT, "rel_gap": float("nan")}, "unverified"),
+    ({"status": "optimal", **CERT, "objective": float("nan")}, "unverified"),   # an optimum is a finite norm
+    ({"status": "optimal", **CERT, "objective": -1e308}, "unverified"),
+    ({"status": "optimal", **CERT, "objective": 10 ** 400}, "unverified"),
     ({"status": "infeasible", "certified": True}, "infeasible"),
     ({"status": "infeasible", "certified": False}, "uncertified"),
     ({"status": "failed", "certified": True}, "unverified"),

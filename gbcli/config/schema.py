@@ -115,11 +115,14 @@ class ContextsConfig(Section):
         return int(math.log2(self.count))
 
 
+MAX_EPOCHS = 10 ** 12   # passes over the data: any more and steps overflow int64 at batch 1
+
+
 class TrainingConfig(Section):
     """Gradient descent (protocol section 4). `paper` values are resolved from the train size."""
 
     batch_size: Optional[StrictInt] = Field(128, ge=1, description="null: full-batch GD")
-    lr: float = Field(0.04, gt=0, allow_inf_nan=False,
+    lr: float = Field(0.04, gt=0, le=3.4e38, allow_inf_nan=False,   # torch trains in float32
                       description="step size (learning rate) before the milestones decay it; the base step eta_0 of a "
                                   "normalized step_rule")
     momentum: float = Field(0.0, ge=0, lt=1, description="heavy-ball momentum of torch.optim.SGD (0: plain SGD; sgd "
@@ -170,8 +173,8 @@ class TrainingConfig(Section):
     @field_validator("epochs")
     @classmethod
     def _positive_epochs(cls, v):
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"must be at least 1, got {v}")
+        if isinstance(v, int) and not 1 <= v <= MAX_EPOCHS:
+            raise ValueError(f"must be in 1..{MAX_EPOCHS:,} (the step counter is a 64-bit integer), got {shorten(str(v))}")
         return v
 
 

@@ -24,7 +24,7 @@ __getattr__ = networks_of(__name__, "DeepGLN", "StackedGLN")   # gbcli.models.ne
 class Params(ModelParams):
     kind: Literal["gln"] = Field("gln", description="the deep gated linear network: H units x C contexts, hyperplane "
                                                     "gating")
-    hidden_units: StrictInt = Field(10, ge=1, description="H: hidden units")
+    hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="H: hidden units")
     output_bias: bool = Field(True, description="scalar output bias (published runs kept it)")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
 

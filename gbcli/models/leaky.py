@@ -22,7 +22,7 @@ __getattr__ = networks_of(__name__, "LeakyNet")   # gbcli.models.networks.leaky 
 
 class Params(ModelParams):
     kind: Literal["leaky"] = Field("leaky", description="paper 002: 2k leaky ReLU units, output weights fixed to +-v")
-    hidden_units: StrictInt = Field(10, ge=1, description="2k: k units with output weight +v, k with -v")
+    hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="2k: k units with output weight +v, k with -v")
     init: Optional[InitScheme] = Field(None, description="default: normal")
     leaky_alpha: float = Field(0.2, ge=0, lt=1, description="slope alpha of max(alpha z, z); 0 is a ReLU net "
                                                              "(appendix D.1's counterexample: Theorem 5.1 needs alpha > 0)")

@@ -30,7 +30,7 @@ __getattr__ = networks_of(__name__, "ReLUNet")   # gbcli.models.networks.relu (t
 
 class Params(ModelParams):
     kind: Literal["relu"] = Field("relu", description="x -> H -> 1 ReLU network, no biases")
-    hidden_units: StrictInt = Field(10, ge=1, description="H: hidden units")
+    hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="H: hidden units")
     init: Optional[Literal["orthogonal", "kaiming", "normal", "torch-default", "balanced"]] = Field(
         None, description="default: kaiming; balanced (paper 001's theory): normal first layer, |w2_j| = "
                           "||w1_j|| with random signs; torch-default (paper 001's experiments): nn.Linear's "

@@ -66,6 +66,7 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 FRACTIONS = ("train_error", "val_error", "inconsistency", "expected_if_uncorrelated", "gd_val_error", "svm_val_error")
 FINITE = ("objective", "rel_gap", "solve_seconds")
+COUNTS = ("hidden_units", "contexts", "train_size")   # sizes of a configuration: whole numbers in 1..2**31
 
 
 def _check_values(frame: pd.DataFrame, path: Path) -> None:
@@ -81,6 +82,15 @@ def _check_values(frame: pd.DataFrame, path: Path) -> None:
         if bad.any():
             raise GbError(f"{path}: not a gb table ({col} holds {quoted(str(frame[col][bad].iloc[0]), 40)}, "
                           f"{'a fraction in [0, 1]' if col in FRACTIONS else 'a finite number'} or empty expected)")
+    for col in COUNTS:
+        if col not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce")
+        bad = frame[col].notna() & ~(values.notna() & np.isfinite(values) & (values >= 1) & (values <= 2 ** 31)
+                                     & (values == values.round()))
+        if bad.any():
+            raise GbError(f"{path}: not a gb table ({col} holds {quoted(str(frame[col][bad].iloc[0]), 40)}, "
+                          f"a whole number in 1..2**31 expected)")
 
 
 def rich_table(frame: pd.DataFrame, title: str, columns: list[str]):

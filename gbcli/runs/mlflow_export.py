@@ -30,7 +30,7 @@ from pathlib import Path
 
 from gbcli.errors import GbError
 from gbcli.text import quoted, shorten
-from gbcli.store.safe import check_tree, files_below, is_file, is_link, read_csv_untrusted, read_untrusted, subdirs
+from gbcli.store.safe import check_tree, entries_below, files_below, is_file, is_link, read_csv_untrusted, read_untrusted, subdirs
 from gbcli.runs.index import RunInfo, read_any, scan
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
@@ -238,6 +238,8 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
             raise GbError(f"--dir: {shorten(str(path), 200)}: is a symlink; gb never writes through one (replace it "
                           f"by the file or folder itself)")
     check_tree(root / layout.MLFLOW_ARTIFACTS)
+    for _ in entries_below(root):   # a tree deeper than gb makes is refused before the store is touched
+        pass
     if tracking_uri is not None:
         check_uri(tracking_uri)
     uri = tracking_uri or default_uri(root)

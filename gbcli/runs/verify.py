@@ -502,7 +502,10 @@ def verify(path: str | Path, export: dict | None = None, progress: bool = False,
                       f"solutions/ folder, and no subfolder that is one)")
     with Progress(f"verify {shorten(str(root), 60)}", _programs(targets), show=progress,
                   counter="{done}/{total} programs") as bar:
-        return _verify(root, targets, _Problems(bar.advance, tol), export)
+        # a received file's numbers may overflow (a predictor scaled by 1e308): it is then not verified,
+        # and said so in its row, not in numpy warnings on the terminal
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return _verify(root, targets, _Problems(bar.advance, tol), export)
 
 
 def _verify(root: Path, targets: list, problems: _Problems, export: dict | None) -> list[dict]:
@@ -559,6 +562,8 @@ def export_solutions(source: str | Path, dest: str | Path, progress: bool = Fals
     if present(root) and not root.is_dir():
         raise GbError(f"--export: {shorten(str(root), 200)}: not a folder")
     check_tree(root)   # never written through a link below it (DEST/solutions linked elsewhere): refused first
+    if present(root / layout.SOLUTIONS) and not is_dir(root / layout.SOLUTIONS):
+        raise GbError(f"--export: {shorten(str(root / layout.SOLUTIONS), 200)}: not a folder (the solutions go there)")
     found: dict = {}
     rows = verify(source, export=found, progress=progress, tol=tol)
     dest = root / layout.SOLUTIONS

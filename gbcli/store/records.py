@@ -22,9 +22,13 @@ CERTIFY_TOL = 1e-6   # the tolerance a record is held to when it names none (svm
 
 def number(v: Any) -> float | None:
     """A finite number of a record (None for anything else: text, bool, NaN, infinity)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    return float(v)
+    try:
+        f = float(v)   # an integer beyond any float (10**400) raises OverflowError
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def gd_status(rec: dict | None) -> str:
@@ -59,7 +63,9 @@ def program_status(rec: dict | None) -> str:
         gap, margin = number(rec.get("rel_gap")), number(rec.get("min_margin"))
         tol = number(rec.get("tolerance"))
         tol = CERTIFY_TOL if tol is None or not 0 < tol < 1 else tol
-        if gap is None or margin is None or not abs(gap) <= tol or not margin >= 1 - tol:
+        objective = number(rec.get("objective"))
+        if gap is None or margin is None or not abs(gap) <= tol or not margin >= 1 - tol \
+                or objective is None or objective < 0:   # an optimum is a finite norm
             return "unverified"
     elif status in ("inaccurate", "failed"):
         return "unverified"   # a certified record with an uncertified status: not gb's
@@ -92,7 +98,13 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
         v = rec.get(k)
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (v == v and not 0 <= v <= 1):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
+        if v != v:   # NaN: no predictor (a failed solve); a result has its errors
+            if status in ("ok", "optimal"):
+                bad(f"{k} is NaN in a record whose status is {status}")
+            continue
+        if number(v) is None or not 0 <= number(v) <= 1:
             bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
     if not gd:
         if "certified" in rec and not isinstance(rec["certified"], bool):
@@ -101,4 +113,9 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
             v = rec.get(k)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 bad(f"{k} {str(v)[:40]!r} is not a number")
+            if isinstance(v, int) and not isinstance(v, bool) and number(v) is None:
+                bad(f"{k} is an integer no float holds")
+        if status == "optimal" and rec.get("convex") is not False and \
+                not (number(rec.get("objective")) is not None and number(rec["objective"]) >= 0):
+            bad(f"objective {str(rec.get('objective'))[:40]!r} of an optimum is not a finite norm (>= 0)")
     return rec
