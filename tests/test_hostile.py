@@ -951,8 +951,7 @@ I34_CASES = [
     pytest.param(_received("plot", "run", run="gln", reports=True,
                            setup=_edit_table("run/gd/metrics.csv", "weight_norm", "x"),
                            expect=("run/gd/metrics.csv", "weight_norm"), unwritten=("run/figures",)),
-                 id="i34-plot-metrics-string",
-                 marks=_bug("`gb plot` draws the curves of a gd/metrics.csv whose weight_norm column holds 'x', exit 0")),
+                 id="i34-plot-metrics-string"),
 ]
 CASES += I34_CASES
 
@@ -1020,8 +1019,7 @@ I34_READ = [
     pytest.param(_i34_runs((R_GLN, set_json(objective=NAN))), id="i34-runs-result-objective-nan"),
     pytest.param(_i34_runs((R_GLN, set_json(objective=-1e308))), id="i34-runs-result-objective-minus-1e308"),
     pytest.param(_i34_runs((R_GLN, set_json(objective=INT_400))), id="i34-runs-result-objective-1e400-int"),
-    pytest.param(_i34_show((SUMMARY, set_json(val_error=INT_400))), id="i34-runs-show-summary-val-error-1e400-int",
-                 marks=_bug("`gb runs show` on a gd/summary.json with val_error 10**400: traceback (OverflowError)")),
+    pytest.param(_i34_show((SUMMARY, set_json(val_error=INT_400))), id="i34-runs-show-summary-val-error-1e400-int"),
     pytest.param(_i34_show((R_GLN, set_json(rel_gap="tiny"))), id="i34-runs-show-result-rel-gap-string"),
     pytest.param(_i34_runs((R_GLN, DEEP_JSON)), id="i34-runs-result-deep-json"),
     pytest.param(_i34_show(("run/gb-run.json", DEEP_JSON)), id="i34-runs-show-marker-deep-json"),

@@ -366,9 +366,14 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
 def _metrics(path: Path) -> pd.DataFrame:
     """A stage's metrics.csv (untrusted): one line naming it when it is not a readable table."""
     try:
-        return read_csv_untrusted(path)
+        frame = read_csv_untrusted(path)
     except Exception as exc:   # noqa: BLE001 (pandas raises parser, value, unicode and OS errors)
         raise GbError(f"{path}: not a readable gb metrics table ({type(exc).__name__}); rerun the stage") from None
+    for col in frame.columns:   # gb writes numbers only (NaN where a diverged step has none)
+        values = pd.to_numeric(frame[col], errors="coerce")
+        if (values.isna() & frame[col].notna()).any():
+            raise GbError(f"{path}: not a gb metrics table ({str(col)[:40]!r} holds text); rerun the stage")
+    return frame
 
 
 def _config(path: Path) -> dict:

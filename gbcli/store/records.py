@@ -41,6 +41,9 @@ def gd_status(rec: dict | None) -> str:
         return "foreign"
     if status == "ok" and number(rec.get("train_loss")) is None:
         return "diverged"   # a non-finite loss is no trained network
+    if status == "ok" and any(rec.get(k) is not None and not (number(rec[k]) is not None and 0 <= number(rec[k]) <= 1)
+                              for k in ("train_error", "val_error")):
+        return "foreign"   # an error rate no network has: not a record gb wrote
     return status
 
 
