@@ -89,7 +89,7 @@ def test_a_symlink_loop_as_the_data_folder_is_one_line(solved, tmp_path):
     one_line_refusal(p, "not a usable data folder")
     assert not (tmp_path / "run").exists()
     one_line_refusal(gb("data", "verify", "mnist", cwd=tmp_path, env={"GB_DATA_DIR": str(loop)}),
-                     "not a usable data folder")
+                     "GB_DATA_DIR", "loop")   # named, with the variable it came from
 
 
 @pytest.mark.parametrize("column,value", [("train_error", 1.7e308), ("val_error", -0.5), ("objective", "inf")])
