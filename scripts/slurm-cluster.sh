@@ -2,9 +2,14 @@
 # Start/stop a real single-node Slurm cluster on this machine (Debian, root, no systemd).
 # Settings follow shared/docs/slurm-single-node.md.
 #
-# Usage: scripts/slurm-cluster.sh start|stop|status
+# Usage: scripts/slurm-cluster.sh start|stop [--force]|status
 #   start   idempotent; returns at once if the cluster already answers
-#   stop    stops only the daemons this script started (recorded in $STATE_FILE)
+#   stop    stops only the daemons this script started (recorded in $STATE_FILE), and only
+#           while `squeue` lists no job (pending, running, completing, ...) of anyone: the
+#           cluster is shared, and stopping it strands another user's sweep (or your own).
+#           Otherwise it refuses, exit 1, with one line naming the jobs by user (the caller is
+#           $SUDO_USER under sudo, else `id -un`; their jobs are marked "yours"). A controller
+#           that runs but cannot list its queue is a refusal too. `stop --force` skips the check.
 #   status  prints sinfo (exit 0) or "slurm: down" (exit 1)
 set -euo pipefail
 
@@ -259,9 +264,39 @@ stop_one() {
     sed -i "/^$name /d" "$STATE_FILE"
 }
 
+# Refuse (exit 1, one line) while squeue lists jobs: "user: id (STATE), ...; ..." per user,
+# the caller's marked "(yours)", at most 5 ids per user.
+refuse_if_jobs() {
+    local caller jobs summary
+    caller="${SUDO_USER:-$(id -un)}"
+    # no controller process here: nothing for a queue to lose (and squeue would retry for ~9 s)
+    [[ -n "$(running_pid slurmctld)" ]] || return 0
+    if ! jobs="$(timeout 10 squeue -h -o '%u %i %T' 2>&1)"; then
+        die "not stopping: squeue cannot list the queue ($(head -1 <<<"$jobs")); 'stop --force' stops anyway"
+    fi
+    [[ -n "$jobs" ]] || return 0
+    summary="$(awk -v me="$caller" '
+        { n[$1]++; if (n[$1] <= 5) ids[$1] = ids[$1] (n[$1] > 1 ? ", " : "") $2 " (" $3 ")" }
+        END {
+            for (u in n) {
+                more = n[u] > 5 ? ", +" (n[u] - 5) " more" : ""
+                line = line (line ? "; " : "") u (u == me ? " (yours)" : "") ": " ids[u] more
+            }
+            print line
+        }' <<<"$jobs")"
+    die "not stopping: jobs still queued or running: $summary; scancel them, or 'stop --force' stops anyway"
+}
+
 cmd_stop() {
+    local force=0
+    case "${1:-}" in
+        "") ;;
+        --force) force=1 ;;
+        *) echo "usage: $0 start|stop [--force]|status" >&2; exit 2 ;;
+    esac
     [[ -f "$STATE_FILE" ]] || { echo "slurm: nothing started by this script"; return 0; }
     take_lock
+    [[ $force -eq 1 ]] || refuse_if_jobs
     stop_one slurmd
     stop_one slurmctld
     stop_one munged
@@ -278,8 +313,8 @@ cmd_status() {
 }
 
 case "${1:-}" in
-    start) cmd_start ;;
-    stop) cmd_stop ;;
-    status) cmd_status ;;
-    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+    start) [[ $# -eq 1 ]] || { echo "usage: $0 start|stop [--force]|status" >&2; exit 2; }; cmd_start ;;
+    stop) [[ $# -le 2 ]] || { echo "usage: $0 start|stop [--force]|status" >&2; exit 2; }; cmd_stop "${2:-}" ;;
+    status) [[ $# -eq 1 ]] || { echo "usage: $0 start|stop [--force]|status" >&2; exit 2; }; cmd_status ;;
+    *) echo "usage: $0 start|stop [--force]|status" >&2; exit 2 ;;
 esac

@@ -21,9 +21,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ------------------------------------------------------------------ scikit-learn's estimator checks
 
 # A hard-margin program without bias has no solution unless some predictor f with f(0) = 0 separates
-# the training set; these checks fit only on data that no linear f through the origin separates, so
-# fit raises ValueError ("not separable"). The rbf kernel separates any set of distinct points and
-# passes every check, so the API itself is covered there.
+# the training set; these checks fit only on data that no linear f through the origin separates. With
+# on_inseparable="raise", fit raises ValueError ("not separable") and they fail (NOT_SEPARABLE_LINEAR);
+# with the default "warn", fit succeeds without a predictor and only check_classifiers_train fails
+# (the majority class is not the accuracy it asks for). The rbf kernel separates any set of distinct
+# points and passes every check, so the API itself is covered there.
 _THRESHOLD = ("labels thresholding feature 0 of points in the positive orthant ([0, 3]^d): separable "
               "by x0 > 1/3, i.e. only with a bias")
 _RANDOM = "random labels on uniform or Gaussian points with more points than features"
@@ -58,24 +60,35 @@ NOT_SEPARABLE_LINEAR = {
 }
 
 
+MAJORITY = {"check_classifiers_train": _BLOBS + ": fitted without a predictor, the majority class scores below "
+                                                 "the 0.83 accuracy the check asks for"}
+
 # kernel="precomputed": the checks pass linear_kernel(X, X) of the same data, except these three, which pass
-# rbf_kernel(X, X) (separable, so they pass); and one check passes an indefinite matrix.
+# rbf_kernel(X, X) (separable, so they pass); one check passes an indefinite matrix, and one the linear
+# kernel cast to integers (no longer positive semidefinite), both refused by fit as bad input.
 RBF_GRAM_FOR_PAIRWISE = ("check_estimators_overwrite_params", "check_estimators_pickle", "check_pipeline_consistency")
+NOT_A_KERNEL = {
+    "check_positive_only_tag_during_fit": "passes K - mean(K) for the iris Gram matrix K: indefinite, so not a "
+                                          "kernel and no convex program; fit refuses it with ValueError",
+    "check_estimators_dtypes": "passes the linear kernel of 3 * uniform points cast to int32 / int64: the "
+                               "truncation leaves it indefinite (eigenvalue -2); fit refuses it with ValueError"}
 PRECOMPUTED = {name: why for name, why in NOT_SEPARABLE_LINEAR.items() if name not in RBF_GRAM_FOR_PAIRWISE}
-PRECOMPUTED["check_positive_only_tag_during_fit"] = (
-    "passes K - mean(K) for the iris Gram matrix K: indefinite, so not a kernel and no convex program; fit "
-    "refuses it with ValueError")
+PRECOMPUTED.update(NOT_A_KERNEL)
 
 
 def _expected_failures(estimator) -> dict:
+    raises = estimator.on_inseparable == "raise"
     if isinstance(estimator, KernelSVM) and estimator.kernel == "precomputed":
-        return PRECOMPUTED
+        return PRECOMPUTED if raises else {**MAJORITY, **NOT_A_KERNEL}
     if isinstance(estimator, KernelSVM) and estimator.kernel != "linear":
         return {}
-    return NOT_SEPARABLE_LINEAR   # linear predictors through the origin (GroupNormSVM: one always-on gate)
+    # linear predictors through the origin (GroupNormSVM: one always-on gate)
+    return NOT_SEPARABLE_LINEAR if raises else MAJORITY
 
 
-@parametrize_with_checks([KernelSVM(), KernelSVM(kernel="rbf"), KernelSVM(kernel="precomputed"), GroupNormSVM()],
+@parametrize_with_checks([KernelSVM(), KernelSVM(kernel="rbf"), KernelSVM(kernel="precomputed"), GroupNormSVM(),
+                          KernelSVM(on_inseparable="raise"), KernelSVM(kernel="precomputed", on_inseparable="raise"),
+                          GroupNormSVM(on_inseparable="raise")],
                          expected_failed_checks=_expected_failures, xfail_strict=True)
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")   # random labels near (100, 100):
 def test_sklearn_checks(estimator, check):                                        # a singular rbf kernel, reported inaccurate
@@ -203,7 +216,9 @@ def test_group_norm_one_gate_is_the_linear_svm():
 def test_input_errors(make):
     x = np.array([[1.0, 0.5], [1.0, 0.5], [-1.0, 0.2]])
     with pytest.raises(ValueError, match="not separable|no hard-margin solution"):
-        make().fit(x, [0, 1, 0])   # the same point with both labels
+        make().set_params(on_inseparable="raise").fit(x, [0, 1, 0])   # the same point with both labels
+    with pytest.warns(NotSeparableWarning, match=r"on 3 training points \(2 of 0, 1 of 1\)"):
+        assert make().fit(x, [0, 1, 0]).status_ == "infeasible"    # the default: a warning, not an error
     with pytest.raises(ValueError, match="1 class"):
         make().fit(x, [1, 1, 1])
     with pytest.raises(ValueError, match="Only binary"):
@@ -394,13 +409,14 @@ def test_grid_search_group_norm_over_the_norm(mnist300):
     assert grid.best_score_ == pytest.approx(search.best_score_)   # scaling X scales zeta, not the predictions
 
 
-@pytest.mark.parametrize("make", [
-    pytest.param(lambda: (KernelSVM(on_inseparable="warn"), "coarse"), id="KernelSVM"),
-    pytest.param(lambda: (GroupNormSVM(on_inseparable="warn"), "coarse"), id="GroupNormSVM"),
-    pytest.param(lambda: (GroupNormSVM(on_inseparable="warn", context_columns=2, count=2), "coarse+contexts"),
+@pytest.mark.parametrize("make", [   # on_inseparable="warn" is the default
+    pytest.param(lambda: (KernelSVM(), "coarse"), id="KernelSVM"),
+    pytest.param(lambda: (GroupNormSVM(), "coarse"), id="GroupNormSVM"),
+    pytest.param(lambda: (GroupNormSVM(context_columns=2, count=2), "coarse+contexts"),
                  id="GroupNormSVM-contexts-in-X"),
 ])
 def test_inseparable_mnist_is_a_status_and_a_warning(mnist300, make):
+    from sklearn.metrics import accuracy_score
     from sklearn.model_selection import GridSearchCV, cross_val_score
 
     x, y, ctx = mnist300
@@ -414,19 +430,72 @@ def test_inseparable_mnist_is_a_status_and_a_warning(mnist300, make):
     assert fitted.majority_ == majority
     assert (fitted.predict(xs) == majority).all()
     assert (np.sign(fitted.decision_function(xs)) == majority).all()
-    assert fitted.score(xs, y) == pytest.approx(float(np.mean(y == majority)))
+    assert np.isnan(fitted.score(xs, y))   # no predictor: sklearn's default error_score
+    assert accuracy_score(y, fitted.predict(xs)) == pytest.approx(float(np.mean(y == majority)))
 
     with pytest.warns(NotSeparableWarning):
         scores = cross_val_score(est, xs, y, cv=3)
-    assert scores.shape == (3,) and np.isfinite(scores).all()
-    with pytest.warns(NotSeparableWarning):
+    assert scores.shape == (3,) and np.isnan(scores).all()
+    with pytest.warns(NotSeparableWarning):   # another scorer scores the constant predictor
+        accuracy = cross_val_score(est, xs, y, cv=3, scoring="accuracy")
+    assert np.isfinite(accuracy).all() and accuracy.max() <= max(np.mean(y > 0), np.mean(y < 0)) + 0.05
+    with pytest.warns(NotSeparableWarning), pytest.warns(UserWarning, match="non-finite"):
         search = GridSearchCV(est, {"tol": [1e-6, 1e-5]}, cv=3).fit(xs, y)
-    assert np.isfinite(search.best_score_)
+    assert np.isnan(search.best_score_) and search.best_estimator_.status_ == "infeasible"
 
     default = clone(est).set_params(on_inseparable="raise")
     with pytest.raises(NotSeparableError, match="not separable|no hard-margin solution") as info:
         default.fit(xs, y)
     assert isinstance(info.value, ValueError)
+
+
+def _one_contradiction(make):
+    """60 points separable through the origin after a point given both labels: with KFold(3), the
+    pair is in fold 0's test part, so fold 0 trains on separable points and folds 1 and 2 do not."""
+    x, y = _separable_through_origin(60, 3, seed=7)
+    x = np.vstack([x[:1], x[:1], x])
+    y = np.concatenate([["yes", "no"], y])
+    return make(), x, y
+
+
+ESTIMATORS = [pytest.param(KernelSVM, id="KernelSVM"), pytest.param(GroupNormSVM, id="GroupNormSVM")]
+
+
+@pytest.mark.parametrize("make", ESTIMATORS)
+def test_cross_validation_on_inseparable_folds_is_one_line_per_fold_not_a_traceback(make, capfd):
+    """Issue: with on_inseparable="raise" (then the default) an inseparable fold made cross_val_score
+    warn FitFailedWarning with a traceback per fold. By default each such fold now warns one line
+    of NotSeparableWarning and scores NaN, the score of sklearn's default error_score."""
+    import warnings
+
+    from sklearn.exceptions import FitFailedWarning
+    from sklearn.model_selection import KFold, cross_val_score
+
+    est, x, y = _one_contradiction(make)
+    assert est.on_inseparable == "warn"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scores = cross_val_score(est, x, y, cv=KFold(3))
+    err = capfd.readouterr().err
+    texts = [str(w.message) for w in caught]
+    assert not any("Traceback" in t for t in texts) and "Traceback" not in err, (texts, err)
+    assert not any(issubclass(w.category, FitFailedWarning) for w in caught)
+    ours = [str(w.message) for w in caught if issubclass(w.category, NotSeparableWarning)]
+    assert len(ours) == 2, texts   # one line per inseparable fold (folds 1 and 2)
+    for text, n in zip(ours, (41, 42)):
+        assert "\n" not in text and f"on {n} training points" in text and "not separable" in text, text
+    assert np.isfinite(scores[0]) and 0.9 <= scores[0] < 1   # fold 0 fits; its test part holds the pair
+    assert np.isnan(scores[1:]).all()                        # = error_score's default, np.nan
+
+    # "raise" is still there for an exception: sklearn's error_score applies, with its traceback
+    raising = clone(est).set_params(on_inseparable="raise")
+    with pytest.warns(FitFailedWarning, match="Traceback") as failed:
+        zeros = cross_val_score(raising, x, y, cv=KFold(3), error_score=0.0)
+    assert "NotSeparableError: 41 training points" in str(failed[0].message)
+    np.testing.assert_array_equal(zeros[1:], 0.0)
+    assert zeros[0] == scores[0]
+    with pytest.raises(NotSeparableError):
+        cross_val_score(raising, x, y, cv=KFold(3), error_score="raise")
 
 
 def test_a_refit_on_separable_data_forgets_the_infeasible_fit():

@@ -245,3 +245,52 @@ def test_sweep_panels_say_which_dot_is_which_point():
         assert {"svm-gln", "svm-l2"} <= texts, texts
         colours = {tuple(np.round(c, 3)) for coll in ax.collections for c in coll.get_facecolors()}
         assert len(colours) >= errors["hidden_units"].nunique()
+
+
+def _visible_tick_labels(fig, axis):
+    """The tick labels a reader sees on `axis` (drawn with Agg): text and extent in pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    lo, hi = sorted(axis.get_view_interval())
+    ticks = [t for t in axis.get_major_ticks() + axis.get_minor_ticks()
+             if t.label1.get_visible() and t.label1.get_text() and lo <= t.get_loc() <= hi]
+    return [(t.label1.get_text(), t.label1.get_window_extent(renderer)) for t in ticks]
+
+
+def test_the_kkt_panels_draw_the_whole_logged_history_with_readable_ticks():
+    """Issue: training.png's KKT panels showed only the last logged steps (their columns are NaN
+    until the data are separated; a lone value between NaNs was not drawn at all), with '6x10^-1'
+    tick labels running into each other. Every row that has the column is drawn, on the x range of
+    the whole history, log where the values span decades, and the tick labels do not overlap."""
+    from gbcli.runs.figures import training_figure
+
+    steps = np.unique(np.geomspace(1, 20_000, 30).round()).astype(int)
+    n = len(steps)
+    residual = np.full(n, np.nan)
+    residual[8] = 0.9                                       # separated once, then not again for a while
+    residual[12:] = 0.8 * (steps[12:] / steps[12]) ** -0.6  # then for good, decaying over decades
+    narrow = np.where(np.isnan(residual), np.nan, 0.62 - 0.2 * np.linspace(0, 1, n))  # within a decade
+    m = pd.DataFrame({"step": np.r_[0, steps], "val_error": 0.1, "margin_ratio": np.r_[-1, np.linspace(-1, 0.9, n)],
+                      "kkt_residual": np.r_[np.nan, residual], "kkt_complementarity_rel": np.r_[np.nan, narrow]})
+    fig = training_figure({"run": m})
+    axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    logged = m[m["step"] > 0]
+    for title, col in (("KKT residual (relative)", "kkt_residual"), ("KKT complementarity (relative)",
+                                                                       "kkt_complementarity_rel")):
+        ax = axes[title]
+        (line,) = ax.get_lines()
+        has = logged[logged[col].notna()]
+        assert list(line.get_xdata()) == list(has["step"]), title   # every row with the column, the lone one too
+        assert np.allclose(line.get_ydata(), has[col])
+        lo, hi = ax.get_xlim()
+        assert lo <= logged["step"].iloc[0] and hi >= logged["step"].iloc[-1]   # the whole history's steps
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = _visible_tick_labels(fig, axis)
+            assert 2 <= len(labels) <= 10, (title, [t for t, _ in labels])
+            assert not any(a.overlaps(b) for (_, a), (_, b) in itertools.combinations(labels, 2)), \
+                (title, [t for t, _ in labels])
+            assert all("\\times" not in t for t, _ in labels), labels   # no '6x10^-1' minor labels
+    assert axes["KKT residual (relative)"].get_yscale() == "log"          # 0.9 .. 0.02: decades
+    assert axes["KKT complementarity (relative)"].get_yscale() == "linear"   # 0.62 .. 0.42: less than one

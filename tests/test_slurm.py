@@ -391,3 +391,79 @@ def test_the_job_name_holds_only_plain_characters():
     opts = {"time_min": 10, "cpus": 1, "mem_gb": 2, "slurm": {}}
     assert slurm_parameters(opts, 1, "a b;c$(x)")["job_name"] == "gb-a_b_c__x_"
     assert slurm_parameters(opts, 1, "fig2.v1")["job_name"] == "gb-fig2.v1"
+
+
+# ------------------------------------------------------------------ scripts/slurm-cluster.sh stop
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm-cluster.sh"
+
+
+def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def slurm_cluster():
+    """A cluster started by scripts/slurm-cluster.sh (so its `stop` has daemons to stop), running
+    again after the test whatever the test did to it."""
+    if os.geteuid() != 0:
+        pytest.skip("scripts/slurm-cluster.sh starts the daemons as root")
+    start = cluster_script("start")
+    if start.returncode != 0:
+        pytest.skip(f"scripts/slurm-cluster.sh start failed: {start.stderr.strip()[-300:]}")
+    need_slurm()
+    if not Path("/run/gb-slurm/started").is_file():
+        pytest.skip("the running cluster was not started by scripts/slurm-cluster.sh: its stop stops nothing")
+    yield
+    if slurm_answers():   # the test stopped it: the other Slurm tests need it
+        assert cluster_script("start").returncode == 0
+
+
+def submit_sleep(*as_user: str) -> str:
+    name = f"gb-stop-test-{uuid.uuid4().hex[:6]}"
+    out = subprocess.run(["sbatch", "--parsable", *as_user, "--chdir=/tmp", "--output=/dev/null", f"--job-name={name}",
+                          "--time=15", "--wrap", "sleep 900"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().split(";")[0]
+
+
+def in_queue(job: str) -> str:
+    """The job's "user state" while squeue lists it (empty once it has left the queue)."""
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%u %T"], capture_output=True, text=True,
+                          timeout=30).stdout.strip()
+
+
+def cancel(job: str) -> None:
+    subprocess.run(["scancel", job], timeout=30)
+    wait_for(lambda: not in_queue(job), 120, f"job {job} to leave the queue")
+
+
+@pytest.mark.slurm
+def test_stop_refuses_while_another_users_job_is_queued_and_the_cluster_stays_up(slurm_cluster):
+    """Issue: `scripts/slurm-cluster.sh stop` stopped a cluster another user's sweep ran on. With a
+    job of user nobody queued (root may submit as another uid), stop refuses in one line naming
+    the user, the job and --force, and the cluster keeps answering; so does a job of the caller's own."""
+    other = submit_sleep("--uid=nobody", "--gid=nogroup")
+    try:
+        assert in_queue(other).startswith("nobody ")
+        proc = cluster_script("stop", timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, proc.stdout + proc.stderr
+        assert lines[0].startswith("slurm-cluster: not stopping: jobs still queued or running: ")
+        assert re.search(rf"\bnobody: ([^;]*, )?{other} \((PENDING|RUNNING|CONFIGURING)\)", lines[0]), lines[0]
+        assert "'stop --force'" in lines[0] and "slurm: stopped" not in proc.stdout
+        assert slurm_answers() is None                          # sinfo still answers
+        assert in_queue(other).startswith("nobody ")            # and the job is still there
+        assert cluster_script("status", timeout=60).returncode == 0
+    finally:
+        cancel(other)
+
+    own = submit_sleep()
+    try:
+        proc = cluster_script("stop", timeout=120)
+        assert proc.returncode == 1 and "root (yours): " in proc.stderr, proc.stderr   # ids: at most 5 per user
+        assert slurm_answers() is None and in_queue(own).startswith("root ")
+    finally:
+        cancel(own)
+    assert cluster_script("stop", "--now", timeout=60).returncode == 2   # a misspelt flag stops nothing
+    assert slurm_answers() is None

@@ -11,13 +11,19 @@ Both take any two labels: classes_[1] plays +1.
 
 Data that no predictor of the program separates (a hard-margin program without bias has no solution
 then) is a checkable outcome, chosen by the constructor parameter `on_inseparable`:
-- "raise" (the default): fit raises `NotSeparableError`, a ValueError subclass;
-- "warn": fit succeeds, warns `NotSeparableWarning` (a UserWarning subclass) and sets
+- "warn" (the default): fit succeeds, warns one line of `NotSeparableWarning` (a UserWarning
+  subclass) naming the number of training points and their classes, and sets
   `status_ = "infeasible"`, `objective_ = inf`, `certificate_` (the dual ray's bound on the margin,
-  `certified` when it proves the data inseparable) and `majority_`; the fitted estimator then has no
-  predictor: predict answers `majority_` (the training set's more frequent class, classes_[0] on a
-  tie) for every point and decision_function the constant +1 (majority_ is classes_[1]) or -1, so
-  score is a real number and cross_val_score / GridSearchCV get a score for every fold.
+  `certified` when it proves the data inseparable) and `majority_`. The fitted estimator has no
+  predictor: score answers NaN, the value of scikit-learn's default `error_score`, so a
+  cross-validation fold whose training part is not separable scores NaN (GridSearchCV ranks it
+  last) with that one line, not a FitFailedWarning holding a traceback per fold. predict still
+  answers `majority_` (the training set's more frequent class, classes_[0] on a tie) for every
+  point and decision_function the constant +1 (majority_ is classes_[1]) or -1, so a pipeline or
+  a scorer other than the default (e.g. scoring="accuracy") runs on: it scores that constant.
+- "raise": fit raises `NotSeparableError`, a ValueError subclass; cross-validation then treats the
+  fold as a failed fit (its error_score, a number or "raise", applies, with scikit-learn's
+  FitFailedWarning and the traceback it formats).
 
 Model selection (cross_val_score, GridSearchCV, Pipeline): KernelSVM needs nothing more. GroupNormSVM's
 gates travel with the points in either of two ways:
@@ -56,14 +62,15 @@ ON_INSEPARABLE = ("raise", "warn")
 MAX_GATE_ENTRIES = 2 ** 31   # one-hot gate entries an estimator may build (16 GiB of float64)
 
 class NotSeparableError(ValueError):
-    """fit's answer, with on_inseparable="raise" (the default), to training data that no predictor of the
+    """fit's answer, with on_inseparable="raise", to training data that no predictor of the
     program separates: the hard-margin program has no solution. A ValueError, so code that caught
     ValueError before still does; catch this class to tell inseparable data from bad input."""
 
 
 class NotSeparableWarning(UserWarning):
-    """Warned by fit, with on_inseparable="warn", when the training data is not separable: the
-    estimator is fitted with status_ "infeasible" and predicts its majority_ class."""
+    """Warned by fit, with on_inseparable="warn" (the default), when the training data is not
+    separable: one line; the estimator is fitted with status_ "infeasible", scores NaN and predicts
+    its majority_ class."""
 
 
 def _check_on_inseparable(est) -> str:
@@ -74,16 +81,28 @@ def _check_on_inseparable(est) -> str:
 
 
 def _inseparable(est, message: str, classes, ypm, certificate_: dict, lam) -> None:
-    """Raise NotSeparableError, or (on_inseparable="warn") fit the estimator without a predictor."""
-    if est.on_inseparable == "raise":
-        raise NotSeparableError(message)
+    """Raise NotSeparableError, or (on_inseparable="warn") fit the estimator without a predictor and
+    say so in one line (a solver's message may hold newlines: a warning is one line per fold)."""
+    message = " ".join(str(message).split())
     positive = int(np.sum(ypm > 0))
+    label = [repr(c.item() if isinstance(c, np.generic) else c) for c in classes]   # 0, not np.int64(0)
+    points = f"{len(ypm)} training points ({len(ypm) - positive} of {label[0]}, {positive} of {label[1]})"
+    if est.on_inseparable == "raise":
+        raise NotSeparableError(f"{points}: {message}")
     majority = 1 if positive > len(ypm) - positive else 0
     est.classes_, est.majority_, est._constant = classes, classes[majority], 1.0 if majority else -1.0
     est.status_, est.message_, est.objective_ = "infeasible", message, float("inf")
     est.certificate_, est.lam_, est.n_iter_ = certificate_, lam, certificate_.get("iterations")
-    warnings.warn(f"{type(est).__name__}: {message}; fitted without a predictor (status_ 'infeasible'): "
-                  f"predict answers the majority class {classes[majority]!r}", NotSeparableWarning, stacklevel=3)
+    warnings.warn(f"{type(est).__name__} on {points}: {message}; fitted without a predictor (status_ "
+                  f"'infeasible'): score is NaN, predict answers the majority class {label[majority]}",
+                  NotSeparableWarning, stacklevel=3)
+
+
+def _score(est, y, predicted, sample_weight) -> float:
+    """Mean accuracy; NaN for an estimator fitted without a predictor (see the module docstring)."""
+    if _no_predictor(est):
+        return float("nan")
+    return float(accuracy_score(y, predicted, sample_weight=sample_weight))
 
 
 def _no_predictor(est) -> bool:
@@ -142,7 +161,8 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
     None means 1 / n_features) or "precomputed" (fit takes the N x N training kernel, decision_function
     the M x N kernel between new and training points). tol: the relative duality gap (and margin
     shortfall) the solve is certified to; max_iter: interior-point iterations (None: the method's default).
-    on_inseparable: "raise" (NotSeparableError) or "warn" (status_ "infeasible", see the module's docstring).
+    on_inseparable: "warn" (the default: one NotSeparableWarning line, status_ "infeasible", score NaN)
+    or "raise" (NotSeparableError); see the module's docstring.
     kernel, gamma, degree and coef0 are the hyperparameters GridSearchCV can select.
 
     Fitted: classes_, alpha_ (N,), dual_coef_ (1, n_SV) and support_, coef_ (1, D) for the linear
@@ -154,7 +174,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, kernel="linear", gamma=None, degree=3, coef0=1.0, tol=1e-6, max_iter=None,
-                 on_inseparable="raise"):
+                 on_inseparable="warn"):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -195,8 +215,9 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                 degree=self.degree, coef0=self.coef0)
 
     def fit(self, X, y):
-        """Solve the program on (X, y). Data not separable by this kernel: NotSeparableError (a
-        ValueError), or with on_inseparable="warn" a NotSeparableWarning and status_ "infeasible".
+        """Solve the program on (X, y). Data not separable by this kernel: a one-line
+        NotSeparableWarning and status_ "infeasible" (on_inseparable="warn", the default), or
+        NotSeparableError, a ValueError (on_inseparable="raise").
         ValueError when a parameter is out of range (tol a finite number in (0, 1), max_iter a
         positive integer)."""
         tol, max_iter = self._check_params()
@@ -270,6 +291,10 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy on (X, y); NaN when fitted without a predictor (inseparable training data)."""
+        return _score(self, y, self.predict(X), sample_weight)
+
 
 class GroupNormSVM(ClassifierMixin, BaseEstimator):
     """The group-norm program min sum_g ||zeta_g||_F s.t. y_n f(x_n) >= 1, f(x_n) = sum_r E[n, r] <zeta_r, x_n>.
@@ -293,7 +318,8 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
     - count: the number of contexts per unit (None: the training contexts' largest value + 1); give it
       when the contexts travel in X, or a fold whose training rows never reach the last context
       cannot score rows that do. fit's count argument, when given, overrides it.
-    on_inseparable: "raise" (NotSeparableError) or "warn" (status_ "infeasible"; see the module's docstring).
+    on_inseparable: "warn" (the default: one NotSeparableWarning line, status_ "infeasible", score NaN)
+    or "raise" (NotSeparableError); see the module's docstring.
 
     Fitted: classes_, zeta_ (R, D), lam_ (the dual multipliers, when the solver gives them),
     objective_, status_, message_, certificate_ (gbcli.programs.certify.certificate), groups_, count_,
@@ -302,7 +328,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, groups="units", tol=1e-6, max_iter=None, solver="dual", context_columns=None,
-                 gate_columns=None, count=None, on_inseparable="raise"):
+                 gate_columns=None, count=None, on_inseparable="warn"):
         self.groups = groups
         self.tol = tol
         self.max_iter = max_iter
@@ -398,8 +424,8 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, gates=None, contexts=None, count=None):
         """Solve the program on (X, y) with the points' gates (arguments, or X's last columns). Data
-        no predictor separates: NotSeparableError (a ValueError), or with on_inseparable="warn" a
-        NotSeparableWarning and status_ "infeasible". ValueError when a parameter is out of range
+        no predictor separates: a one-line NotSeparableWarning and status_ "infeasible"
+        (on_inseparable="warn", the default), or NotSeparableError, a ValueError (on_inseparable="raise"). ValueError when a parameter is out of range
         (tol a finite number in (0, 1), max_iter a positive integer)."""
         from gbcli.programs.solvers import SOLVERS
 
@@ -459,5 +485,6 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return self.classes_[(self.decision_function(X, gates, contexts) > 0).astype(int)]
 
     def score(self, X, y, sample_weight=None, gates=None, contexts=None):
-        """Mean accuracy on (X, y), with the points' gates given as in fit."""
-        return accuracy_score(y, self.predict(X, gates, contexts), sample_weight=sample_weight)
+        """Mean accuracy on (X, y), with the points' gates given as in fit; NaN when fitted without
+        a predictor (inseparable training data)."""
+        return _score(self, y, self.predict(X, gates, contexts), sample_weight)

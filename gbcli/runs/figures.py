@@ -320,9 +320,43 @@ def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
     return float(np.polyfit(np.log(m["step"]), np.log(m["margin_gap"]), 1)[0])
 
 
+def spans_decades(values, decades: float) -> bool:
+    """Whether finite values are all positive and span more than `decades` decades: the rule for a
+    log axis (curves.png's parameter norm, training.png's residuals)."""
+    v = pd.to_numeric(pd.Series(np.asarray(values, dtype=float).ravel()), errors="coerce")
+    v = v[np.isfinite(v)]
+    return bool(len(v)) and v.min() > 0 and v.max() / v.min() > 10 ** decades
+
+
+def readable_log_ticks(axis) -> None:
+    """Ticks of a log axis a reader can take in: over less than three decades, labelled plain values
+    at 1, 2, 5 x 10^k (matplotlib's default labels minor ticks as '6x10^-1' that run into each other);
+    over more, labelled decades only. Minor ticks are never labelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    if not (lo > 0 and np.isfinite(hi)):
+        return
+    if np.log10(hi / lo) < 3:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
+        axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    else:
+        axis.set_major_locator(LogLocator(base=10, numticks=8))
+    axis.set_minor_formatter(NullFormatter())
+
+
+TRAINING_LOG_DECADES = 1.0   # a panel declared "log" keeps a log axis once its positive values span a decade
+FEW_POINTS = 12              # a line with fewer logged values marks each of them
+
+
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
     """One panel per tracked metric against the step (log axis), one line per run; None when no
-    run has tracked columns. The inconsistency panel also shows each run's GD validation error."""
+    run has tracked columns. The inconsistency panel also shows each run's GD validation error.
+
+    Every panel draws every logged row that has its column (a KKT column is NaN until the data are
+    separated, and may be again later: a NaN must not hide a lone value) on the x range of the
+    whole logged history, so a quantity defined only late reads as late. A panel declared "log"
+    is log only where its positive values span a decade (`TRAINING_LOG_DECADES`)."""
     cols = [p for p in training_panels() if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
     if not cols:
         return None
@@ -333,21 +367,33 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     for ax in grid[len(cols):]:
         ax.set_axis_off()
     axes = grid[:len(cols)]
+    runs = {label: m[m["step"] > 0] for label, m in runs.items()}   # step 0 has no place on a log axis
+    scales = {}
+    for col, _, scale in cols:
+        values = pd.concat([pd.to_numeric(m[col], errors="coerce") for m in runs.values() if col in m])
+        scales[col] = "log" if scale == "log" and spans_decades(values[values > 0], TRAINING_LOG_DECADES) else "linear"
     for i, (label, m) in enumerate(runs.items()):
-        m = m[m["step"] > 0]
         for ax, (col, _, _) in zip(axes, cols):
             if col not in m:
                 continue
             name = label
             if col == "margin_gap" and np.isfinite(slope := gap_slope(m)):
                 name = f"{label} (slope {slope:.2f})"
-            ax.plot(m["step"], m[col], color=f"C{i % 10}", label=name, lw=1.4)
+            y = pd.to_numeric(m[col], errors="coerce")
+            ok = np.isfinite(y) & ((y > 0) if scales[col] == "log" else True)
+            if not ok.any():
+                continue
+            ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", label=name, lw=1.4,
+                    marker="." if ok.sum() < FEW_POINTS else None)
             if col == "inconsistency":
                 ax.plot(m["step"], m["val_error"], color=f"C{i % 10}", ls=":", lw=1, label=f"{label}: GD val error")
-    for ax, (col, ylabel, scale) in zip(axes, cols):
+    steps = pd.concat([m["step"] for m in runs.values()])
+    first, last = (float(steps.min()), float(steps.max())) if len(steps) else (1.0, 10.0)
+    pad = (last / first) ** 0.03 if last > first else 2.0   # matplotlib's usual 3% margin, on a log axis
+    for ax, (col, ylabel, _) in zip(axes, cols):
         ax.set_xscale("log")
-        positive = any((line.get_ydata() > 0).any() for line in ax.get_lines())
-        ax.set_yscale(scale if positive else "linear")   # a residual that is exactly 0 has no log scale
+        ax.set_xlim(first / pad, last * pad)   # the whole logged history, in every panel
+        ax.set_yscale(scales[col])
         ax.set_xlabel("step")
         ax.set_title(ylabel, fontsize=9)
         if col == "margin_ratio":
@@ -356,7 +402,11 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
             values = values[np.isfinite(values)]
             lo, hi = (min(values.min(), 0.0), max(values.max(), 1.0)) if len(values) else (0.0, 1.0)
             ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))   # the whole curve (it may start far below 0)
-        ax.legend(fontsize=7)
+        readable_log_ticks(ax.xaxis)
+        if scales[col] == "log":
+            readable_log_ticks(ax.yaxis)
+        if ax.get_lines():
+            ax.legend(fontsize=7)
     plain_ticks(fig)
     if title:
         fig.suptitle(title)
@@ -470,10 +520,9 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Fi
         ax.set_axis_off()
     many = len(runs) > MAX_LABELLED
     for ax, (col, label, scale) in zip(grid, panels):
-        if scale == "auto":   # log when the positive values span more than two decades
+        if scale == "auto":   # log when the values are positive and span more than two decades
             values = pd.concat([pd.to_numeric(m[col], errors="coerce") for m in runs.values() if col in m])
-            values = values[np.isfinite(values)]
-            scale = "log" if len(values) and values.min() > 0 and values.max() / values.min() > 100 else "linear"
+            scale = "log" if spans_decades(values, 2) else "linear"
         stacked = []
         for i, (name, m) in enumerate(runs.items()):
             if col not in m:
@@ -495,6 +544,7 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Fi
         ax.set_xlabel("step")
         if scale == "log":
             ax.set_yscale("log")
+            readable_log_ticks(ax.yaxis)
         if ax.get_legend_handles_labels()[0] and (len(runs) > 1 or many):
             ax.legend(fontsize=7)
     plain_ticks(fig)
