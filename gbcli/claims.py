@@ -1,21 +1,26 @@
 """A paper's claims as data, evaluated on result tables.
 
 A claims file (YAML; results/paper/claims.yaml holds paper 000's) lists the tables it reads, named
-row subsets, default parameters and the claims. A claim has a statement, a rule (`d < 0`: the claimed
-ordering; `d == 0`: equality) and conditions; each condition is one of the named quantities of
-`QUANTITIES` with its parameters, and gives a number d with a bootstrap interval and a verdict:
+row subsets, default parameters, the sizes its qualifiers are taken to mean, and the claims. A claim
+has the paper's statement, a rule (`d < 0`: the claimed ordering; `d == 0`: equality) and conditions;
+each condition is one of the named quantities of `QUANTITIES` with its parameters, and gives a number
+d with a 95% interval and a verdict:
 
     claims = load("results/paper/claims.yaml")
     rows = evaluate(claims, read_tables(claims, "results/paper"))
 
 Parameters of a condition besides its quantity's own: `label` (printed, and the seed of its bootstrap),
-`per: COLUMN` (one condition per value of the column, the label formatted with `{COLUMN}`) and the rows
-(`rows`, or `a_rows` and `b_rows`): a subset's name, `{subset: NAME | from: TABLE, COLUMN: FILTER, ...}`
-or a list of those, concatenated. A filter is a value (==), a list (in), a comparison ("<= 50"), `min`
-or `max` (the column's extreme), or `drop_collapsed: GD` (the points whose GD run GD collapsed, train
-error > 0.4, left out; momentum-0 rows kept). A condition on a missing optional table is left out.
+`size` (a name of the file's `sizes` or `{at_least: S}`: the claim says d <= -S, for a qualifier such
+as "much worse"), `per: COLUMN` (one condition per value of the column, the label formatted with
+`{COLUMN}`) and the rows (`rows`, or `a_rows` and `b_rows`): a subset's name, `{subset: NAME | from:
+TABLE, COLUMN: FILTER, ...}` or a list of those, concatenated. A filter is a value (==), a list (in),
+a comparison ("<= 50"), `min` or `max` (the column's extreme), or `drop_collapsed: GD` (the points
+whose GD run GD collapsed, train error > 0.4, left out; momentum-0 rows kept). A condition on a
+missing optional table is left out. A claim's `shown_conditions` are evaluated and printed but are
+not part of its verdict (a breakdown, e.g. per H); `control_conditions` test what could rule out our
+setup.
 
-Only numpy, pandas and yaml: the claims are read from tables, never from runs.
+Only numpy, pandas, scipy (a t quantile) and yaml: the claims are read from tables, never from runs.
 """
 
 from __future__ import annotations
@@ -27,63 +32,107 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from scipy import stats
 
-VERDICTS = ("reproduced", "not reproduced", "contradicted")
+VERDICTS = ("reproduced", "direction reproduced, size not", "mixed", "not decided", "contradicted")
+SUPPORT = ("reproduced", "direction reproduced, size not")   # a condition that shows at least the direction
 RULES = ("d < 0", "d == 0")
 BOOT = 4000          # bootstrap resamples per condition
-LEVEL = 0.95         # two-sided percentile interval
+LEVEL = 0.95         # two-sided intervals
 COLLAPSED = 0.4      # a GD run with a larger train error collapsed
 
-METHOD = f"""Each claim is one or more conditions. A condition is a number d that the claim says is
-negative (d < 0), computed from the committed tables:
+METHOD = f"""Each claim is the paper's statement (its words, where it makes it) and one or more conditions. A
+condition is a number d that the claim says is negative (d < 0), computed from the committed tables:
 - a paired difference A - B averaged over grid points (one point = one configuration and seed; pairs
-  only where both programs are feasible);
+  only where both programs are feasible), or a level against the threshold the claim states
+  (0.10 - inconsistency for "more than 10%");
 - a best-configuration difference: for each side, the validation error is averaged over the seeds
   of each configuration and the configuration with the lowest mean is taken (as in Figure 2c / 3c;
   for the SVMs of Figure 3 over the seeds where the program is feasible);
-- a difference of Pearson correlations, or the slope of a gap against log2 H.
-The interval is the {LEVEL:.0%} percentile bootstrap interval of d ({BOOT} resamples, numpy, fixed
-seed per condition): points are resampled with replacement for paired means, correlations and slopes;
-for best configurations the seeds of the two chosen configurations are resampled, the two sides
-independently (the choice of configuration is not resampled). Verdict of a condition: **reproduced** if the whole interval is below 0 (the claimed
-ordering holds), **contradicted** if the whole interval is above 0 (the opposite ordering holds),
-**not reproduced** if the interval contains 0 (the data do not decide), and for an equality claim
-reproduced if every paired difference is exactly 0. A claim is reproduced if all its conditions are,
-contradicted if any is, and otherwise not reproduced. Qualifiers such as "much" or "slightly" are not
-tested: only the direction is, and the size is shown. Subsets: Figure 2 = median init, C = 2, momentum 0
-(the comparison networks); Figure 4 = all of fig2; Figure 3 = momentum 0.9; appendix C.2 = momentum 0."""
+- a Pearson correlation (-r for "correlated", r - 0.5 for "only weakly correlated"), or the slope of
+  a gap against log2 H; or a share of points (equality: none).
+Intervals ({LEVEL:.0%}; numpy, a fixed seed per condition): a percentile bootstrap of the points ({BOOT}
+resamples) for paired means, correlations, slopes and shares. For a best configuration d's interval is
+the smallest one holding two intervals: (1) a bootstrap that resamples the seeds of every configuration
+and chooses the best configuration again in each resample (the two sides independently), so it counts
+the chance that another configuration is the best one (it does not remove the optimism of a minimum,
+which partly cancels in d as both sides are minima); (2) a Welch t-interval over the seeds of the two
+chosen configurations, since a bootstrap of 3 seeds has few distinct resamples.
+Sizes: a qualifier that claims a large difference ("much", "considerably") is a size S, written in the
+claims file (`sizes`) with its reason: the claim is then d <= -S. A number the paper states ("more than
+10%") is the claim's threshold itself, and so are its "substantial" (its own "a substantial proportion
+(more than 10%)", sec. 4.1) and "only weakly correlated" (r < 0.5). Hedges ("slightly", "a bit",
+"tends to", "reasonably") are tested for their direction only; the size is shown.
+Verdict of a condition: **reproduced** if the whole interval is below 0 (below -S with a size);
+**direction reproduced, size not** if it is below 0 but not below -S (its text says whether the size
+is excluded or not decided); **contradicted** if the whole interval is above 0, or, with a size, above
+-S while not below 0 (the stated size is excluded and the direction is not shown); **not decided**
+otherwise (the interval contains 0). An equality condition is reproduced if every paired difference is
+exactly 0, contradicted if the interval excludes 0. A claim is **reproduced** if all its conditions
+are; **mixed** if one is contradicted while another reproduces at least the direction;
+**contradicted** if one is and none reproduces anything; **direction reproduced, size not** if every
+condition reproduces at least the direction; otherwise **not decided**. Subsets: Figure 2 = median
+init, C = 2, momentum 0 (the comparison networks); Figure 4 = all of fig2; Figure 3 = momentum 0.9;
+appendix C.2 = momentum 0."""
 
 
 class Condition:
-    """One evaluated condition: d (claimed < 0, or == 0 for equality), its interval and a verdict."""
+    """One evaluated condition: d (claimed < 0, <= -size with a size, or == 0 for equality), its
+    interval and a verdict. `intervals` (name -> (lo, hi)): the intervals whose hull is [lo, hi]."""
 
     def __init__(self, label: str, est: float, lo: float, hi: float, detail: str = "", equal: bool = False,
-                 exact_zero: bool | None = None):
+                 exact_zero: bool | None = None, intervals: dict | None = None):
         self.label, self.est, self.lo, self.hi, self.detail = label, est, lo, hi, detail
-        if not np.isfinite(est):
-            self.verdict = "not reproduced"
-        elif equal:
-            self.verdict = "reproduced" if exact_zero else ("contradicted" if lo > 0 or hi < 0 else "not reproduced")
-        elif hi < 0:
-            self.verdict = "reproduced"
-        elif lo > 0:
-            self.verdict = "contradicted"
-        else:
-            self.verdict = "not reproduced"
+        self.equal, self.exact_zero, self.intervals = equal, exact_zero, intervals or {}
+        self.size, self.size_name = None, ""
+
+    def with_size(self, size: float, name: str = "stated") -> "Condition":
+        if not size > 0:
+            raise ValueError(f"{self.label}: a size must be positive, not {size!r}")
+        self.size, self.size_name = float(size), name
+        return self
+
+    @property
+    def verdict(self) -> str:
+        lo, hi = self.lo, self.hi
+        if not np.isfinite(self.est):
+            return "not decided"
+        if self.equal:
+            return "reproduced" if self.exact_zero else ("contradicted" if lo > 0 or hi < 0 else "not decided")
+        if self.size is None:
+            return "reproduced" if hi < 0 else ("contradicted" if lo > 0 else "not decided")
+        if hi < -self.size:
+            return "reproduced"
+        if hi < 0:
+            return "direction reproduced, size not"
+        return "contradicted" if lo > -self.size else "not decided"
+
+    def size_text(self, digits: int = 4) -> str:
+        if self.size is None or not np.isfinite(self.est):
+            return ""
+        state = "shown" if self.hi < -self.size else ("excluded" if self.lo > -self.size else "not decided")
+        return f"size '{self.size_name}': claimed d <= -{self.size:.{digits}f}, {state}"
 
     def text(self, digits: int = 4) -> str:
         if not np.isfinite(self.est):
             return f"{self.label}: no data ({self.detail})"
-        s = f"{self.label}: d = {self.est:+.{digits}f} [{self.lo:+.{digits}f}, {self.hi:+.{digits}f}]"
-        return s + (f" ({self.detail})" if self.detail else "")
+        f = lambda v: f"{v:+.{digits}f}"
+        s = f"{self.label}: d = {f(self.est)} [{f(self.lo)}, {f(self.hi)}]"
+        notes = [f"{k} [{f(a)}, {f(b)}]" for k, (a, b) in self.intervals.items()]
+        notes += [t for t in (self.size_text(digits), self.detail) if t]
+        return s + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def combine(conds: list[Condition]) -> str:
-    """A claim's verdict: reproduced if all its conditions are, contradicted if any is."""
+    """A claim's verdict from its conditions' (see METHOD)."""
     vs = [c.verdict for c in conds]
     if vs and all(v == "reproduced" for v in vs):
         return "reproduced"
-    return "contradicted" if "contradicted" in vs else "not reproduced"
+    if "contradicted" in vs:
+        return "mixed" if any(v in SUPPORT for v in vs) else "contradicted"
+    if vs and all(v in SUPPORT for v in vs):
+        return "direction reproduced, size not"
+    return "not decided"
 
 
 def _none(label: str, why: str) -> Condition:
@@ -116,7 +165,8 @@ def stat_condition(label: str, n: int, stat, detail: str) -> Condition:
     if n < 3:
         return _none(label, "fewer than 3 points")
     rng = _rng(label, detail, n)
-    boot = np.array([stat(rng.integers(0, n, n)) for _ in range(BOOT)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = np.array([stat(rng.integers(0, n, n)) for _ in range(BOOT)])
     lo, hi = _pct(boot[np.isfinite(boot)])
     return Condition(label, float(stat(np.arange(n))), lo, hi, f"{n} points; {detail}")
 
@@ -165,11 +215,30 @@ def columns(label: str, rows: pd.DataFrame, a: str, b: str) -> Condition:
     return mean_condition(label, rows[a] - rows[b], f"{rows[a].mean():.4f} vs {rows[b].mean():.4f}")
 
 
-def corr(label: str, rows: pd.DataFrame, a: str, b: str) -> Condition:
-    """d = -r(a, b), the Pearson correlation of two programs' errors over points."""
-    p = _by_point(rows)[[a, b]].dropna()
+def share_below(label: str, rows: pd.DataFrame, value: str, below: float, equal: bool = False) -> Condition:
+    """d = the share of rows whose `value` is below `below` (with rule d == 0: the claim is that none is)."""
+    v = rows[value].to_numpy(dtype=float)
+    v = v[np.isfinite(v)]
+    hit = (v < below).astype(float)
+    detail = f"{int(hit.sum())} of {len(hit)} below {below:g}; median {value} {np.median(v):.1e}" if len(v) else ""
+    return mean_condition(label, hit, detail, equal=equal)
+
+
+def corr(label: str, rows: pd.DataFrame, a: str, b: str, below: float | None = None) -> Condition:
+    """The Pearson correlation r of two programs' errors over points: d = -r (the claim: they are
+    correlated) or, with `below`, d = r - below (the claim: only weakly correlated, r < below)."""
+    p = _by_point(rows)
+    if a not in p or b not in p:
+        return _none(label, f"{a} or {b} missing")
+    p = p[[a, b]].dropna()
     x, y = p[a].to_numpy(), p[b].to_numpy()
-    return stat_condition(label, len(p), lambda ix: -np.corrcoef(x[ix], y[ix])[0, 1], f"r = {np.corrcoef(x, y)[0, 1]:.3f}")
+    r = lambda ix: np.corrcoef(x[ix], y[ix])[0, 1]
+    f = (lambda ix: r(ix) - below) if below is not None else (lambda ix: -r(ix))
+    if len(p) < 3:
+        return _none(label, "fewer than 3 points")
+    rho = pd.Series(x).rank().corr(pd.Series(y).rank())
+    claim = f"; the claim: r < {below:g}" if below is not None else ""
+    return stat_condition(label, len(p), f, f"r = {r(np.arange(len(p))):.3f}, Spearman {rho:.3f}{claim}")
 
 
 def corr_diff(label: str, rows: pd.DataFrame, a: str, b: str, ref: str) -> Condition:
@@ -203,29 +272,70 @@ def unpaired(label: str, a_rows: pd.DataFrame, b_rows: pd.DataFrame, value: str 
     return Condition(label, float(a.mean() - b.mean()), lo, hi, f"{a.mean():.4f} on {len(a)} points vs {b.mean():.4f} on {len(b)}")
 
 
-def _best_boot(e: pd.DataFrame, names: dict, rng: np.random.Generator):
-    """The best configuration (lowest validation error averaged over its seeds; infeasible seeds left
-    out), its name and the bootstrap of its seed mean (its seeds resampled, the choice kept)."""
-    keys = ["predictor", "hidden_units", "contexts", "median_init", "momentum"]
+CONFIG = ["predictor", "hidden_units", "contexts", "median_init", "momentum"]   # a configuration (seeds vary)
+
+
+def configurations(e: pd.DataFrame) -> dict:
+    """A side's configurations: key (CONFIG) -> (its seeds' validation errors, model), infeasible seeds
+    left out. A configuration that is the same program at another momentum (a convex program that
+    does not read the network: the same error at every seed) is kept once."""
     e = e.dropna(subset=["val_error"])
-    if e.empty:
-        return float("nan"), "", np.full(BOOT, np.nan)
-    m = e.groupby(keys).val_error.mean()
-    b = m.idxmin()
-    runs = e.set_index(keys).loc[b]
-    v = runs.val_error.to_numpy()
-    boot = v[rng.integers(0, len(v), (BOOT, len(v)))].mean(1)
-    at = names.get(runs.model.iloc[0], "{predictor} H={hidden_units}").format(
-        predictor=b[0], hidden_units=b[1], contexts=b[2], log2_contexts=round(np.log2(b[2])))
-    return float(m.min()), f"{at}, {len(v)} seeds", boot
+    out, seen = {}, set()
+    for key, g in e.groupby(CONFIG, sort=True):
+        v = g.val_error.to_numpy(dtype=float)
+        twin = (key[:4], tuple(np.sort(v)))
+        if twin not in seen:
+            seen.add(twin)
+            out[key] = (v, g.model.iloc[0])
+    return out
 
 
-def best(label: str, a_rows: pd.DataFrame, b_rows: pd.DataFrame, names: dict | None = None) -> Condition:
-    """d = best(a) - best(b); `names`: how a configuration is named, by the table's model column."""
-    ba, at_a, boot_a = _best_boot(a_rows, names or {}, _rng(label, "a"))
-    bb, at_b, boot_b = _best_boot(b_rows, names or {}, _rng(label, "b"))
-    lo, hi = _pct(boot_a - boot_b) if np.isfinite(ba - bb) else (float("nan"), float("nan"))
-    return Condition(label, ba - bb, lo, hi, f"{ba:.4f} ({at_a}) vs {bb:.4f} ({at_b})")
+def _best_side(e: pd.DataFrame, names: dict, rng: np.random.Generator, reselect: bool = True):
+    """The best configuration of a side (lowest mean over its seeds): its mean, name, seeds' errors and
+    a bootstrap of the best mean. `reselect`: resample the seeds of every configuration and take the
+    lowest mean again (the choice resampled); otherwise resample the chosen configuration's seeds only."""
+    cfg = configurations(e)
+    if not cfg:
+        return float("nan"), "", np.full(BOOT, np.nan), np.array([])
+    keys = list(cfg)
+    means = np.array([cfg[k][0].mean() for k in keys])
+    b = keys[int(np.argmin(means))]
+    v, model = cfg[b]
+    draw = lambda x: x[rng.integers(0, len(x), (BOOT, len(x)))].mean(1)
+    boot = np.min([draw(cfg[k][0]) for k in keys], axis=0) if reselect else draw(v)
+    m = f" m {b[4]:g}" if b[0].startswith("gd-") and e.momentum.nunique() > 1 else ""
+    at = names.get(model, "{predictor} H={hidden_units}").format(
+        predictor=b[0], hidden_units=b[1], contexts=b[2], log2_contexts=round(np.log2(b[2])), m=m)
+    return float(means.min()), f"{at}, {len(v)} seeds", boot, v
+
+
+def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """The Welch t-interval of mean(a) - mean(b) (unbounded with fewer than 2 values on a side)."""
+    if len(a) < 2 or len(b) < 2:
+        return -np.inf, np.inf
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    d, se = a.mean() - b.mean(), np.sqrt(va + vb)
+    if se == 0:
+        return float(d), float(d)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    q = stats.t.ppf(1 - (1 - LEVEL) / 2, df)
+    return float(d - q * se), float(d + q * se)
+
+
+def best(label: str, a_rows: pd.DataFrame, b_rows: pd.DataFrame, names: dict | None = None,
+         reselect: bool = True) -> Condition:
+    """d = best(a) - best(b); `names`: how a configuration is named, by the table's model column. The
+    interval holds the bootstrap with the choice of configuration redone in each resample (`reselect`)
+    and the Welch t-interval over the chosen configurations' seeds."""
+    ba, at_a, boot_a, va = _best_side(a_rows, names or {}, _rng(label, "a"), reselect)
+    bb, at_b, boot_b, vb = _best_side(b_rows, names or {}, _rng(label, "b"), reselect)
+    if not np.isfinite(ba - bb):
+        return _none(label, "no feasible configuration on a side")
+    blo, bhi = _pct(boot_a - boot_b)
+    tlo, thi = welch(va, vb)
+    boot_name = "bootstrap, best re-chosen" if reselect else "bootstrap of the chosen seeds"
+    return Condition(label, ba - bb, min(blo, tlo), max(bhi, thi), f"{ba:.4f} ({at_a}) vs {bb:.4f} ({at_b})",
+                     intervals={boot_name: (blo, bhi), "t over seeds": (tlo, thi)})
 
 
 def published_cells(rows: pd.DataFrame, value: str, cells: list[str], ours_rows: pd.DataFrame | None = None,
@@ -241,8 +351,8 @@ def published_cells(rows: pd.DataFrame, value: str, cells: list[str], ours_rows:
     return out
 
 
-QUANTITIES = {f.__name__: f for f in (paired, paired_by, threshold, columns, corr, corr_diff, slope, unpaired, best,
-                                      published_cells)}
+QUANTITIES = {f.__name__: f for f in (paired, paired_by, threshold, columns, share_below, corr, corr_diff, slope,
+                                      unpaired, best, published_cells)}
 
 
 # ------------------------------------------------------------------------------- rows and claims
@@ -279,12 +389,22 @@ def select(tables: dict, subsets: dict, spec) -> pd.DataFrame | None:
     return t
 
 
+def size_of(spec, claims: dict) -> tuple[float, str]:
+    """A condition's `size`: a name of the claims file's `sizes`, or `{at_least: S}` (named 'stated')."""
+    if isinstance(spec, str):
+        if spec not in claims.get("sizes", {}):
+            raise ValueError(f"size {spec!r} is not one of the claims file's sizes")
+        return float(claims["sizes"][spec]["at_least"]), spec
+    return float(spec["at_least"]), spec.get("name", "stated")
+
+
 def conditions(specs: list[dict], tables: dict, claims: dict, equal: bool = False) -> list[Condition]:
     """Evaluate a list of condition specs."""
     out = []
     for spec in specs:
         spec = {**claims.get("defaults", {}).get(spec["quantity"], {}), **spec}
         fn, label, per = QUANTITIES[spec.pop("quantity")], spec.pop("label"), spec.pop("per", None)
+        size = spec.pop("size", None)
         frames = {k: select(tables, claims.get("subsets", {}), spec.pop(k)) for k in list(spec)
                   if k == "rows" or k.endswith("_rows")}
         if any(f is None for f in frames.values()):
@@ -292,10 +412,11 @@ def conditions(specs: list[dict], tables: dict, claims: dict, equal: bool = Fals
         if equal:
             spec["equal"] = True
         if per is None:
-            out.append(fn(label, **frames, **spec))
-            continue
-        for v in sorted(set().union(*(f[per].unique() for f in frames.values()))):
-            out.append(fn(label.format(**{per: v}), **{k: f[f[per] == v] for k, f in frames.items()}, **spec))
+            found = [fn(label, **frames, **spec)]
+        else:
+            found = [fn(label.format(**{per: v}), **{k: f[f[per] == v] for k, f in frames.items()}, **spec)
+                     for v in sorted(set().union(*(f[per].unique() for f in frames.values())))]
+        out += [c.with_size(*size_of(size, claims)) if size is not None else c for c in found]
     return out
 
 
@@ -313,9 +434,15 @@ def published(spec, tables: dict, claims: dict) -> str:
 
 def load(path: str | Path) -> dict:
     claims = yaml.safe_load(Path(path).read_text())
+    for name, s in claims.get("sizes", {}).items():
+        if not float(s.get("at_least", 0)) > 0 or not s.get("why"):
+            raise ValueError(f"size {name!r}: needs at_least > 0 and a why")
     for c in claims["claims"]:
         if c["rule"] not in RULES:
             raise ValueError(f"claim {c['id']}: rule {c['rule']!r} is not one of {RULES}")
+        for q in c["conditions"] + c.get("shown_conditions", []) + c.get("control_conditions", []):
+            if "size" in q:
+                size_of(q["size"], claims)
     return claims
 
 
@@ -332,11 +459,14 @@ def read_tables(claims: dict, base: str | Path) -> dict:
 
 
 def evaluate(claims: dict, tables: dict) -> list[dict]:
-    """Every claim with its conditions, verdict, published number and (where defined) control."""
+    """Every claim with its conditions, verdict, published number, the conditions only shown and
+    (where defined) its control."""
     rows = []
     for c in claims["claims"]:
         equal = c["rule"] == "d == 0"
         conds = conditions(c["conditions"], tables, claims, equal)
         rows.append({**c, "published": published(c.get("published", "figure only"), tables, claims), "conds": conds,
-                     "verdict": combine(conds), "control_conds": conditions(c.get("control_conditions", []), tables, claims, equal)})
+                     "verdict": combine(conds),
+                     "shown_conds": conditions(c.get("shown_conditions", []), tables, claims, equal),
+                     "control_conds": conditions(c.get("control_conditions", []), tables, claims, equal)})
     return rows

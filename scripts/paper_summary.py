@@ -274,37 +274,54 @@ def evaluate_claims(base: Path, claims_file: Path = CLAIMS_FILE) -> list[dict]:
 
 
 def print_claims(base: Path, only: str | None = None) -> list[dict]:
+    spec = claims.load(CLAIMS_FILE)
     rows = evaluate_claims(base)
     if only is not None:
         rows = [r for r in rows if r["id"] == only]
         if not rows:
             raise SystemExit(f"no claim {only!r}")
         r = rows[0]
-        print(f"{r['id']} ({r['where']}): {r['statement']}\nevaluated as: {r['evaluated_as']}; claim: d < 0"
+        print(f"{r['id']} ({r['where']}): \"{r['statement']}\"\nevaluated as: {r['evaluated_as']}; claim: d < 0"
               f"{' (equality: d == 0)' if r['rule'] == 'd == 0' else ''}\npublished: {r['published']}\n")
         for c in r["conds"]:
-            print(f"  {c.verdict:15s} {c.text()}")
+            print(f"  {c.verdict:30s} {c.text()}")
         print(f"verdict: {r['verdict']}")
+        if r["shown_conds"]:
+            print("\nshown, not part of the verdict:")
+            for c in r["shown_conds"]:
+                print(f"  {c.verdict:30s} {c.text()}")
         if r.get("control"):
             print(f"\ncontrol: {r['control']}")
             for c in r["control_conds"]:
-                print(f"  {c.verdict:15s} {c.text()}")
+                print(f"  {c.verdict:30s} {c.text()}")
         return rows
     print("## Claims of paper 000 (Figures 2-5 and text)\n")
     print("`python scripts/paper_summary.py --claims` (one claim in detail: `--claim ID`).\n")
     print(claims.METHOD, "\n")
-    print("| id | claim (paper, where) | evaluated as (claim: d < 0) | ours: d [95% interval] | published | verdict "
-          "| controls | command |")
+    print("Sizes (results/paper/claims.yaml):", "; ".join(f"'{k}' = at least {v['at_least']:g}: {v['why']}"
+                                                          for k, v in spec.get("sizes", {}).items()), "\n")
+    print("| id | claim (the paper's words, where) | evaluated as (claim: d < 0) | ours: d [95% interval] | published "
+          "| verdict | controls | command |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        ours = "; ".join(c.text() for c in r["conds"])
+        many = len(r["conds"]) > 1
+        ours = "; ".join(c.text() + (f" -> {c.verdict}" if many else "") for c in r["conds"])
+        if r["shown_conds"]:
+            ours += ". Shown, not part of the verdict: " + "; ".join(f"{c.text()} -> {c.verdict}" for c in r["shown_conds"])
         ctrl = r.get("control", "") or ("-" if r["verdict"] == "reproduced" else "none yet")
         if r["control_conds"]:
             ctrl += " Control: " + "; ".join(f"{c.text()} -> {c.verdict}" for c in r["control_conds"])
-        print(f"| {r['id']} | {r['statement']} ({r['where']}) | {r['evaluated_as']} | {ours} | {r['published']} "
-              f"| **{r['verdict']}** | {ctrl} | `{r['command']}` |".replace("\n", " ").replace("|d|", "abs d"))
+        cells = [r["id"], f"\"{r['statement']}\" ({r['where']})", r["evaluated_as"], ours, r["published"],
+                 f"**{r['verdict']}**", ctrl, f"`{r['command']}`"]
+        print("| " + " | ".join(str(c).replace("\n", " ").replace("|", "\\|") for c in cells) + " |")
     counts = pd.Series([r["verdict"] for r in rows]).value_counts()
-    print("\n" + ", ".join(f"{k}: {counts.get(k, 0)}" for k in claims.VERDICTS), "\n")
+    print(f"\n{len(rows)} claims: " + ", ".join(f"{k}: {counts.get(k, 0)}" for k in claims.VERDICTS), "\n")
+    if spec.get("not_in_table"):
+        print("Not in the table (no committed table can test them):\n")
+        for n in spec["not_in_table"]:
+            print(f"- {n['where']}: \"{n['statement']}\". Why: {n['why']}. Tested by "
+                  + ", ".join(f"`{t}`" for t in n["covered_by"]) + ".")
+        print()
     like_with_like(base)
     return rows
 
