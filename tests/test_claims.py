@@ -335,10 +335,10 @@ def test_claims_file_is_data(tmp_path):
 
 def test_statements_are_the_papers_words_and_qualifiers_are_tested():
     """Each statement (brackets, our additions, removed) is in paper 000's text (where the papers are,
-    /work/shared/papers); a claim saying "much"
-    or "considerably" has a size on a condition, "more than N%" and "substantial(ly)" a threshold,
+    ../shared/papers beside the clone); a claim saying "much" or "considerably" has a size on a condition, "more than N%" and "substantial(ly)" a threshold,
     "weakly correlated" a correlation with `below`."""
-    papers = sorted(Path("/work/shared/papers").glob("000_*.txt")) if Path("/work/shared/papers").exists() else []
+    shared = Path(__file__).resolve().parents[2] / "shared" / "papers"
+    papers = sorted(shared.glob("000_*.txt"))
     footnote = tuple("⁰¹²³⁴⁵⁶⁷⁸⁹")   # footnotes the text file puts inside a paragraph at a page break
     text = " ".join(l for l in papers[0].read_text().splitlines() if not l.startswith(footnote)) if papers else None
     text = " ".join(text.split()) if text else None

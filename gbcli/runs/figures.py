@@ -150,13 +150,14 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     if pairs.empty:
         return _no_data(ax, "panel (a)")
     _scatter(ax, pairs, style, "svm_val_error")
-    lo = min(pairs["gd_val_error"].min(), pairs["svm_val_error"].min())
-    hi = max(pairs["gd_val_error"].max(), pairs["svm_val_error"].max())
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
     ax.set_xlabel("GD validation error")
     ax.set_ylabel("SVM validation error")
     _readable_limits(ax, "x", pairs["gd_val_error"])
     _readable_limits(ax, "y", pairs["svm_val_error"])
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    ax.plot([min(x0, y0), max(x1, y1)], [min(x0, y0), max(x1, y1)], "k--", lw=1, label="y = x")   # across the panel
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
     ax.legend(fontsize=8, loc="lower right")   # the dots' own legend (`_scatter`) is upper left
 
 
@@ -349,6 +350,9 @@ TRAINING_LOG_DECADES = 1.0   # a panel declared "log" keeps a log axis once its 
 FEW_POINTS = 12              # a line with fewer logged values marks each of them
 
 
+RUN_STYLES = ("-", "--", "-.")   # runs 11-20 dashed, 21-30 dash-dotted: ten colours are not enough
+
+
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
     """One panel per tracked metric against the step (log axis), one line per run; None when no
     run has tracked columns. The inconsistency panel also shows each run's GD validation error.
@@ -383,7 +387,7 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
             ok = np.isfinite(y) & ((y > 0) if scales[col] == "log" else True)
             if not ok.any():
                 continue
-            ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", label=name, lw=1.4,
+            ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", ls=RUN_STYLES[i // 10 % 3], label=name, lw=1.4,
                     marker="." if ok.sum() < FEW_POINTS else None)
             if col == "inconsistency":
                 ax.plot(m["step"], m["val_error"], color=f"C{i % 10}", ls=":", lw=1, label=f"{label}: GD val error")
@@ -405,12 +409,37 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
         readable_log_ticks(ax.xaxis)
         if scales[col] == "log":
             readable_log_ticks(ax.yaxis)
-        if ax.get_lines():
+    shared = len(runs) > 3 or max(map(len, runs), default=0) > 30
+    if shared:   # many runs or long names: one legend under the panels, never over the curves
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], color=f"C{i % 10}", ls=RUN_STYLES[i // 10 % 3], lw=1.4, label=label)
+                   for i, label in enumerate(runs)]
+        if any(c[0] == "inconsistency" for c in cols):
+            handles.append(Line2D([], [], color="0.3", ls=":", lw=1, label="dotted: GD val error"))
+        longest = max(len(h.get_label()) for h in handles)
+        ncol = max(1, min(len(handles), int(5.2 * ncols * 17 // (longest + 6))))   # ~17 characters an inch at 7 pt
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width, height + 0.17 * -(-len(handles) // ncol) + 0.3)   # the legend's rows below
+        fig.legend(handles=handles, loc="outside lower center", fontsize=7, ncol=ncol)
+    for ax in axes:
+        if ax.get_lines() and not shared:
             ax.legend(fontsize=7)
     plain_ticks(fig)
     if title:
         fig.suptitle(title)
     return fig
+
+
+def short_value(v, width: int = 40) -> str:
+    """A config value for a legend: floats to 4 significant digits, at most `width` characters."""
+    if isinstance(v, float):
+        text = f"{v:.4g}"
+    elif isinstance(v, (list, tuple)):
+        text = "[" + ", ".join(short_value(x, width) for x in v) + "]"
+    else:
+        text = str(v)
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _metrics(path: Path) -> pd.DataFrame:
@@ -475,7 +504,7 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
         return []
     keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
     varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
-    label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in _naming_keys(varied, runs)) or p
+    label = {p: ", ".join(f"{k.split('.')[-1]}={short_value(c.get(k))}" for k in _naming_keys(varied, runs)) or p
              for p, (_, c) in runs.items()}
     rows, summary = [], []
     for p, (m, cfg) in runs.items():
