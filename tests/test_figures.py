@@ -294,3 +294,26 @@ def test_the_kkt_panels_draw_the_whole_logged_history_with_readable_ticks():
             assert all("\\times" not in t for t, _ in labels), labels   # no '6x10^-1' minor labels
     assert axes["KKT residual (relative)"].get_yscale() == "log"          # 0.9 .. 0.02: decades
     assert axes["KKT complementarity (relative)"].get_yscale() == "linear"   # 0.62 .. 0.42: less than one
+
+
+def test_many_long_named_runs_share_one_legend_under_the_panels_and_each_line_is_told_apart():
+    """16 runs named by long config values (results/theory/kkt-not-optimal): one figure legend below
+    the panels, overlapping none of them, long values shortened, no two runs drawn alike."""
+    from gbcli.runs.figures import short_value, training_figure
+
+    steps = np.unique(np.geomspace(1, 4000, 40).astype(int))
+    runs = {f"step_rule=constant, x={short_value([[4.0, 0.7071067811865476 + i, -4.0, 0.70710678]])}, depth={i}":
+            pd.DataFrame({"step": steps, "val_error": 0.1, "kkt_residual": np.geomspace(1, 1e-12, len(steps)) * (i + 1)})
+            for i in range(16)}
+    assert all("0.70710678" not in name for name in runs)   # 4 significant digits
+    fig = training_figure(runs, title="many")
+    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()   # laid out as savefig lays it out
+    box = fig.legends[0].get_window_extent()
+    for ax in fig.axes:
+        if ax.get_visible() and ax.axison:
+            assert not box.overlaps(ax.get_tightbbox()), "the legend covers a panel"
+    lines = [line for ax in fig.axes for line in ax.get_lines()]
+    assert len({(line.get_color(), line.get_linestyle()) for line in lines}) == len(runs)
