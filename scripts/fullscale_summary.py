@@ -23,10 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def draw(i: pd.DataFrame, e: pd.DataFrame, path: Path) -> None:
     """Per H: inconsistency with GD (mean and the seeds) and GD's train error against (N, epochs)."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     hs = sorted(i.hidden_units.unique())
-    fig = Figure(figsize=(6.5 * len(hs), 4.2), layout="constrained")
-    axes = fig.subplots(1, len(hs), squeeze=False)[0]
+    fig = Figure(figsize=(6.5 * len(hs), 4.6), layout="constrained")
+    axes = fig.subplots(1, len(hs), squeeze=False, sharey=True)[0]   # one scale: the H panels compare
     for ax, h in zip(axes, hs):
         ih, eh = i[i.hidden_units == h], e[(e.hidden_units == h) & (e.predictor == "gd-gln")]
         labels = [c for c in ih["N, epochs"].cat.categories if (ih["N, epochs"] == c).any()]
@@ -41,11 +42,16 @@ def draw(i: pd.DataFrame, e: pd.DataFrame, path: Path) -> None:
         t = eh.groupby("N, epochs", observed=True).train_error.mean()
         ax.plot([x[c] for c in t.index if c in x], [v for c, v in t.items() if c in x], "k:", marker="o",
                 label="GD train error")
-        ax.set_xticks(range(len(labels)), [c.replace(", ", "\n") + " ep." for c in labels], fontsize=8)
-        ax.set_xlabel("N, epochs")
+        ax.set_xticks(range(len(labels)), [f"{int(c.split(', ')[0]):,}\n{c.split(', ')[1]} ep." for c in labels], fontsize=8)
+        ax.set_xlabel("training set size N, epochs")
         seeds = ", ".join(str(int(k)) for k in sorted(ih.context_seed.unique()))
-        ax.set_title(f"deep GLN, H = {h}, C = 2, median init, context seeds {seeds}")
-        ax.legend(fontsize=7)
+        ax.set_title(f"deep GLN, H = {h}, C = 2, median init, context seeds {seeds}", fontsize=10)
+        handles = ax.get_legend_handles_labels()[0] + [
+            Line2D([], [], color="0.5", marker="D", ls="", alpha=0.4, label="faint markers: each context seed")]
+        ax.legend(handles=handles, fontsize=7)
+    axes[0].set_ylabel("fraction of points\n(inconsistency: validation set; train error: training set)")
+    fig.suptitle("inconsistency of the max-margin predictors with the GD network, from the Figure 2 sizes to the "
+                 "full training set (line: mean over the context seeds)", fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     print(f"figure -> {path}\n")

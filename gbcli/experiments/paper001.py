@@ -26,9 +26,10 @@ import pandas as pd
 import torch
 
 from gbcli.instruments.base import Instrument, TrackContext, first_layer
-from gbcli.store.safe import read_csv_untrusted, write_csv
-from gbcli.reports.render import save_png
+from gbcli.store.safe import is_file, read_csv_untrusted, write_csv
+from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.store import layout
+from gbcli.store.layout import SweepDir
 
 RANK_TOL = 0.05   # numerical rank: singular values above 5% of the largest
 
@@ -184,6 +185,7 @@ class ClosestAlignment(Instrument):
 
 FEATURE_SAMPLE = 300   # training points per class whose features are compared (all pairs)
 PAIRS = ("across", "within+", "within-")
+PAIR_LABELS = {"across": "across the classes", "within+": "within class +1", "within-": "within class -1"}
 
 
 def pair_products(f: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
@@ -262,6 +264,26 @@ class Features(Instrument):
 INSTRUMENTS = {i.name: i for i in (Rank(), Alignment(), LayerRank(), ClosestAlignment(), Features())}
 
 
+def point_names(out_dir: Path) -> dict[str, str]:
+    """point id -> its readable name in the sweep's `tables/points.csv` (written before the reports
+    run); empty when the table is missing or damaged, and a point it lacks keeps its id."""
+    path = SweepDir(out_dir).points_table
+    if not is_file(path):
+        return {}
+    try:
+        frame = read_csv_untrusted(path, dtype=str)   # ids of digits only stay text
+        return {str(p): str(n) for p, n in zip(frame["point"], frame["name"])}
+    except Exception:   # noqa: BLE001 (a damaged or older table: the points keep their ids)
+        return {}
+
+
+def in_sweep_order(points, names: dict[str, str]) -> list[str]:
+    """The distinct point ids of `points` in the order of the sweep's points.csv (its grid), the
+    others after them."""
+    order = {p: i for i, p in enumerate(names)}
+    return sorted(dict.fromkeys(points), key=lambda p: order.get(p, len(order)))
+
+
 def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     """For a sweep whose points track `alignment`: `tables/neurons.csv` (every point's final
     per-neuron cosines) and `figures/neurons.png`, one histogram per point of the cosines with w+- and,
@@ -272,21 +294,31 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
         return []
     table = pd.concat(frames, ignore_index=True)
     write_csv(out_dir / layout.TABLES / "neurons.csv", table)
-    points = list(dict.fromkeys(table["point"]))
+    names = point_names(out_dir)
+    points = in_sweep_order(table["point"], names)
+    # `alignment` picks w+ or w- (and the class mean) by the sign of a_j; `closest_alignment` the closer one
+    closest = "closest" in table and table["closest"].notna().any()
+    ref = "the closer of w+ / w-" if closest else "w+ / w-"
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+    from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(4.6 * len(points), 3.6), layout="constrained")
+    fig = Figure(figsize=(4.6 * len(points), 3.8), layout="constrained")
     axes = fig.subplots(1, len(points), squeeze=False)[0]
     bins = np.linspace(min(0.8, float(table[["align", "mean_align"]].min().min())), 1.0, 41)
     for ax, p in zip(axes, points):
         t = table[table["point"] == p]
-        ax.hist(t["align"], bins=bins, alpha=0.6, label=f"w+- (svm-pos/neg), median {t['align'].median():.3f}")
-        ax.hist(t["mean_align"], bins=bins, alpha=0.6, label=f"class means, median {t['mean_align'].median():.3f}")
-        ax.axvline(0.9, color="k", ls="--", lw=0.8)
-        ax.set_title(p, fontsize=8)
+        ax.hist(t["align"], bins=bins, alpha=0.6, label=f"with {ref} (svm-pos / svm-neg), median {t['align'].median():.3f}")
+        ax.hist(t["mean_align"], bins=bins, alpha=0.6,
+                label=f"with the {'closer ' if closest else ''}class mean, median {t['mean_align'].median():.3f}")
+        ax.axvline(0.9, color="k", ls="--", lw=0.8, label="cosine 0.9")
+        ax.set_title(names.get(p, p), fontsize=8)
         ax.set_xlabel("cosine of neuron w_j with its reference")
-        ax.legend(fontsize=7)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))   # counts of neurons
+        ax.legend(fontsize=7, loc="upper left")
     axes[0].set_ylabel("neurons")
+    what = ("the closer of w+ / w- and with the closer class mean" if closest else
+            "w+ / w- (by the sign of the output weight a_j) and with that class's mean")
+    fig.suptitle(f"first-layer neurons at the end of training: cosine with {what}", fontsize=9)
     return [save_png(fig, out_dir / layout.FIGURES / "neurons.png")]
 
 
@@ -306,30 +338,38 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
         return []
     write_csv(out_dir / layout.TABLES / "singular_values.csv", sv)
     write_csv(out_dir / layout.TABLES / "rows.csv", rows)
-    points = list(dict.fromkeys(sv["point"]))
+    names = point_names(out_dir)
+    points = in_sweep_order(sv["point"], names)
     mats = list(dict.fromkeys(sv["matrix"]))
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
-    fig = Figure(figsize=(3.4 * 2 * len(mats), 3.2 * len(points)), layout="constrained")
+    fig = Figure(figsize=(3.4 * 2 * len(mats), 3.2 * len(points) + 0.4), layout="constrained")
     axes = fig.subplots(len(points), 2 * len(mats), squeeze=False)
     for i, p in enumerate(points):
         for j, m in enumerate(mats):
             s = sv[(sv["point"] == p) & (sv["matrix"] == m)]
             ax = axes[i, 2 * j]
             ax.semilogy(s["index"], s["ratio"], "o")
-            ax.set(title=f"{p}: {m}, top singular values", xlabel="k", ylabel="s_k / s_1")
+            ax.set(title=f"{names.get(p, p)}\n{m}: top singular values", xlabel="k", ylabel="s_k / s_1")
+            ax.title.set_fontsize(9)
+            readable_log_ticks(ax.yaxis)
             r = rows[(rows["point"] == p) & (rows["matrix"] == m)]
             ax = axes[i, 2 * j + 1]
             if r["out_weight"].notna().any():
-                for sign, c, lab in ((1, "C1", "output weight > 0"), (-1, "C0", "output weight < 0")):
+                for sign, c, lab in ((1, "C1", "row's output weight > 0"), (-1, "C0", "row's output weight < 0")):
                     q = r[np.sign(r["out_weight"]) == sign]
                     ax.scatter(q["p1"], q["p2"], s=8, color=c, label=lab)
-                ax.legend(fontsize=7)
             else:
                 ax.scatter(r["p1"], r["p2"], s=8)
             ax.axhline(0, color="k", lw=0.5)
             ax.axvline(0, color="k", lw=0.5)
-            ax.set(title=f"{m}: rows projected", xlabel="on singular direction 1", ylabel="on direction 2")
+            ax.set(title=f"{names.get(p, p)}\n{m}: rows projected", xlabel="on singular direction 1", ylabel="on direction 2")
+            ax.title.set_fontsize(9)
+    fig.suptitle("weight matrices at the end of training:\ntop singular values s_k / s_1, and each row projected on "
+                 "the top two right singular directions", fontsize=9)
+    handles, labels = next((h for h in (ax.get_legend_handles_labels() for ax in axes.flat) if h[0]), ([], []))
+    if handles:   # one legend for every panel of projected rows, below them: none covers a row
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8)
     return [save_png(fig, out_dir / layout.FIGURES / "layers.png")]
 
 
@@ -343,11 +383,14 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     write_csv(out_dir / layout.TABLES / "features.csv", stats)
     if "activation" not in hist:   # tables written before the pre-activation rows
         hist = hist.assign(activation="post")
-    rows = list(dict.fromkeys(zip(hist["point"], hist["activation"])))
+    names = point_names(out_dir)
+    rows = [(p, act) for p in in_sweep_order(hist["point"], names) for act in ("post", "pre")
+            if ((hist["point"] == p) & (hist["activation"] == act)).any()]
     layers = sorted(hist["layer"].unique())
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+    from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(3.0 * len(layers), 2.6 * len(rows)), layout="constrained")
+    fig = Figure(figsize=(3.0 * len(layers), 2.6 * len(rows) + 0.4), layout="constrained")
     axes = fig.subplots(len(rows), len(layers), squeeze=False)
     for i, (p, act) in enumerate(rows):
         for j, layer in enumerate(layers):
@@ -359,12 +402,19 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
             for pair in PAIRS:
                 h = hist[sel & (hist["pair"] == pair)]
                 ax.stairs(h["count"] / max(h["count"].sum(), 1), np.append(h["lo"].to_numpy(), h["hi"].iloc[-1]),
-                          label=pair)
+                          label=PAIR_LABELS[pair])
             ax.axvline(0, color="k", lw=0.5)
             what = "input" if layer == 0 else f"layer {layer}, " + ("after ReLU" if act == "post" else "before ReLU")
-            ax.set_title(f"{p}: {what}", fontsize=8)
+            ax.set_title(f"{names.get(p, p)}: {what}", fontsize=8)
             ax.set_xlabel("f_i . f_j", fontsize=8)
-        next(ax for ax in axes[i] if ax.axison).legend(fontsize=7)
+            # inner products reach 10^5-10^6 in deep layers: a few ticks, scaled by a power of ten
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
+        next(ax for ax in axes[i] if ax.axison).set_ylabel("fraction of pairs", fontsize=8)
+    handles, labels = next(ax for ax in axes.flat if ax.axison).get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8)   # below the panels: covers none
+    fig.suptitle(f"inner products of the learned features of {FEATURE_SAMPLE} training points per class, across the "
+                 "classes and within each (orthogonally separable: within > 0, across <= 0)", fontsize=9)
     return [save_png(fig, out_dir / layout.FIGURES / "features.png")]
 
 

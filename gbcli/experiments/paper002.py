@@ -32,9 +32,10 @@ import pandas as pd
 import torch
 from torch import nn
 
+from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument, first_layer
 from gbcli.store.safe import load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
-from gbcli.reports.render import save_png
+from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.store import layout
 from gbcli.store.layout import SweepDir
 
@@ -248,7 +249,7 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     rule's boundary; f and its best linear fit along the boundary's normal)."""
     out_dir = Path(out_dir)
     grids, lines = _point_frames(out_dir, "output_grid"), _point_frames(out_dir, "output_line")
-    points = [p for p in grids if p in lines]
+    points = in_sweep_order([p for p in grids if p in lines], point_names(out_dir))
     if not points:
         return []
     rows = []
@@ -263,7 +264,7 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     write_csv(out_dir / layout.TABLES / "output_linearity.csv", table)
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
-    fig = Figure(figsize=(max(3.6 * len(points), 9.0), 7.2), layout="constrained")
+    fig = Figure(figsize=(max(4.2 * len(points), 9.0), 7.6), layout="constrained")
     axes = np.array(fig.subplots(2, len(points), squeeze=False))
     for j, r in table.iterrows():
         g, line = grids[r["point"]], lines[r["point"]]
@@ -277,19 +278,22 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
         ax.contour(x1, x2, g["rule"].to_numpy().reshape(n, n), levels=[0.0], colors="y", linewidths=1.0,
                    linestyles="--")
         ax.plot(line["x1"], line["x2"], color="g", lw=0.8)
-        fig.colorbar(cs, ax=ax, shrink=0.8)
-        ax.set(aspect="equal", title=f"{r['run']}\n2k = {r['hidden_units']}, alpha {r['leaky_alpha']}, "
-                                     f"bias {'yes' if r['bias'] else 'no'}", xlabel="x1", ylabel="x2")
+        fig.colorbar(cs, ax=ax, shrink=0.8).ax.set_title("f", fontsize=9)
+        ax.set(aspect="equal", xlabel="x1", ylabel="x2")
+        ax.set_title(f"2k = {r['hidden_units']} units, alpha {r['leaky_alpha']}, bias {'yes' if r['bias'] else 'no'}",
+                     fontsize=9)
         ax = axes[1, j]
         ax.plot(line["t"], line["f"], label="f (the net)")
         ax.plot(line["t"], line["fit"], ls="--", label="best linear fit (over the grid)")
         ax.axhline(0, color="k", lw=0.6)
         ax.axvline(0, color="y", lw=0.8, ls="--")
-        ax.set(xlabel="t along the green normal (0: the rule's boundary)", ylabel="output",
-               title=f"R^2 {r['output_linear_r2']:.4f}, max dev {r['output_linear_dev']:.3f},\n"
-                     f"slope ratio {r['output_slope_ratio']:.3f}, sign != rule {r['output_sign_mismatch_grid']:.4f}")
-        ax.legend(fontsize=7)
-    fig.suptitle("f over the input plane: black f = 0, dashed yellow <w_bar - u_bar, x> = 0 (paper 002, Figure 3)")
+        ax.set(xlabel="t along the green normal\n(0: the rule's boundary)", ylabel="f")
+        ax.set_title(f"R^2 {r['output_linear_r2']:.4f}, max |f - fit| / max |f| {r['output_linear_dev']:.3f}\n"
+                     f"slope ratio {r['output_slope_ratio']:.3f}, sign f != rule on {r['output_sign_mismatch_grid']:.2%}",
+                     fontsize=8)
+        ax.legend(fontsize=7, loc="upper left")   # f increases along t: the upper left is free
+    fig.suptitle("f over the input plane (paper 002, Figure 3)\nblack: f = 0; dashed yellow: the linear rule's boundary "
+                 "<w_bar - u_bar, x> = 0; green: its normal (lower row)", fontsize=10)
     return [save_png(fig, out_dir / layout.FIGURES / "output_linearity.png")]
 
 
@@ -334,17 +338,24 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     fig = Figure(figsize=(12, 4.6), layout="constrained")
     ax_a, ax_b = fig.subplots(1, 2)
     margins = sorted({r["margin"] for r in rows}, key=str)
-    for p, (label, step, mean, worst) in curves.items():
+    for p in table["point"]:   # the legend in the table's order: by margin, then batch
+        _, step, mean, worst = curves[p]
         c = cfgs[p]
-        style = dict(color=f"C{margins.index(c['dataset'].get('margin')) % 10}",
-                     ls="-" if c["training"].get("batch_size") else "--")
+        bs = c["training"].get("batch_size")
+        label = f"margin {c['dataset'].get('margin')}, " + (f"SGD, batch {bs}" if bs else "GD, full batch")
+        style = dict(color=f"C{margins.index(c['dataset'].get('margin')) % 10}", ls="-" if bs else "--")
         ax_a.plot(step[step > 0], mean[step > 0], label=label, **style)
         ax_b.plot(step[step > 0], worst[step > 0], label=label, **style)
-    ax_b.axhline(RISK_EPS, color="k", lw=0.6)
+    ax_b.axhline(RISK_EPS, color="k", lw=0.6, ls=":", label=f"eps = {RISK_EPS}")
     ax_a.set(xscale="log", yscale="log", xlabel="step", ylabel="mean training loss", title="(a) training loss")
     ax_b.set(xscale="log", yscale="log", xlabel="step", ylabel="largest loss of a training point",
-             title=f"(b) the worst point (line: eps = {RISK_EPS})")
+             title="(b) the worst point")
+    for ax in (ax_a, ax_b):   # a loss that falls less than a decade: plain labels, not '6x10^-1'
+        readable_log_ticks(ax.yaxis)
     ax_a.legend(fontsize=7)
+    ax_b.legend(handles=ax_b.get_lines()[-1:], fontsize=7)
+    fig.suptitle("SGD (solid) against full-batch GD (dashed) on leaky nets, one colour per data margin (paper 002, "
+                 "Theorem 4.1)", fontsize=10)
     return [save_png(fig, out_dir / layout.FIGURES / "risk.png")]
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument
 from gbcli.store.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.models.construction import NONCONVEX
@@ -99,10 +100,10 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     write_csv(out_dir / layout.TABLES / "kkt.csv", table)
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
-    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    fig = Figure(figsize=(14, 4.8), layout="constrained")
     ax_a, ax_b = fig.subplots(1, 2)
     names = sorted(table["construction"].unique())
-    for _, r in table.iterrows():
+    for _, r in table.sort_values(["construction", "loss"]).iterrows():   # the legend's order
         label = f"{r['construction']} ({r['loss']})"
         style = dict(color=f"C{names.index(r['construction']) % 10}", ls="-" if r["loss"] == "exponential" else "--")
         m = read_csv_untrusted(SweepDir(out_dir).point(r["point"]).metrics)
@@ -121,10 +122,16 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     ax_a.set(xscale="log", xlabel="step", ylabel="||theta||^2 at margin 1 / global value found",
              title="(a) GD's norm at margin 1 (limits: the KKT values)")
     ax_b.set(xscale="log", yscale="log", xlabel="eps (distance from the point)",
-             ylabel="relative decrease of ||theta||^2 found (floor 1e-12 = none)",
-             title="(b) local search: o around GD's limit, x around the global point")
-    ax_a.legend(fontsize=7)
-    ax_b.legend(fontsize=7)
+             ylabel="relative decrease of ||theta||^2 found",
+             title="(b) local search within eps of a point")
+    from matplotlib.lines import Line2D
+
+    # one legend for both panels, beside them (inside, it covered curves); what the markers and the floor mean
+    handles = ax_a.get_lines()[:-1] + [
+        Line2D([], [], color="0.4", marker="o", ls="", label="(b) around GD's limit"),
+        Line2D([], [], color="0.4", marker="x", ls=":", label="(b) around the global point"),
+        Line2D([], [], color="none", label="(b) at 1e-12: no decrease found")]
+    fig.legend(handles=handles, loc="outside right center", fontsize=7)
     return [save_png(fig, out_dir / layout.FIGURES / "kkt.png")]
 
 
@@ -228,7 +235,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
 
     fig = Figure(figsize=(12, 4.6), layout="constrained")
     ax_a, ax_b = fig.subplots(1, 2)
-    labels = [f"{r['init']} x{r['init_scale']:g}\n{r['loss']}" for _, r in summary.iterrows()]
+    labels = [f"{r['init']} x{r['init_scale']:g}\n{r['loss']}\n{r['runs']} runs" for _, r in summary.iterrows()]
     xs = np.arange(len(summary))
     for i, o in enumerate(OUTCOMES):
         val = summary[o].to_numpy(float)
@@ -241,11 +248,18 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     for i, (_, g) in enumerate(table.groupby(["init", "init_scale", "loss"], sort=False)):
         ok = g[g["outcome"] != OUTCOMES[2]]
         jitter = np.linspace(-0.3, 0.3, len(ok)) if len(ok) > 1 else np.zeros(len(ok))
-        ax_b.scatter(i + jitter, ok["norm_sq_margin1"], c=["C0" if o == OUTCOMES[0] else "C1" for o in ok["outcome"]],
-                     s=14, marker="o")
-    ax_b.set(xticks=xs, yscale="log", ylabel="||theta||^2 at margin 1 at the last step",
-             title="(b) fitted runs (blue: one unit carries the net, orange: split)")
+        for k, o in enumerate(OUTCOMES[:2]):   # the colours of (a)
+            sel = (ok["outcome"] == o).to_numpy()
+            ax_b.scatter(i + jitter[sel], ok["norm_sq_margin1"][sel], color=f"C{k}", s=14, marker="o",
+                         label=o if i == 0 else None)
+    values = pd.to_numeric(table["norm_sq_margin1"], errors="coerce")
+    values = values[np.isfinite(values) & (values > 0)]
+    if len(values) and values.max() > 10 * values.min():   # log only where the norms span a decade
+        ax_b.set_yscale("log")
+    ax_b.set(xticks=xs, xlim=(-0.5, len(xs) - 0.5), ylabel="||theta||^2 at margin 1 at the last step",
+             title="(b) the fitted runs' norms")
     ax_b.set_xticklabels(labels, fontsize=7)
+    ax_b.legend(fontsize=7)
     return [save_png(fig, out_dir / layout.FIGURES / "init_outcomes.png")]
 
 
@@ -370,6 +384,8 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     if not frames:
         return []
     table = pd.concat(frames, ignore_index=True)
+    order = {q: i for i, q in enumerate(in_sweep_order(table["point"], point_names(out_dir)))}
+    table = table.sort_values("point", key=lambda c: c.map(order), kind="stable", ignore_index=True)   # the grid's order
     first = ["point", "construction", "model", "activation", "loss", "layer"]
     table = table[first + [c for c in table.columns if c not in first]]
     write_csv(out_dir / layout.TABLES / "layer_optimality.csv", table)
@@ -378,14 +394,16 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     fig = Figure(figsize=(12, 5), layout="constrained")
     ax = fig.subplots()
     cols = [c for c in table.columns if c.startswith("local_norm_sq_eps_")]
-    labels = [f"{r['construction']} {r['layer']} ({r['loss'][:3]})" for _, r in table.iterrows()]
+    one_loss = table["loss"].nunique() == 1   # then named once, in the title
+    labels = [f"{r['construction']}: {r['layer']}" + ("" if one_loss else f" ({r['loss']})") for _, r in table.iterrows()]
     xs = np.arange(len(table))
     for j, c in enumerate(cols):
         ax.scatter(xs, table[c] / table["layer_norm_sq"], marker="o", s=18, label=f"within eps = {c.rsplit('_', 1)[1]}")
     ax.scatter(xs, table["global_norm_sq"] / table["layer_norm_sq"], marker="x", color="k", s=30, label="anywhere")
     ax.axhline(1.0, color="k", lw=0.6)
-    ax.set(xticks=xs, ylabel="smallest ||u||^2 found / ||u~||^2",
-           title="each layer of GD's limit against its own max-margin problem (1: nothing smaller found)")
+    ax.set(xticks=xs, xlabel="construction: layer", ylabel="smallest ||u||^2 found / ||u~||^2",
+           title="each layer of GD's limit against its own max-margin problem (1: nothing smaller found)"
+                 + (f", {table['loss'].iloc[0]} loss" if one_loss else ""))
     ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=7)
     ax.legend(fontsize=7)
     return [save_png(fig, out_dir / layout.FIGURES / "layer_optimality.png")]

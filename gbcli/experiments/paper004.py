@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from gbcli.experiments.paper001 import point_names
 from gbcli.instruments.base import Instrument
 from gbcli.store.safe import flatten, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.metrics import inconsistency
@@ -240,60 +242,93 @@ INSTRUMENTS = {i.name: i for i in (GradientAlignment(), LayerAlignment(), RegPat
 def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     """Pairs of points whose resolved configs differ only in `model.init_seed` (and the name):
     the inconsistency of their GD networks' validation predictions and both final normalized
-    margins. None when there are no such pairs."""
+    margins, with the `configuration` the pair shares (the keys that tell the configurations of the
+    sweep apart; empty when there is one). None when there are no such pairs."""
     out_dir = Path(out_dir)
-    points = {}
+    points, raw = {}, {}
     for summary in sorted(out_dir.glob("points/*/gd/summary.json")):
         gd = summary.parent
         if not (gd / layout.PREDICTIONS).is_file():
             continue
-        cfg = {k: repr(v) for k, v in flatten(load_yaml(read_text_untrusted(gd / layout.CONFIG))).items()}
+        flat = flatten(load_yaml(read_text_untrusted(gd / layout.CONFIG)))
+        cfg = {k: repr(v) for k, v in flat.items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
         metrics = read_csv_untrusted(gd / layout.METRICS)
-        points[gd.parent.name] = (tuple(sorted(cfg.items())), seed, load_npz_untrusted(gd / layout.PREDICTIONS)["val_out"],
-                                  metrics.iloc[-1])
+        key = tuple(sorted(cfg.items()))
+        raw.setdefault(key, {k: v for k, v in flat.items() if k not in ("model.init_seed", "name")})
+        points[gd.parent.name] = (key, seed, load_npz_untrusted(gd / layout.PREDICTIONS)["val_out"], metrics.iloc[-1])
     rows = []
     order = lambda item: (item[1][1].isdigit(), int(item[1][1]) if item[1][1].isdigit() else 0, item[0])
     for (pa, (ca, sa, va, la)), (pb, (cb, sb, vb, lb)) in itertools.combinations(sorted(points.items(), key=order), 2):
         if ca != cb or sa == sb:
             continue
-        rows.append({"point_a": pa, "point_b": pb, "init_seed_a": sa, "init_seed_b": sb,
+        rows.append({"configuration": ca, "point_a": pa, "point_b": pb, "init_seed_a": sa, "init_seed_b": sb,
                      "inconsistency": inconsistency(va, vb),
                      "normalized_margin_a": la["normalized_margin"], "normalized_margin_b": lb["normalized_margin"],
                      "margin_ratio_a": la.get("margin_ratio", float("nan")),
                      "margin_ratio_b": lb.get("margin_ratio", float("nan")),
                      "val_error_a": la["val_error"], "val_error_b": lb["val_error"]})
-    return pd.DataFrame(rows) if rows else None
+    if not rows:
+        return None
+    paired = list(dict.fromkeys(r["configuration"] for r in rows))
+    varied = [k for k in dict.fromkeys(k for c in paired for k in raw[c])
+              if len({repr(raw[c].get(k)) for c in paired}) > 1]
+    names = {c: ", ".join(f"{k.rsplit('.', 1)[-1]}={raw[c].get(k)}" for k in varied) for c in paired}
+    return pd.DataFrame([{**r, "configuration": names[r["configuration"]]} for r in rows])
+
+
+MAX_CELL_TEXT = 12   # seeds up to which each cell of the matrix is written out
+MAX_COLUMNS = 6      # configurations (one matrix each) per row of the figure
 
 
 def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     """`tables/init_agreement.csv` and `figures/init_agreement.png` (the pairwise inconsistency
-    matrix) for a sweep over init seeds."""
+    matrix, one per configuration) for a sweep over init seeds."""
     out_dir = Path(out_dir)
     table = init_agreement(out_dir)
     if table is None:
         return []
     write_csv(out_dir / layout.TABLES / "init_agreement.csv", table)
-    seeds = sorted(set(table["init_seed_a"]) | set(table["init_seed_b"]), key=lambda s: int(s) if s.isdigit() else s)
-    mat = np.zeros((len(seeds), len(seeds)))
-    for _, r in table.iterrows():
-        i, j = seeds.index(r["init_seed_a"]), seeds.index(r["init_seed_b"])
-        mat[i, j] = mat[j, i] = r["inconsistency"]
+    rank = {q: i for i, q in enumerate(point_names(out_dir))}   # configurations in the grid's order
+    first = table.assign(r=table["point_a"].map(rank).fillna(len(rank))).groupby("configuration", sort=False)["r"].min()
+    configs = list(first.sort_values(kind="stable").index)
+    top = max(float(table["inconsistency"].max()), 1e-3)   # one colour scale for every panel
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
-    fig = Figure(figsize=(4.2, 3.6), layout="constrained")
-    ax = fig.subplots()
-    im = ax.imshow(mat, cmap="viridis")
-    ax.set_xticks(range(len(seeds)), seeds)
-    ax.set_yticks(range(len(seeds)), seeds)
-    ax.set_xlabel("init seed")
-    ax.set_ylabel("init seed")
-    ax.set_title("GD networks' pairwise inconsistency (validation)", fontsize=8)
-    for i in range(len(seeds)):
-        for j in range(len(seeds)):
-            ax.text(j, i, f"{mat[i, j]:.3f}", ha="center", va="center", fontsize=7, color="w")
-    fig.colorbar(im, ax=ax)
+    n_max = max(len(set(g["init_seed_a"]) | set(g["init_seed_b"])) for _, g in table.groupby("configuration"))
+    side = min(max(3.6, 0.4 * n_max + 1.6), 7.0)
+    cols = min(len(configs), MAX_COLUMNS)
+    rows = -(-len(configs) // cols)
+    fig = Figure(figsize=(side * cols + 1.0, (side + 0.3) * rows + 0.5), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[len(configs):]:
+        ax.set_axis_off()
+    for ax, c in zip(axes, configs):
+        t = table[table["configuration"] == c]
+        seeds = sorted(set(t["init_seed_a"]) | set(t["init_seed_b"]), key=lambda s: int(s) if s.isdigit() else s)
+        mat = np.full((len(seeds), len(seeds)), np.nan)   # a pair the sweep lacks stays blank
+        np.fill_diagonal(mat, 0.0)
+        for _, r in t.iterrows():
+            i, j = seeds.index(r["init_seed_a"]), seeds.index(r["init_seed_b"])
+            mat[i, j] = mat[j, i] = r["inconsistency"]
+        im = ax.imshow(mat, cmap="viridis", vmin=0.0, vmax=top)
+        step = max(1, -(-len(seeds) // MAX_CELL_TEXT))   # at most ~12 labelled seeds an axis
+        ax.set_xticks(range(0, len(seeds), step), seeds[::step])
+        ax.set_yticks(range(0, len(seeds), step), seeds[::step])
+        ax.set_xlabel("init seed")
+        ax.set_ylabel("init seed")
+        ax.set_title((textwrap.fill(c, 48) + "\n" if c else "") + f"{len(t)} pair{'s' * (len(t) > 1)}, mean {t['inconsistency'].mean():.3f}, "
+                     f"max {t['inconsistency'].max():.3f}", fontsize=8)
+        if len(seeds) <= MAX_CELL_TEXT:
+            for i in range(len(seeds)):
+                for j in range(len(seeds)):
+                    if np.isfinite(mat[i, j]):   # dark text on the bright end of the colour map
+                        ax.text(j, i, f"{mat[i, j]:.3f}", ha="center", va="center", fontsize=7,
+                                color="k" if mat[i, j] > 0.6 * top else "w")
+    fig.colorbar(im, ax=list(axes), shrink=0.9 if rows == 1 else 0.5, label="inconsistency (fraction of validation points)")
+    fig.suptitle("GD networks that differ only in the init seed:\npairwise inconsistency on the validation set",
+                 fontsize=9)
     return [save_png(fig, out_dir / layout.FIGURES / "init_agreement.png")]
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from typing import TYPE_CHECKING
 
 from gbcli.store.safe import atomic_write_bytes
@@ -22,3 +25,28 @@ def save_png(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     fig.savefig(buf, format="png", dpi=dpi)
     atomic_write_bytes(path, buf.getvalue())
     return Path(path)
+
+
+def spans_decades(values, decades: float) -> bool:
+    """Whether finite values are all positive and span more than `decades` decades: the rule for a
+    log axis (curves.png's parameter norm, training.png's residuals)."""
+    v = pd.to_numeric(pd.Series(np.asarray(values, dtype=float).ravel()), errors="coerce")
+    v = v[np.isfinite(v)]
+    return bool(len(v)) and v.min() > 0 and v.max() / v.min() > 10 ** decades
+
+
+def readable_log_ticks(axis) -> None:
+    """Ticks of a log axis a reader can take in: over less than three decades, labelled plain values
+    at 1, 2, 5 x 10^k (matplotlib's default labels minor ticks as '6x10^-1' that run into each other);
+    over more, labelled decades only. Minor ticks are never labelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    if not (lo > 0 and np.isfinite(hi)):
+        return
+    if np.log10(hi / lo) < 3:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
+        axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    else:
+        axis.set_major_locator(LogLocator(base=10, numticks=8))
+    axis.set_minor_formatter(NullFormatter())

@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from gbcli.errors import GbError
 from gbcli.store.safe import flatten, is_file, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
-from gbcli.reports.render import save_png
+from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
@@ -319,31 +319,6 @@ def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
     if len(m) < 3:
         return float("nan")
     return float(np.polyfit(np.log(m["step"]), np.log(m["margin_gap"]), 1)[0])
-
-
-def spans_decades(values, decades: float) -> bool:
-    """Whether finite values are all positive and span more than `decades` decades: the rule for a
-    log axis (curves.png's parameter norm, training.png's residuals)."""
-    v = pd.to_numeric(pd.Series(np.asarray(values, dtype=float).ravel()), errors="coerce")
-    v = v[np.isfinite(v)]
-    return bool(len(v)) and v.min() > 0 and v.max() / v.min() > 10 ** decades
-
-
-def readable_log_ticks(axis) -> None:
-    """Ticks of a log axis a reader can take in: over less than three decades, labelled plain values
-    at 1, 2, 5 x 10^k (matplotlib's default labels minor ticks as '6x10^-1' that run into each other);
-    over more, labelled decades only. Minor ticks are never labelled."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    lo, hi = sorted(axis.get_view_interval())
-    if not (lo > 0 and np.isfinite(hi)):
-        return
-    if np.log10(hi / lo) < 3:
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
-        axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-    else:
-        axis.set_major_locator(LogLocator(base=10, numticks=8))
-    axis.set_minor_formatter(NullFormatter())
 
 
 TRAINING_LOG_DECADES = 1.0   # a panel declared "log" keeps a log axis once its positive values span a decade
