@@ -169,8 +169,8 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
     from gbcli.runs.sweep import limit_threads
 
     limit_threads(threads)   # a sweep worker's count (sweep.threads, 1): the same numbers as the sweep's point
-    s = train_gd(cfg, run_dir, progress=not quiet, force=force)
-    write_labels(run_dir, labels)
+    s = train_gd(cfg, run_dir, progress=not quiet, force=force, labels=labels)
+    write_labels(run_dir, labels)   # a network already trained from this config: still named as asked
     if s.get("skipped"):
         _echo(f"{run_dir / 'gd'}: already trained from this config ({s.get('status')}); nothing to do "
               f"(--force retrains)")
@@ -213,8 +213,8 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
 
     _logging(quiet)
     limit_threads(threads)   # as train-gd: a sweep worker's count
-    results = fit_svm(cfg, run_dir, progress=not quiet, force=force)
-    write_labels(run_dir, labels)
+    results = fit_svm(cfg, run_dir, progress=not quiet, force=force, labels=labels)
+    write_labels(run_dir, labels)   # programs already solved from this config: still named as asked
     for r in results:
         if r.get("skipped"):
             _echo(f"{r.get('predictor')}: already solved from this config ({r.get('status')}); nothing to do "

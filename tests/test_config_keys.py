@@ -232,7 +232,7 @@ def test_one_list_of_the_keys_that_do_not_change_what_is_computed():
     """The schema marks them where they are declared; `execution_keys` reads the marks."""
     from gbcli.config.schema import execution_keys
 
-    how = {"name", "output", "sweep", "training.checkpoint_seconds", "svm.time_limit", "svm.device"}
+    how = {"name", "output", "sweep", "training.checkpoint_seconds", "svm.time_limit", "svm.device", "tracking"}
     assert execution_keys("execution") == how
     assert execution_keys("logging") == {"training.validation"}
     assert execution_keys("resolved") == {"preset", "grid", "zip"}

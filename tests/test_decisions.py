@@ -389,7 +389,7 @@ def test_mnist_inputs_are_the_protocols(shared_data_dir):
 # Keys declared to change no result (README; gbcli.runs.sweep's NOT_IDENTITY and
 # NOT_IDENTITY_KEYS): changing one keeps a point's id, so a rerun under another value resumes it.
 NOT_RESULT = {"name", "output.dir", "training.validation", "training.checkpoint_seconds", "svm.time_limit",
-              "svm.device"} | {"sweep.*"}
+              "svm.device"} | {"sweep.*", "tracking.*"}
 # Keys for which no assertion is made, each for a stated reason.
 UNASSERTED = {
     "preset": "a meta key: what it expands to is identity through the values it sets",
@@ -435,6 +435,7 @@ def _other_kind(raw: dict, section: str) -> None:
 
 
 ALT_BY_SECTION = {
+    "tracking.mlflow": "sqlite:////tmp/elsewhere.db", "tracking.experiment": "other",
     "model.diagonal.activation": "relu",
     "model.diagonal.depth": lambda raw: raw["model"].update(depth=3, weights={"w": [[1.0, 0.0]] * 3}),
     "model.diagonal.weights": {"w": [[1.0, 1.0], [1.0, 1.0]]},

@@ -241,6 +241,47 @@ _SLURM_OWN = {
 }
 
 
+# the tracking stores gb logs to (MLflow's URI schemes; a plain path is MLflow's file store)
+EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+=-]{0,199}")   # an MLflow experiment: a name, never a path
+TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+
+
+def tracking_uri_problem(uri: str) -> str | None:
+    """Why `uri` is not a tracking URI gb logs to, else None (the one rule: the config and the export)."""
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+    if any(not c.isprintable() for c in uri) or not uri.strip():
+        return "is empty or holds a control character"
+    if scheme not in TRACKING_SCHEMES and (scheme or uri.startswith("-")):
+        return f"is not a tracking URI gb logs to ({', '.join(TRACKING_SCHEMES)}, or a folder)"
+    return None
+
+
+class TrackingConfig(Section):
+    """Live tracking: each stage logs to MLflow while it runs (the optional extra `gbcli[mlflow]`)."""
+
+    mlflow: Optional[str] = Field(None, max_length=2000,
+                                  description="an MLflow tracking URI (http://host:5000, sqlite:///path/mlflow.db, ...): "
+                                              "parameters at the start, the training curves as they are logged, "
+                                              "results, tables and figures at the end; a sweep is the parent run of "
+                                              "its points. A store that does not answer costs one warning line")
+    experiment: str = Field("gb", max_length=200, description="the MLflow experiment (a name, not a path)")
+
+    @field_validator("mlflow")
+    @classmethod
+    def _uri(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (why := tracking_uri_problem(v)):
+            raise ValueError(f"{quoted(v, 80)} {why}")
+        return v
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, v: str) -> str:
+        if not EXPERIMENT_NAME.fullmatch(v) or ".." in v:
+            raise ValueError(f"{quoted(v, 60)} is not a name (letters, digits, space and _ . + = -, starting with a "
+                             f"letter or digit, no '..')")
+        return v
+
+
 class SweepConfig(Section):
     """How `gb sweep` runs its points (not part of a point's identity); the command line overrides these."""
 
@@ -336,6 +377,8 @@ class Config(Section):
                                                 description="sweep axes varied together (equal lengths)")
     sweep: SweepConfig = Field(default_factory=SweepConfig, json_schema_extra=EXECUTION,
                                description="how `gb sweep` runs its points")
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig, json_schema_extra=EXECUTION,
+                                     description="live tracking in MLflow while the stages run")
 
     @field_validator("name")
     @classmethod
@@ -395,8 +438,14 @@ class Config(Section):
         d, ram = self.dataset, machine_memory()
         need = d.pool_bytes()
         if need > ram:
-            key = "dataset.n_samples" if hasattr(d, "n_samples") and d.n_samples > d.train_size + d.val_size \
-                else "dataset.dim"
+            splits = {"dataset.train_size": d.train_size, "dataset.val_size": d.val_size}
+            largest = max(splits, key=splits.get)
+            if splits[largest] > d.source_size():   # a split larger than its pool: that key is what to lower
+                key = largest
+            elif hasattr(d, "n_samples") and d.n_samples > d.train_size + d.val_size:
+                key = "dataset.n_samples"
+            else:
+                key = "dataset.dim"
             raise ValueError(f"{key}: the dataset needs about {need / GB:.1f} GB, more than this machine's "
                              f"{ram / GB:.0f} GB")
 

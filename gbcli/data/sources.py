@@ -202,6 +202,11 @@ def load_dataset(
 _SPLITS: dict[tuple, tuple[weakref.ref, Dataset]] = {}
 
 
+def forget_splits() -> None:
+    """Drop the kept splits (a caller done with a dataset, e.g. `gb verify` moving to the next)."""
+    _SPLITS.clear()
+
+
 def split_indices(n_total: int, train_size: int, val_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Train and val indices exactly as torch's random_split([train, rest, val]) with `seed`."""
     import torch  # imported here: torch is slow to import and only needed for this permutation

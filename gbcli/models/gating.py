@@ -88,6 +88,12 @@ def projections(x: np.ndarray, normals: np.ndarray) -> np.ndarray:
 _ROUNDED: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 
 
+def forget_dead() -> None:
+    """Drop the rounded copies whose source array is gone."""
+    for key in [k for k, (ref, _) in _ROUNDED.items() if ref() is None]:
+        del _ROUNDED[key]
+
+
 def _rounded_to_float32(a: np.ndarray) -> np.ndarray:
     """`a` rounded to float32, held in float64. A sweep worker gates the same read-only 60,000-image
     pool at every point, and rounding it costs more than the product: the result is kept while the
@@ -97,8 +103,7 @@ def _rounded_to_float32(a: np.ndarray) -> np.ndarray:
         return hit[1]
     out = a.astype(np.float32).astype(np.float64)
     if a.size >= 1_000_000 and not a.flags.writeable:
-        for key in [k for k, (ref, _) in _ROUNDED.items() if ref() is None]:
-            del _ROUNDED[key]
+        forget_dead()
         _ROUNDED[id(a)] = (weakref.ref(a), out)
     return out
 

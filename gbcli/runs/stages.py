@@ -47,12 +47,15 @@ from gbcli.store.cache import Busy, SolveCache
 from gbcli.store.identity import gd_manifest, svm_manifest
 from gbcli.store.integrity import begin_gd, begin_svm, check_same_problem, check_trained, plan_gd, plan_svm
 from gbcli.store.lock import check_run_target, run_lock
+from gbcli.store.labels import write_labels
 from gbcli.store.layout import RunDir
 from gbcli.training.memory import check_memory
 from gbcli.store.safe import is_file, is_link, open_fd, present, remove
 from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import Checkpointing, check_device, read_checkpoint, train
 from gbcli.store import layout
+from gbcli.runs import tracking
+from gbcli.runs.tracking import Live, tracked
 
 CHECKPOINT_FORMAT = 2   # tensors only (hyperplanes as tensors): loaded with torch.load(weights_only=True)
 
@@ -190,14 +193,16 @@ def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool
 
 
 def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
-             force: bool = False) -> dict:
+             force: bool = False, labels: dict | None = None) -> dict:
     """Train the configured network and write `run_dir/gd/`; returns the summary. A run directory
     whose network was trained from this very config is left as it is (its summary is returned, with
     `skipped: True`) unless `force`; one holding other finished results is refused unless `force`
-    (`check_gd`)."""
+    (`check_gd`). `labels`: the run's name, tags and note (`gbcli.store.labels`), kept once every
+    check has passed. With `tracking.mlflow`, the training is logged live (`gbcli.runs.tracking`)."""
     same = check_gd(cfg, run_dir, force)
     if same is not None:
         return {**same, "skipped": True}
+    tracking.check(cfg)
     clock = Clock()
     problem = problem or prepare(cfg)
     ds = problem.dataset
@@ -207,12 +212,15 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     tracker = make_tracker(cfg, problem)
     with run_lock(run_dir), run_log(run_dir):
         begin_gd(Path(run_dir), cfg)   # the old stage and what depended on it go before anything new is written
+        write_labels(run_dir, labels or {})
         log.info(f"train-gd {cfg.model.predictor}: {ds.x_train.shape[0]} training points, {ds.dim} features "
                  f"({'forced: ' if force else ''}{clock.started})")
         checkpoint = gd_checkpointing(cfg, Path(run_dir), problem, discard=force)
-        res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
-                    progress=progress, tracker=tracker, spec=spec, checkpoint=checkpoint)
-        summary = _write_gd(cfg, Path(run_dir), problem, model, res, tracker, clock)
+        live = Live.start(cfg, run_dir, "train-gd", fresh=checkpoint is None or checkpoint.resume is None)
+        with tracked(live):
+            res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
+                        progress=progress, tracker=tracker, spec=spec, checkpoint=checkpoint, on_row=live and live.row)
+            summary = _write_gd(cfg, Path(run_dir), problem, model, res, tracker, clock)
         log.info(f"train-gd {summary['predictor']}: {summary['status']}, train error {summary['train_error']:.4f}, "
                  f"val error {summary['val_error']:.4f}, {summary['steps']} steps in {summary['seconds']:.1f} s")
         return summary
@@ -242,14 +250,20 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
             for d in run_dirs:
                 locks.enter_context(run_lock(d))
             checkpoints = [gd_checkpointing(c, Path(d), p, discard=True) for c, d, p in zip(cfgs, run_dirs, problems)]
-            results = train_batched(models, cfgs, problems, checkpoints)
-            if results is not None:
-                out = []
-                for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
-                    begin_gd(Path(d), cfg)
-                    out.append(_write_gd(cfg, Path(d), problem, model, res, None, clock,
-                                         batched=f"trained as one computation with {len(cfgs)} networks"))
-                return out
+            for cfg in cfgs:
+                tracking.check(cfg)
+            lives = [Live.start(c, d, "train-gd", fresh=True) for c, d in zip(cfgs, run_dirs)]
+            with contextlib.ExitStack() as tracking_of:
+                for live in lives:
+                    tracking_of.enter_context(tracked(live))
+                results = train_batched(models, cfgs, problems, checkpoints, [live and live.row for live in lives])
+                if results is not None:
+                    out = []
+                    for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
+                        begin_gd(Path(d), cfg)
+                        out.append(_write_gd(cfg, Path(d), problem, model, res, None, clock,
+                                             batched=f"trained as one computation with {len(cfgs)} networks"))
+                    return out
     return [train_gd(c, d, progress=False, problem=p, force=force) for c, d, p in zip(cfgs, run_dirs, problems)]
 
 
@@ -349,7 +363,8 @@ def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None, sto
 
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
             progress: bool = True, problem: Problem | None = None, echo=None,
-            cache: SolveCache | None = None, force: bool = False, defer: bool = False) -> list[dict]:
+            cache: SolveCache | None = None, force: bool = False, defer: bool = False,
+            labels: dict | None = None) -> list[dict]:
     """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised.
     A program identical to one in `cache` (default: the programs of this call) is not solved again
     (`gbcli.store.cache`): its result says `cached_from`. A program already solved in `run_dir` from
@@ -357,7 +372,8 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     one solved with other svm options is refused unless `force`. Every refusal comes before any write.
     Messages go to the `gbcli` logger (and RUN_DIR/log.txt), and to `echo` when one is given.
     `defer` (a sweep's worker): a program that another process is solving right now (its claim in
-    `cache`) is left for later: the others are solved, then `Deferred` names the ones left."""
+    `cache`) is left for later: the others are solved, then `Deferred` names the ones left.
+    `labels`: as `train_gd`'s. With `tracking.mlflow`, the run's MLflow run is continued."""
     run_dir = Path(run_dir)
     objectives = list(objectives or cfg.svm.objectives)
     solver = solver or cfg.svm.solver
@@ -382,11 +398,15 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     todo = {o: p for o, p in programs.items() if o not in done}
     if not todo:
         return [done[o] for o in programs]
+    tracking.check(cfg)
     problem = problem or prepare(cfg)
     needing = [o for o, p in todo.items() if p.needs_trained]
     trained = load_trained(run_dir, cfg, problem.dataset.dim, " and ".join(needing)) if needing else None
     with run_lock(run_dir), run_log(run_dir):
-        solved = _solve_all(cfg, run_dir, todo, solver, problem, _teller(echo), cache or SolveCache(), trained, defer)
+        write_labels(run_dir, labels or {})
+        live = Live.start(cfg, run_dir, "fit-svm")
+        with tracked(live):
+            solved = _solve_all(cfg, run_dir, todo, solver, problem, _teller(echo), cache or SolveCache(), trained, defer)
     if len(solved) < len(todo):
         raise Deferred([o for o in todo if o not in solved])
     by_name = solved

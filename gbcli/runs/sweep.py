@@ -49,9 +49,12 @@ from gbcli.store.safe import check_tree, is_file, open_append, present, read_rec
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.compare import compare_run
-from gbcli.runs.stages import Deferred, dataset_of, fit_svm, prepare, train_gd, train_gd_group
+from gbcli.runs import tracking
+from gbcli.runs.tracking import Live, tracked
+from gbcli.runs.stages import Deferred, check_svm_request, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
-from gbcli.training.loop import checkpoint_step
+from gbcli.training.loop import check_device, checkpoint_step
+from gbcli.training.memory import check_memory
 
 MAX_POINTS = 10_000   # points a sweep may have: counted before the grid is expanded or validated
 
@@ -182,7 +185,8 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         if bad:
             raise PointFailure("fit-svm", "; ".join(bad))
         stage = "compare"
-        compare_run(run_dir)
+        with tracked(Live.start(cfg, run_dir, "compare")):   # its MLflow run takes the tables
+            compare_run(run_dir)
         remove(run.failed)
         echo(f"done in {time.time() - start:.1f} s")
         return {"status": "done", "seconds": time.time() - start}
@@ -278,6 +282,21 @@ class PointFailure(Exception):
 # ------------------------------------------------------------------ the sweep
 
 
+def check_points(points: list[Config]) -> None:
+    """What `gb train-gd` and `gb fit-svm` refuse before any work (a network or a dual solve larger
+    than the machine's memory, a device torch cannot use), for every point before the first runs:
+    otherwise the point starts, fails allocating, and the sweep has written its directory. (Sized on
+    torch's meta device: 576 points take ~0.1 s.)"""
+    for p in points:
+        try:
+            check_device(p)
+            check_memory(p)
+            if p.svm.objectives:
+                check_svm_request(p, list(p.svm.objectives), p.svm.solver)
+        except GbError as exc:
+            raise GbError(f"grid point {point_id(p)}: {exc}") from None
+
+
 def sweep_lock(out: Path):
     """Exclusive lock on OUT/.sweep.lock (released by the kernel if the process dies)."""
     return run_lock(out, name=layout.SWEEP_LOCK, busy="another sweep is running on this directory (pid {pid})",
@@ -302,6 +321,8 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
     # data-level checks (files, split sizes) for every distinct dataset, before any point runs
     for cfg in {json.dumps(p.dataset.model_dump(), sort_keys=True): p for p in points}.values():
         dataset_of(cfg)
+    check_points(points)
+    tracking.check(base)
     runner = make_executor(base.sweep, executor, jobs, threads, out, echo)
     runner.check()   # Slurm: the client commands and a controller that answers, before anything is written
     with sweep_lock(out), open_append(SweepDir(out).log) as log_file:
@@ -329,18 +350,30 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
             shown_steps = ", ".join(f"{pid} at step {s:,}" for pid, s in sorted(steps.items())[:8])
             echo(f"resuming {len(steps)} point{'s' if len(steps) > 1 else ''} from their training checkpoints: "
                  f"{shown_steps}{' ...' if len(steps) > 8 else ''}")
-        if todo:
-            cache = str(SweepDir(out).solves) if base.sweep.solve_cache else None
-            size = min(base.sweep.batch, -(-len(todo) // jobs))   # groups enough to keep every job busy
-            tasks = [([p.to_dict() for p in g], [str(dirs[point_id(p)]) for p in g], cache)
-                     for g in largest_first(spread_twins(group_points(todo, size)))]
-            runner.run(run_group, tasks, progress, echo)
-        errors, incons, failures = aggregate(out, points, echo)
-        # the last invocation of the sweep: how it was run (each point's records carry their own)
-        write_json(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
-                                        "failed": len(failures), "executor": executor, "jobs": jobs,
-                                        "provenance": clock.stamp()})
+        if base.tracking.mlflow is not None:   # the points' MLflow runs take their readable names from it
+            write_csv(SweepDir(out).points_table, point_table(points))
+        live = Live.start(base, out, "sweep", kind="sweep")   # the parent run of the points' runs
+        with tracked(live):
+            if todo:
+                cache = str(SweepDir(out).solves) if base.sweep.solve_cache else None
+                size = min(base.sweep.batch, -(-len(todo) // jobs))   # groups enough to keep every job busy
+                untracked = live is not None and not live.working   # its one warning line was shown
+                tasks = [([untrack(p.to_dict(), untracked) for p in g], [str(dirs[point_id(p)]) for p in g], cache)
+                         for g in largest_first(spread_twins(group_points(todo, size)))]
+                runner.run(run_group, tasks, progress, echo)
+            errors, incons, failures = aggregate(out, points, echo)
+            # the last invocation of the sweep: how it was run (each point's records carry their own)
+            write_json(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
+                                            "failed": len(failures), "executor": executor, "jobs": jobs,
+                                            "provenance": clock.stamp()})
         return errors, incons, failures
+
+
+def untrack(cfg: dict, untracked: bool) -> dict:
+    """A point's config, without tracking when the sweep's own tracking failed (its store's path
+    made absolute otherwise: the workers may start elsewhere)."""
+    uri = cfg["tracking"]["mlflow"]
+    return {**cfg, "tracking": {**cfg["tracking"], "mlflow": None if untracked or uri is None else tracking.absolute(uri)}}
 
 
 def group_points(points: list[Config], size: int) -> list[list[Config]]:

@@ -147,11 +147,11 @@ def read_json(path: str | Path) -> Any:
     return json.loads(read_untrusted(path))
 
 
-def read_csv_untrusted(path: str | Path):
-    """A CSV table of a run directory as a DataFrame (read as `read_untrusted`)."""
+def read_csv_untrusted(path: str | Path, **options):
+    """A CSV table of a run directory as a DataFrame (read as `read_untrusted`; `options` for pandas)."""
     import pandas as pd
 
-    return pd.read_csv(io.BytesIO(read_untrusted(path)))
+    return pd.read_csv(io.BytesIO(read_untrusted(path)), **options)
 
 
 def load_npz_untrusted(path: str | Path):

@@ -58,11 +58,13 @@ def batch_key(cfg) -> str | None:
 
 
 def train_batched(models: list[nn.Module], cfgs: list, problems: list,
-                  checkpoints: list[Checkpointing | None] | None = None) -> list[TrainResult] | None:
+                  checkpoints: list[Checkpointing | None] | None = None, on_rows: list | None = None,
+                  ) -> list[TrainResult] | None:
     """Train `models` (built from `cfgs`, gated as `problems`; one `batch_key`) in place; their
     results, or None when one of them failed (train them with the plain loop then). `checkpoints`:
     each network's (the plain loop's format, written every `seconds` of the first and when
-    interrupted; see the module docstring); nothing is resumed here."""
+    interrupted; see the module docstring); nothing is resumed here. `on_rows`: each network's
+    `on_row` (as `train`'s)."""
     if len({batch_key(c) for c in cfgs}) != 1 or batch_key(cfgs[0]) is None:
         raise ValueError("train_batched: the networks do not share a batch key")
     cfg, spec = cfgs[0], spec_of(cfgs[0])
@@ -75,7 +77,8 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
         m.to(device)
     stacked = spec.Stacked(models).to(device)
     ct = torch.stack(cts)                                    # (K, N, ...) each network's gates
-    logs = [MetricLog(c, xt, yt, cts[k], xv, yv, cvs[k]) for k, c in enumerate(cfgs)]
+    on_rows = on_rows or [None] * len(cfgs)
+    logs = [MetricLog(c, xt, yt, cts[k], xv, yv, cvs[k], on_row=on_rows[k]) for k, c in enumerate(cfgs)]
     params = list(stacked.parameters())
     mu = torch.tensor([c.training.momentum for c in cfgs], dtype=torch.float32, device=device)
     mus = [mu.view(-1, *[1] * (p.dim() - 1)) for p in params]   # each network's momentum, per parameter

@@ -86,8 +86,8 @@ class MetricLog:
     evaluated only when asked (the last step), its error NaN in the other rows, unless an
     instrument needs the validation outputs."""
 
-    def __init__(self, cfg, xt, yt, ct, xv, yv, cv, tracker=None):
-        self.t, self.degree, self.tracker = cfg.training, cfg.model.homogeneity, tracker
+    def __init__(self, cfg, xt, yt, ct, xv, yv, cv, tracker=None, on_row=None):
+        self.t, self.degree, self.tracker, self.on_row = cfg.training, cfg.model.homogeneity, tracker, on_row
         self.xt, self.yt, self.ct, self.xv, self.yv, self.cv = xt, yt, ct, xv, yv, cv
         self.every_val = self.t.validation == "logged" or tracker is not None
         self.rows: list[dict] = []
@@ -119,6 +119,8 @@ class MetricLog:
               and bool(torch.isfinite(out_v).all()) and np.isfinite(self.rows[-1]["train_loss"]) and not self.exploded())
         if self.tracker is not None and ok:   # the instruments need a finite network
             self.rows[-1].update(self.tracker.measure(model, self.xt, self.yt, self.ct, m, out_v))
+        if self.on_row is not None:   # a live view of the run (gbcli.runs.tracking), as each row is logged
+            self.on_row(self.rows[-1])
         return ok
 
     def why_diverged(self, step: int) -> str:
@@ -287,13 +289,14 @@ def _restore(state: dict, model: nn.Module, opt: torch.optim.Optimizer, gen: tor
 
 def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
           x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True,
-          tracker=None, spec=None, checkpoint: Checkpointing | None = None) -> TrainResult:
+          tracker=None, spec=None, checkpoint: Checkpointing | None = None, on_row=None) -> TrainResult:
     """Train `model` in place as configured; returns the metric log and the final outputs.
     `tracker` (gbcli.instruments) adds its instruments' columns at every logged step; `spec` (the
     model's spec, default: from the registry) gets its per-epoch hook (FReLU freezes its gates).
     `checkpoint`: save the training state there every `checkpoint.seconds` and when interrupted,
     and resume from `checkpoint.resume` (a checkpoint that does not fit this network is warned
-    about and the run starts from step 0); not with a `tracker` (see the module docstring)."""
+    about and the run starts from step 0); not with a `tracker` (see the module docstring).
+    `on_row(row)` is called with each row of the metric log as it is logged."""
     from gbcli.logs import Progress, log as gb_log
 
     spec = spec or spec_of(cfg)
@@ -314,7 +317,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
            else torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum))
     gen = torch.Generator().manual_seed(t.batch_seed)
     degree = cfg.model.homogeneity
-    metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker)
+    metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker, on_row)
     rows, log, why_diverged = metrics.rows, partial(metrics.log, model), metrics.why_diverged
 
     if tracker is not None or (checkpoint is not None and checkpoint.seconds <= 0):
