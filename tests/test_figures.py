@@ -317,3 +317,19 @@ def test_many_long_named_runs_share_one_legend_under_the_panels_and_each_line_is
             assert not box.overlaps(ax.get_tightbbox()), "the legend covers a panel"
     lines = [line for ax in fig.axes for line in ax.get_lines()]
     assert len({(line.get_color(), line.get_linestyle()) for line in lines}) == len(runs)
+
+
+@pytest.mark.parametrize("shift", [0.0, -0.08, +0.3])
+def test_panel_a_fits_gds_errors_and_always_shows_y_equals_x(shift):
+    """The x axis fits GD's errors; y = x crosses the panel even when every SVM lies far from it
+    (a 4-point sweep whose svm-gln errors were all 0.08 below GD's drew an empty legend entry)."""
+    errors, incons = sweep_tables()
+    incons = incons.assign(svm_val_error=incons["svm_val_error"] + shift)
+    ax = make_figures(errors, incons)[NAMES["a"]].axes[0]
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    gd = incons["gd_val_error"]
+    assert x0 <= gd.min() and x1 >= gd.max()
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "y = x"]
+    assert max(x0, y0) < min(x1, y1), "y = x does not cross the panel"
+    if shift == 0.0:   # GD and SVM errors overlap: no need to widen x beyond GD's span and its margins
+        assert x1 - x0 < 3 * (gd.max() - gd.min()) + 0.05

@@ -155,6 +155,9 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     _readable_limits(ax, "x", pairs["gd_val_error"])
     _readable_limits(ax, "y", pairs["svm_val_error"])
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    if max(x0, y0) >= min(x1, y1):   # y = x would miss the panel (every SVM far above or below GD): show it
+        x0 = y0 = min(x0, y0)
+        x1 = y1 = max(x1, y1)
     ax.plot([min(x0, y0), max(x1, y1)], [min(x0, y0), max(x1, y1)], "k--", lw=1, label="y = x")   # across the panel
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
