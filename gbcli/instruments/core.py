@@ -26,11 +26,13 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
 import torch
 from scipy.optimize import nnls
 from torch import nn
 from torch.func import functional_call, jacrev
 
+from gbcli.errors import GbError
 from gbcli.instruments.base import Instrument, TrackContext
 from gbcli.metrics import inconsistency
 from gbcli.programs.design import decision
@@ -111,7 +113,76 @@ class Agreement(Instrument):
         return {"inconsistency": inconsistency(val_out.double().cpu().numpy(), tracker.svm_val)}
 
 
-INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement())}
+def _slug(program: str) -> str:
+    return program.replace("-", "_")
+
+
+class Convergence(Instrument):
+    """Where GD goes, against each certified convex program of the kind's comparison list (issue 37):
+    at every logged step, for program o with solution zeta_o (solved once, before training),
+    - `inconsistency_<o>` / `train_inconsistency_<o>`: the fraction of validation / training points
+      on which the network and zeta_o disagree in sign;
+    - `margin_ratio_<o>`: the network's normalized margin in o's own objective over o's best,
+      min_n y_n f(x_n) * (opt_o / obj_o(zeta))^(1/k), k the objective's degree in zeta (1 for a
+      norm, 2 for a squared norm; measured, not assumed), with zeta the network's predictor in o's
+      coordinates (the GLN: zeta[h C + c] = w2[h] w1[h, c]); 1 exactly at o's optimum direction;
+    - `angle_<o>`: the angle in degrees between zeta and zeta_o.
+    Needs a model whose network exposes `zeta()` in the programs' coordinates (the deep GLN)."""
+
+    name = "convergence"
+    PROGRAMS = ("svm-gln", "svm-l2")
+    description = "inconsistency, margin ratio (in each program's own norm) and angle against svm-gln and svm-l2"
+    columns = tuple(f"{m}_{_slug(p)}" for p in PROGRAMS
+                    for m in ("inconsistency", "train_inconsistency", "margin_ratio", "angle"))
+    panels = (("inconsistency_svm_gln", "inconsistency with svm-gln (validation)", "log"),
+              ("inconsistency_svm_l2", "inconsistency with svm-l2 (validation)", "log"),
+              ("margin_ratio_svm_gln", "normalized margin / best (svm-gln's norm)", "linear"),
+              ("angle_svm_gln", "angle to svm-gln's predictor (degrees)", "log"),
+              ("angle_svm_l2", "angle to svm-l2's predictor (degrees)", "log"))
+
+    def setup(self, tracker, context: TrackContext) -> dict:
+        from gbcli.programs.certify import certificate
+        from gbcli.programs.norms import NORMS
+
+        tracker.against = {}
+        info = {}
+        for prog in self.PROGRAMS:
+            if prog not in context.spec.programs:
+                continue
+            design, sol = context.solve(prog)
+            cert = certificate(design, sol, context.cfg.svm.certify_tol)
+            if not cert["certified"]:   # a direction nobody can vouch for is no reference
+                raise GbError(f"training.track: convergence: {prog} is not certified (relative gap "
+                              f"{cert['rel_gap']:.1e}); its predictor cannot be a reference")
+            norm = NORMS[design.norm]
+            zeta = np.asarray(sol.zeta, dtype=np.float64)
+            degree = math.log2(norm.value(design, 2 * zeta) / norm.value(design, zeta))
+            tracker.against[prog] = {
+                "design": design, "norm": norm, "zeta": zeta, "opt": float(sol.value), "degree": degree,
+                "val": decision(zeta, design.x_val, design.e_val),
+                "train": decision(zeta, design.x_train, design.e_train)}
+            info[f"convergence_{_slug(prog)}"] = {"objective": float(sol.value), "rel_gap": cert["rel_gap"]}
+        return info
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        zeta = model.zeta().double().cpu().numpy().reshape(-1)
+        train_out = (margins * y).double().cpu().numpy()   # y in {-1, +1}: the network's outputs
+        row = {}
+        for prog, ref in tracker.against.items():
+            z = zeta.reshape(ref["zeta"].shape)
+            obj = ref["norm"].value(ref["design"], z)
+            m = float(margins.double().min())
+            cos = float(np.dot(z.ravel(), ref["zeta"].ravel()) / (np.linalg.norm(z) * np.linalg.norm(ref["zeta"])))
+            s = _slug(prog)
+            row.update({
+                f"inconsistency_{s}": inconsistency(val_out.double().cpu().numpy(), ref["val"]),
+                f"train_inconsistency_{s}": inconsistency(train_out, ref["train"]),
+                f"margin_ratio_{s}": m * (ref["opt"] / obj) ** (1 / ref["degree"]) if obj > 0 else float("nan"),
+                f"angle_{s}": math.degrees(math.acos(max(-1.0, min(1.0, cos))))})
+        return row
+
+
+INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement(), Convergence())}
 
 
 class Tracker:

@@ -67,7 +67,7 @@ class Spec(ModelSpec):
         "svm-gln-reference": Program("svm-gln-reference", "group", context_design("group", reference_grouping=True),
                                      description="the published code's grouping of the GLN norm"),
     }
-    instruments = ("margin", "kkt", "agreement")
+    instruments = ("margin", "kkt", "agreement", "convergence")
     example_model = {"hidden_units": 3, "output_bias": False}
 
     @property
