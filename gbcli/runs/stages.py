@@ -193,12 +193,12 @@ def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool
 
 
 def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
-             force: bool = False, labels: dict | None = None) -> dict:
+             force: bool = False, labels: dict | None = None, cache: SolveCache | None = None) -> dict:
     """Train the configured network and write `run_dir/gd/`; returns the summary. A run directory
     whose network was trained from this very config is left as it is (its summary is returned, with
     `skipped: True`) unless `force`; one holding other finished results is refused unless `force`
     (`check_gd`). `labels`: the run's name, tags and note (`gbcli.store.labels`), kept once every
-    check has passed. With `tracking.mlflow`, the training is logged live (`gbcli.runs.tracking`)."""
+    check has passed. `cache`: where `training.track` looks up and keeps its reference programs. With `tracking.mlflow`, the training is logged live (`gbcli.runs.tracking`)."""
     same = check_gd(cfg, run_dir, force)
     if same is not None:
         return {**same, "skipped": True}
@@ -209,7 +209,7 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     spec = spec_of(cfg)
     torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
     model = spec.build(cfg, ds.dim)
-    tracker = make_tracker(cfg, problem)
+    tracker = make_tracker(cfg, problem, cache, Path(run_dir).name)
     with run_lock(run_dir), run_log(run_dir):
         begin_gd(Path(run_dir), cfg)   # the old stage and what depended on it go before anything new is written
         write_labels(run_dir, labels or {})
@@ -307,16 +307,33 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
     return summary
 
 
-def make_tracker(cfg: Config, problem: Problem) -> Tracker | None:
+def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
+                 origin: str = "track") -> Tracker | None:
     """The instruments of `training.track` (in registry order); those that need the matching
-    program share one solve of it, here."""
+    program share one solve of it, here. With `cache` (a sweep's `solves/`), a program that does not
+    depend on the training is looked up there first and a certified solve is stored there under
+    fit-svm's key (`origin`: the run that solved it), so a resumed or twin point, and the fit-svm stage
+    after training, do not solve it again."""
     if not cfg.training.track:
         return None
     spec = spec_of(cfg)
 
     def solve(objective: str, trained: nn.Module | None = None):
         design = build_design(objective, cfg, problem, trained)
-        sol = SOLVERS[default_solver(design.norm)].solve(design, cfg.svm.max_iters, cfg.svm.eps)
+        use = cfg.svm.solver or default_solver(design.norm)
+        if cache is None or trained is not None:   # a program of the trained network is this run's own
+            sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps, **solve_options(cfg, use))
+        else:   # the key fit-svm uses: a reference solved here is fit-svm's answer too, and the reverse
+            key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
+                            solve_options(cfg, use).get("device", "cpu"))
+            with cache.claim(key):   # a twin point solving it now: wait, then take its answer
+                hit = cache.get(key, design)
+                sol = hit[0] if hit is not None else None
+                if sol is None or not certificate(design, sol, cfg.svm.certify_tol)["certified"]:
+                    sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
+                                             **solve_options(cfg, use, (cache.rounds(key), key)))
+                    if sol.status == "optimal" and certificate(design, sol, cfg.svm.certify_tol)["certified"]:
+                        cache.put(key, sol, f"{origin}/{objective}")
         if sol.zeta is None:
             raise GbError(f"training.track: the program {objective} has no solution ({sol.status}: {sol.message})")
         return design, sol

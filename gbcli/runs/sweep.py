@@ -163,7 +163,8 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         problem = problem or prepare(cfg)
         stage = "train-gd"
         if not is_file(run.summary):
-            train_gd(cfg, run_dir, progress=False, problem=problem)
+            train_gd(cfg, run_dir, progress=False, problem=problem,
+                     cache=SolveCache(cache_dir) if cache_dir else None)
         summary = read_json(run.summary)
         if summary["status"] != "ok":
             raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
