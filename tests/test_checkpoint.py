@@ -169,6 +169,38 @@ def test_frelu_gates_frozen_mid_run(tmp_path, monkeypatch):
         assert_same(tmp_path / "whole", tmp_path / f"cut{k}")
 
 
+@pytest.mark.parametrize("step,where", [(21, "after"), (30, "log")])
+def test_tracked_run_resumes_bit_identical(tmp_path, monkeypatch, step, where):
+    """Instruments that read only the weights of the step (margin, kkt, agreement, convergence:
+    `Instrument.resumable`) keep the checkpoints: the long tracked runs of issue 37 resume, and the
+    resumed metrics.csv, tracked columns included, is the uninterrupted run's."""
+    cfg = config("model.output_bias=false", "training.track=[margin, kkt, agreement, convergence]")
+    train_gd(cfg, tmp_path / "whole", progress=False)
+    with monkeypatch.context() as m:
+        stop = Stop(m, step, where)
+        with pytest.raises(interrupts.Interrupted):
+            train_gd(cfg, tmp_path / "cut", progress=False)
+        assert stop.fired
+    assert torch.load(tmp_path / "cut" / "gd" / "checkpoint.pt", weights_only=True)["step"] == step
+    summary = train_gd(cfg, tmp_path / "cut", progress=False)
+    assert summary["resumed_from_step"] == step and summary["status"] == "ok"
+    assert "angle_svm_gln" in (tmp_path / "cut" / "gd" / "metrics.csv").read_text().splitlines()[0]
+    assert_same(tmp_path / "whole", tmp_path / "cut")
+
+
+def test_a_program_solved_mid_run_keeps_no_checkpoint(tmp_path, monkeypatch):
+    """FReLU's matching program exists only once its gates freeze (epoch 3): a resume would solve it
+    on other weights, so a run tracking it keeps no checkpoint and its rerun starts from step 0."""
+    cfg = config("model.kind=frelu", "model.hidden_units=20", "model.freeze_gates_after=3", "svm.objectives=[]",
+                 "training.track=[margin]")
+    with monkeypatch.context() as m:
+        Stop(m, 20)
+        with pytest.raises(interrupts.Interrupted):
+            train_gd(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "gd" / "checkpoint.pt").exists()
+    assert "resumed_from_step" not in train_gd(cfg, tmp_path / "run", progress=False)
+
+
 def test_batched_group_resumes_network_by_network(tmp_path, monkeypatch):
     """A sweep group trained as one computation writes each network's plain-loop checkpoint; an
     interrupted group resumes network by network and ends as the uninterrupted group."""

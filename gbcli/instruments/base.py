@@ -31,6 +31,10 @@ class Instrument:
     columns: ClassVar[tuple[str, ...]] = ()
     needs_matching: ClassVar[bool] = False   # uses the model's matching program (solved once)
     needs_homogeneous: ClassVar[bool] = True  # False: also defined for non-homogeneous models (weights' ranks)
+    # True: `measure` reads only the weights of that step and what `setup` computed, never a value
+    # carried from an earlier logged step, so a run resumed from a checkpoint logs the rows an
+    # uninterrupted run logs (the training keeps checkpoints only when every tracked instrument is)
+    resumable: ClassVar[bool] = False
     # (column, axis label, y scale) of the panels this instrument adds to the training figure
     panels: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 

@@ -81,6 +81,7 @@ def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.
 
 class Margin(Instrument):
     name, needs_matching = "margin", True
+    resumable = True
     description = "normalized margin against the matching program's best"
     columns = ("margin_ratio", "margin_gap")
     panels = (("margin_ratio", "normalized margin / best (matching program)", "linear"),
@@ -94,6 +95,7 @@ class Margin(Instrument):
 
 class Kkt(Instrument):
     name = "kkt"
+    resumable = True
     description = "KKT residual of the max-margin problem in parameter space"
     columns = ("kkt_residual", "kkt_complementarity", "kkt_complementarity_rel")
     panels = (("kkt_residual", "KKT residual (relative)", "log"),
@@ -105,6 +107,7 @@ class Kkt(Instrument):
 
 class Agreement(Instrument):
     name, needs_matching = "agreement", True
+    resumable = True
     description = "inconsistency with the matching program's predictor"
     columns = ("inconsistency",)
     panels = (("inconsistency", "inconsistency with the matching program", "linear"),)
@@ -130,6 +133,7 @@ class Convergence(Instrument):
     Needs a model whose network exposes `zeta()` in the programs' coordinates (the deep GLN)."""
 
     name = "convergence"
+    resumable = True
     PROGRAMS = ("svm-gln", "svm-l2")
     description = "inconsistency, margin ratio (in each program's own norm) and angle against svm-gln and svm-l2"
     columns = tuple(f"{m}_{_slug(p)}" for p in PROGRAMS
@@ -218,6 +222,13 @@ class Tracker:
                 self.info.update(ins.setup(self, self.context))
                 self.set_up.add(ins.name)
         return not self.pending
+
+    @property
+    def resumable(self) -> bool:
+        """Whether a checkpointed run resumes to the same rows: every instrument is `resumable` and
+        the matching program is solved (a program solved only at a later step, as FReLU's after its
+        gates freeze, would be solved on other weights after a resume)."""
+        return not self.pending and all(i.resumable for i in self.instruments)
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -164,14 +164,15 @@ def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | No
     return None
 
 
-def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool = False) -> Checkpointing | None:
+def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool = False,
+                     tracker: Tracker | None = None) -> Checkpointing | None:
     """The checkpoints of the training of `cfg` in `run_dir/gd/` (None: `training.checkpoint_seconds`
-    is 0, or instruments are tracked), with the checkpoint to resume from when one of this very
+    is 0, or tracked instruments that a resume would change: `Tracker.resumable`), with the checkpoint to resume from when one of this very
     config and data is there. One that is not (another config, truncated, not tensors only) is
     warned about and removed: the training starts from step 0. `discard` (--force): not resumed.
     Under the run lock, after `check_tree` (no symlink anywhere in the run directory)."""
     path = RunDir(run_dir).checkpoint
-    if cfg.training.checkpoint_seconds <= 0 or cfg.training.track:
+    if cfg.training.checkpoint_seconds <= 0 or (cfg.training.track and (tracker is None or not tracker.resumable)):
         return None
     ds, digest = problem.dataset, hashlib.sha256()
     for a in (ds.x_train, ds.y_train, problem.ctx_train):   # the data itself: a file replaced in place is other data
@@ -215,7 +216,7 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
         write_labels(run_dir, labels or {})
         log.info(f"train-gd {cfg.model.predictor}: {ds.x_train.shape[0]} training points, {ds.dim} features "
                  f"({'forced: ' if force else ''}{clock.started})")
-        checkpoint = gd_checkpointing(cfg, Path(run_dir), problem, discard=force)
+        checkpoint = gd_checkpointing(cfg, Path(run_dir), problem, discard=force, tracker=tracker)
         live = Live.start(cfg, run_dir, "train-gd", fresh=checkpoint is None or checkpoint.resume is None)
         with tracked(live):
             res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,

@@ -295,7 +295,8 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     model's spec, default: from the registry) gets its per-epoch hook (FReLU freezes its gates).
     `checkpoint`: save the training state there every `checkpoint.seconds` and when interrupted,
     and resume from `checkpoint.resume` (a checkpoint that does not fit this network is warned
-    about and the run starts from step 0); not with a `tracker` (see the module docstring).
+    about and the run starts from step 0); with a `tracker` only when it is `resumable` (the rows a
+    resumed run logs are the ones an uninterrupted run logs).
     `on_row(row)` is called with each row of the metric log as it is logged."""
     from gbcli.logs import Progress, log as gb_log
 
@@ -320,7 +321,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker, on_row)
     rows, log, why_diverged = metrics.rows, partial(metrics.log, model), metrics.why_diverged
 
-    if tracker is not None or (checkpoint is not None and checkpoint.seconds <= 0):
+    if (tracker is not None and not tracker.resumable) or (checkpoint is not None and checkpoint.seconds <= 0):
         checkpoint = None
     step, elapsed, resumed = 0, 0.0, None
     if checkpoint is not None and checkpoint.resume is not None:
