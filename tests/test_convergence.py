@@ -104,3 +104,97 @@ def test_a_model_without_the_programs_predictor_is_refused_in_one_line(tmp_path)
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "training.track" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert not (tmp_path / "r").exists()
+
+
+# A problem whose limit is known, small enough to train to it in seconds: two Gaussian classes in
+# 6 dimensions (separable with margin), full-batch GD with the homogeneous-normalized step.
+GAUSS = {"name": "limits", "dataset": {"name": "symmetric-gaussians", "n_samples": 400, "train_size": 60,
+                                       "val_size": 300, "dim": 6, "mean_norm": 2.0, "margin": 0.3},
+         "contexts": {"count": 2, "seed": 1},
+         "training": {"batch_size": None, "lr": 0.5, "epochs": 1000, "lr_milestones": [],
+                      "step_rule": "homogeneous-normalized", "track": ["convergence"], "log_points": 12,
+                      "log_spacing": "log"},
+         "svm": {"objectives": ["svm-gln"]}}
+
+
+def tracked_training(units: int, dead: int = 0):
+    """Train a GLN of `units` units, the last `dead` of them zero (w1 rows and w2) at the start."""
+    from gbcli.training.loop import train
+
+    cfg = validate({**GAUSS, "model": {"kind": "gln", "hidden_units": units, "output_bias": False}}, "test")
+    problem = prepare(cfg)
+    ds, c = problem.dataset, cfg.contexts.count
+    tracker = make_tracker(cfg, problem)
+    model = build_model(cfg, ds.dim)
+    if dead:
+        with torch.no_grad():
+            model.w1[(units - dead) * c:].zero_()
+            model.w2[0, units - dead:].zero_()
+    res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
+                progress=False, tracker=tracker)
+    return cfg, problem, tracker, model, res.metrics
+
+
+def test_normalized_gd_reaches_the_known_limit_ratio_1_and_angle_0():
+    """One unit: svm-gln is min ||zeta|| (one group), strictly convex, so its direction is the only
+    KKT direction of the network; normalized GD must reach it: ratio >= 0.99, angle <= 3 degrees,
+    the ratio rising once the data are separated, no training point and few validation points
+    (those within the angle of the boundary) in disagreement."""
+    _, _, _, _, m = tracked_training(1)
+    last = m.iloc[-1]
+    assert last["margin_ratio_svm_gln"] >= 0.99 and last["angle_svm_gln"] <= 3.0, last
+    sep = m[m["train_error"] == 0]["margin_ratio_svm_gln"]
+    assert len(sep) >= 4 and (sep.diff().dropna() >= -1e-6).all()
+    assert last["train_inconsistency_svm_gln"] == 0 and last["inconsistency_svm_gln"] <= 0.01   # <= 3 of 300
+
+
+def test_gd_stuck_at_a_non_optimal_kkt_point_is_reported_as_stuck():
+    """Two units, the second zero at the start: its gradient is zero for ever (w2[h] and w1[h] feed
+    each other's gradient), so GD is held at a KKT point of the unit-0 network, which is not svm-gln's
+    optimum. The instrument must say so: the margin ratio converges to opt / opt(unit 0 alone) < 1,
+    solved here independently, and the angle stalls far from 0."""
+    import dataclasses
+
+    from gbcli.programs.design import unit_groups
+    from gbcli.programs.solvers import solve
+    from gbcli.runs.stages import build_design
+
+    cfg, problem, tracker, model, m = tracked_training(2, dead=1)
+    assert float(model.w2[0, 1]) == 0 and float(model.w1[2:].abs().max()) == 0   # still dead
+    d, c = build_design("svm-gln", cfg, problem), cfg.contexts.count
+    alone = solve(dataclasses.replace(d, e_train=d.e_train[:, :c], e_val=d.e_val[:, :c],
+                                      groups=unit_groups(1, c), units=1))
+    limit = tracker.against["svm-gln"]["opt"] / alone.value
+    assert limit < 0.95   # the second unit matters at the optimum: the case tests something
+    last = m.iloc[-1]
+    assert limit - 0.01 <= last["margin_ratio_svm_gln"] <= limit + 1e-6, (last["margin_ratio_svm_gln"], limit)
+    assert last["angle_svm_gln"] > 30 and abs(last["angle_svm_gln"] - m.iloc[-3]["angle_svm_gln"]) < 1.0
+
+
+@pytest.mark.slow
+def test_a_sweep_solves_each_reference_once_and_fit_svm_takes_it(tmp_path):
+    """In a sweep, the references of `convergence` are looked up in and kept in OUT/solves/ under
+    fit-svm's key: two points with the same programs (they differ in lr only) solve svm-gln and
+    svm-l2 once in all, and every fit-svm result says which point's solve it took."""
+    import json
+
+    import yaml
+
+    cfg = {**CFG, "training": {**CFG["training"], "epochs": 5, "log_points": 3},
+           "svm": {"objectives": ["svm-gln", "svm-l2"]}, "grid": {"training.lr": [0.01, 0.02]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(cfg))
+    p = subprocess.run([sys.executable, "-m", "gbcli.cli", "sweep", "s.yaml", "--out", "s", "-q"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    entries = [f for f in (tmp_path / "s" / "solves").glob("*.npz") if not f.name.endswith(".rounds.npz")]
+    assert len(entries) == 2
+    origins = set()
+    for point in (tmp_path / "s" / "points").iterdir():
+        for prog in ("svm-gln", "svm-l2"):
+            r = json.loads((point / "svm" / prog / "result.json").read_text())
+            assert r["certified"] and r["status"] == "optimal"
+            origins.add(r["cached_from"])   # every program came from the cache: none solved by fit-svm
+        track = json.loads((point / "gd" / "summary.json").read_text())["track"]
+        gln = json.loads((point / "svm" / "svm-gln" / "result.json").read_text())
+        assert track["convergence_svm_gln"]["objective"] == gln["objective"]   # the very solution
+    assert len({o.split("/")[0] for o in origins}) == 1   # one point solved both, for both

@@ -216,17 +216,36 @@ def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
     return state, ""
 
 
-def checkpoint_step(path: Path) -> int | None:
-    """The step a training checkpoint was taken at (None when there is no usable one): what a
-    resumed sweep says it resumes from. Read as `read_checkpoint` reads (no link, tensors only)."""
+def _peek(path: Path) -> dict | None:
+    """A training checkpoint's state, read as `read_checkpoint` reads (no link, tensors only), of
+    any identity; None when there is no usable one."""
     if not present(path):
         return None
     try:
         state = torch.load(io.BytesIO(read_untrusted(path)), weights_only=True, map_location="cpu")
     except Exception:   # noqa: BLE001 (unreadable or foreign: the point starts over, as read_checkpoint says)
         return None
-    step = state.get("step") if isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT else None
+    return state if isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT else None
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The step a training checkpoint was taken at (None when there is no usable one): what a
+    resumed sweep says it resumes from."""
+    step = (_peek(path) or {}).get("step")
     return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float] | None:
+    """What a run still training has logged so far: the metric rows before its last checkpoint
+    and the training seconds up to it (None without a usable checkpoint). Rows that are not
+    plain numbers keyed by column names are refused, as `_restore` refuses them."""
+    state = _peek(path)
+    rows, seconds = (state or {}).get("rows"), (state or {}).get("seconds")
+    if not (isinstance(rows, list) and isinstance(seconds, float) and all(
+            isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items())
+            for r in rows)):
+        return None
+    return pd.DataFrame(rows), seconds
 
 
 def _check(ok: bool, what: str) -> None:

@@ -1,0 +1,187 @@
+"""results/conjecture/ (issue 37): where gradient descent on the deep GLN goes at N = 48,000, from
+the two long-run sweeps (configs/conjecture-sgd.yaml, configs/conjecture-normalized.yaml).
+
+    python scripts/conjecture_summary.py runs/conjecture-sgd runs/conjecture-normalized [--out results/conjecture]
+
+Reads each point's metric rows: `gd/metrics.csv` when its training has finished, else the rows of
+its last training checkpoint (`gd/checkpoint.pt`, read tensors-only, never unpickled), so the tables
+can be made while the runs go on. Writes
+- tables/trajectory.csv: one row per (seed, regime, logged step), the convergence columns;
+- tables/decades.csv: the values at the last logged step of each decade of steps (10, 100, ...)
+  and at the last logged step;
+- tables/rate.csv: per regime, a power law inconsistency_svm_gln ~ a t^b fitted over the logged
+  steps of the last decade each seed reached (least squares in log-log, all seeds pooled, with
+  each seed's own intercept), the slope's standard error and the steps at which the fit reaches an
+  inconsistency of 0.5% and 0.1% (with the range the slope's 95% interval gives);
+- tables/runs.csv: per point, how far it got and its cost (seconds per epoch and per step);
+- figures/trajectory.png: the curves against steps on a log axis, three seeds, both regimes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gbcli.runs.sweep import expand
+from gbcli.store import layout
+from gbcli.store.identity import point_id
+from gbcli.store.safe import read_json, write_csv
+from gbcli.training.loop import checkpoint_progress
+
+COLUMNS = ["inconsistency_svm_gln", "inconsistency_svm_l2", "train_inconsistency_svm_gln",
+           "train_inconsistency_svm_l2", "margin_ratio_svm_gln", "margin_ratio_svm_l2", "angle_svm_gln",
+           "angle_svm_l2", "train_loss", "train_error", "val_error", "normalized_margin"]
+TARGETS = (0.005, 0.001)
+
+
+def regime(cfg: dict) -> str:
+    t = cfg["training"]
+    return "normalized" if t.get("step_rule", "constant") != "constant" else "sgd"
+
+
+def points(sweeps: list[Path]) -> pd.DataFrame:
+    """Every point's rows, with seed, regime and whether its training has finished."""
+    frames, runs = [], []
+    for sweep in sweeps:
+        for point_cfg in expand(sweep / layout.CONFIG)[1]:   # the sweep's own copy of its config
+            point = sweep / "points" / point_id(point_cfg)
+            cfg = point_cfg.model_dump(mode="json")
+            seed, reg = int(cfg["contexts"]["seed"]), regime(cfg)
+            gd = point / "gd"
+            if (gd / "summary.json").is_file() and (gd / "metrics.csv").is_file():
+                rows, finished = pd.read_csv(gd / "metrics.csv"), True
+                seconds = float(read_json(gd / "summary.json")["seconds"])
+            else:
+                got = checkpoint_progress(gd / "checkpoint.pt")
+                if got is None:
+                    print(f"{point}: no metric rows yet (no checkpoint)", file=sys.stderr)
+                    continue
+                (rows, seconds), finished = got, False
+            if rows.empty:
+                continue
+            epochs, n = cfg["training"]["epochs"], cfg["dataset"]["train_size"]
+            batch = cfg["training"].get("batch_size") or n
+            per_epoch = -(-n // batch)
+            last = rows.iloc[-1]
+            runs.append({"point": point.name, "sweep": sweep.name, "seed": seed, "regime": reg,
+                         "finished": finished, "steps_planned": epochs * per_epoch,
+                         "last_logged_step": int(last["step"]), "epoch": float(last["epoch"]),
+                         "train_seconds": seconds,
+                         "seconds_per_epoch": seconds / max(float(last["epoch"]), 1e-12),
+                         "seconds_per_step": seconds / max(int(last["step"]), 1)})
+            rows = rows.assign(seed=seed, regime=reg, finished=finished)
+            frames.append(rows[["seed", "regime", "step", "epoch", *[c for c in COLUMNS if c in rows], "finished"]])
+    if not frames:
+        sys.exit("no point has logged rows yet")
+    return pd.concat(frames, ignore_index=True), pd.DataFrame(runs)
+
+
+def decades(traj: pd.DataFrame) -> pd.DataFrame:
+    """The row at the last logged step <= 10^k, for each k a run reached."""
+    out = []
+    for (seed, reg), g in traj.groupby(["seed", "regime"]):
+        g = g.sort_values("step")
+        for k in range(1, int(math.log10(max(g.step.max(), 1))) + 1):
+            r = g[g.step <= 10 ** k].iloc[-1]
+            out.append({"regime": reg, "seed": seed, "decade": 10 ** k, **r.drop(["seed", "regime", "finished"]).to_dict()})
+        if g.step.max() > 10 ** int(math.log10(max(g.step.max(), 1))):   # and where the run is now
+            r = g.iloc[-1]
+            out.append({"regime": reg, "seed": seed, "decade": int(r.step), **r.drop(["seed", "regime", "finished"]).to_dict()})
+    return pd.DataFrame(out)
+
+
+def rate(traj: pd.DataFrame) -> pd.DataFrame:
+    """log inc = a_seed + b log t over the steps of each seed's last decade (t >= its last step / 10)."""
+    out = []
+    for reg, g in traj.groupby("regime"):
+        xs, ys, seeds = [], [], []
+        for seed, s in g.groupby("seed"):
+            s = s[(s.step >= s.step.max() / 10) & (s.inconsistency_svm_gln > 0)]
+            xs += list(np.log10(s.step))
+            ys += list(np.log10(s.inconsistency_svm_gln))
+            seeds += [seed] * len(s)
+        xs, ys = np.array(xs, dtype=float), np.array(ys, dtype=float)
+        useds = sorted(set(seeds))
+        if len(xs) < len(useds) + 3:
+            out.append({"regime": reg, "points": len(xs), "note": "too few logged steps in the last decade"})
+            continue
+        design = np.column_stack([xs] + [np.array(seeds) == s for s in useds]).astype(float)
+        coef, res, *_ = np.linalg.lstsq(design, ys, rcond=None)
+        dof = len(xs) - design.shape[1]
+        sigma2 = float(((ys - design @ coef) ** 2).sum()) / max(dof, 1)
+        cov = sigma2 * np.linalg.inv(design.T @ design)
+        b, se = float(coef[0]), float(math.sqrt(cov[0, 0]))
+        from scipy.stats import t as student
+        half = float(student.ppf(0.975, max(dof, 1))) * se
+        row = {"regime": reg, "points": len(xs), "seeds": " ".join(map(str, useds)), "slope": b, "slope_se": se,
+               "slope_lo": b - half, "slope_hi": b + half}
+        a = float(np.mean(coef[1:]))   # the seeds' mean intercept
+        for target in TARGETS:
+            for name, slope in (("", b), ("_lo", b - half), ("_hi", b + half)):
+                steps = 10 ** ((math.log10(target) - a) / slope) if slope < 0 else float("inf")
+                row[f"steps_to_{target:g}{name}"] = steps
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def draw(traj: pd.DataFrame, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    panels = (("inconsistency_svm_gln", "inconsistency with svm-gln (validation)", "log"),
+              ("inconsistency_svm_l2", "inconsistency with svm-l2 (validation)", "log"),
+              ("margin_ratio_svm_gln", "normalized margin / svm-gln's best", "linear"),
+              ("angle_svm_gln", "angle to svm-gln's predictor (degrees)", "log"))
+    fig = Figure(figsize=(13, 8.5), layout="constrained")
+    axes = fig.subplots(2, 2).ravel()
+    colors = {1: "tab:blue", 2: "tab:orange", 3: "tab:green"}
+    styles = {"sgd": "-", "normalized": "--"}
+    for ax, (col, label, scale) in zip(axes, panels):
+        for (seed, reg), g in traj.groupby(["seed", "regime"]):
+            g = g[g.step > 0]
+            ax.plot(g.step, g[col], styles[reg], color=colors.get(seed, "k"), marker=".", ms=3,
+                    label=f"{reg}, context seed {seed}")
+        ax.set_xscale("log")
+        ax.set_yscale(scale)
+        if col == "margin_ratio_svm_gln":
+            ax.axhline(1, color="k", lw=0.6)
+            ax.set_ylim(max(-1.0, float(traj[col].min()) - 0.05), 1.05)
+        ax.set_xlabel("step (log)")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
+    fig.suptitle("deep GLN, H = 50, C = 2, N = 48,000: gradient descent against the certified max-margin programs",
+                 fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweeps", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("results/conjecture"))
+    args = ap.parse_args()
+    traj, runs = points(args.sweeps)
+    traj = traj.sort_values(["regime", "seed", "step"]).reset_index(drop=True)
+    tables = args.out / "tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    dec, fit = decades(traj), rate(traj)
+    for name, frame in (("trajectory", traj), ("decades", dec), ("rate", fit), ("runs", runs)):
+        write_csv(tables / f"{name}.csv", frame)
+    draw(traj, args.out / "figures" / "trajectory.png")
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_columns", 30)
+    print(runs.to_string(index=False), "\n")
+    show = ["regime", "seed", "decade", "epoch", "inconsistency_svm_gln", "inconsistency_svm_l2",
+            "margin_ratio_svm_gln", "angle_svm_gln", "angle_svm_l2", "train_error", "val_error"]
+    print(dec[[c for c in show if c in dec]].to_string(index=False), "\n")
+    print(fit.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
