@@ -2,6 +2,7 @@
 the two long-run sweeps (configs/conjecture-sgd.yaml, configs/conjecture-normalized.yaml).
 
     python scripts/conjecture_summary.py runs/conjecture-sgd runs/conjecture-normalized [--out results/conjecture]
+    python scripts/conjecture_summary.py --cost runs/conjecture-sgd runs/conjecture-normalized   # the tracking's cost
 
 Reads each point's metric rows: `gd/metrics.csv` when its training has finished, else the rows of
 its last training checkpoint (`gd/checkpoint.pt`, read tensors-only, never unpickled), so the tables
@@ -161,11 +162,57 @@ def draw(traj: pd.DataFrame, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def cost(sweep: Path, repeats: int = 5) -> None:
+    """What the tracking adds at this sweep's size: the seconds of one logged step (the training
+    and validation sets evaluated) with and without `convergence`, median of `repeats`, the
+    references taken from the sweep's solve cache; times the logged steps, over the training time
+    of its runs (tables/runs.csv must be there: run the summary first)."""
+    import time
+
+    import torch
+
+    from gbcli.runs.stages import build_model, make_tracker, prepare
+    from gbcli.store.cache import SolveCache
+    from gbcli.training.loop import MetricLog, tensors
+
+    torch.set_num_threads(1)   # as the sweep's workers
+    cfg = expand(sweep / layout.CONFIG)[1][0]
+    problem = prepare(cfg)
+    ds = problem.dataset
+    tracker = make_tracker(cfg, problem, SolveCache(sweep / "solves"))
+    model = build_model(cfg, ds.dim)
+    xt, yt, xv, yv = tensors("cpu", ds.x_train, ds.y_train, ds.x_val, ds.y_val)
+    ct, cv = tensors("cpu", problem.ctx_train, problem.ctx_val, dtype=torch.long)
+    seconds = {}
+    for name, tr in (("without", None), ("with", tracker)):
+        log = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tr)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            log.log(model, 0, 0.0, cfg.training.lr, validate=True)
+            times.append(time.perf_counter() - t0)
+        seconds[name] = float(np.median(times))
+    extra = seconds["with"] - seconds["without"]
+    print(f"N = {ds.x_train.shape[0]:,}: one logged step {seconds['without']:.3f} s, with convergence "
+          f"{seconds['with']:.3f} s (+{extra:.3f} s); {cfg.training.log_points} logged steps in a run")
+    runs = pd.read_csv(Path("results/conjecture/tables/runs.csv"))
+    for _, r in runs[runs.sweep == sweep.name].iterrows():
+        whole = r.seconds_per_step * r.steps_planned
+        print(f"  {r.point} ({r.regime}, seed {r.seed}): {cfg.training.log_points} x {extra:.3f} s = "
+              f"{cfg.training.log_points * extra:.1f} s of about {whole:,.0f} s of training "
+              f"({100 * cfg.training.log_points * extra / whole:.2f}%)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweeps", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("results/conjecture"))
+    ap.add_argument("--cost", action="store_true", help="measure what the tracking costs at the sweeps' size")
     args = ap.parse_args()
+    if args.cost:
+        for sweep in args.sweeps:
+            cost(sweep)
+        return
     traj, runs = points(args.sweeps)
     traj = traj.sort_values(["regime", "seed", "step"]).reset_index(drop=True)
     tables = args.out / "tables"

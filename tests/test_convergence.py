@@ -198,3 +198,37 @@ def test_a_sweep_solves_each_reference_once_and_fit_svm_takes_it(tmp_path):
         gln = json.loads((point / "svm" / "svm-gln" / "result.json").read_text())
         assert track["convergence_svm_gln"]["objective"] == gln["objective"]   # the very solution
     assert len({o.split("/")[0] for o in origins}) == 1   # one point solved both, for both
+
+
+@pytest.mark.parametrize("name", ["conjecture-sgd", "conjecture-normalized"])
+def test_the_long_runs_ask_for_a_gpu_in_one_line_where_there_is_none(tmp_path, name):
+    """The long runs' GPU path (`--set training.device=cuda`): without a CUDA device the whole sweep
+    is refused before anything is written, one line naming the key, exit 2."""
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: test_tracked_training_on_cuda_matches_the_cpu runs instead")
+    from pathlib import Path
+
+    cfg = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
+    p = subprocess.run([sys.executable, "-m", "gbcli.cli", "sweep", str(cfg), "--out", "s", "--set",
+                        "training.device=cuda"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "training.device" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "s").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_tracked_training_on_cuda_matches_the_cpu():
+    """Where a GPU exists: the tracked training runs there, and its convergence columns agree with
+    the CPU run's (float32 on two devices: to 1e-3)."""
+    from gbcli.training.loop import train
+
+    rows = {}
+    for device in ("cpu", "cuda"):
+        cfg = validate({**GAUSS, "model": {"kind": "gln", "hidden_units": 1, "output_bias": False},
+                        "training": {**GAUSS["training"], "epochs": 200, "device": device}}, "test")
+        problem = prepare(cfg)
+        ds = problem.dataset
+        model = build_model(cfg, ds.dim)
+        rows[device] = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val,
+                             problem.ctx_val, progress=False, tracker=make_tracker(cfg, problem)).metrics
+    for col in ("margin_ratio_svm_gln", "angle_svm_gln"):
+        assert np.allclose(rows["cpu"][col], rows["cuda"][col], atol=1e-3, rtol=1e-3), col

@@ -1048,15 +1048,23 @@ def test_i34_read_only(case: Case, launched, request):
     traceback, nothing written, an allowed exit code (a refusal: one line), and the damaged thing
     never reported as fine (case.check)."""
     outcome, work, before, _, outside_before = launched["cases"][request.node.callspec.id].result()
+    what = _allowed_outcome(case, outcome)
+    assert _tree(outside_of(work)) == outside_before, f"files outside the working directory changed\n{what}"
+    _unchanged(work, outcome, before, what)
+    case.check(work, outcome, before, what)
+
+
+def _allowed_outcome(case: Case, outcome) -> str:
+    """What every command on a received or damaged directory must do: finish (no hang), no
+    traceback, an exit code the case allows, and a refusal in one line naming what it expects.
+    Returns the description of the command and its output for the next assertions."""
     what = shown(case.args, outcome)
     assert outcome.returncode is not None, f"timed out (a hang)\n{what}"
     assert "Traceback" not in outcome.stderr + outcome.stdout, what
     assert outcome.returncode in case.codes, what
     if outcome.returncode == 2:
         _check_error_line(outcome, case.expect, what)
-    assert _tree(outside_of(work)) == outside_before, f"files outside the working directory changed\n{what}"
-    _unchanged(work, outcome, before, what)
-    case.check(work, outcome, before, what)
+    return what
 
 
 def _check_length(case: Case, err: str, what: str) -> None:
@@ -1728,12 +1736,7 @@ def test_received_run(case: Case, launched, request):
     """A received directory on which the command may succeed: it never executes what the directory
     holds, never touches what is outside it, and refuses (if at all) with one line."""
     outcome, work, before, _, outside_before = launched["cases"][request.node.callspec.id].result()
-    what = shown(case.args, outcome)
-    assert outcome.returncode is not None, f"timed out (a hang)\n{what}"
-    assert "Traceback" not in outcome.stderr + outcome.stdout, what
-    assert outcome.returncode in case.codes, what
-    if outcome.returncode == 2:
-        _check_error_line(outcome, case.expect, what)
+    what = _allowed_outcome(case, outcome)
     for rel in case.unwritten:
         assert not (work / rel).exists(), f"{rel} was written (code from the run directory was executed?)\n{what}"
     if not case.outside_written:

@@ -146,6 +146,12 @@ def test_a_submission_slurm_refuses_is_one_line_naming_the_key(tmp_path, option,
     assert queue.returncode == 0 and not queue.stdout.strip()
 
 
+def training(point: Path) -> bool:
+    """A sweep point's training has started and not finished (its log.txt says so)."""
+    log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
+    return "train-gd gd-gln: 150 training points" in log and "train-gd gd-gln: ok" not in log
+
+
 def wait_for(condition, seconds: float, what: str, proc=None):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -217,11 +223,8 @@ def test_a_stopped_task_is_requeued_and_its_point_resumes(tmp_path, how):
     try:
         task, point = sweep_task0(tmp_path, name, proc)
 
-        def training() -> bool:   # started to train, not finished
-            log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
-            return ("train-gd gd-gln: 150 training points" in log and "train-gd gd-gln: ok" not in log
-                    and (point / "gd" / "checkpoint.pt").is_file())   # and has a checkpoint to resume from
-        wait_for(training, 300, "task 0 to train", proc)
+        wait_for(lambda: training(point) and (point / "gd" / "checkpoint.pt").is_file(), 300,   # one to resume from
+                 "task 0 to train", proc)
         command = ["scancel", "--signal=USR2", task] if how == "signal" else ["scontrol", "requeue", task]
         subprocess.run(command, check=True, timeout=30)
         # Slurm holds a requeued batch job for about two minutes (its BeginTime): release it now
@@ -276,10 +279,7 @@ def test_a_task_killed_without_a_result_fails_its_point_and_the_sweep_ends(tmp_p
     try:
         task, point = sweep_task0(tmp_path, name, proc)
 
-        def training() -> bool:
-            log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
-            return "train-gd gd-gln: 150 training points" in log and "train-gd gd-gln: ok" not in log
-        wait_for(training, 300, "task 0 to train", proc)
+        wait_for(lambda: training(point), 300, "task 0 to train", proc)
         killed = time.monotonic()
         subprocess.run(["scancel", task], check=True, timeout=30)
         stdout, stderr = proc.communicate(timeout=300)
@@ -349,10 +349,7 @@ def test_a_cancelled_slurm_sweep_checkpoints_its_running_training_first(tmp_path
     try:
         task, point = sweep_task0(tmp_path, name, proc)
 
-        def training() -> bool:
-            log = (point / "log.txt").read_text() if (point / "log.txt").is_file() else ""
-            return "train-gd gd-gln: 150 training points" in log and "train-gd gd-gln: ok" not in log
-        wait_for(training, 300, "task 0 to train", proc)
+        wait_for(lambda: training(point), 300, "task 0 to train", proc)
         time.sleep(2)   # some steps in
         assert not (point / "gd" / "checkpoint.pt").exists()   # no periodic one yet
         proc.send_signal(2)   # SIGINT, as Ctrl-C
