@@ -10,17 +10,19 @@ for the depth-2 diagonal net, m 2^(1-2/m) and m for depth m, 2 for the convoluti
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from gbcli.config import validate
+from gbcli.config import read_config, validate
 from gbcli.runs.stages import build_model
-from gbcli.experiments.paper003 import Problem2, flat_theta
+from gbcli.experiments.paper003 import Problem2, flat_theta, premise_seeds, thm32_premise
 from gbcli.runs.compare import compare_run
-from gbcli.runs.stages import fit_svm, train_gd
+from gbcli.runs.stages import dataset_of, fit_svm, train_gd
+from gbcli.runs.sweep import expand
 
 S2 = 1 / math.sqrt(2)
 RADII = [0.1, 0.01, 0.001]
@@ -141,3 +143,56 @@ def test_numpy_margins_match_the_torch_network(name):
         for i in range(len(y)):
             g = torch.autograd.grad(f[i], list(params.values()), retain_graph=True)
             assert np.allclose(torch.cat([t.reshape(-1) for t in g]).numpy(), jac[i])
+
+
+# ------------------------------------------------------------------ Thm 3.2 sampled on its premise (issue 36)
+
+PREMISE_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "theory" / "kkt-premise.yaml"
+
+
+def weights(model) -> tuple[np.ndarray, np.ndarray]:
+    return model.w1.detach().double().numpy(), model.w2[0].detach().double().numpy()
+
+
+def test_thm32_premise_accepts_the_papers_init_and_rejects_violations():
+    """The paper's own init (kkt-not-optimal's fc-relu row) satisfies the premise; making v1 negative,
+    or turning the second unit positive on x2, or the first negative on x1, breaks it; the order of
+    the units does not matter."""
+    x = np.array(CONSTRUCTIONS["fc-relu"]["x"], float)
+    w1, v = weights(build_model(config("fc-relu"), 2))
+    assert thm32_premise(w1, v, x) and thm32_premise(w1[::-1], v[::-1], x)
+    assert not thm32_premise(w1, v * [-1, 1], x)              # v1 < 0
+    assert not thm32_premise(w1 + [[0, 0], [0, 0.4]], v, x)   # <w2, x2> = 0.05 > 0: unit 2 active on x2
+    assert not thm32_premise(w1 + [[-0.4, 0], [0, 0]], v, x)  # <w1, x1> = -0.05 < 0: unit 1 off on x1
+
+
+def test_every_seed_of_the_premise_sweep_satisfies_the_premise():
+    """Each point of kkt-premise.yaml, built as `gb sweep` builds it, satisfies Theorem 3.2's premise,
+    and the lists start with the first premise seeds `premise_seeds` finds (the config's comment)."""
+    _, points = expand(PREMISE_CONFIG)
+    assert len(points) == 80 and {p.model.init for p in points} == {"kaiming", "torch-default"}
+    for cfg in points:
+        x = dataset_of(cfg).x_train
+        assert thm32_premise(*weights(build_model(cfg, x.shape[1])), x), (cfg.model.init, cfg.model.init_seed)
+    for init in ("kaiming", "torch-default"):
+        listed = [p.model.init_seed for p in points if p.model.init == init]
+        assert premise_seeds(PREMISE_CONFIG, init, 3) == listed[:3]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("init", ["kaiming", "torch-default"])
+def test_premise_init_trains_to_the_theorems_kkt_point(tmp_path, init):
+    """From the first premise seed of each scheme, GD (kkt-premise's training, fewer steps) ends at
+    Theorem 3.2's point: ||theta||^2 = 8 at margin 1, one unit carrying the net, KKT residual ~ 0."""
+    raw = read_config(PREMISE_CONFIG)
+    axes = raw.pop("zip")
+    seed = axes["model.init_seed"][axes["model.init"].index(init)]
+    raw["model"].update(init=init, init_seed=seed)
+    raw["training"].update(epochs=2000, log_points=5)
+    cfg = validate(raw)
+    summary = train_gd(cfg, tmp_path, progress=False)
+    t = summary["track"]
+    assert summary["train_error"] == 0 and t["thm32_premise"] == 1
+    assert t["norm_sq_margin1"] == pytest.approx(8.0, abs=1e-2)
+    assert summary["normalized_margin"] ** -1 == pytest.approx(8.0, abs=1e-2)   # the same from gb's own margin
+    assert t["top_unit_share"] > 0.999 and t["kkt_residual"] < 1e-3

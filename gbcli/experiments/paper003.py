@@ -142,12 +142,22 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
 # `relu_pattern` (two-layer ReLU nets, `relu`): which units are active on which training points.
 # `units_active_all`: units with <w_j, x_i> > 0 on every training point; `units_dead`: units active on
 # none; `thm32_premise`: 1 when one unit is active on every point with v_j > 0 and every other unit is
-# dead (Theorem 3.2's assumption on the initialization, read at step 0; later, the pattern of its KKT
-# point); `top_unit_share`: the largest share of ||theta||^2 one unit carries (||w_j||^2 + v_j^2);
-# `norm_sq_margin1`: ||theta||^2 / min_i y_i f(x_i), ||theta||^2 at margin 1 (nan until every point is fitted).
+# negative on every point (Theorem 3.2's assumption on the initialization, `thm32_premise` below, read
+# at step 0; later, the pattern of its KKT point); `top_unit_share`: the largest share of ||theta||^2
+# one unit carries (||w_j||^2 + v_j^2); `norm_sq_margin1`: ||theta||^2 / min_i y_i f(x_i), ||theta||^2
+# at margin 1 (nan until every point is fitted).
 # The sweep report sorts each run's end into outcomes: `one unit carries the net` (top_unit_share above
 # ONE_UNIT_SHARE with every point fitted: that unit is active on every point, Theorem 3.2's KKT point,
 # not a local optimum), `units split the points`, `not fitted` (a training point still misclassified).
+
+
+def thm32_premise(w1: np.ndarray, v: np.ndarray, x: np.ndarray) -> bool:
+    """Theorem 3.2's assumption on the initialization, as the paper states it: some unit j has
+    <w_j, x_i> > 0 on every training point x_i and v_j > 0, and every other unit has <w_k, x_i> < 0 on
+    every point (both strict; the other units' v is free). w1: first layer (rows: units), v: output weights."""
+    pre = x @ w1.T
+    pos, neg = (pre > 0).all(0), (pre < 0).all(0)
+    return any(pos[j] and v[j] > 0 and all(neg[k] for k in range(len(v)) if k != j) for j in range(len(v)))
 
 
 def relu_pattern(w1: np.ndarray, v: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict:
@@ -156,8 +166,8 @@ def relu_pattern(w1: np.ndarray, v: np.ndarray, x: np.ndarray, y: np.ndarray) ->
     every, none = active.all(0), ~active.any(0)
     sq = (w1 ** 2).sum(1) + v ** 2
     low = float((y * (np.maximum(x @ w1.T, 0) @ v)).min())
-    premise = any(every[j] and v[j] > 0 and all(none[i] for i in range(len(v)) if i != j) for j in range(len(v)))
-    return {"units_active_all": int(every.sum()), "units_dead": int(none.sum()), "thm32_premise": float(premise),
+    return {"units_active_all": int(every.sum()), "units_dead": int(none.sum()),
+            "thm32_premise": float(thm32_premise(w1, v, x)),
             "top_unit_share": float(sq.max() / sq.sum()) if sq.sum() > 0 else float("nan"),
             "norm_sq_margin1": float(sq.sum() / low) if low > 0 else float("nan")}
 
@@ -173,6 +183,26 @@ class ReluPattern(Instrument):
         def np64(t: torch.Tensor) -> np.ndarray:
             return t.detach().double().cpu().numpy()
         return relu_pattern(np64(model.w1), np64(model.w2[0]), np64(x), np64(y))
+
+
+def premise_seeds(path: str | Path, init: str, count: int, start: int = 0, scan: int = 100_000) -> list[int]:
+    """The first `count` values of model.init_seed (from `start`, at most `scan` tried) at which the network
+    gb builds from the config `path` (its base values, grid and zip dropped, model.init = `init`) satisfies
+    `thm32_premise` on the config's training points: seeds that sample Theorem 3.2 on its premise. A
+    command line (module end): python -m gbcli.experiments.paper003 CONFIG INIT COUNT."""
+    from gbcli.config import apply_preset, read_config, set_path, validate
+    from gbcli.runs.stages import build_model, dataset_of
+
+    raw = set_path({k: v for k, v in read_config(path).items() if k not in ("grid", "zip")}, ["model", "init"], init)
+    x = dataset_of(validate(apply_preset(raw, str(path)), str(path))).x_train
+    seeds = []
+    for seed in range(start, start + scan):
+        model = build_model(validate(apply_preset(set_path(raw, ["model", "init_seed"], seed), str(path))), x.shape[1])
+        if thm32_premise(model.w1.detach().double().numpy(), model.w2[0].detach().double().numpy(), x):
+            seeds.append(seed)
+            if len(seeds) == count:
+                break
+    return seeds
 
 
 OUTCOMES = ("one unit carries the net", "units split the points", "not fitted")
@@ -413,3 +443,9 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
 RUN_REPORTS = (write_kkt_table,)
 SWEEP_REPORTS = (plot_sweep_kkt, write_init_outcomes, write_layer_table)
 INSTRUMENTS = {i.name: i for i in (ReluPattern(), LayerOptimality())}
+
+
+if __name__ == "__main__":   # the premise seeds of a config, as a YAML flow list (`premise_seeds`)
+    import sys
+
+    print(premise_seeds(sys.argv[1], sys.argv[2], int(sys.argv[3])))
