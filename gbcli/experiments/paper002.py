@@ -21,6 +21,9 @@ The leaky network and svm-par are the model `gbcli.models.leaky`.
 Issue 27 adds the instrument `output_linearity` (Figure 3: f against its best linear fit on a 2-D input
 plane) and two sweep reports: `figures/output_linearity.png` and, for leaky sweeps that differ in
 `training.batch_size`, `tables/risk.csv` / `figures/risk.png` (Theorem 4.1: SGD against GD).
+Issue 36 adds two for leaky sweeps over `model.init_scale` that track `output_linearity`:
+`tables/risk_by_init.csv` / `figures/risk_by_init.png` (Theorem 4.1 at each init scale) and
+`tables/boundary_by_init.csv` / `figures/boundary_by_init.png` (Figure 1: how far sign f is from any line).
 """
 
 from __future__ import annotations
@@ -359,6 +362,174 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     return [save_png(fig, out_dir / layout.FIGURES / "risk.png")]
 
 
+# ------------------------------------------------------------------ issue 36: Theorem 4.1 and Figure 1 per init scale
+
+
+def _init_scale_points(out_dir: Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame]]:
+    """The points of a sweep over `model.init_scale` on an input plane: those with `gd/output_grid.csv`
+    (the `output_linearity` instrument) and a homogeneous net's metrics (`normalized_margin`), in the
+    sweep's order, with their configs and metrics; no points unless they have two init scales or more."""
+    grids = {f.parent.parent.name for f in out_dir.glob("points/*/gd/output_grid.csv")}
+    metrics = {p: m for p, m in _point_frames(out_dir, "metrics").items() if p in grids and "normalized_margin" in m}
+    points = in_sweep_order(metrics, point_names(out_dir))
+    cfgs = {p: _point_config(out_dir, p) for p in points}
+    if len({cfgs[p]["model"].get("init_scale") for p in points}) < 2:
+        return [], {}, {}
+    return points, cfgs, metrics
+
+
+def _scale_and_bias(cfg: dict) -> tuple[float, bool]:
+    return cfg["model"]["init_scale"], bool(cfg["dataset"].get("bias", False))
+
+
+def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
+    """For a leaky sweep over `model.init_scale` on an input plane (`_init_scale_points`; Theorem 4.1
+    holds for any bound on the initial row norms): `tables/risk_by_init.csv` (per point, by bias and
+    init scale: the first and last mean training loss and largest loss of a training point, as in
+    `plot_sweep_risk`, the first logged step where every point's loss is below RISK_EPS and where the
+    training error is 0) and `figures/risk_by_init.png` (both losses against the step)."""
+    out_dir = Path(out_dir)
+    points, cfgs, metrics = _init_scale_points(out_dir)
+    if not points:
+        return []
+    rows, curves = [], {}
+    for p in points:
+        c, m = cfgs[p], metrics[p]
+        worst = _max_point_loss(m, c["training"].get("loss", "logistic"))
+        below, fitted = m["step"][worst < RISK_EPS], m["step"][m["train_error"] == 0]
+        scale, bias = _scale_and_bias(c)
+        curves[p] = (m["step"], m["train_loss"], worst)
+        rows.append({"point": p, "init_scale": scale, "bias": bias, "batch_size": c["training"].get("batch_size"),
+                     "lr": c["training"].get("lr"), "steps": int(m["step"].iloc[-1]),
+                     "initial_train_loss": m["train_loss"].iloc[0], "initial_max_point_loss": float(worst.iloc[0]),
+                     "train_loss": m["train_loss"].iloc[-1], "max_point_loss": float(worst.iloc[-1]),
+                     "first_step_all_below_eps": below.min() if len(below) else None,
+                     "first_step_train_error_0": fitted.min() if len(fitted) else None, "eps": RISK_EPS})
+    table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
+    write_csv(out_dir / layout.TABLES / "risk_by_init.csv", table)
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
+    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    ax_a, ax_b = fig.subplots(1, 2)
+    scales = sorted(set(table["init_scale"]))
+    for r in table.itertuples():   # the legend in the table's order: by bias, then init scale
+        step, mean, worst = curves[r.point]
+        style = dict(color=f"C{scales.index(r.init_scale) % 10}", ls="--" if r.bias else "-",
+                     label=f"init x {r.init_scale:g}" + (", bias" if r.bias else ""))
+        ax_a.plot(step[step > 0], mean[step > 0], **style)
+        ax_b.plot(step[step > 0], worst[step > 0], **style)
+    ax_b.axhline(RISK_EPS, color="k", lw=0.6, ls=":")
+    batches = {str(r["batch_size"] or "full") for r in rows}
+    xlabel = f"step (batch {batches.pop()})" if len(batches) == 1 else "step"
+    ax_a.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="mean training loss", title="(a) training loss")
+    ax_b.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="largest loss of a training point",
+             title="(b) the worst point")
+    ax_a.legend(fontsize=7)
+    fig.suptitle(f"Theorem 4.1 at several init scales (paper 002; dashed: with the bias feature, dotted: eps = {RISK_EPS})",
+                 fontsize=10)
+    return [save_png(fig, out_dir / layout.FIGURES / "risk_by_init.png", dpi=110)]
+
+
+LINE_STEP_DEG = 0.05    # the directions of `best_line_disagreement`
+LINE_OFFSETS = 241      # its offsets over [-r, r] (with the bias feature)
+CIRCLE_STEP_DEG = 0.5   # the points of `sign_changes_on_circle`
+
+
+def best_line_disagreement(x: np.ndarray, s: np.ndarray, offsets: np.ndarray) -> float:
+    """The smallest fraction of the points x (rows, in the plane) whose sign s (+1 or -1) differs from
+    sign(<d, x> + c), over the unit directions d every LINE_STEP_DEG degrees and the offsets c (a point
+    on the line differs). Counted from each direction's sorted projections: sign(<d, x> + c) != +1 when
+    <d, x> <= -c, != -1 when <d, x> >= -c."""
+    th = np.deg2rad(np.arange(0, 360, LINE_STEP_DEG))
+    proj = x @ np.stack([np.cos(th), np.sin(th)], 1).T   # points x directions
+    t = -np.asarray(offsets, dtype=float)
+    if len(t) == 1:   # lines through one point (the origin): no sorting needed
+        return int(((proj[s > 0] <= t[0]).sum(0) + (proj[s < 0] >= t[0]).sum(0)).min()) / len(x)
+    pos, neg = np.sort(proj[s > 0], axis=0), np.sort(proj[s < 0], axis=0)
+    wrong = min(int((np.searchsorted(pos[:, j], t, side="right")
+                     + len(neg) - np.searchsorted(neg[:, j], t, side="left")).min()) for j in range(proj.shape[1]))
+    return wrong / len(x)
+
+
+def sign_changes_on_circle(grid: pd.DataFrame) -> int:
+    """The sign changes of f around the circle of half the grid's radius (2 for a line through the
+    disc), f read at the grid point nearest each point of the circle (every CIRCLE_STEP_DEG degrees)."""
+    n = int(round(np.sqrt(len(grid))))
+    lim = float(np.abs(grid["x1"]).max())
+    t = np.linspace(-lim, lim, n)
+    f = grid["f"].to_numpy().reshape(n, n)
+    ang = np.deg2rad(np.arange(0, 360, CIRCLE_STEP_DEG))
+    rad = 0.5 * t.max()
+    ix = np.abs(t[None] - (rad * np.cos(ang))[:, None]).argmin(1)
+    iy = np.abs(t[None] - (rad * np.sin(ang))[:, None]).argmin(1)
+    signs = np.sign(f[iy, ix])
+    return int(np.sum(signs != np.roll(signs, 1)))
+
+
+def boundary_row(grid: pd.DataFrame, bias: bool) -> dict:
+    """How far sign f on the plane grid of `output_grid.csv` is from ANY line (not only from the rule
+    sign <w_bar - u_bar, x>): `best_line_disagreement` over the grid points where f is not 0 (|f| above
+    1e-9 max |f|), through the origin only without the bias feature (f is then 1-homogeneous), and the
+    sign changes around a circle."""
+    x, f = grid[["x1", "x2"]].to_numpy(), grid["f"].to_numpy()
+    keep = np.abs(f) > 1e-9 * np.abs(f).max()
+    x, s = x[keep], np.sign(f[keep])
+    r = np.abs(x).max()
+    offsets = np.linspace(-r, r, LINE_OFFSETS) if bias else np.array([0.0])
+    return {"best_linear_disagreement_grid": best_line_disagreement(x, s, offsets),
+            "sign_changes_circle_R/2": sign_changes_on_circle(grid)}
+
+
+def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
+    """For a leaky sweep over `model.init_scale` on an input plane (`_init_scale_points`; Figure 1: a
+    small init gives a boundary close to linear, a large one need not): `tables/boundary_by_init.csv`
+    (per point, by bias and init scale: `boundary_row`) and `figures/boundary_by_init.png` (per point:
+    sign f over the plane, f = 0, the rule's boundary <w_bar - u_bar, x> = 0, and each unit's
+    direction in the plane; one row per bias setting, one column per init scale)."""
+    out_dir = Path(out_dir)
+    points, cfgs, _ = _init_scale_points(out_dir)
+    if not points:
+        return []
+    from gbcli.runs.stages import load_checkpoint   # torch's checkpoint reader: only when drawing
+
+    grids = {p: read_csv_untrusted(SweepDir(out_dir).point(p).gd / "output_grid.csv") for p in points}
+    rows = []
+    for p in points:
+        scale, bias = _scale_and_bias(cfgs[p])
+        rows.append({"point": p, "init_scale": scale, "bias": bias, **boundary_row(grids[p], bias)})
+    table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
+    write_csv(out_dir / layout.TABLES / "boundary_by_init.csv", table)
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
+    scales, biases = sorted(set(table["init_scale"])), sorted(set(table["bias"]))
+    fig = Figure(figsize=(3.3 * len(scales), 3.4 * len(biases)), layout="constrained")
+    axes = np.array(fig.subplots(len(biases), len(scales), squeeze=False))
+    for ax in axes.flat:
+        ax.set_axis_off()   # a cell without a point stays empty
+    for r in table.itertuples():
+        g = grids[r.point]
+        n = int(round(np.sqrt(len(g))))
+        x1, x2, f, rule = (g[c].to_numpy().reshape(n, n) for c in ("x1", "x2", "f", "rule"))
+        ax = axes[biases.index(r.bias), scales.index(r.init_scale)]
+        ax.set_axis_on()
+        ax.contourf(x1, x2, np.sign(f), levels=[-2, 0, 2], colors=["#c6dbef", "#fcbba1"])
+        ax.contour(x1, x2, f, levels=[0.0], colors="k", linewidths=1.6)
+        ax.contour(x1, x2, rule, levels=[0.0], colors="y", linewidths=1.0, linestyles="--")
+        w1 = load_checkpoint(SweepDir(out_dir).point(r.point).model)["state_dict"]["w1"].double().numpy()
+        k = len(w1) // 2
+        lim = float(np.abs(g["x1"]).max())
+        for i, w in enumerate(w1):
+            v = w[:2] / max(np.linalg.norm(w[:2]), 1e-300) * 0.9 * lim
+            ax.plot([0, v[0]], [0, v[1]], color="r" if i < k else "b", lw=0.8, alpha=0.7)
+        ax.set(aspect="equal", xlim=(-lim, lim), ylim=(-lim, lim))
+        ax.set_title(f"init x {r.init_scale:g}, bias {'yes' if r.bias else 'no'}\n"
+                     f"sign f off the best line on {r.best_linear_disagreement_grid:.2%}", fontsize=9)
+    fig.suptitle("sign f over the input plane at each init scale (paper 002, Figure 1). Black: f = 0; dashed yellow: "
+                 "<w_bar - u_bar, x> = 0;\nlines from the origin: each unit's direction in the plane (red +v, blue -v)",
+                 fontsize=10)
+    return [save_png(fig, out_dir / layout.FIGURES / "boundary_by_init.png", dpi=100)]
+
+
 INSTRUMENTS = {i.name: i for i in (Clusters(), OutputLinearity())}
 RUN_REPORTS = ()
-SWEEP_REPORTS = (plot_sweep_output_linearity, plot_sweep_risk)
+SWEEP_REPORTS = (plot_sweep_output_linearity, plot_sweep_risk, plot_sweep_risk_by_init, plot_sweep_boundary_by_init)
