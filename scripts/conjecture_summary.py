@@ -3,6 +3,7 @@ the two long-run sweeps (configs/conjecture-sgd.yaml, configs/conjecture-normali
 
     python scripts/conjecture_summary.py runs/conjecture-sgd runs/conjecture-normalized [--out results/conjecture]
     python scripts/conjecture_summary.py --cost runs/conjecture-sgd runs/conjecture-normalized   # the tracking's cost
+    python scripts/conjecture_summary.py --span runs/conjecture-sgd runs/conjecture-normalized   # outside the data's span
 
 Reads each point's metric rows: `gd/metrics.csv` when its training has finished, else the rows of
 its last training checkpoint (`gd/checkpoint.pt`, read tensors-only, never unpickled), so the tables
@@ -11,11 +12,17 @@ can be made while the runs go on. Writes
 - tables/decades.csv: the values at the last logged step of each decade of steps (10, 100, ...)
   and at the last logged step;
 - tables/rate.csv: per regime, a power law inconsistency_svm_gln ~ a t^b fitted over the logged
-  steps of the last decade each seed reached (least squares in log-log, all seeds pooled, with
-  each seed's own intercept), the slope's standard error and the steps at which the fit reaches an
-  inconsistency of 0.5% and 0.1% (with the range the slope's 95% interval gives);
-- tables/runs.csv: per point, how far it got and its cost (seconds per epoch and per step);
+  steps of the last decade each seed reached, once it separates the training set (least squares
+  in log-log, all seeds pooled, each with its own intercept), the slope's standard error and the
+  steps at which the fit reaches an inconsistency of 0.5% and 0.1% (with the range the slope's 95%
+  interval gives);
+- tables/runs.csv: per point, how far it got (steps done: its last checkpoint's while it trains)
+  and its cost (seconds per epoch and per step, wall time of the training, so they include any
+  time the machine gave to other work);
 - figures/trajectory.png: the curves against steps on a log axis, three seeds, both regimes.
+With `--small runs/conjecture-fig2` (the N = 2000 counterparts, every fig2 cell with H >= 20), also
+tables/fig2_trajectory.csv, tables/fig2_decades.csv (mean over the seeds per H, C and decade) and
+figures/fig2.png.
 """
 
 from __future__ import annotations
@@ -56,27 +63,28 @@ def points(sweeps: list[Path]) -> pd.DataFrame:
             gd = point / "gd"
             if (gd / "summary.json").is_file() and (gd / "metrics.csv").is_file():
                 rows, finished = pd.read_csv(gd / "metrics.csv"), True
-                seconds = float(read_json(gd / "summary.json")["seconds"])
+                summary = read_json(gd / "summary.json")
+                seconds, done = float(summary["seconds"]), int(summary["steps"])
             else:
                 got = checkpoint_progress(gd / "checkpoint.pt")
                 if got is None:
                     print(f"{point}: no metric rows yet (no checkpoint)", file=sys.stderr)
                     continue
-                (rows, seconds), finished = got, False
+                (rows, seconds, done), finished = got, False
             if rows.empty:
                 continue
             epochs, n = cfg["training"]["epochs"], cfg["dataset"]["train_size"]
             batch = cfg["training"].get("batch_size") or n
             per_epoch = -(-n // batch)
-            last = rows.iloc[-1]
             runs.append({"point": point.name, "sweep": sweep.name, "seed": seed, "regime": reg,
-                         "finished": finished, "steps_planned": epochs * per_epoch,
-                         "last_logged_step": int(last["step"]), "epoch": float(last["epoch"]),
-                         "train_seconds": seconds,
-                         "seconds_per_epoch": seconds / max(float(last["epoch"]), 1e-12),
-                         "seconds_per_step": seconds / max(int(last["step"]), 1)})
-            rows = rows.assign(seed=seed, regime=reg, finished=finished)
-            frames.append(rows[["seed", "regime", "step", "epoch", *[c for c in COLUMNS if c in rows], "finished"]])
+                         "finished": finished, "steps_planned": epochs * per_epoch, "steps_done": done,
+                         "epochs_done": done / per_epoch, "last_logged_step": int(rows.iloc[-1]["step"]),
+                         "train_seconds": seconds, "seconds_per_epoch": seconds * per_epoch / max(done, 1),
+                         "seconds_per_step": seconds / max(done, 1)})
+            rows = rows.assign(seed=seed, regime=reg, finished=finished, hidden_units=cfg["model"]["hidden_units"],
+                               contexts=cfg["contexts"]["count"], train_size=n)
+            frames.append(rows[["seed", "regime", "hidden_units", "contexts", "train_size", "step", "epoch",
+                                *[c for c in COLUMNS if c in rows], "finished"]])
     if not frames:
         sys.exit("no point has logged rows yet")
     return pd.concat(frames, ignore_index=True), pd.DataFrame(runs)
@@ -85,31 +93,32 @@ def points(sweeps: list[Path]) -> pd.DataFrame:
 def decades(traj: pd.DataFrame) -> pd.DataFrame:
     """The row at the last logged step <= 10^k, for each k a run reached."""
     out = []
-    for (seed, reg), g in traj.groupby(["seed", "regime"]):
+    for _, g in traj.groupby(["seed", "regime", "hidden_units", "contexts"]):
         g = g.sort_values("step")
         for k in range(1, int(math.log10(max(g.step.max(), 1))) + 1):
             r = g[g.step <= 10 ** k].iloc[-1]
-            out.append({"regime": reg, "seed": seed, "decade": 10 ** k, **r.drop(["seed", "regime", "finished"]).to_dict()})
+            out.append({"decade": 10 ** k, **r.drop("finished").to_dict()})
         if g.step.max() > 10 ** int(math.log10(max(g.step.max(), 1))):   # and where the run is now
-            r = g.iloc[-1]
-            out.append({"regime": reg, "seed": seed, "decade": int(r.step), **r.drop(["seed", "regime", "finished"]).to_dict()})
+            out.append({"decade": int(g.iloc[-1].step), **g.iloc[-1].drop("finished").to_dict()})
     return pd.DataFrame(out)
 
 
 def rate(traj: pd.DataFrame) -> pd.DataFrame:
-    """log inc = a_seed + b log t over the steps of each seed's last decade (t >= its last step / 10)."""
+    """log inc = a_seed + b log t over the steps of each seed's last decade (t >= its last step / 10)
+    at which the training set is separated (train error 0): the asymptotic phase, not the approach."""
     out = []
     for reg, g in traj.groupby("regime"):
         xs, ys, seeds = [], [], []
         for seed, s in g.groupby("seed"):
-            s = s[(s.step >= s.step.max() / 10) & (s.inconsistency_svm_gln > 0)]
+            s = s[(s.step >= s.step.max() / 10) & (s.inconsistency_svm_gln > 0) & (s.train_error == 0)]
             xs += list(np.log10(s.step))
             ys += list(np.log10(s.inconsistency_svm_gln))
             seeds += [seed] * len(s)
         xs, ys = np.array(xs, dtype=float), np.array(ys, dtype=float)
         useds = sorted(set(seeds))
         if len(xs) < len(useds) + 3:
-            out.append({"regime": reg, "points": len(xs), "note": "too few logged steps in the last decade"})
+            out.append({"regime": reg, "points": len(xs),
+                        "note": "too few logged steps in the last decade with the training set separated"})
             continue
         design = np.column_stack([xs] + [np.array(seeds) == s for s in useds]).astype(float)
         coef, res, *_ = np.linalg.lstsq(design, ys, rcond=None)
@@ -128,6 +137,30 @@ def rate(traj: pd.DataFrame) -> pd.DataFrame:
                 row[f"steps_to_{target:g}{name}"] = steps
         out.append(row)
     return pd.DataFrame(out)
+
+
+def draw_small(traj: pd.DataFrame, path: Path) -> None:
+    """N = 2000: the inconsistency with svm-gln (solid) and svm-l2 (dashed) per (H, C), seeds' mean."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, c in zip(axes, sorted(traj.contexts.unique())):
+        for h, color in zip(sorted(traj.hidden_units.unique()), ("tab:blue", "tab:orange", "tab:green")):
+            g = traj[(traj.contexts == c) & (traj.hidden_units == h) & (traj.step > 0)]
+            m = g.groupby("step")[["inconsistency_svm_gln", "inconsistency_svm_l2"]].mean()
+            ax.plot(m.index, m.inconsistency_svm_gln, "-", color=color, label=f"H = {h}, svm-gln")
+            ax.plot(m.index, m.inconsistency_svm_l2, "--", color=color, label=f"H = {h}, svm-l2")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("step (log)")
+        ax.set_title(f"C = {c}", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("inconsistency with the program (validation)")
+    fig.suptitle("N = 2000, SGD for 10x the paper schedule: mean over context seeds 1-3", fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 def draw(traj: pd.DataFrame, path: Path) -> None:
@@ -203,15 +236,57 @@ def cost(sweep: Path, repeats: int = 5) -> None:
               f"({100 * cfg.training.log_points * extra / whole:.2f}%)")
 
 
+def span(sweep: Path) -> pd.DataFrame:
+    """For each finished point: how much of the network's predictor lies outside the span of the
+    training inputs, which gradient descent never moves (the first layer's weights there keep their
+    initial values, scaled by w2), and the angle to each program with that part left out (the
+    programs put nothing there: their solutions are combinations of the training inputs)."""
+    from gbcli.runs.stages import build_model, load_checkpoint, make_tracker, prepare
+    from gbcli.store.cache import SolveCache
+
+    out, problem = [], None
+    for cfg in expand(sweep / layout.CONFIG)[1]:
+        gd = sweep / "points" / point_id(cfg) / "gd"
+        if not (gd / "summary.json").is_file():
+            continue
+        problem = prepare(cfg)
+        tracker = make_tracker(cfg, problem, SolveCache(sweep / "solves"))
+        model = build_model(cfg, problem.dataset.dim)
+        model.load_state_dict(load_checkpoint(gd / "model.pt")["state_dict"])
+        zeta = model.zeta().double().numpy()
+        x = np.asarray(problem.dataset.x_train, dtype=np.float64)
+        vals, vecs = np.linalg.eigh(x.T @ x)
+        basis = vecs[:, vals > 1e-9 * vals.max()]   # the span of the training inputs
+        inside = zeta @ basis @ basis.T
+        row = {"point": point_id(cfg), "seed": cfg.contexts.seed, "regime": regime(cfg.model_dump(mode="json")),
+               "hidden_units": cfg.model.hidden_units, "contexts": cfg.contexts.count,
+               "null_dimensions": int(x.shape[1] - basis.shape[1]),
+               "share_outside_span": float(((zeta - inside) ** 2).sum() / (zeta ** 2).sum())}
+        for prog, ref in tracker.against.items():
+            z, o = inside.ravel(), ref["zeta"].ravel()
+            row[f"angle_in_span_{prog.replace('-', '_')}"] = math.degrees(math.acos(
+                min(1.0, float(z @ o / (np.linalg.norm(z) * np.linalg.norm(o))))))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweeps", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("results/conjecture"))
     ap.add_argument("--cost", action="store_true", help="measure what the tracking costs at the sweeps' size")
+    ap.add_argument("--span", action="store_true", help="finished points: the predictor outside the span of the "
+                    "training inputs (tables/span.csv)")
+    ap.add_argument("--small", type=Path, help="the N = 2000 sweep (configs/conjecture-fig2.yaml)")
     args = ap.parse_args()
     if args.cost:
         for sweep in args.sweeps:
             cost(sweep)
+        return
+    if args.span:
+        frame = pd.concat([span(sweep) for sweep in args.sweeps], ignore_index=True)
+        write_csv(args.out / "tables" / "span.csv", frame)
+        print(frame.to_string(index=False))
         return
     traj, runs = points(args.sweeps)
     traj = traj.sort_values(["regime", "seed", "step"]).reset_index(drop=True)
@@ -228,6 +303,20 @@ def main() -> None:
             "margin_ratio_svm_gln", "angle_svm_gln", "angle_svm_l2", "train_error", "val_error"]
     print(dec[[c for c in show if c in dec]].to_string(index=False), "\n")
     print(fit.to_string(index=False))
+    if args.small:
+        small, _ = points([args.small])
+        small = small.sort_values(["hidden_units", "contexts", "seed", "step"]).reset_index(drop=True)
+        sdec = decades(small)
+        cols = ["inconsistency_svm_gln", "inconsistency_svm_l2", "margin_ratio_svm_gln", "angle_svm_gln",
+                "train_error", "val_error"]
+        mean = sdec.groupby(["hidden_units", "contexts", "decade"])[cols].agg(["mean", "count"])   # one schedule
+        mean.columns = [f"{a}_{b}" for a, b in mean.columns]
+        mean = mean.reset_index()
+        write_csv(tables / "fig2_trajectory.csv", small)
+        write_csv(tables / "fig2_decades.csv", mean)
+        draw_small(small, args.out / "figures" / "fig2.png")
+        show = ["hidden_units", "contexts", "decade", "inconsistency_svm_gln_count", *[f"{c}_mean" for c in cols]]
+        print("\nN = 2000 (mean over seeds):\n" + mean[show].to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -186,6 +187,27 @@ def test_tracked_run_resumes_bit_identical(tmp_path, monkeypatch, step, where):
     assert summary["resumed_from_step"] == step and summary["status"] == "ok"
     assert "angle_svm_gln" in (tmp_path / "cut" / "gd" / "metrics.csv").read_text().splitlines()[0]
     assert_same(tmp_path / "whole", tmp_path / "cut")
+
+
+def test_checkpoint_progress_reads_a_running_trainings_rows(tmp_path, monkeypatch):
+    """What a long run has logged so far, read from its checkpoint as resuming reads it: the rows
+    before its step (the uninterrupted run's first rows), the step, the seconds; a file that is
+    not a gb checkpoint gives None, never an unpickled object."""
+    from gbcli.training.loop import checkpoint_progress
+
+    cfg = config("model.output_bias=false", "training.track=[convergence]")
+    train_gd(cfg, tmp_path / "whole", progress=False)
+    with monkeypatch.context() as m:
+        Stop(m, 30, "log")
+        with pytest.raises(interrupts.Interrupted):
+            train_gd(cfg, tmp_path / "cut", progress=False)
+    rows, seconds, step = checkpoint_progress(tmp_path / "cut" / "gd" / "checkpoint.pt")
+    whole = pd.read_csv(tmp_path / "whole" / "gd" / "metrics.csv")
+    assert step == 30 and seconds > 0 and list(rows["step"]) == [s for s in whole["step"] if s < 30]
+    assert np.allclose(rows["angle_svm_gln"], whole["angle_svm_gln"][: len(rows)], rtol=1e-12)
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(pickle.dumps({"format": 1, "rows": [], "seconds": 1.0, "step": 3}))
+    assert checkpoint_progress(bad) is None and checkpoint_progress(tmp_path / "missing.pt") is None
 
 
 def test_a_program_solved_mid_run_keeps_no_checkpoint(tmp_path, monkeypatch):

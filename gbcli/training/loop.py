@@ -235,17 +235,17 @@ def checkpoint_step(path: Path) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
-def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float] | None:
-    """What a run still training has logged so far: the metric rows before its last checkpoint
-    and the training seconds up to it (None without a usable checkpoint). Rows that are not
+def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float, int] | None:
+    """What a run still training has done so far: the metric rows before its last checkpoint, the
+    training seconds and the step at it (None without a usable checkpoint). Rows that are not
     plain numbers keyed by column names are refused, as `_restore` refuses them."""
-    state = _peek(path)
-    rows, seconds = (state or {}).get("rows"), (state or {}).get("seconds")
-    if not (isinstance(rows, list) and isinstance(seconds, float) and all(
+    state = _peek(path) or {}
+    rows, seconds, step = state.get("rows"), state.get("seconds"), state.get("step")
+    if not (isinstance(rows, list) and isinstance(seconds, float) and type(step) is int and all(
             isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items())
             for r in rows)):
         return None
-    return pd.DataFrame(rows), seconds
+    return pd.DataFrame(rows), seconds, step
 
 
 def _check(ok: bool, what: str) -> None:
