@@ -13,7 +13,9 @@ here) in `gbcli.programs.nonconvex`. This module holds what only the paper's rep
 - the instrument `relu_pattern` (Theorem 3.2 under random inits) and the sweep's
   `tables/init_outcomes*.csv` / `figures/init_outcomes.png`;
 - the instrument `layer_optimality` (Theorems 5.2-5.4: each layer against Problem 4, the max-margin
-  problem of that layer alone) and the sweep's `tables/layer_optimality.csv` / `figures/layer_optimality.png`.
+  problem of that layer alone) and the sweep's `tables/layer_optimality.csv` / `figures/layer_optimality.png`;
+- issue 36: Remarks 3.1 / 3.2 and Theorem 5.1 at m = 4, 5, the sweep's `tables/remarks.csv` (GD's
+  limit and the searches next to the closed forms, `write_remarks_table`).
 """
 
 from __future__ import annotations
@@ -23,16 +25,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from scipy.optimize import nnls
 
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument
-from gbcli.store.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
+from gbcli.store.safe import is_file, load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
 from gbcli.reports.render import save_png
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
 
+REMARK_RESTARTS = 20   # local-search starts around the closed-form limit of Remark 3.2 (`write_remarks_table`)
 KKT_TOL = 1e-3          # GD's limit counts as a KKT point when its relative KKT residual is below this
 SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's limit counts as the global optimum
 
@@ -439,9 +443,102 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     return [save_png(fig, out_dir / layout.FIGURES / "layer_optimality.png")]
 
 
+# ------------------------------------------------------------------ issue 36: Remarks 3.1 / 3.2 and Theorem 5.1, m = 4, 5
+
+
+def two_point_svm(x: np.ndarray) -> np.ndarray:
+    """min ||u|| s.t. <u, x_i> >= 1 for two points x (rows): one constraint active when that point's
+    solution meets the other, else both."""
+    best = None
+    for i in range(2):
+        u = x[i] / (x[i] @ x[i])
+        if (x @ u).min() >= 1 - 1e-12:
+            best = u if best is None or u @ u < best @ best else best
+    if best is None:
+        best = np.linalg.solve(x, np.ones(2))
+    return best
+
+
+def kkt_residual(p2: Problem2, theta: np.ndarray) -> float:
+    """||theta - sum_i lambda_i grad q_i(theta)|| / ||theta|| over lambda >= 0 on the points at the
+    smallest margin (non-negative least squares): 0 at a KKT point of Problem 2."""
+    q, jac = p2.margins_jac(theta)
+    active = q <= q.min() * (1 + 1e-9)
+    _, res = nnls(jac[active].T, theta)
+    return float(res / np.linalg.norm(theta))
+
+
+def _construction(cfg: dict) -> str | None:
+    """`thm32` for Theorem 3.2's net (two ReLU units on two points of the plane, both labelled +1),
+    `thm51` for Theorem 5.1's (a diagonal net on x = (1, 1) from w_j(0) = (1, 1)), else None."""
+    model, data = cfg["model"], cfg["dataset"]
+    x, y = np.asarray(data.get("x") or [], float), list(data.get("y") or [])
+    if model.get("kind") == "relu" and model.get("hidden_units") == 2 and x.shape == (2, 2) and y == [1, 1]:
+        return "thm32"
+    w = np.asarray((model.get("weights") or {}).get("w") or [], float)
+    if model.get("kind") == "diagonal" and x.tolist() == [[1.0, 1.0]] and y == [1] and w.size and (w == 1).all():
+        return "thm51"
+    return None
+
+
+def remark_row(cfg: dict, kkt: pd.Series, radii: list[float]) -> dict:
+    """One construction's row of `write_remarks_table`: GD's limit and the searches (from its
+    `tables/kkt.csv` row) next to the closed forms."""
+    from gbcli.config import validate                  # the config and the nets load modules that
+    from gbcli.runs.stages import build_model          # import the registry
+
+    row = {"construction": cfg["name"], "steps": int(kkt["steps"]), "gd_norm_sq": kkt["gd_norm_sq"],
+           "gd_kkt_residual": kkt["kkt_residual"], "global_found": kkt["global_norm_sq"],
+           **{f"gd_best_eps_{e}": kkt[f"gd_best_norm_sq_eps_{e}"] for e in radii}}
+    if _construction(cfg) == "thm51":
+        m = int(cfg["model"]["depth"])
+        row.update(closed_limit=2 * m * 2 ** (-2 / m), closed_global=float(m))
+    else:
+        x = np.asarray(cfg["dataset"]["x"], float)
+        u = two_point_svm(x)
+        split = 2 * sum(1 / np.linalg.norm(xi) for xi in x) if x[0] @ x[1] < 0 else np.inf
+        cos = x[0] @ x[1] / np.linalg.norm(x[0]) / np.linalg.norm(x[1])
+        row.update(closed_limit=2 * np.linalg.norm(u), closed_global=min(2 * np.linalg.norm(u), split),
+                   angle_deg=float(np.degrees(np.arccos(np.clip(cos, -1, 1)))))
+        c = validate(cfg)
+        p2 = Problem2(c, build_model(c, 2), x, np.ones(2))
+        s = np.sqrt(np.linalg.norm(u))
+        theta = p2.to_margin_one(np.concatenate([s * u / np.linalg.norm(u), np.zeros(2), [s, 0.0]]))   # w1 rows, then v
+        row["closed_kkt_residual"] = kkt_residual(p2, theta)
+        for r in p2.local_search(theta, radii, restarts=REMARK_RESTARTS, seed=0):
+            row[f"closed_best_eps_{r['eps']}"] = r["best_norm_sq"]
+    row["ratio_norm_limit_over_global"] = float(np.sqrt(row["closed_limit"] / row["closed_global"]))
+    return row
+
+
+def write_remarks_table(out_dir: str | Path) -> list[Path]:
+    """For a sweep whose points are all Theorem 3.2's or Theorem 5.1's construction (`_construction`)
+    with a `tables/kkt.csv` (the `local-search` objective): `tables/remarks.csv`, per point GD's limit,
+    its KKT residual and the searches next to the closed forms. Remark 3.1 (x1 = (1, c), x2 = (-1, c)):
+    GD's limit ||theta~||^2 = 2 / c at margin 1, the optimum min(2 / c, 4 / sqrt(1 + c^2)) (one unit
+    per point when x1.x2 < 0). Remark 3.2 (perturbed inputs): the limit puts one unit along
+    u = argmin ||u|| s.t. <u, x_i> >= 1 (`two_point_svm`), ||theta~||^2 = 2 ||u||, the other unit dead;
+    that closed-form limit is checked directly (`closed_kkt_residual`, and the local search around it,
+    `closed_best_eps_*`, REMARK_RESTARTS starts). Theorem 5.1 (depth m): limit 2 m 2^(-2/m), optimum m."""
+    out_dir = Path(out_dir)
+    points = list(point_names(out_dir))
+    cfgs = {p: load_yaml(read_text_untrusted(SweepDir(out_dir).point(p).gd_config))
+            for p in points if is_file(SweepDir(out_dir).point(p).gd_config)}
+    tables = {p: SweepDir(out_dir).point(p).root / layout.TABLES / "kkt.csv" for p in points}
+    if not points or any(p not in cfgs or _construction(cfgs[p]) is None or not is_file(tables[p]) for p in points):
+        return []
+    rows = []
+    for p in points:
+        kkt = read_csv_untrusted(tables[p]).iloc[0]
+        radii = [float(c.rsplit("_", 1)[1]) for c in kkt.index if c.startswith("gd_best_norm_sq_eps_")]
+        rows.append(remark_row(cfgs[p], kkt, radii))
+    write_csv(out_dir / layout.TABLES / "remarks.csv", pd.DataFrame(rows))
+    return []
+
+
 # the reports this experiment adds to `gb compare` (a run) and to a sweep's aggregation
 RUN_REPORTS = (write_kkt_table,)
-SWEEP_REPORTS = (plot_sweep_kkt, write_init_outcomes, write_layer_table)
+SWEEP_REPORTS = (plot_sweep_kkt, write_init_outcomes, write_layer_table, write_remarks_table)
 INSTRUMENTS = {i.name: i for i in (ReluPattern(), LayerOptimality())}
 
 

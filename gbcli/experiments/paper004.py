@@ -1,4 +1,4 @@
-"""Paper 004 (Telgarsky's implicit-bias survey): its instruments and the init-agreement report.
+"""Paper 004 (Telgarsky's implicit-bias survey): its instruments, the init-agreement report and the margin-bound report.
 
 - `grad-alignment` (every homogeneous model): `grad_alignment` = <w / ||w||, -grad R / ||grad R||>
   over all homogeneous weights, which tends to 1 along GD (Lyu-Li '19, Ji-Telgarsky '20), and
@@ -21,7 +21,10 @@
   and u_t (`reg_path_svm_angle`) to the max-margin SVM (the matching program), the scale of the first.
 - the sweep report `tables/init_agreement.csv` + `figures/init_agreement.png`: for the points of a
   sweep that differ only in `model.init_seed`, the pairwise inconsistency of their GD networks on
-  the validation set and their final normalized margins (do several inits reach one limit?).
+  the validation set and their final normalized margins (do several inits reach one limit?);
+- issue 36: for a sweep of linear predictors tracking `margin`, the sweep report
+  `tables/margin_bound.csv` (the explicit bound margin(w_t) >= gamma - ln n / (t gamma) against the
+  logged margins, `write_margin_bound`).
 """
 
 from __future__ import annotations
@@ -40,12 +43,13 @@ from torch.func import functional_call
 
 from gbcli.experiments.paper001 import point_names
 from gbcli.instruments.base import Instrument
-from gbcli.store.safe import flatten, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.store.safe import flatten, is_file, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
 from gbcli.training.losses import log_mean_loss
 from gbcli.store import layout
+from gbcli.store.layout import SweepDir
 
 
 def _float64(model: nn.Module, x, y, ctx):
@@ -332,5 +336,72 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     return [save_png(fig, out_dir / layout.FIGURES / "init_agreement.png")]
 
 
+# ------------------------------------------------------------------ issue 36: the explicit margin bound
+
+BOUND_LATE_STEP = 3e4                                # `t_gap_*_late`: from this step on
+BOUND_SLOPES = ((1e3, 1e5), (3e4, 1e5))              # the ranges of step of the log-log slopes of the gap
+
+
+def _log_slope(t: np.ndarray, gap: np.ndarray, lo: float, hi: float) -> float:
+    """The least-squares slope of log gap against log t over lo <= t <= hi (nan below 3 points)."""
+    m = (t >= lo) & (t <= hi) & (gap > 0)
+    return float(np.polyfit(np.log(t[m]), np.log(gap[m]), 1)[0]) if m.sum() >= 3 else float("nan")
+
+
+def margin_bound_row(run: str, cfg: dict, m: pd.DataFrame) -> dict:
+    """One point's row of `write_margin_bound`: its logged gap(t) = gamma - margin(w_t) (`margin_gap`)
+    against the bound ln n / (t gamma); gamma from the logs (gap / (1 - margin_ratio))."""
+    m = m[m["step"] > 0].sort_values("step")
+    t, gap = m["step"].to_numpy(float), m["margin_gap"].to_numpy(float)
+    ratio_m = m["margin_ratio"].to_numpy(float)
+    gam = float(np.median((gap / (1 - ratio_m))[ratio_m != 1]))
+    n = int(cfg["dataset"]["train_size"])
+    bound = np.log(n) / (t * gam)
+    ratio = gap / bound
+    late = t >= BOUND_LATE_STEP
+    row = {"loss": cfg["training"].get("loss", "logistic"), "run": run, "gamma": gam,
+           "t_nontrivial": np.log(n) / gam ** 2, "logged_steps": len(t),   # the bound is below gamma from t_nontrivial on
+           "violations": int((ratio > 1).sum()), "max_gap_over_bound": float(ratio.max()),
+           "max_gap_over_bound_t": float(t[ratio.argmax()]),
+           "final_gap": float(gap[-1]), "final_bound": float(bound[-1]),
+           "final_margin_ratio": float(ratio_m[-1]),
+           "t_gap_final": float(t[-1] * gap[-1]), "t_gap_min_late": float((t * gap)[late].min()),
+           "t_gap_max_late": float((t * gap)[late].max())}
+    for lo, hi in BOUND_SLOPES:
+        row[f"slope_{lo:.0e}_{hi:.0e}".replace("e+0", "e")] = _log_slope(t, gap, lo, hi)
+    return row
+
+
+def write_margin_bound(out_dir: str | Path) -> list[Path]:
+    """For a sweep of linear predictors that track `margin` (the columns `margin_gap` and
+    `margin_ratio` of `tables/training.csv`): `tables/margin_bound.csv`, per point the explicit bound
+    margin(w_t) >= gamma - ln n / (t gamma) against the logged margins (the slides' gradient-flow
+    bound for ln R, T '13 technique: with loss-normalized steps eta_t = 1 / R(w_t) a GD step is an
+    Euler step of length 1 of dw/dt = -grad ln R, so t steps ~ time t; for coordinate descent the
+    same argument in (l1, l_inf) gives gamma_1 - ln n / (t gamma_1); stated for w_0 = 0). Columns:
+    the violations (gap above the bound), the largest gap / bound and its step, the final gap and
+    bound, t gap(t) at the end and its range from BOUND_LATE_STEP on, and the log-log slopes of the gap."""
+    out_dir = Path(out_dir)
+    path = SweepDir(out_dir).tables / "training.csv"
+    if not is_file(path):
+        return []
+    training = read_csv_untrusted(path)
+    if not {"margin_gap", "margin_ratio", "point", "run", "step"} <= set(training.columns):
+        return []
+    rows = []
+    for run, m in training.groupby("run"):
+        cfg_path = SweepDir(out_dir).point(str(m["point"].iloc[0])).gd_config
+        if not is_file(cfg_path):
+            return []
+        cfg = load_yaml(read_text_untrusted(cfg_path))
+        if cfg["model"].get("kind") != "linear" or m["margin_gap"].isna().all():
+            return []
+        rows.append(margin_bound_row(str(run), cfg, m))
+    if not rows:
+        return []
+    write_csv(out_dir / layout.TABLES / "margin_bound.csv", pd.DataFrame(rows))
+    return []
+
+
 RUN_REPORTS = ()
-SWEEP_REPORTS = (plot_init_agreement,)
+SWEEP_REPORTS = (plot_init_agreement, write_margin_bound)
