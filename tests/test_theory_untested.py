@@ -1,6 +1,6 @@
 """Issue 36, statements that were untested: each experiment's verdict re-checked on a tiny instance
 (seconds) and against the committed tables it rests on: the sweep reports of gbcli.experiments
-(paper001.write_sector_tables, paper003.write_remarks_table, paper004.write_margin_bound) copied to
+(scripts/theory_tables.py: sectors, remarks, margin-bound) copied to
 results/theory/{orthogonal-sectors,kkt-remarks,margin-rates,margin-rates-logistic,leaky-sgd-bias}/.
 
 - paper 001: Lemmas 1-2 (neurons end in the two extremal sectors; one extremal direction per sign, the

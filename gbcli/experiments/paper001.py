@@ -22,7 +22,6 @@ The model-side pieces live with the models: the balanced init (`model.init: bala
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ import pandas as pd
 import torch
 
 from gbcli.instruments.base import Instrument, TrackContext, first_layer
-from gbcli.store.safe import is_file, load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
+from gbcli.store.safe import is_file, read_csv_untrusted, write_csv
 from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.store import layout
 from gbcli.store.layout import SweepDir
@@ -472,88 +471,5 @@ def extremal_directions(x: np.ndarray, y: np.ndarray, starts: int = SECTOR_START
     return pd.DataFrame(rows)
 
 
-def _point_config(out_dir: Path, point: str) -> dict | None:
-    path = SweepDir(out_dir).point(point).gd_config
-    return load_yaml(read_text_untrusted(path)) if is_file(path) else None
-
-
-def _first_layer_and_output(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """w1 (H x d) and the output weights a (H) of a two-layer ReLU net's `gd/model.pt` (loaded with
-    weights_only: tensors and containers only)."""
-    state = torch.load(io.BytesIO(read_untrusted(path)), weights_only=True, map_location="cpu")["state_dict"]
-    return state["w1"].double().numpy(), state["w2"].double().numpy()[0]
-
-
-def _sector_points(out_dir: Path) -> dict[tuple, list[tuple[int, str, dict]]]:
-    """The points of a sweep of two-layer ReLU nets on orthogonally separable data (`dataset.name:
-    orthogonal`, `model.kind: relu`) trained for two numbers of epochs or more, by (init, init scale):
-    [(epochs, point, config)] by epochs; empty otherwise."""
-    groups: dict[tuple, list[tuple[int, str, dict]]] = {}
-    for p in in_sweep_order(point_names(out_dir), point_names(out_dir)):
-        cfg = _point_config(out_dir, p)
-        if (cfg is None or cfg["dataset"].get("name") != "orthogonal" or cfg["model"].get("kind") != "relu"
-                or not is_file(SweepDir(out_dir).point(p).model)):
-            return {}
-        key = (cfg["model"].get("init"), cfg["model"].get("init_scale"))
-        groups.setdefault(key, []).append((int(cfg["training"]["epochs"]), p, cfg))
-    if not groups or any(len({e for e, _, _ in g}) < 2 for g in groups.values()):
-        return {}
-    return {k: sorted(g, key=lambda r: r[0]) for k, g in groups.items()}
-
-
-def write_sector_tables(out_dir: str | Path) -> list[Path]:
-    """For a sweep of two-layer ReLU nets on orthogonally separable data over `training.epochs`
-    (`_sector_points`; the same seeds, so each point is the first epochs of the longest one): Lemmas 1-2
-    and eq. (9) read from the trained weights. `tables/sectors.csv`: per init and epochs (0: the init,
-    rebuilt from the config) the neurons in each sector (`classify_sectors`) and the median cosine of
-    the live neurons with their class mean (by the sign of a_j); `tables/balance.csv`: at the init and
-    the last epochs, max_j ||a_j| - ||w_j|| | / ||theta|| and the live neurons' largest and median
-    relative gaps; `tables/extremal.csv`: `extremal_directions` on the training data, and whether every
-    cross-class inner product is negative (the sectors are then "exactly one class active")."""
-    from gbcli.config import validate                          # the config and the nets load torch modules
-    from gbcli.runs.stages import build_model, dataset_of      # that import the registry
-
-    out_dir = Path(out_dir)
-    groups = _sector_points(out_dir)
-    if not groups:
-        return []
-    sect, bal = [], []
-    x = y = None
-    for (init, scale), runs in groups.items():
-        cfg = validate(runs[0][2])
-        ds = dataset_of(cfg)
-        x, y = ds.x_train.astype(float), ds.y_train.astype(float)
-        batch = cfg.training.batch_size or len(x)
-        init_state = build_model(cfg, ds.dim).state_dict()
-        weights = [(0, init_state["w1"].double().numpy(), init_state["w2"].double().numpy()[0])]
-        weights += [(e, *_first_layer_and_output(SweepDir(out_dir).point(p).model)) for e, p, _ in runs]
-        last = weights[-1][0]
-        for e, w1, a in weights:
-            cls = classify_sectors(w1, a, x, y)
-            mu = np.where((a > 0)[:, None], x[y > 0].mean(0), x[y < 0].mean(0))
-            cm = np.array([_cos(w1[j], mu[j]) for j in range(len(a))])
-            live = cls != "dead"
-            label = f"{init} x {scale}"
-            sect.append({"init": label, "epochs": e, "steps": e * -(-len(x) // batch), "dead": int((cls == "dead").sum()),
-                         "pos": int((cls == "pos").sum()), "neg": int((cls == "neg").sum()),
-                         "other": int((cls == "other").sum()),
-                         "median_cos_class_mean_live": float(np.median(cm[live])) if live.any() else np.nan})
-            if e in (0, last):
-                theta = np.sqrt((a ** 2).sum() + (w1 ** 2).sum())
-                wn = np.linalg.norm(w1, axis=1)
-                gap = np.abs(np.abs(a) - wn)
-                rel = gap / np.maximum(np.abs(a), wn)
-                bal.append({"init": label, "epochs": e, "theta_norm": theta, "max_gap_over_theta": gap.max() / theta,
-                            "max_rel_gap_live": float(rel[live].max()) if live.any() else np.nan,
-                            "median_rel_gap_live": float(np.median(rel[live])) if live.any() else np.nan})
-    ext = extremal_directions(x, y)
-    ext["cross_class_products_all_negative"] = bool((x[y > 0] @ x[y < 0].T < 0).all())
-    tables = out_dir / layout.TABLES
-    write_csv(tables / "sectors.csv", pd.DataFrame(sect))
-    write_csv(tables / "balance.csv", pd.DataFrame(bal))
-    write_csv(tables / "extremal.csv", ext)
-    return []
-
-
 RUN_REPORTS = ()
-SWEEP_REPORTS = (plot_sweep_neurons, plot_sweep_layers, plot_sweep_features, write_sector_tables)
+SWEEP_REPORTS = (plot_sweep_neurons, plot_sweep_layers, plot_sweep_features)

@@ -28,6 +28,7 @@ Issue 36 adds two for leaky sweeps over `model.init_scale` that track `output_li
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,7 @@ from torch import nn
 
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument, first_layer
-from gbcli.store.safe import load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.store.safe import load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
 from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.store import layout
 from gbcli.store.layout import SweepDir
@@ -490,8 +491,6 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
     points, cfgs, _ = _init_scale_points(out_dir)
     if not points:
         return []
-    from gbcli.runs.stages import load_checkpoint   # torch's checkpoint reader: only when drawing
-
     grids = {p: read_csv_untrusted(SweepDir(out_dir).point(p).gd / "output_grid.csv") for p in points}
     rows = []
     for p in points:
@@ -515,7 +514,9 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
         ax.contourf(x1, x2, np.sign(f), levels=[-2, 0, 2], colors=["#c6dbef", "#fcbba1"])
         ax.contour(x1, x2, f, levels=[0.0], colors="k", linewidths=1.6)
         ax.contour(x1, x2, rule, levels=[0.0], colors="y", linewidths=1.0, linestyles="--")
-        w1 = load_checkpoint(SweepDir(out_dir).point(r.point).model)["state_dict"]["w1"].double().numpy()
+        state = torch.load(io.BytesIO(read_untrusted(SweepDir(out_dir).point(r.point).model)), weights_only=True,
+                           map_location="cpu")   # tensors only: never unpickled
+        w1 = state["state_dict"]["w1"].double().numpy()
         k = len(w1) // 2
         lim = float(np.abs(g["x1"]).max())
         for i, w in enumerate(w1):

@@ -29,7 +29,7 @@ from scipy.optimize import nnls
 
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument
-from gbcli.store.safe import is_file, load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
+from gbcli.store.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
 from gbcli.reports.render import save_png
@@ -187,26 +187,6 @@ class ReluPattern(Instrument):
         def np64(t: torch.Tensor) -> np.ndarray:
             return t.detach().double().cpu().numpy()
         return relu_pattern(np64(model.w1), np64(model.w2[0]), np64(x), np64(y))
-
-
-def premise_seeds(path: str | Path, init: str, count: int, start: int = 0, scan: int = 100_000) -> list[int]:
-    """The first `count` values of model.init_seed (from `start`, at most `scan` tried) at which the network
-    gb builds from the config `path` (its base values, grid and zip dropped, model.init = `init`) satisfies
-    `thm32_premise` on the config's training points: seeds that sample Theorem 3.2 on its premise. A
-    command line (module end): python -m gbcli.experiments.paper003 CONFIG INIT COUNT."""
-    from gbcli.config import apply_preset, read_config, set_path, validate
-    from gbcli.runs.stages import build_model, dataset_of
-
-    raw = set_path({k: v for k, v in read_config(path).items() if k not in ("grid", "zip")}, ["model", "init"], init)
-    x = dataset_of(validate(apply_preset(raw, str(path)), str(path))).x_train
-    seeds = []
-    for seed in range(start, start + scan):
-        model = build_model(validate(apply_preset(set_path(raw, ["model", "init_seed"], seed), str(path))), x.shape[1])
-        if thm32_premise(model.w1.detach().double().numpy(), model.w2[0].detach().double().numpy(), x):
-            seeds.append(seed)
-            if len(seeds) == count:
-                break
-    return seeds
 
 
 OUTCOMES = ("one unit carries the net", "units split the points", "not fitted")
@@ -468,81 +448,7 @@ def kkt_residual(p2: Problem2, theta: np.ndarray) -> float:
     return float(res / np.linalg.norm(theta))
 
 
-def _construction(cfg: dict) -> str | None:
-    """`thm32` for Theorem 3.2's net (two ReLU units on two points of the plane, both labelled +1),
-    `thm51` for Theorem 5.1's (a diagonal net on x = (1, 1) from w_j(0) = (1, 1)), else None."""
-    model, data = cfg["model"], cfg["dataset"]
-    x, y = np.asarray(data.get("x") or [], float), list(data.get("y") or [])
-    if model.get("kind") == "relu" and model.get("hidden_units") == 2 and x.shape == (2, 2) and y == [1, 1]:
-        return "thm32"
-    w = np.asarray((model.get("weights") or {}).get("w") or [], float)
-    if model.get("kind") == "diagonal" and x.tolist() == [[1.0, 1.0]] and y == [1] and w.size and (w == 1).all():
-        return "thm51"
-    return None
-
-
-def remark_row(cfg: dict, kkt: pd.Series, radii: list[float]) -> dict:
-    """One construction's row of `write_remarks_table`: GD's limit and the searches (from its
-    `tables/kkt.csv` row) next to the closed forms."""
-    from gbcli.config import validate                  # the config and the nets load modules that
-    from gbcli.runs.stages import build_model          # import the registry
-
-    row = {"construction": cfg["name"], "steps": int(kkt["steps"]), "gd_norm_sq": kkt["gd_norm_sq"],
-           "gd_kkt_residual": kkt["kkt_residual"], "global_found": kkt["global_norm_sq"],
-           **{f"gd_best_eps_{e}": kkt[f"gd_best_norm_sq_eps_{e}"] for e in radii}}
-    if _construction(cfg) == "thm51":
-        m = int(cfg["model"]["depth"])
-        row.update(closed_limit=2 * m * 2 ** (-2 / m), closed_global=float(m))
-    else:
-        x = np.asarray(cfg["dataset"]["x"], float)
-        u = two_point_svm(x)
-        split = 2 * sum(1 / np.linalg.norm(xi) for xi in x) if x[0] @ x[1] < 0 else np.inf
-        cos = x[0] @ x[1] / np.linalg.norm(x[0]) / np.linalg.norm(x[1])
-        row.update(closed_limit=2 * np.linalg.norm(u), closed_global=min(2 * np.linalg.norm(u), split),
-                   angle_deg=float(np.degrees(np.arccos(np.clip(cos, -1, 1)))))
-        c = validate(cfg)
-        p2 = Problem2(c, build_model(c, 2), x, np.ones(2))
-        s = np.sqrt(np.linalg.norm(u))
-        theta = p2.to_margin_one(np.concatenate([s * u / np.linalg.norm(u), np.zeros(2), [s, 0.0]]))   # w1 rows, then v
-        row["closed_kkt_residual"] = kkt_residual(p2, theta)
-        for r in p2.local_search(theta, radii, restarts=REMARK_RESTARTS, seed=0):
-            row[f"closed_best_eps_{r['eps']}"] = r["best_norm_sq"]
-    row["ratio_norm_limit_over_global"] = float(np.sqrt(row["closed_limit"] / row["closed_global"]))
-    return row
-
-
-def write_remarks_table(out_dir: str | Path) -> list[Path]:
-    """For a sweep whose points are all Theorem 3.2's or Theorem 5.1's construction (`_construction`)
-    with a `tables/kkt.csv` (the `local-search` objective): `tables/remarks.csv`, per point GD's limit,
-    its KKT residual and the searches next to the closed forms. Remark 3.1 (x1 = (1, c), x2 = (-1, c)):
-    GD's limit ||theta~||^2 = 2 / c at margin 1, the optimum min(2 / c, 4 / sqrt(1 + c^2)) (one unit
-    per point when x1.x2 < 0). Remark 3.2 (perturbed inputs): the limit puts one unit along
-    u = argmin ||u|| s.t. <u, x_i> >= 1 (`two_point_svm`), ||theta~||^2 = 2 ||u||, the other unit dead;
-    that closed-form limit is checked directly (`closed_kkt_residual`, and the local search around it,
-    `closed_best_eps_*`, REMARK_RESTARTS starts). Theorem 5.1 (depth m): limit 2 m 2^(-2/m), optimum m."""
-    out_dir = Path(out_dir)
-    points = list(point_names(out_dir))
-    cfgs = {p: load_yaml(read_text_untrusted(SweepDir(out_dir).point(p).gd_config))
-            for p in points if is_file(SweepDir(out_dir).point(p).gd_config)}
-    tables = {p: SweepDir(out_dir).point(p).root / layout.TABLES / "kkt.csv" for p in points}
-    if not points or any(p not in cfgs or _construction(cfgs[p]) is None or not is_file(tables[p]) for p in points):
-        return []
-    rows = []
-    for p in points:
-        kkt = read_csv_untrusted(tables[p]).iloc[0]
-        radii = [float(c.rsplit("_", 1)[1]) for c in kkt.index if c.startswith("gd_best_norm_sq_eps_")]
-        rows.append(remark_row(cfgs[p], kkt, radii))
-    write_csv(out_dir / layout.TABLES / "remarks.csv", pd.DataFrame(rows))
-    return []
-
-
-# the reports this experiment adds to `gb compare` (a run) and to a sweep's aggregation
 RUN_REPORTS = (write_kkt_table,)
-SWEEP_REPORTS = (plot_sweep_kkt, write_init_outcomes, write_layer_table, write_remarks_table)
+SWEEP_REPORTS = (plot_sweep_kkt, write_init_outcomes, write_layer_table)
 INSTRUMENTS = {i.name: i for i in (ReluPattern(), LayerOptimality())}
 
-
-if __name__ == "__main__":   # the premise seeds of a config, as a YAML flow list (`premise_seeds`)
-    import sys
-
-    print(premise_seeds(sys.argv[1], sys.argv[2], int(sys.argv[3])))

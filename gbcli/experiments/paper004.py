@@ -43,13 +43,12 @@ from torch.func import functional_call
 
 from gbcli.experiments.paper001 import point_names
 from gbcli.instruments.base import Instrument
-from gbcli.store.safe import flatten, is_file, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.store.safe import flatten, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
 from gbcli.training.losses import log_mean_loss
 from gbcli.store import layout
-from gbcli.store.layout import SweepDir
 
 
 def _float64(model: nn.Module, x, y, ctx):
@@ -372,36 +371,5 @@ def margin_bound_row(run: str, cfg: dict, m: pd.DataFrame) -> dict:
     return row
 
 
-def write_margin_bound(out_dir: str | Path) -> list[Path]:
-    """For a sweep of linear predictors that track `margin` (the columns `margin_gap` and
-    `margin_ratio` of `tables/training.csv`): `tables/margin_bound.csv`, per point the explicit bound
-    margin(w_t) >= gamma - ln n / (t gamma) against the logged margins (the slides' gradient-flow
-    bound for ln R, T '13 technique: with loss-normalized steps eta_t = 1 / R(w_t) a GD step is an
-    Euler step of length 1 of dw/dt = -grad ln R, so t steps ~ time t; for coordinate descent the
-    same argument in (l1, l_inf) gives gamma_1 - ln n / (t gamma_1); stated for w_0 = 0). Columns:
-    the violations (gap above the bound), the largest gap / bound and its step, the final gap and
-    bound, t gap(t) at the end and its range from BOUND_LATE_STEP on, and the log-log slopes of the gap."""
-    out_dir = Path(out_dir)
-    path = SweepDir(out_dir).tables / "training.csv"
-    if not is_file(path):
-        return []
-    training = read_csv_untrusted(path)
-    if not {"margin_gap", "margin_ratio", "point", "run", "step"} <= set(training.columns):
-        return []
-    rows = []
-    for run, m in training.groupby("run"):
-        cfg_path = SweepDir(out_dir).point(str(m["point"].iloc[0])).gd_config
-        if not is_file(cfg_path):
-            return []
-        cfg = load_yaml(read_text_untrusted(cfg_path))
-        if cfg["model"].get("kind") != "linear" or m["margin_gap"].isna().all():
-            return []
-        rows.append(margin_bound_row(str(run), cfg, m))
-    if not rows:
-        return []
-    write_csv(out_dir / layout.TABLES / "margin_bound.csv", pd.DataFrame(rows))
-    return []
-
-
 RUN_REPORTS = ()
-SWEEP_REPORTS = (plot_init_agreement, write_margin_bound)
+SWEEP_REPORTS = (plot_init_agreement,)
