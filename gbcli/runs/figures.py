@@ -209,7 +209,7 @@ def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     right = (best["val_error_mean"] + best["val_error_std"].fillna(0))
     for i, r in best.iterrows():   # the configuration, just right of its error bar
         ax.text(right[i] + 0.01 * right.max(), i, _config_text(r), va="center", ha="left", fontsize=7)
-    ax.set_xlim(0, 1.6 * right.max())
+    ax.set_xlim(0, 1.6 * right.max() if right.max() > 0 else 0.01)   # every error 0: keep a visible axis
     ax.set_yticks(y, best["series"], fontsize=8)
     ax.invert_yaxis()
     several = bool((best["n_seeds"] > 1).any()) if "n_seeds" in best else False
