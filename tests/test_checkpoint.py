@@ -102,6 +102,27 @@ class Stop:
 # ------------------------------------------------------------------ library level
 
 
+def interrupted_twin(cfg, tmp_path, monkeypatch, step, where):
+    """Train `cfg` whole, and again cut by a Stop at (step, where); returns the cut run's checkpoint."""
+    train_gd(cfg, tmp_path / "whole", progress=False)
+    with monkeypatch.context() as m:
+        stop = Stop(m, step, where)
+        with pytest.raises(interrupts.Interrupted):
+            train_gd(cfg, tmp_path / "cut", progress=False)
+        assert stop.fired
+    return tmp_path / "cut" / "gd" / "checkpoint.pt"
+
+
+def assert_keeps_no_checkpoint(cfg, run, monkeypatch):
+    """Interrupted at step 20, the run leaves no checkpoint and its rerun starts from step 0."""
+    with monkeypatch.context() as m:
+        Stop(m, 20)
+        with pytest.raises(interrupts.Interrupted):
+            train_gd(cfg, run, progress=False)
+    assert not (run / "gd" / "checkpoint.pt").exists()
+    assert "resumed_from_step" not in train_gd(cfg, run, progress=False)
+
+
 @pytest.mark.parametrize("opt", list(OPTIMIZERS))
 @pytest.mark.parametrize("step,where", [(21, "after"), (24, "after"), (30, "log"), (48, "log")])
 def test_interrupted_run_resumes_bit_identical(tmp_path, monkeypatch, opt, step, where):
@@ -109,13 +130,7 @@ def test_interrupted_run_resumes_bit_identical(tmp_path, monkeypatch, opt, step,
     is being logged, or while the last step is (nothing left but the final row): the resumed run
     equals the uninterrupted one, and the checkpoint is gone."""
     cfg = config(*OPTIMIZERS[opt])
-    train_gd(cfg, tmp_path / "whole", progress=False)
-    with monkeypatch.context() as m:
-        stop = Stop(m, step, where)
-        with pytest.raises(interrupts.Interrupted):
-            train_gd(cfg, tmp_path / "cut", progress=False)
-        assert stop.fired
-    ckpt = tmp_path / "cut" / "gd" / "checkpoint.pt"
+    ckpt = interrupted_twin(cfg, tmp_path, monkeypatch, step, where)
     assert ckpt.is_file() and not (tmp_path / "cut" / "gd" / "summary.json").exists()
     state = torch.load(ckpt, weights_only=True)   # tensors and plain containers only
     assert state["step"] == step
@@ -176,13 +191,8 @@ def test_tracked_run_resumes_bit_identical(tmp_path, monkeypatch, step, where):
     `Instrument.resumable`) keep the checkpoints: the long tracked runs of issue 37 resume, and the
     resumed metrics.csv, tracked columns included, is the uninterrupted run's."""
     cfg = config("model.output_bias=false", "training.track=[margin, kkt, agreement, convergence]")
-    train_gd(cfg, tmp_path / "whole", progress=False)
-    with monkeypatch.context() as m:
-        stop = Stop(m, step, where)
-        with pytest.raises(interrupts.Interrupted):
-            train_gd(cfg, tmp_path / "cut", progress=False)
-        assert stop.fired
-    assert torch.load(tmp_path / "cut" / "gd" / "checkpoint.pt", weights_only=True)["step"] == step
+    ckpt = interrupted_twin(cfg, tmp_path, monkeypatch, step, where)
+    assert torch.load(ckpt, weights_only=True)["step"] == step
     summary = train_gd(cfg, tmp_path / "cut", progress=False)
     assert summary["resumed_from_step"] == step and summary["status"] == "ok"
     assert "angle_svm_gln" in (tmp_path / "cut" / "gd" / "metrics.csv").read_text().splitlines()[0]
@@ -215,12 +225,7 @@ def test_a_program_solved_mid_run_keeps_no_checkpoint(tmp_path, monkeypatch):
     on other weights, so a run tracking it keeps no checkpoint and its rerun starts from step 0."""
     cfg = config("model.kind=frelu", "model.hidden_units=20", "model.freeze_gates_after=3", "svm.objectives=[]",
                  "training.track=[margin]")
-    with monkeypatch.context() as m:
-        Stop(m, 20)
-        with pytest.raises(interrupts.Interrupted):
-            train_gd(cfg, tmp_path / "run", progress=False)
-    assert not (tmp_path / "run" / "gd" / "checkpoint.pt").exists()
-    assert "resumed_from_step" not in train_gd(cfg, tmp_path / "run", progress=False)
+    assert_keeps_no_checkpoint(cfg, tmp_path / "run", monkeypatch)
 
 
 def test_batched_group_resumes_network_by_network(tmp_path, monkeypatch):
@@ -262,12 +267,7 @@ def test_checkpoint_interval_is_not_identity():
 def test_no_checkpoints_when_off(tmp_path, monkeypatch):
     """checkpoint_seconds: 0 writes none, even when interrupted (the rerun starts from step 0)."""
     cfg = config("training.checkpoint_seconds=0")
-    with monkeypatch.context() as m:
-        Stop(m, 20)
-        with pytest.raises(interrupts.Interrupted):
-            train_gd(cfg, tmp_path / "run", progress=False)
-    assert not (tmp_path / "run" / "gd" / "checkpoint.pt").exists()
-    assert "resumed_from_step" not in train_gd(cfg, tmp_path / "run", progress=False)
+    assert_keeps_no_checkpoint(cfg, tmp_path / "run", monkeypatch)
 
 
 # ------------------------------------------------------------------ hostile checkpoints

@@ -162,6 +162,11 @@ class TrainingConfig(Section):
         "logged", json_schema_extra=LOGGING,
         description="steps at which the validation error is evaluated: every logged step, or only the last "
                     "(grids that use only the final values; it changes no result, only metrics.csv)")
+    # a warm start: the file's contents (not only its path) are part of the gd manifest
+    init_from: Optional[str] = Field(
+        None, min_length=1, max_length=4096,
+        description="the gd/model.pt of a finished run of the same model (kind, sizes and gating): training starts "
+                    "from its weights instead of the seeded init (read tensors-only, never through a link)")
     # how often the training state is saved changes no result: it is left out of every identity (the
     # gd manifest, a sweep point's id, the default run directory), so changing it never makes a
     # finished run stale, and an interrupted run resumes under another interval

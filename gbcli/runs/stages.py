@@ -106,14 +106,14 @@ def _numpy_globals() -> list:
     return out
 
 
-def load_checkpoint(path: Path) -> dict:
+def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
     """A `model.pt` as data: torch.load with weights_only=True (tensors, containers and numbers; a
     checkpoint carrying any other object, e.g. a pickle payload that would run code, is refused
     with one line and never executed). Read never through a link (`safe.open_fd`)."""
     try:
         with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise GbError(f"{path}: not a regular file; rerun `gb train-gd`")
+                raise GbError(f"{path}: not a regular file{remedy}")
             with torch.serialization.safe_globals(_numpy_globals()):
                 state = torch.load(fh, weights_only=True, map_location="cpu")
     except GbError:
@@ -121,10 +121,10 @@ def load_checkpoint(path: Path) -> dict:
     except Exception as exc:   # truncated, foreign, unreadable, or carrying code (pickle.UnpicklingError)
         why = "holds objects other than tensors (refused, never loaded)" if "weights_only" in str(exc) \
             else f"not a readable checkpoint ({type(exc).__name__})"
-        raise GbError(f"{path}: {why}; rerun `gb train-gd`") from None
+        raise GbError(f"{path}: {why}{remedy}") from None
     if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict) or \
             not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["state_dict"].items()):
-        raise GbError(f"{path}: not a gb checkpoint; rerun `gb train-gd`")
+        raise GbError(f"{path}: not a gb checkpoint{remedy}")
     return state
 
 
@@ -141,6 +141,39 @@ def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "t
 
 
 # ------------------------------------------------------------------ GD
+
+
+def warm_start(cfg: Config, model: nn.Module, problem: Problem) -> None:
+    """`training.init_from`: load another run's trained weights into the freshly built `model`. The file
+    is untrusted (`load_checkpoint`: tensors only, never through a link); it must hold a network of this
+    kind with exactly this model's parameter names and shapes, gated by the same hyperplanes."""
+    if cfg.training.init_from is None:
+        return
+    path = Path(cfg.training.init_from)
+    try:
+        state = load_checkpoint(path, remedy="")
+    except GbError as exc:
+        raise GbError(f"training.init_from: {exc}") from None
+    if state.get("kind") != cfg.model.kind:
+        raise GbError(f"training.init_from: {path} holds a gd-{state.get('kind')}, not a gd-{cfg.model.kind}")
+    own, theirs = model.state_dict(), state["state_dict"]
+    for name, tensor in own.items():
+        if name not in theirs or tuple(theirs[name].shape) != tuple(tensor.shape):
+            got = "missing" if name not in theirs else f"shape {tuple(theirs[name].shape)}"
+            raise GbError(f"training.init_from: {path}: parameter {name} is {got}, this model's is "
+                          f"{tuple(tensor.shape)} (another model size)")
+    if set(theirs) != set(own):
+        raise GbError(f"training.init_from: {path}: parameters {sorted(set(theirs) - set(own))[:3]} are not this model's")
+    if not all(torch.isfinite(v).all() for v in theirs.values() if v.is_floating_point()):
+        raise GbError(f"training.init_from: {path}: holds non-finite weights")
+    mine = None if problem.hyperplanes is None else problem.hyperplanes.to_arrays()
+    saved = state.get("hyperplanes")
+    if mine is not None and (not isinstance(saved, dict) or set(saved) != set(mine) or not all(
+            isinstance(saved[k], torch.Tensor) and np.array_equal(saved[k].numpy(), np.asarray(v)) for k, v in mine.items())):
+        raise GbError(f"training.init_from: {path}: its network was gated by other hyperplanes than this config's "
+                      f"(contexts or data differ)")
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in theirs.items()})
+
 
 
 def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | None:
@@ -210,6 +243,7 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     spec = spec_of(cfg)
     torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
     model = spec.build(cfg, ds.dim)
+    warm_start(cfg, model, problem)
     tracker = make_tracker(cfg, problem, cache, Path(run_dir).name)
     with run_lock(run_dir), run_log(run_dir):
         begin_gd(Path(run_dir), cfg)   # the old stage and what depended on it go before anything new is written
@@ -247,6 +281,7 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
         for cfg, problem in zip(cfgs, problems):
             torch.manual_seed(cfg.init_seed)   # as train_gd
             models.append(spec_of(cfg).build(cfg, problem.dataset.dim))
+            warm_start(cfg, models[-1], problem)
         with contextlib.ExitStack() as locks:
             for d in run_dirs:
                 locks.enter_context(run_lock(d))

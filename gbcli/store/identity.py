@@ -62,7 +62,13 @@ def file_hash(path: Path) -> str:
 
 
 def gd_manifest(cfg) -> dict:
-    return {"problem": section_hash(cfg, PROBLEM_SECTIONS), "config": section_hash(cfg, PROBLEM_SECTIONS + ("training",))}
+    out = {"problem": section_hash(cfg, PROBLEM_SECTIONS), "config": section_hash(cfg, PROBLEM_SECTIONS + ("training",))}
+    if cfg.training.init_from is not None:   # a warm start: what the file holds, not only its name
+        try:
+            out["init"] = file_hash(Path(cfg.training.init_from))
+        except GbError as exc:
+            raise GbError(f"training.init_from: {exc}") from None
+    return out
 
 
 def svm_manifest(cfg, run_dir: Path, needs_trained: bool) -> dict:
