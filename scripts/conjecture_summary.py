@@ -19,7 +19,8 @@ can be made while the runs go on. Writes
 - tables/runs.csv: per point, how far it got (steps done: its last checkpoint's while it trains)
   and its cost (seconds per epoch and per step, wall time of the training, so they include any
   time the machine gave to other work);
-- figures/trajectory.png: the curves against steps on a log axis, three seeds, both regimes.
+- figures/trajectory.png: the curves against steps on a log axis, three seeds, sgd and normalized;
+  figures/warm.png: the warm regime (configs/conjecture-warm.yaml) against its own full-batch steps.
 With `--small runs/conjecture-fig2` (the N = 2000 counterparts, every fig2 cell with H >= 20), also
 tables/fig2_trajectory.csv, tables/fig2_decades.csv (mean over the seeds per H, C and decade) and
 figures/fig2.png.
@@ -48,8 +49,12 @@ TARGETS = (0.005, 0.001)
 
 
 def regime(cfg: dict) -> str:
+    """sgd, normalized (full batch from the seeded init) or warm (full batch, normalized, from another
+    run's network: `training.init_from`, configs/conjecture-warm.yaml; its steps count from the warm start)."""
     t = cfg["training"]
-    return "normalized" if t.get("step_rule", "constant") != "constant" else "sgd"
+    if t.get("step_rule", "constant") == "constant":
+        return "sgd"
+    return "warm" if t.get("init_from") else "normalized"
 
 
 def points(sweeps: list[Path]) -> pd.DataFrame:
@@ -173,7 +178,7 @@ def draw(traj: pd.DataFrame, path: Path) -> None:
     fig = Figure(figsize=(13, 8.5), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
     colors = {1: "tab:blue", 2: "tab:orange", 3: "tab:green"}
-    styles = {"sgd": "-", "normalized": "--"}
+    styles = {"sgd": "-", "normalized": "--", "warm": ":"}
     for ax, (col, label, scale) in zip(axes, panels):
         for (seed, reg), g in traj.groupby(["seed", "regime"]):
             g = g[g.step > 0]
@@ -191,6 +196,37 @@ def draw(traj: pd.DataFrame, path: Path) -> None:
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
     fig.suptitle("deep GLN, H = 50, C = 2, N = 48,000: gradient descent against the certified max-margin programs",
                  fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def draw_warm(traj: pd.DataFrame, path: Path) -> None:
+    """The warm regime against its own full-batch steps (they do not count SGD's): both programs'
+    inconsistency, margin ratio and angle, from the SGD network it starts at (step 0)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 4.2), layout="constrained")
+    axes = fig.subplots(1, 3)
+    panels = ((("inconsistency_svm_gln", "inconsistency_svm_l2"), "inconsistency (validation)", "log"),
+              (("margin_ratio_svm_gln", "margin_ratio_svm_l2"), "normalized margin / the program's best", "linear"),
+              (("angle_svm_gln", "angle_svm_l2"), "angle to the program's predictor (degrees)", "linear"))
+    for ax, (cols, label, scale) in zip(axes, panels):
+        for seed, g in traj.groupby("seed"):
+            g = g.sort_values("step")
+            x = g.step.clip(lower=0.5)   # step 0 (the SGD network) at 0.5 on the log axis
+            for col, style in zip(cols, ("-", "--")):
+                program = "svm-gln" if col.endswith("svm_gln") else "svm-l2"
+                ax.plot(x, g[col], style, marker=".", ms=3, label=f"{program}, seed {seed}")
+        ax.set_xscale("log")
+        ax.set_yscale(scale)
+        if "margin" in cols[0]:
+            ax.axhline(1, color="k", lw=0.6)
+        ax.set_xlabel("full-batch steps after SGD's 8,000 epochs (log; step 0 at 0.5)")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle("N = 48,000, H = 50, C = 2: normalized full-batch GD started from the SGD network (solid svm-gln, "
+                 "dashed svm-l2)", fontsize=11)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
 
@@ -295,7 +331,9 @@ def main() -> None:
     dec, fit = decades(traj), rate(traj)
     for name, frame in (("trajectory", traj), ("decades", dec), ("rate", fit), ("runs", runs)):
         write_csv(tables / f"{name}.csv", frame)
-    draw(traj, args.out / "figures" / "trajectory.png")
+    draw(traj[traj.regime != "warm"], args.out / "figures" / "trajectory.png")
+    if (traj.regime == "warm").any():
+        draw_warm(traj[traj.regime == "warm"], args.out / "figures" / "warm.png")
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 30)
     print(runs.to_string(index=False), "\n")
