@@ -22,9 +22,9 @@ demo: install
 	$(BIN)/gb compare runs/quickstart
 
 # the whole suite on two workers, each file on one worker (a file's shared fixtures run once);
-# the time measured in a fresh clone is in the README
+# the time measured in a fresh clone is in the README; the 20 slowest tests are listed at the end
 test: install
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
 # a quick loop for contributors on two workers: every module, the end-to-end and subprocess cases
 # (marked slow) left out; it kills the planted one-line bugs of scripts/mutate.py (README)

@@ -4,6 +4,7 @@ the two long-run sweeps (configs/conjecture-sgd.yaml, configs/conjecture-normali
     python scripts/conjecture_summary.py runs/conjecture-sgd runs/conjecture-normalized [--out results/conjecture]
     python scripts/conjecture_summary.py --cost runs/conjecture-sgd runs/conjecture-normalized   # the tracking's cost
     python scripts/conjecture_summary.py --span runs/conjecture-sgd runs/conjecture-normalized   # outside the data's span
+    python scripts/conjecture_summary.py --sharpness runs/conjecture-sgd   # the stable normalized step there
 
 Reads each point's metric rows: `gd/metrics.csv` when its training has finished, else the rows of
 its last training checkpoint (`gd/checkpoint.pt`, read tensors-only, never unpickled), so the tables
@@ -231,6 +232,44 @@ def draw_warm(traj: pd.DataFrame, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def sharpness(sweep: Path, iters: int = 30) -> None:
+    """The largest eigenvalue of the Hessian of log R (the full training set) at each finished point's
+    network, by power iteration on Hessian-vector products (float64), and the largest stable base step
+    of `homogeneous-normalized` there: GD on log R with step lr / ||w||^2 is stable while
+    lr * lambda / ||w||^2 < 2, so lr < 2 ||w||^2 / lambda."""
+    import torch
+
+    from gbcli.models.base import weight_norm
+    from gbcli.runs.stages import load_trained, prepare
+    from gbcli.training.losses import log_mean_loss
+
+    torch.set_num_threads(1)
+    for cfg in expand(sweep / layout.CONFIG)[1]:
+        point = sweep / "points" / point_id(cfg)
+        if not (point / "gd" / "summary.json").is_file():
+            continue
+        problem = prepare(cfg)
+        ds = problem.dataset
+        model = load_trained(point, cfg, ds.dim)   # float64
+        params = [p for p in model.parameters() if p.requires_grad]
+        x, y = torch.tensor(np.array(ds.x_train, dtype=np.float64)), torch.tensor(np.array(ds.y_train, dtype=np.float64))
+        ctx = None if problem.ctx_train is None else torch.as_tensor(problem.ctx_train)
+        loss = log_mean_loss(y * model(x, ctx), cfg.training.loss)
+        grads = torch.autograd.grad(loss, params, create_graph=True)
+        gen = torch.Generator().manual_seed(0)
+        v = [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
+        lam = float("nan")
+        for _ in range(iters):
+            norm = math.sqrt(sum(float((u * u).sum()) for u in v))
+            v = [u / norm for u in v]
+            hv = torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)
+            lam = sum(float((a * b).sum()) for a, b in zip(hv, v))
+            v = [h.detach() for h in hv]
+        w2 = weight_norm(model) ** 2
+        print(f"{point.name} (seed {cfg.contexts.seed}): log R = {float(loss.detach()):.4f}, lambda_max = {lam:.4g}, "
+              f"||w||^2 = {w2:.4g}: homogeneous-normalized is stable for lr < {2 * w2 / lam:.3g}")
+
+
 def cost(sweep: Path, repeats: int = 5) -> None:
     """What the tracking adds at this sweep's size: the seconds of one logged step (the training
     and validation sets evaluated) with and without `convergence`, median of `repeats`, the
@@ -313,11 +352,17 @@ def main() -> None:
     ap.add_argument("--cost", action="store_true", help="measure what the tracking costs at the sweeps' size")
     ap.add_argument("--span", action="store_true", help="finished points: the predictor outside the span of the "
                     "training inputs (tables/span.csv)")
+    ap.add_argument("--sharpness", action="store_true", help="finished points: the Hessian of log R's top eigenvalue "
+                    "and the largest stable base step of the normalized rule there")
     ap.add_argument("--small", type=Path, help="the N = 2000 sweep (configs/conjecture-fig2.yaml)")
     args = ap.parse_args()
     if args.cost:
         for sweep in args.sweeps:
             cost(sweep)
+        return
+    if args.sharpness:
+        for sweep in args.sweeps:
+            sharpness(sweep)
         return
     if args.span:
         frame = pd.concat([span(sweep) for sweep in args.sweeps], ignore_index=True)
