@@ -139,7 +139,8 @@ def rate(traj: pd.DataFrame) -> pd.DataFrame:
         a = float(np.mean(coef[1:]))   # the seeds' mean intercept
         for target in TARGETS:
             for name, slope in (("", b), ("_lo", b - half), ("_hi", b + half)):
-                steps = 10 ** ((math.log10(target) - a) / slope) if slope < 0 else float("inf")
+                exponent = (math.log10(target) - a) / slope if slope < 0 else math.inf
+                steps = 10 ** exponent if exponent < 300 else math.inf   # a slope of about 0: never
                 row[f"steps_to_{target:g}{name}"] = steps
         out.append(row)
     return pd.DataFrame(out)
@@ -232,6 +233,28 @@ def draw_warm(traj: pd.DataFrame, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def top_eigenvalue(model, x, y, ctx, loss: str, iters: int = 30) -> tuple[float, float]:
+    """log R of `model` on (x, y, ctx) and the largest eigenvalue of its Hessian in the parameters, by
+    power iteration on Hessian-vector products from a seeded random start."""
+    import torch
+
+    from gbcli.training.losses import log_mean_loss
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    log_r = log_mean_loss(y * model(x, ctx), loss)
+    grads = torch.autograd.grad(log_r, params, create_graph=True)
+    gen = torch.Generator().manual_seed(0)
+    v = [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
+    lam = float("nan")
+    for _ in range(iters):
+        norm = math.sqrt(sum(float((u * u).sum()) for u in v))
+        v = [u / norm for u in v]
+        hv = torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)
+        lam = sum(float((a * b).sum()) for a, b in zip(hv, v))
+        v = [h.detach() for h in hv]
+    return float(log_r.detach()), lam
+
+
 def sharpness(sweep: Path, iters: int = 30) -> None:
     """The largest eigenvalue of the Hessian of log R (the full training set) at each finished point's
     network, by power iteration on Hessian-vector products (float64), and the largest stable base step
@@ -241,7 +264,6 @@ def sharpness(sweep: Path, iters: int = 30) -> None:
 
     from gbcli.models.base import weight_norm
     from gbcli.runs.stages import load_trained, prepare
-    from gbcli.training.losses import log_mean_loss
 
     torch.set_num_threads(1)
     for cfg in expand(sweep / layout.CONFIG)[1]:
@@ -251,22 +273,11 @@ def sharpness(sweep: Path, iters: int = 30) -> None:
         problem = prepare(cfg)
         ds = problem.dataset
         model = load_trained(point, cfg, ds.dim)   # float64
-        params = [p for p in model.parameters() if p.requires_grad]
         x, y = torch.tensor(np.array(ds.x_train, dtype=np.float64)), torch.tensor(np.array(ds.y_train, dtype=np.float64))
         ctx = None if problem.ctx_train is None else torch.as_tensor(problem.ctx_train)
-        loss = log_mean_loss(y * model(x, ctx), cfg.training.loss)
-        grads = torch.autograd.grad(loss, params, create_graph=True)
-        gen = torch.Generator().manual_seed(0)
-        v = [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
-        lam = float("nan")
-        for _ in range(iters):
-            norm = math.sqrt(sum(float((u * u).sum()) for u in v))
-            v = [u / norm for u in v]
-            hv = torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)
-            lam = sum(float((a * b).sum()) for a, b in zip(hv, v))
-            v = [h.detach() for h in hv]
+        log_r, lam = top_eigenvalue(model, x, y, ctx, cfg.training.loss, iters)
         w2 = weight_norm(model) ** 2
-        print(f"{point.name} (seed {cfg.contexts.seed}): log R = {float(loss.detach()):.4f}, lambda_max = {lam:.4g}, "
+        print(f"{point.name} (seed {cfg.contexts.seed}): log R = {log_r:.4f}, lambda_max = {lam:.4g}, "
               f"||w||^2 = {w2:.4g}: homogeneous-normalized is stable for lr < {2 * w2 / lam:.3g}")
 
 
