@@ -277,7 +277,7 @@ def sharpness(sweep: Path, iters: int = 30) -> None:
         ctx = None if problem.ctx_train is None else torch.as_tensor(problem.ctx_train)
         log_r, lam = top_eigenvalue(model, x, y, ctx, cfg.training.loss, iters)
         w2 = weight_norm(model) ** 2
-        print(f"{point.name} (seed {cfg.contexts.seed}): log R = {log_r:.4f}, lambda_max = {lam:.4g}, "
+        print(f"{point.name} (H = {cfg.model.hidden_units}, C = {cfg.contexts.count}, seed {cfg.contexts.seed}): log R = {log_r:.4f}, lambda_max = {lam:.4g}, "
               f"||w||^2 = {w2:.4g}: homogeneous-normalized is stable for lr < {2 * w2 / lam:.3g}")
 
 
