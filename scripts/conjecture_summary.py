@@ -99,7 +99,7 @@ def points(sweeps: list[Path]) -> pd.DataFrame:
 def decades(traj: pd.DataFrame) -> pd.DataFrame:
     """The row at the last logged step <= 10^k, for each k a run reached."""
     out = []
-    for _, g in traj.groupby(["seed", "regime", "hidden_units", "contexts"]):
+    for _, g in traj.groupby(["seed", "regime", "train_size", "hidden_units", "contexts"]):
         g = g.sort_values("step")
         for k in range(1, int(math.log10(max(g.step.max(), 1))) + 1):
             r = g[g.step <= 10 ** k].iloc[-1]
@@ -113,7 +113,7 @@ def rate(traj: pd.DataFrame) -> pd.DataFrame:
     """log inc = a_seed + b log t over the steps of each seed's last decade (t >= its last step / 10)
     at which the training set is separated (train error 0): the asymptotic phase, not the approach."""
     out = []
-    for reg, g in traj.groupby("regime"):
+    for (reg, n), g in traj.groupby(["regime", "train_size"]):
         xs, ys, seeds = [], [], []
         for seed, s in g.groupby("seed"):
             s = s[(s.step >= s.step.max() / 10) & (s.inconsistency_svm_gln > 0) & (s.train_error == 0)]
@@ -123,7 +123,7 @@ def rate(traj: pd.DataFrame) -> pd.DataFrame:
         xs, ys = np.array(xs, dtype=float), np.array(ys, dtype=float)
         useds = sorted(set(seeds))
         if len(xs) < len(useds) + 3:
-            out.append({"regime": reg, "points": len(xs),
+            out.append({"regime": reg, "train_size": n, "points": len(xs),
                         "note": "too few logged steps in the last decade with the training set separated"})
             continue
         design = np.column_stack([xs] + [np.array(seeds) == s for s in useds]).astype(float)
@@ -134,7 +134,7 @@ def rate(traj: pd.DataFrame) -> pd.DataFrame:
         b, se = float(coef[0]), float(math.sqrt(cov[0, 0]))
         from scipy.stats import t as student
         half = float(student.ppf(0.975, max(dof, 1))) * se
-        row = {"regime": reg, "points": len(xs), "seeds": " ".join(map(str, useds)), "slope": b, "slope_se": se,
+        row = {"regime": reg, "train_size": n, "points": len(xs), "seeds": " ".join(map(str, useds)), "slope": b, "slope_se": se,
                "slope_lo": b - half, "slope_hi": b + half}
         a = float(np.mean(coef[1:]))   # the seeds' mean intercept
         for target in TARGETS:
@@ -207,11 +207,20 @@ def draw_warm(traj: pd.DataFrame, path: Path) -> None:
     inconsistency, margin ratio and angle, from the SGD network it starts at (step 0)."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 4.2), layout="constrained")
-    axes = fig.subplots(1, 3)
+    sizes = sorted(traj.train_size.unique())
+    fig = Figure(figsize=(13, 4.2 * len(sizes)), layout="constrained")
+    grid = fig.subplots(len(sizes), 3, squeeze=False)
     panels = ((("inconsistency_svm_gln", "inconsistency_svm_l2"), "inconsistency (validation)", "log"),
               (("margin_ratio_svm_gln", "margin_ratio_svm_l2"), "normalized margin / the program's best", "linear"),
               (("angle_svm_gln", "angle_svm_l2"), "angle to the program's predictor (degrees)", "linear"))
+    for axes, n in zip(grid, sizes):
+        _warm_row(axes, traj[traj.train_size == n], panels, n)
+    fig.suptitle("normalized full-batch GD started from the SGD network (solid svm-gln, dashed svm-l2)", fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def _warm_row(axes, traj: pd.DataFrame, panels, n: int) -> None:
     for ax, (cols, label, scale) in zip(axes, panels):
         for seed, g in traj.groupby("seed"):
             g = g.sort_values("step")
@@ -223,14 +232,10 @@ def draw_warm(traj: pd.DataFrame, path: Path) -> None:
         ax.set_yscale(scale)
         if "margin" in cols[0]:
             ax.axhline(1, color="k", lw=0.6)
-        ax.set_xlabel("full-batch steps after SGD's 8,000 epochs (log; step 0 at 0.5)")
-        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("full-batch steps after the SGD run (log; step 0 at 0.5)")
+        ax.set_title(f"N = {n:,}: {label}", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-    fig.suptitle("N = 48,000, H = 50, C = 2: normalized full-batch GD started from the SGD network (solid svm-gln, "
-                 "dashed svm-l2)", fontsize=11)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
 
 
 def top_eigenvalue(model, x, y, ctx, loss: str, iters: int = 30) -> tuple[float, float]:
@@ -381,7 +386,7 @@ def main() -> None:
         print(frame.to_string(index=False))
         return
     traj, runs = points(args.sweeps)
-    traj = traj.sort_values(["regime", "seed", "step"]).reset_index(drop=True)
+    traj = traj.sort_values(["regime", "train_size", "seed", "step"]).reset_index(drop=True)
     tables = args.out / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     dec, fit = decades(traj), rate(traj)
@@ -393,7 +398,7 @@ def main() -> None:
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 30)
     print(runs.to_string(index=False), "\n")
-    show = ["regime", "seed", "decade", "epoch", "inconsistency_svm_gln", "inconsistency_svm_l2",
+    show = ["regime", "train_size", "seed", "decade", "epoch", "inconsistency_svm_gln", "inconsistency_svm_l2",
             "margin_ratio_svm_gln", "angle_svm_gln", "angle_svm_l2", "train_error", "val_error"]
     print(dec[[c for c in show if c in dec]].to_string(index=False), "\n")
     print(fit.to_string(index=False))

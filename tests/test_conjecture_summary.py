@@ -27,7 +27,7 @@ def _trajectory(slope: float, scale: float) -> pd.DataFrame:
     rows = []
     for seed, factor in ((1, 1.0), (2, 1.3)):
         for step in np.unique(np.logspace(2, 6, 40).astype(int)):
-            rows.append({"seed": seed, "regime": "sgd", "step": step, "train_error": 0.0,
+            rows.append({"seed": seed, "regime": "sgd", "train_size": 48000, "step": step, "train_error": 0.0,
                          "inconsistency_svm_gln": scale * factor * step ** slope})
     return pd.DataFrame(rows)
 

@@ -416,7 +416,7 @@ ALT = {
     "batch_size": 64, "lr": 0.02, "momentum": 0.9, "optimizer": "adam", "epochs": 50, "lr_milestones": [10],
     "lr_decay": 0.5, "loss": "exponential", "batch_seed": 2, "device": "cuda", "log_points": 20,
     "log_spacing": "log", "step_rule": "loss-normalized", "descent": "coordinate", "track": ["margin"],
-    "validation": "final", "checkpoint_seconds": 0.0,
+    "validation": "final", "checkpoint_seconds": 0.0, "init_from": "/elsewhere/model.pt",
     "objectives": ["svm-gln"], "solver": "clarabel", "max_iters": 50, "eps": 1e-4, "certify_tol": 1e-5,
     "time_limit": 10.0, "restarts": 7, "radii": [0.5], "search_seed": 3,
     "dir": "elsewhere", "name": "other",
