@@ -350,8 +350,8 @@ def span(sweep: Path) -> pd.DataFrame:
         basis = vecs[:, vals > 1e-9 * vals.max()]   # the span of the training inputs
         inside = zeta @ basis @ basis.T
         row = {"point": point_id(cfg), "seed": cfg.contexts.seed, "regime": regime(cfg.model_dump(mode="json")),
-               "hidden_units": cfg.model.hidden_units, "contexts": cfg.contexts.count,
-               "null_dimensions": int(x.shape[1] - basis.shape[1]),
+               "train_size": cfg.dataset.train_size, "hidden_units": cfg.model.hidden_units,
+               "contexts": cfg.contexts.count, "null_dimensions": int(x.shape[1] - basis.shape[1]),
                "share_outside_span": float(((zeta - inside) ** 2).sum() / (zeta ** 2).sum())}
         for prog, ref in tracker.against.items():
             z, o = inside.ravel(), ref["zeta"].ravel()
