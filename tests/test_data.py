@@ -296,7 +296,9 @@ def test_digits_shapes_labels_and_determinism():
     assert ds.x_train.shape == (1000, 65) and ds.x_val.shape == (300, 65) and ds.x_pool.shape == (1797, 65)
     assert ds.dim == 65 and np.all(ds.x_pool[:, -1] == 1.0)
     assert ds.x_pool.min() == -1.0 and ds.x_pool.max() == 1.0
-    target = load_digits().target
+    digits = load_digits()   # gb reads the package's file itself: the same pixels and labels
+    target = digits.target
+    np.testing.assert_array_equal(ds.x_pool[:, :-1], (digits.data / 16.0 - 0.5) / 0.5)
     np.testing.assert_array_equal(ds.y_train, np.where(target[ds.train_idx] <= 4, 1.0, -1.0))
     parts = torch.utils.data.random_split(range(1797), [1000, 497, 300], generator=torch.Generator().manual_seed(7))
     assert ds.train_idx.tolist() == list(parts[0].indices) and ds.val_idx.tolist() == list(parts[2].indices)

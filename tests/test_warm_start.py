@@ -118,3 +118,15 @@ def test_the_cli_refuses_a_foreign_init_in_one_line_with_exit_code_2(tmp_path, s
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "foreign.pt" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_config_without_init_from_keeps_the_manifest_it_had_before_the_key_existed():
+    """Adding `training.init_from` to the schema must not change the gd manifest of a config that
+    does not use it: that manifest is a finished stage's and a training checkpoint's identity, and
+    a changed one once restarted a 7-hour training from step 0. The value was computed by the
+    code before the key existed (commit 8c8376a~1) on this very config."""
+    from gbcli.config.loading import validate
+
+    cfg = validate({"dataset": {"name": "digits", "train_size": 100, "val_size": 200},
+                    "model": {"kind": "gln", "hidden_units": 2}, "training": {"epochs": 2}})
+    assert gd_manifest(cfg) == {"problem": "ac0dad8252b95966", "config": "e3f0feb4954d125e"}

@@ -14,7 +14,7 @@ was 4x the matmul floor at H = 10, N = 500 (issue 13); K networks in one step pa
 
 Checkpoints: the group writes no checkpoint of its own. At the plain loop's interval (and when
 interrupted) it writes each network's own checkpoint, the one the plain loop would have written at
-that step but for the time spent (the network's weights, the `torch.optim.SGD` state its momentum
+that step but for the time spent (the network's weights, the SGD state (`torch.optim.SGD`'s format) its momentum
 buffer is in, the shared batch generator, its metric rows). A group is never resumed as a group: when any of its
 networks has a checkpoint, `gbcli.runs.stages.train_gd_group` trains each network with the plain
 loop, which resumes from it; the trajectories being the same, the results are bit-identical to an
@@ -37,6 +37,7 @@ from gbcli.registry import spec_of
 from gbcli.training.loop import (CHECKPOINT_FORMAT, Checkpointing, MetricLog, Schedule, TrainResult, epoch_lr, plain,
                                  tensors, write_checkpoint)
 from gbcli.training.losses import loss_fn
+from gbcli.training.sgd import SGD
 
 # the only training key that may differ within a group (besides what the kind's gating draws:
 # context seeds, median init, init seeds)
@@ -109,10 +110,10 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
         for k, (m, c, ck) in enumerate(zip(models, cfgs, keep)):
             if ck is None:
                 continue
-            opt = torch.optim.SGD(m.parameters(), lr=t.lr, momentum=c.training.momentum)   # as the plain loop's
-            if bufs is not None and c.training.momentum != 0:   # torch.optim.SGD keeps no buffer at momentum 0
-                for p, b in zip(m.parameters(), bufs):
-                    opt.state[p]["momentum_buffer"] = b[k].detach().clone()
+            opt = SGD(m.parameters(), lr=t.lr, momentum=c.training.momentum)   # as the plain loop's
+            if bufs is not None and c.training.momentum != 0:   # SGD keeps no buffer at momentum 0
+                for i, b in enumerate(bufs):
+                    opt.state[i] = {"momentum_buffer": b[k].detach().clone()}
             ck.saved += write_checkpoint(ck.path, {
                 **shared, "identity": ck.identity,
                 "model": {n: v.detach().cpu().clone() for n, v in m.state_dict().items()},

@@ -27,6 +27,7 @@ from gbcli.metrics import error
 from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
 from gbcli.training.losses import log_mean_loss, loss_fn
+from gbcli.training.sgd import SGD
 
 EXPLODED = 1e6   # a logged training loss this many times its value at step 0 counts as divergence
 
@@ -253,7 +254,7 @@ def _check(ok: bool, what: str) -> None:
         raise ValueError(what)
 
 
-def _restore(state: dict, model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator, sched: Schedule) -> None:
+def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Schedule) -> None:
     """Load a checkpoint into the freshly built `model`, `opt` and `gen`, after checking every part
     of it against them (ValueError naming the part: nothing is changed then). A buffer may differ
     in shape (FReLU's frozen gates exist only once frozen); a parameter may not."""
@@ -334,7 +335,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     if hasattr(model, "restrict"):   # shallow GLN: train only the contexts that hold training points
         model.restrict(ct, sparse_grad=t.momentum == 0)
     opt = (torch.optim.Adam(model.parameters(), lr=t.lr) if t.optimizer == "adam"
-           else torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum))
+           else SGD(model.parameters(), lr=t.lr, momentum=t.momentum))
     gen = torch.Generator().manual_seed(t.batch_seed)
     degree = cfg.model.homogeneity
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker, on_row)
