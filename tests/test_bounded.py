@@ -3,8 +3,8 @@ a config "file" that is /dev/zero or a FIFO. Each is refused with exit code 2 an
 stderr line `gb: error: ...` (naming the key or the file, at most a few hundred characters), no
 traceback, no MemoryError, no hang, and nothing written.
 
-Every case runs the real CLI in a subprocess (`python -c "from gbcli.cli import main; main()"`)
-in its own working directory. The gzip bomb (3 GiB of zeros, ~14 MB compressed, written in
+Every case runs the real CLI in its own process and working directory, forked from a process that
+has imported gb (tests/forked_gb.py). The gzip bomb (3 GiB of zeros, ~14 MB compressed, written in
 chunks) is read under an address-space limit that the whole file could never fit in.
 """
 
@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+import forked_gb
 
 GB = (sys.executable, "-c", "from gbcli.cli import main; main()")
 TIMEOUT = 600            # a hang guard only: a loaded machine makes the torch import alone take a minute
@@ -43,16 +45,10 @@ def _env(data_dir: Path) -> dict:
             "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _limit_memory() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
 def run_gb(args, work: Path, data_dir: Path, memory: bool = True) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([*GB, *map(str, args)], cwd=work, env=_env(data_dir), capture_output=True, text=True,
-                              errors="replace", timeout=TIMEOUT, preexec_fn=_limit_memory if memory else None)
+        # a real process forked from one that has imported gb (tests/forked_gb.py)
+        return forked_gb.run(args, work, _env(data_dir), timeout=TIMEOUT, memory=MEMORY if memory else None)
     except subprocess.TimeoutExpired:
         pytest.fail(f"gb {' '.join(map(str, args))[:200]}: timed out after {TIMEOUT} s (a hang)")
 

@@ -1,22 +1,24 @@
 """Bad input: one line `gb: error: ...` on stderr naming the key or file and why, exit code 2,
 no traceback, and nothing written (no runs/, no --out dir, no tables/).
 
-Every case runs the real CLI (`python -m gbcli.cli`) in a subprocess, in its own working
-directory. A subprocess pays the torch import (~3 s), so the module fixture `outcomes` launches
-all selected cases at once on a thread pool; each test then only checks its own outcome.
+Every case runs the real CLI in its own process and working directory, forked from a process that
+has imported gb (tests/forked_gb.py: the import is most of a short command's time). The module
+fixture `outcomes` launches all selected cases at once on a thread pool; each test then only
+checks its own outcome.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
+
+import forked_gb
 
 from gbcli.config import deep_merge
 
@@ -185,8 +187,7 @@ def _prepare(case: Case, work: Path, data_dir: Path) -> dict:
 
 
 def _run(args: tuple[str, ...], work: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *args], cwd=work, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return forked_gb.run(args, work, env, timeout=300)   # a real process forked from one that has imported gb
 
 
 @pytest.fixture(scope="module")

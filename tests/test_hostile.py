@@ -7,8 +7,9 @@ Bad input ends with exit code 2, exactly one stderr line `gb: error: ...` naming
 (dotted) or the file and why, no traceback, and nothing written (the working directory tree,
 with contents and mtimes, is unchanged; `runs/` does not appear).
 
-Every case runs the real CLI in a subprocess (`python -c "from gbcli.cli import main; main()"`)
-in its own working directory. A subprocess pays the torch import (~3 s), so the module fixture
+Every case runs the real CLI in its own process and working directory, forked from a process that
+has imported gb (tests/forked_gb.py; the flows that signal or race a command start it with
+`python -c "from gbcli.cli import main; main()"`). The module fixture
 `launched` starts every selected case and flow at once on a thread pool; each test then checks
 its own outcome. The corrupt-run cases copy a real finished run (made once by `train-gd`,
 `fit-svm` and `compare` on a tiny digits config) and break one file.
@@ -36,6 +37,8 @@ from typing import Callable, Union
 import numpy as np
 import pytest
 import yaml
+
+import forked_gb
 
 pytestmark = pytest.mark.slow   # subprocesses of gb, end to end: `make test-fast` leaves the file out
 
@@ -1107,17 +1110,8 @@ class Outcome:
 def run_gb(args, work: Path, env: dict | None = None, timeout: float = TIMEOUT, umask: int | None = None,
            memory: int | None = None) -> Outcome:
     start = time.monotonic()
-
-    def preexec():
-        if umask is not None:
-            os.umask(umask)
-        if memory is not None:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    try:
-        p = subprocess.run([*GB, *args], cwd=work, env=env or _env(work / "data"), capture_output=True, text=True,
-                           errors="replace", timeout=timeout, preexec_fn=preexec if umask is not None or memory is not None else None)
+    try:   # a real process forked from one that has imported gb (tests/forked_gb.py)
+        p = forked_gb.run(args, work, env or _env(work / "data"), timeout=timeout, umask=umask, memory=memory)
         return Outcome(p.returncode, p.stdout, p.stderr, time.monotonic() - start)
     except subprocess.TimeoutExpired as exc:
         def text(b):

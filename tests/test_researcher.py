@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import gbcli
 from gbcli.config import load_config
 from gbcli.runs.sweep import expand
 from gbcli.store.identity import point_id, readable_names
+import forked_gb
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = {"name": "dg", "dataset": {"name": "digits", "train_size": 100, "val_size": 200},
@@ -23,8 +22,7 @@ GRID = {"name": "dg", "dataset": {"name": "digits", "train_size": 100, "val_size
 
 
 def gb(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return forked_gb.run(args, cwd, timeout=300, argv0=forked_gb.CLI)
 
 
 def test_a_dry_run_lists_the_points_by_readable_name_and_writes_nothing(tmp_path):

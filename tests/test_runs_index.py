@@ -10,23 +10,22 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+import forked_gb
 
 pytestmark = pytest.mark.slow   # subprocesses of gb, end to end: `make test-fast` leaves the file out
 
-GB = (sys.executable, "-c", "from gbcli.cli import main; main()")
 BASE = {"name": "idx", "dataset": {"name": "digits", "train_size": 100, "val_size": 200},
         "model": {"kind": "gln", "hidden_units": 2}, "training": {"epochs": 3}, "svm": {"objectives": ["svm-gln"]}}
 
 
 def gb(args, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    p = subprocess.run([*GB, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    p = forked_gb.run(args, cwd, env, timeout=timeout)   # a real process forked from one that has imported gb
     return p
 
 

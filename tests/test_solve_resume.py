@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from gbcli.errors import GbError
 from gbcli.programs.certify import certificate
 from gbcli.programs.solvers import SOLVERS
 from gbcli.runs.stages import build_design, prepare
+import forked_gb
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = "abc123"   # a checkpoint's fingerprint (the stage uses the solve cache's key)
@@ -136,8 +136,7 @@ def test_time_limit_stops_with_bounds(design, uninterrupted):
 
 def gb(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "GB_DATA_DIR": os.environ.get("GB_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=600)
+    return forked_gb.run(args, cwd, env, timeout=600, argv0=forked_gb.CLI)
 
 
 def quickstart(tmp_path: Path, **svm) -> Path:

@@ -20,6 +20,8 @@ from gbcli.store.records import gd_status, program_status
 from gbcli.store.safe import (check_tree, is_dir, is_file, open_append, present, read_record, read_yaml_record,
                               remove, subdirs)
 
+import forked_gb
+
 
 # ------------------------------------------------------------------ the safe file layer
 
@@ -219,8 +221,7 @@ def test_the_layout_names_every_record_once():
 
 
 def _gb(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return forked_gb.run(args, cwd, timeout=300, argv0=forked_gb.CLI)
 
 
 @pytest.mark.parametrize("command", ["train-gd", "fit-svm"])

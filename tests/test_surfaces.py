@@ -9,7 +9,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -18,14 +17,14 @@ import pandas as pd
 import pytest
 
 from gbcli.programs.estimators import GroupNormSVM
+import forked_gb
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow   # subprocesses of gb (about a minute)
 
 
 def gb(*args, cwd, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return forked_gb.run(args, cwd, {**os.environ, **(env or {})}, timeout=timeout, argv0=forked_gb.CLI)
 
 
 def one_line_refusal(p, *words):

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from gbcli.runs.sweep import expand, group_points, largest_first, point_id, sweep_lock
+import forked_gb
 
 BASE = {"dataset": {"name": "digits", "train_size": 150, "val_size": 300},
         "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1},
@@ -30,8 +31,7 @@ def write(tmp_path, grid, zipped=None, name="grid", **extra):
 
 
 def gb(tmp_path, *args, **kw):
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *args], cwd=tmp_path, capture_output=True,
-                          text=True, **kw)
+    return forked_gb.run(args, tmp_path, kw.pop("env", None), argv0=forked_gb.CLI, **kw)
 
 
 def snapshot(point_dir: Path) -> dict:

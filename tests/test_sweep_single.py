@@ -18,7 +18,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ from gbcli.store.cache import SolveCache
 from gbcli.runs.stages import build_design, fit_svm, prepare, train_gd
 from gbcli.runs.sweep import expand, group_points, point_id, run_group
 from gbcli.training.batched import batch_key
+import forked_gb
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,8 +147,7 @@ def gb(cwd: Path, *args: str, data_dir: Path) -> subprocess.CompletedProcess:
     """`gb` as a user runs it: no thread variable in the environment (torch would take every core)."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
     env["GB_DATA_DIR"] = str(data_dir)
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=900)
+    return forked_gb.run(args, cwd, env, timeout=900, argv0=forked_gb.CLI)
 
 
 @pytest.mark.slow

@@ -20,6 +20,8 @@ import pytest
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
+import forked_gb  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow   # an MLflow server and subprocesses of gb (a few minutes)
 
@@ -34,8 +36,7 @@ svm: {objectives: [svm-gln, svm-l2]}
 
 
 def gb(*args, cwd, timeout=600):
-    return subprocess.run([sys.executable, "-m", "gbcli.cli", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    return forked_gb.run(args, cwd, timeout=timeout, argv0=forked_gb.CLI)
 
 
 def free_port() -> int:

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +20,9 @@ from gbcli.store import solutions as S
 from gbcli.runs import verify as V
 from gbcli.runs.stages import fit_svm, train_gd
 from gbcli.runs.sweep import run_sweep
+import forked_gb
 
 ROOT = Path(__file__).resolve().parents[1]
-GB = [sys.executable, "-c", "from gbcli.cli import main; main()"]
 DIGITS = {"name": "digits", "train_size": 300, "val_size": 600}
 # conflicting labels on the same input: no linear predictor separates them (svm-shallow is infeasible)
 CONFLICT = {"name": "infeasible", "dataset": {"name": "points", "x": [[1.0, 0.5], [-1.0, -0.5], [0.5, 1.0], [1.0, 0.5]],
@@ -36,7 +35,7 @@ pytestmark = pytest.mark.slow
 
 def gb(*args, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    return subprocess.run([*GB, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return forked_gb.run(args, cwd, env, timeout=600)   # a real process forked from one that has imported gb
 
 
 def rows_of(proc: subprocess.CompletedProcess) -> list[dict]:
