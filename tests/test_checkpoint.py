@@ -314,6 +314,19 @@ def hostile(kind: str, ckpt: Path, marker: Path, tmp_path, monkeypatch) -> None:
         (ckpt / "sub").mkdir(parents=True)
 
 
+def test_a_sweep_names_only_checkpoints_of_its_own_config(tmp_path, monkeypatch):
+    """`checkpoint_step`, which a resumed sweep's "resuming ... at step N" line reads: the step of a
+    checkpoint of this config, None for one of another config (which trains from step 0)."""
+    from gbcli.store.identity import gd_manifest
+    from gbcli.training.loop import checkpoint_step
+
+    cfg = config()
+    ckpt = interrupted(tmp_path, monkeypatch, cfg)
+    assert checkpoint_step(ckpt, gd_manifest(cfg)["config"]) == 20
+    assert checkpoint_step(ckpt, gd_manifest(config("training.lr=0.5"))["config"]) is None
+    assert checkpoint_step(tmp_path / "missing.pt", gd_manifest(cfg)["config"]) is None
+
+
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 @pytest.mark.parametrize("kind", ["truncated", "other-config", "pickle-zip", "pickle-raw", "wrong-shapes", "directory"])
 def test_hostile_checkpoint_is_not_used(tmp_path, monkeypatch, caplog, kind):

@@ -40,7 +40,7 @@ from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
-from gbcli.store.identity import PROBLEM_SECTIONS, point_id, readable_names, section_hash
+from gbcli.store.identity import PROBLEM_SECTIONS, gd_manifest, point_id, readable_names, section_hash
 from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.store import layout
@@ -345,8 +345,8 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
         todo = [p for p in points if not is_done(dirs[point_id(p)])]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
-        steps = {pid: s for pid in (point_id(p) for p in todo)
-                 if (s := checkpoint_step(RunDir(dirs[pid]).checkpoint)) is not None}
+        steps = {pid: s for pid, p in ((point_id(p), p) for p in todo)
+                 if (s := checkpoint_step(RunDir(dirs[pid]).checkpoint, gd_manifest(p)["config"])) is not None}
         if steps:   # a resumed sweep says so: these points continue their training, not start it
             shown_steps = ", ".join(f"{pid} at step {s:,}" for pid, s in sorted(steps.items())[:8])
             echo(f"resuming {len(steps)} point{'s' if len(steps) > 1 else ''} from their training checkpoints: "

@@ -229,10 +229,14 @@ def _peek(path: Path) -> dict | None:
     return state if isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT else None
 
 
-def checkpoint_step(path: Path) -> int | None:
-    """The step a training checkpoint was taken at (None when there is no usable one): what a
-    resumed sweep says it resumes from."""
-    step = (_peek(path) or {}).get("step")
+def checkpoint_step(path: Path, config: str) -> int | None:
+    """The step a training checkpoint of the config whose gd manifest hash is `config` was taken at
+    (None when there is no usable one, or one of another config): what a resumed sweep says it
+    resumes from."""
+    state = _peek(path) or {}
+    step, identity = state.get("step"), state.get("identity")
+    if not (isinstance(identity, dict) and identity.get("config") == config):
+        return None
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
