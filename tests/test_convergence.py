@@ -7,8 +7,6 @@ on a separable problem moves towards the programs."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -17,6 +15,8 @@ import torch
 
 from gbcli.config.loading import validate
 from gbcli.runs.stages import build_model, make_tracker, prepare
+
+import forked_gb
 
 CFG = {"name": "conv", "dataset": {"name": "digits", "train_size": 120, "val_size": 300, "data_seed": 1},
        "model": {"kind": "gln", "hidden_units": 3, "output_bias": False}, "contexts": {"count": 2, "seed": 1},
@@ -74,8 +74,7 @@ def test_gradient_descent_is_tracked_against_both_programs(tmp_path):
 
     cfg = {**CFG, "training": {**CFG["training"], "epochs": 3000, "lr": 0.05, "log_points": 20, "log_spacing": "log"}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    p = subprocess.run([sys.executable, "-m", "gbcli.cli", "train-gd", "c.yaml", "--out", "r", "-q"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=600)
+    p = forked_gb.run(["train-gd", "c.yaml", "--out", "r", "-q"], tmp_path, timeout=600, argv0=forked_gb.CLI)
     assert p.returncode == 0, p.stdout + p.stderr
     m = pd.read_csv(tmp_path / "r" / "gd" / "metrics.csv")
     for prog in ("svm_gln", "svm_l2"):
@@ -100,8 +99,7 @@ def test_a_model_without_the_programs_predictor_is_refused_in_one_line(tmp_path)
     cfg = {"name": "r", "dataset": CFG["dataset"], "model": {"kind": "relu", "hidden_units": 3},
            "training": {"epochs": 2, "track": ["convergence"]}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    p = subprocess.run([sys.executable, "-m", "gbcli.cli", "train-gd", "c.yaml", "--out", "r"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=300)
+    p = forked_gb.run(["train-gd", "c.yaml", "--out", "r"], tmp_path, timeout=300, argv0=forked_gb.CLI)
     assert p.returncode == 2 and "training.track" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert not (tmp_path / "r").exists()
 
@@ -183,8 +181,7 @@ def test_a_sweep_solves_each_reference_once_and_fit_svm_takes_it(tmp_path):
     cfg = {**CFG, "training": {**CFG["training"], "epochs": 5, "log_points": 3},
            "svm": {"objectives": ["svm-gln", "svm-l2"]}, "grid": {"training.lr": [0.01, 0.02]}}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(cfg))
-    p = subprocess.run([sys.executable, "-m", "gbcli.cli", "sweep", "s.yaml", "--out", "s", "-q"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=600)
+    p = forked_gb.run(["sweep", "s.yaml", "--out", "s", "-q"], tmp_path, timeout=600, argv0=forked_gb.CLI)
     assert p.returncode == 0, p.stdout + p.stderr
     entries = [f for f in (tmp_path / "s" / "solves").glob("*.npz") if not f.name.endswith(".rounds.npz")]
     assert len(entries) == 2
@@ -209,8 +206,8 @@ def test_the_long_runs_ask_for_a_gpu_in_one_line_where_there_is_none(tmp_path, n
     from pathlib import Path
 
     cfg = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
-    p = subprocess.run([sys.executable, "-m", "gbcli.cli", "sweep", str(cfg), "--out", "s", "--set",
-                        "training.device=cuda"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    p = forked_gb.run(["sweep", cfg, "--out", "s", "--set", "training.device=cuda"], tmp_path, timeout=300,
+                      argv0=forked_gb.CLI)
     assert p.returncode == 2 and "training.device" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "s").exists()
 

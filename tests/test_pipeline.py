@@ -1,8 +1,6 @@
 """End to end: train the GD networks, solve their programs, build the tables."""
 
 import itertools
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -11,12 +9,13 @@ import torch
 import yaml
 
 from gbcli.config import load_config
-from gbcli.models.gln import DeepGLN
 from gbcli.runs.stages import build_model
 from gbcli.runs.stages import fit_svm, prepare, train_gd
 from gbcli.runs.sweep import run_sweep
 from gbcli.reports.tables import write_tables
 from gbcli.runs.compare import compare
+
+import forked_gb
 
 
 def write_config(tmp_path, body: dict, name="cfg"):
@@ -40,8 +39,7 @@ def test_mnist_gln_end_to_end_through_the_cli(tmp_path, shared_data_dir):
         "svm": {"objectives": ["svm-gln", "svm-l2"]}})
     env = {"GB_DATA_DIR": str(shared_data_dir), "PATH": "/usr/bin:/bin"}
     for args in (["train-gd", str(cfg), "-q"], ["fit-svm", str(cfg), "-q"], ["compare", "runs/cfg"]):
-        proc = subprocess.run([sys.executable, "-m", "gbcli.cli", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True)
+        proc = forked_gb.run(args, tmp_path, env, argv0=forked_gb.CLI)   # forked from a process that imported gb
         assert proc.returncode == 0, proc.stderr
     errors = pd.read_csv(tmp_path / "runs/cfg/tables/errors.csv")
     incons = pd.read_csv(tmp_path / "runs/cfg/tables/inconsistency.csv")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +18,8 @@ from gbcli.config import load_config
 from gbcli.errors import GbError
 from gbcli.runs.stages import load_checkpoint, train_gd
 from gbcli.store.identity import gd_manifest, point_id
+
+import forked_gb
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
@@ -112,9 +112,8 @@ def test_a_file_that_is_not_this_models_network_is_refused_before_anything_is_wr
 def test_the_cli_refuses_a_foreign_init_in_one_line_with_exit_code_2(tmp_path, source):
     bad = tmp_path / "foreign.pt"
     bad.write_bytes(b"not a checkpoint at all")
-    proc = subprocess.run([sys.executable, "-c", "from gbcli.cli import main; main()", "train-gd", str(QUICKSTART),
-                           "--out", str(tmp_path / "run"), "--set", f"training.init_from={bad}"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = forked_gb.run(["train-gd", QUICKSTART, "--out", tmp_path / "run", "--set", f"training.init_from={bad}"],
+                         tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "foreign.pt" in proc.stderr
     assert not (tmp_path / "run").exists()
