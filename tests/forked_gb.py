@@ -96,7 +96,6 @@ def _main() -> int:
     """`gbcli.cli.main()` and the interpreter's exit, as `python -c` runs them: the exit code of
     SystemExit, a traceback and 1 for any other exception, then the threads joined and the atexit
     handlers run."""
-    import atexit as _atexit
     import traceback
 
     from gbcli.cli import main
@@ -114,7 +113,7 @@ def _main() -> int:
         traceback.print_exc()
         code = 1
     threading._shutdown()
-    _atexit._run_exitfuncs()
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     return code

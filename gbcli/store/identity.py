@@ -53,7 +53,8 @@ def section_hash(cfg, sections: tuple[str, ...]) -> str:
     d = cfg.to_dict()
     picked = {s: d.get(s) for s in sections}
     how = {k for k in execution_keys("execution") if k.partition(".")[0] in sections and "." in k}
-    how |= {k for k, unset in UNSET_SINCE.items() if flatten(d).get(k, unset) == unset}
+    flat = flatten(d)
+    how |= {k for k, unset in UNSET_SINCE.items() if flat.get(k, unset) == unset}
     for key in how:
         s, _, k = key.partition(".")
         if isinstance(picked.get(s), dict):

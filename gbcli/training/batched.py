@@ -14,8 +14,8 @@ was 4x the matmul floor at H = 10, N = 500 (issue 13); K networks in one step pa
 
 Checkpoints: the group writes no checkpoint of its own. At the plain loop's interval (and when
 interrupted) it writes each network's own checkpoint, the one the plain loop would have written at
-that step but for the time spent (the network's weights, the SGD state (`torch.optim.SGD`'s format) its momentum
-buffer is in, the shared batch generator, its metric rows). A group is never resumed as a group: when any of its
+that step but for the time spent (the network's weights, the SGD state holding its momentum
+buffer, in `torch.optim.SGD`'s format, the shared batch generator, its metric rows). A group is never resumed as a group: when any of its
 networks has a checkpoint, `gbcli.runs.stages.train_gd_group` trains each network with the plain
 loop, which resumes from it; the trajectories being the same, the results are bit-identical to an
 uninterrupted batched run. This keeps one resume path (the plain loop's) instead of two.
