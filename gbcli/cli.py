@@ -5,6 +5,7 @@ parsed, so `gb --help` and argument errors answer at once; nothing imports this 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -232,21 +233,29 @@ def compare_cmd(run_dir: str = RunDirArg):
     """Write and print the error and inconsistency tables of a run directory (of a finished sweep:
     its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
     run_dir = _named(run_dir, "RUN_DIR")
-    from gbcli.reports.tables import read_tables
+    from gbcli.reports.tables import check_tables_dir, read_tables
     from gbcli.store.lock import dir_kind
+    from gbcli.store.safe import check_tree
 
     kind = dir_kind(run_dir, key="RUN_DIR")   # before torch loads: a wrong path is answered at once
+    if kind != "sweep":   # before anything (log.txt, figures) is written: a link, then a file where tables/ goes
+        check_tree(run_dir)
+        check_tables_dir(run_dir)
     from gbcli.runs.compare import compare_run
 
+    missing = []
     if kind == "sweep":   # a sweep directory: its aggregated tables, read only
+        from gbcli.reports.tables import read_failures
+
         errors, incons = read_tables(run_dir)
+        missing = read_failures(run_dir)   # points with no row: a table without them is not the sweep
         _print_tables(errors, incons)
         _echo(f"a sweep: its aggregated tables are in {run_dir / 'tables'} (rerun `gb sweep` to update them)")
     else:
         errors, incons = compare_run(run_dir)
         _print_tables(errors, incons)
         _echo(f"tables -> {run_dir / 'tables'}")
-    bad = _failed(errors.to_dict("records"))
+    bad = missing + _failed(errors.to_dict("records"))
     if bad:
         err_console.print(f"gb: warning: rows that are not results: {', '.join(dict.fromkeys(bad))}",
                           highlight=False, markup=False, soft_wrap=True)
@@ -266,19 +275,26 @@ def plot_cmd(run_dir: str = RunDirArg,
     from gbcli.store.safe import check_tree
 
     check_tree(run_dir)   # it writes RUN_DIR/figures/: never through a symlink
-    dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused
+    kind = dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused
     from gbcli.runs.figures import plot_curves   # matplotlib and torch: once the input is known to be good
-    from gbcli.runs.sweep import draw_figures
+    from gbcli.runs.sweep import draw_figures, sweep_lock
+    from gbcli.store.lock import run_lock
 
+    # the writes under the directory's lock, as `gb compare` and `gb sweep` write it (a folder of tables
+    # only is no gb directory: no lock); taken once the input is read, so a refusal writes nothing
+    lock = {"run": lambda: run_lock(run_dir, key="RUN_DIR"),
+            "sweep": lambda: sweep_lock(run_dir)}.get(kind, contextlib.nullcontext)
     have_tables = any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY))
     tables = read_tables(run_dir) if have_tables else None   # a damaged table: refused before anything is drawn
-    curves = plot_curves(run_dir, per_point=points)
+    curves = plot_curves(run_dir, per_point=points, lock=lock)
     if not have_tables and not curves:
         read_tables(run_dir)   # neither curves nor tables: says what is missing
     for path in curves:
         _echo(f"figure -> {path}")
     if tables is not None:
-        for path in draw_figures(*tables, run_dir):
+        with lock():
+            drawn = draw_figures(*tables, run_dir)
+        for path in drawn:
             _echo(f"figure -> {path}")
 
 
@@ -418,7 +434,7 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
 
 @runs_app.callback(invoke_without_command=True)
 def runs_cmd(ctx: typer.Context,
-             root: str = typer.Option("runs", "--dir", "-d", help="where to look (default: runs/)"),
+             root: Optional[str] = typer.Option(None, "--dir", "-d", help="where to look (default: runs/)"),
              where: List[str] = typer.Option([], "--where", "-w", metavar="KEY=VALUE",
                                              help="only runs whose config (or kind, status) has this value, e.g. "
                                                   "model.hidden_units=10 (repeatable)"),
@@ -427,9 +443,12 @@ def runs_cmd(ctx: typer.Context,
     if ctx.invoked_subcommand is not None:
         return
     _check_format(fmt)
-    root = _path(root, "--dir")
+    given = root is not None   # a --dir that names no directory is bad input; a project without runs/ has none yet
+    root = _path("runs" if root is None else root, "--dir")
     if present(root) and not root.is_dir():
         raise GbError(f"--dir: {root}: not a directory")
+    if given and not root.is_dir():
+        raise GbError(f"--dir: {root}: no such directory")
     filters = {}
     for w in where:
         if "=" not in w:

@@ -30,6 +30,8 @@ one imported). No dependency beyond the standard library.
 from __future__ import annotations
 
 import argparse
+import ast
+import io
 import os
 import shlex
 import shutil
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +56,7 @@ class Mutation:
     sites: tuple[tuple[str, str, str], ...]   # (file, exact original substring, replacement): where the
     # line is, or the forms it may have taken as the code moved; the first file holding its
     # original (exactly once) is mutated
+    offset: int = -1                      # an --auto mutation: the original's place in its one file
 
 
 def at(files: str | tuple[str, ...], original: str, replacement: str) -> tuple[tuple[str, str, str], ...]:
@@ -169,21 +173,77 @@ MUTATIONS: list[Mutation] = [
 ]
 
 
-def locate(m: Mutation, tree: Path) -> tuple[str, Path | None, str, str, str]:
-    """(status, file, its text, original, replacement): 'ok' for the first site whose file holds its
-    original exactly once; else 'ambiguous' (a site's original occurs more than once) or 'stale'."""
+# --auto: every comparison, arithmetic and boolean operator, min/max call and True/False in the
+# code of a module (docstrings aside), swapped for its nearest wrong neighbour, one at a time. Not
+# every swap is a bug (an equivalent mutant survives by right): a survivor is a place to look.
+SWAPS = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">"),
+         ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="), ast.Add: ("+", "-"), ast.Sub: ("-", "+"),
+         ast.Mult: ("*", "/"), ast.Div: ("/", "*"), ast.And: ("and", "or"), ast.Or: ("or", "and")}
+CALL_SWAPS = {"min": "max", "max": "min"}
+
+
+def auto_mutations(repo: Path, rel: str) -> list[Mutation]:
+    """One mutation per operator of `rel` (a path in the repository), named file:line:col:old>new."""
+    text = (repo / rel).read_text(encoding="utf-8")
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+              if t.type in (tokenize.OP, tokenize.NAME)]
+    offset = lambda row, col: starts[row - 1] + col   # noqa: E731 (tokenize's columns are characters)
+
+    def between(word: str, lo: tuple[int, int], hi: tuple[int, int]) -> tuple[int, int] | None:
+        """The first token `word` after position lo and before hi (an operator between two operands)."""
+        return next((t.start for t in tokens if t.string == word and lo <= t.start < hi), None)
+
+    found: dict[int, tuple[str, str, int]] = {}
+    for node in ast.walk(ast.parse(text)):
+        pairs = []   # (kind of op, the operand before it, the one after it)
+        if isinstance(node, ast.BinOp):
+            pairs = [(type(node.op), node.left, node.right)]
+        elif isinstance(node, ast.Compare):
+            pairs = list(zip((type(o) for o in node.ops), [node.left, *node.comparators[:-1]], node.comparators))
+        elif isinstance(node, ast.BoolOp):
+            pairs = [(type(node.op), a, b) for a, b in zip(node.values, node.values[1:])]
+        for op, left, right in pairs:
+            if op not in SWAPS:
+                continue
+            old, new = SWAPS[op]
+            at_ = between(old, (left.end_lineno, left.end_col_offset), (right.lineno, right.col_offset))
+            if at_:
+                found[offset(*at_)] = (old, new, at_[0])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALL_SWAPS:
+            found[offset(node.func.lineno, node.func.col_offset)] = (node.func.id, CALL_SWAPS[node.func.id],
+                                                                     node.func.lineno)
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            found[offset(node.lineno, node.col_offset)] = (str(node.value), str(not node.value), node.lineno)
+    out = []
+    for pos, (old, new, row) in sorted(found.items()):
+        col = pos - starts[row - 1]
+        out.append(Mutation(f"{rel}:{row}:{col}:{old}~{new}", f"{old} -> {new}", ((rel, old, new),), pos))
+    return out
+
+
+def locate(m: Mutation, tree: Path) -> tuple[str, Path | None, str, str]:
+    """(status, file, its text, its mutated text): 'ok' for the first site whose file holds its
+    original exactly once (an --auto mutation: at its offset); else 'ambiguous' (a site's original
+    occurs more than once) or 'stale'."""
     ambiguous = None
     for rel, original, replacement in m.sites:
         path = tree / rel
         if not path.is_file():
             continue
         text = path.read_text(encoding="utf-8")
+        if m.offset >= 0:
+            if text[m.offset:m.offset + len(original)] == original:
+                return "ok", path, text, text[:m.offset] + replacement + text[m.offset + len(original):]
+            continue
         n = text.count(original)
         if n == 1:
-            return "ok", path, text, original, replacement
+            return "ok", path, text, text.replace(original, replacement)
         if n > 1 and ambiguous is None:
             ambiguous = path
-    return ("ambiguous", ambiguous, "", "", "") if ambiguous else ("stale", None, "", "", "")
+    return ("ambiguous", ambiguous, "", "") if ambiguous else ("stale", None, "", "")
 
 
 def copy_tree(src: Path, dst: Path) -> Path:
@@ -248,14 +308,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per pytest run (default 1800)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the run on the unmutated copy")
     ap.add_argument("--list", action="store_true", help="list the mutations and whether each is current")
+    ap.add_argument("--auto", action="append", default=[], metavar="FILE",
+                    help="instead of the hand-written list: every operator of FILE (a path in the repository; "
+                         "repeatable), swapped one at a time (see SWAPS)")
     a = ap.parse_args(argv)
 
     repo = a.repo.resolve()
+    for rel in a.auto:
+        if not (repo / rel).is_file() or not rel.endswith(".py"):
+            ap.error(f"--auto {rel}: not a Python file of {repo}")
+    pool = [m for rel in a.auto for m in auto_mutations(repo, rel)] if a.auto else MUTATIONS
     wanted = [n for item in a.only for n in item.split(",") if n]
-    unknown = sorted(set(wanted) - {m.name for m in MUTATIONS})
+    unknown = sorted(set(wanted) - {m.name for m in pool})
     if unknown:
         ap.error(f"unknown mutation(s): {', '.join(unknown)} (see --list)")
-    selected = [m for m in MUTATIONS if not wanted or m.name in wanted]
+    selected = [m for m in pool if not wanted or m.name in wanted]
 
     if a.list:
         for m in selected:
@@ -278,13 +345,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(tail, file=sys.stderr)
                 sys.exit("mutate: the selection does not pass on the unmutated code; nothing can be concluded")
         for m in selected:
-            status, path, text, original, replacement = locate(m, tree)
+            status, path, text, mutated = locate(m, tree)
             row = {"mutation": m.name, "file": str(path.relative_to(tree)) if path else m.sites[0][0], "seconds": ""}
             if status != "ok":
                 rows.append({**row, "result": status})
                 print(f"mutate: {m.name}: {status}", flush=True)
                 continue
-            path.write_text(text.replace(original, replacement), encoding="utf-8")
+            path.write_text(mutated, encoding="utf-8")
             try:
                 outcome, secs, tail = run_pytest(tree, python, args, a.timeout)
             finally:

@@ -19,12 +19,14 @@ lists the mutations these tests are meant to kill.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import gzip
 import json
 import math
 import shutil
 import struct
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +41,10 @@ from gbcli.data.sources import load_dataset
 from gbcli.metrics import error, expected_if_uncorrelated
 from gbcli.models.gating import Hyperplanes
 from gbcli.programs import Solution, certificate, solve_dual
+from gbcli.programs.certify import (dual_bound, predictor_from, recovery_scales, relative_gap,
+                                    relative_margin_bound, scale_groups)
+from gbcli.programs.design import GatedDesign
+from gbcli.programs.ipm import NOT_SEPARABLE
 from gbcli.registry import MODELS
 from gbcli.runs.stages import build_design, fit_svm, prepare, train_gd
 from gbcli.runs.sweep import expand
@@ -184,6 +190,77 @@ def test_the_margin_check_is_at_the_default_tolerance(times):
     assert abs(got["rel_gap"]) < 1e-8                       # the gap check passes: the margin decides
     assert got["min_margin"] == pytest.approx(target, abs=1e-3 * times * DEFAULT_CERTIFY_TOL)
     assert got["certified"] is (times < 1)
+
+
+def _pair(a: float, norm: str = "sq") -> GatedDesign:
+    """Two one-dimensional points, x = a (label +1) and x = 1 (label -1), one gate row."""
+    x = np.array([[a], [1.0]])
+    return GatedDesign(x, np.array([1.0, -1.0]), np.ones((2, 1)), x, np.ones((2, 1)), norm)
+
+
+def test_a_failed_solve_without_multipliers_is_not_certified():
+    design, _ = _solved("svm-gln")
+    got = certificate(design, Solution(None, "failed", float("nan"), 0.0, "dual"))
+    assert got["certified"] is False and math.isnan(got["primal_objective"]) and math.isnan(got["min_margin"])
+
+
+def test_only_an_infeasible_solve_certifies_a_ray():
+    """x = 1 with both labels: lam = (1, 1) gives V = 0, every predictor's relative margin is at most 0.
+    That ray certifies the infeasibility a solver reported, never a failed solve; and the multipliers of
+    a separable program do not certify an infeasibility."""
+    ray = _pair(1.0)
+    lam = np.array([1.0, 1.0])
+    assert relative_margin_bound(ray, lam) == 0.0 <= NOT_SEPARABLE
+    assert certificate(ray, Solution(None, "infeasible", float("nan"), 0.0, "dual", lam=lam))["certified"] is True
+    assert certificate(ray, Solution(None, "failed", float("nan"), 0.0, "dual", lam=lam))["certified"] is False
+    design, sol = _solved("svm-gln")
+    assert relative_margin_bound(design, sol.lam) > NOT_SEPARABLE
+    assert certificate(design, Solution(None, "infeasible", float("nan"), 0.0, "dual", lam=sol.lam))["certified"] is False
+
+
+@pytest.mark.parametrize("objective", ["svm-gln", "svm-l2"])
+def test_the_relative_margin_bound_does_not_change_with_the_scale_of_the_inputs(objective):
+    """min_n y_n f(x_n) / (||zeta|| radius) is scale-free: inputs x 10 leave the bound from the same
+    multipliers unchanged. Without multipliers (lam = 0) no predictor is excluded: the bound is inf."""
+    design, sol = _solved(objective)
+    big = dataclasses.replace(design, x_train=10 * design.x_train, x_val=10 * design.x_val)
+    got = relative_margin_bound(design, sol.lam)
+    assert 0 < got < 1 and relative_margin_bound(big, sol.lam) == pytest.approx(got, rel=1e-9)
+    assert relative_margin_bound(design, np.zeros_like(sol.lam)) == float("inf")
+
+
+def test_the_relative_gap_of_a_zero_objective_with_no_scale():
+    """Inputs of radius 0 give a scale of 0: a zero primal is then exactly certified by a zero dual
+    and infinitely far from a nonzero one; an infinite radius likewise gives no floor."""
+    assert relative_gap(0.0, 0.0, 0.0, True) == 0.0
+    assert relative_gap(0.0, -1.0, 0.0, True) == float("inf")
+    assert relative_gap(0.0, 0.0, float("inf"), False) == 0.0
+    assert relative_gap(2.0, 1.0, 0.0, True) == 0.5
+
+
+def test_a_cancelling_combination_is_summed_exactly():
+    """lam = (l, fl(l a)) on x = (a, 1), labels (+1, -1), l = fl(1/3), a = 1 + 2^-30: V = l a - fl(l a)
+    is the rounding error of one product, 0 in float64 arithmetic. The dual bound must use V's exact value,
+    rounded once: (sum lam / |V|)^2 for the squared norm."""
+    a = 1 + 2.0 ** -30
+    l1 = 1 / 3
+    lam = np.array([l1, l1 * a])
+    exact = Fraction(l1) * Fraction(a) - Fraction(float(lam[1]))
+    assert exact != 0 and float(lam[0] * a - lam[1]) == 0.0
+    expected = (float(lam.sum()) / abs(float(exact))) ** 2
+    assert dual_bound(_pair(a), lam) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["svm-gln", "svm-l2"])
+def test_stored_multipliers_and_scales_give_back_their_predictor(objective):
+    """zeta = recover(V(lam), s): recovery_scales(zeta, lam) returns s, and predictor_from(lam, s)
+    that zeta again (a compact stored solution loses only rounding)."""
+    design, sol = _solved(objective)
+    s = np.random.default_rng(3).uniform(0.5, 2.0, len(scale_groups(design)))
+    zeta = predictor_from(design, sol.lam, s)
+    assert recovery_scales(design, zeta, sol.lam) == pytest.approx(s, rel=1e-10)
+    got = recovery_scales(design, sol.zeta, sol.lam)
+    assert np.allclose(predictor_from(design, sol.lam, got), sol.zeta, rtol=1e-7, atol=1e-9 * np.abs(sol.zeta).max())
 
 
 # =============================================================================================

@@ -1045,6 +1045,137 @@ I34_READ = [
 ]
 
 
+# ------------------------------------------------------------------ numbers and words computed, not copied
+# What a table shows is computed from the arrays where it can be: a status from the network's
+# outputs, a pair of records checked against their predictions' disagreement, a sweep point's
+# tables computed again from its records (a point whose files changed since is run again).
+
+LIE = 0.123456789   # no error rate of 200 validation points (a multiple of 0.005)
+
+
+def npz_nan(key: str) -> Callable[[bytes], bytes]:
+    def f(data: bytes) -> bytes:
+        arrays = _npz_arrays(data)
+        arrays[key] = np.full_like(arrays[key], NAN)
+        return npz_bytes(**arrays)
+    return f
+
+
+def npz_complex(data: bytes) -> bytes:
+    arrays = _npz_arrays(data)
+    arrays["val_out"] = arrays["val_out"] + 1j
+    return npz_bytes(**arrays)
+
+
+def csv_set(predictor: str, column: str, value) -> Callable[[bytes], bytes]:
+    """A gb table with one cell of the row of `predictor` replaced."""
+    def f(data: bytes) -> bytes:
+        head, *rows = data.decode().splitlines()
+        cols = head.split(",")
+        out = [head]
+        for row in rows:
+            cells = row.split(",")
+            if cells[cols.index("predictor")] == predictor:
+                cells[cols.index(column)] = str(value)
+            out.append(",".join(cells))
+        return ("\n".join(out) + "\n").encode()
+    return f
+
+
+def _rows(path: Path) -> list[dict]:
+    import csv
+
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _statuses(table: str, **want: str):
+    """The run's (or sweep's) errors table gives these predictors these statuses."""
+    def check(work: Path, outcome: Outcome, before: dict, what: str) -> None:
+        got = {r["predictor"]: r["status"] for r in _rows(work / "run" / "tables" / table)}
+        for predictor, status in want.items():
+            assert got.get(predictor.replace("_", "-")) == status, f"{got}\n{what}"
+    return check
+
+
+def _failed_point(reason: str):
+    """The sweep lists its one point as failed, for this reason."""
+    def check(work: Path, outcome: Outcome, before: dict, what: str) -> None:
+        rows = _rows(work / "run" / "tables" / "failures.csv")
+        assert len(rows) == 1 and rows[0]["status"] == "failed" and reason in rows[0]["message"], f"{rows}\n{what}"
+    return check
+
+
+def _no_lie_left(work: Path, outcome: Outcome, before: dict, what: str) -> None:
+    for table in work.glob("run/**/tables/*.csv"):
+        assert str(LIE) not in table.read_text(), f"{table} still shows the edited number\n{what}"
+    assert "1 points, 0 done, running 1" in outcome.stdout, f"the edited point was not run again\n{what}"
+
+
+def _retrained(work: Path, outcome: Outcome, before: dict, what: str) -> None:
+    point = next(work.glob("run/points/*/gd/summary.json"), None)
+    assert point is not None, f"the point's network was not trained again\n{what}"
+    assert {r["status"] for r in _rows(work / "run" / "tables" / "errors.csv")} == {"ok", "optimal"}, what
+
+
+def _warns(*parts: str):
+    def check(work: Path, outcome: Outcome, before: dict, what: str) -> None:
+        assert all(part in outcome.stderr for part in parts), what
+    return check
+
+
+COMPUTED = [
+    # a sweep's points that are not done are not results: `gb compare` on the sweep says so and exits 1
+    pytest.param(_received("compare", "run", run="sweep",
+                           corrupt=(("run/tables/failures.csv",
+                                     b"point,status,stage,message,log\nabc123,failed,train-gd,diverged,\n"),),
+                           expect=("run",), codes=(1,), check=_warns("point abc123 (failed)")),
+                 id="sweep-compare-with-a-failed-point"),
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/predictions.npz", npz_nan("val_out")),),
+                           expect=("run",), codes=(1,), check=_statuses("errors.csv", gd_gln="diverged")),
+                 id="nan-gd-outputs-are-diverged"),
+    pytest.param(_received("compare", "run", run="gln", corrupt=(("run/gd/predictions.npz", npz_nan("train_out")),),
+                           expect=("run",), codes=(1,), check=_statuses("errors.csv", gd_gln="diverged")),
+                 id="nan-gd-train-outputs-are-diverged"),
+    pytest.param(_received("compare", "run", run="gln",
+                           corrupt=(("run/svm/svm-gln/predictions.npz", npz_nan("val_out")),),
+                           expect=("run",), codes=(1,), check=_statuses("errors.csv", svm_gln="unverified")),
+                 id="nan-svm-outputs-are-unverified"),
+    # a sweep point whose files changed since it finished is run again: its tables come from its records
+    pytest.param(_received("sweep", "cfg.yaml", "-q", "--out", "run", config=SWEEP_CFG, run="sweep",
+                           corrupt=(("run/points/{point}/tables/errors.csv", csv_set("svm-gln", "val_error", LIE)),),
+                           expect=("run",), codes=(0,), check=_no_lie_left), id="sweep-point-table-edited"),
+    pytest.param(_received("sweep", "cfg.yaml", "-q", "--out", "run", config=SWEEP_CFG, run="sweep",
+                           corrupt=(("run/points/{point}/svm/svm-gln/result.json", set_json(certified=False)),),
+                           expect=("run",), codes=(1,), check=_failed_point("not certified")),
+                 id="sweep-point-record-uncertified"),
+    pytest.param(_received("sweep", "cfg.yaml", "-q", "--out", "run", config=SWEEP_CFG, run="sweep",
+                           corrupt=(("run/points/{point}/gd/summary.json", None),),
+                           expect=("run",), codes=(0,), check=_retrained), id="sweep-point-summary-removed"),
+]
+
+
+CASES += [
+    # records that contradict their own files: refused as a mixed run is
+    pytest.param(compare_run(("run/gd/config.yaml", other_units), expect=("run/gd/config.yaml", "not the config")),
+                 id="gd-config-edited"),
+    pytest.param(compare_run(("run/svm/svm-gln/config.yaml", other_units),
+                             expect=("run/svm/svm-gln/config.yaml", "not the config")), id="svm-config-edited"),
+    pytest.param(compare_run(("run/svm/svm-gln/result.json", set_json(val_error=0.0)),
+                             ("run/gd/summary.json", set_json(val_error=0.0)),
+                             expect=("run/svm/svm-gln/result.json", "cannot come from")), id="val-errors-edited"),
+    pytest.param(compare_run(("run/gd/predictions.npz", npz_complex), expect=("run/gd/predictions.npz", "complex")),
+                 id="gd-outputs-complex"),
+]
+
+
+@pytest.mark.parametrize("case", COMPUTED)
+def test_numbers_are_computed_not_copied(case: Case, launched, request):
+    """A damaged copy of a finished run or sweep: the status words come from the arrays and records,
+    never from a file that says otherwise, and the exit code follows them."""
+    test_received_run(case, launched, request)
+
+
 @pytest.mark.parametrize("case", I34_READ)
 def test_i34_read_only(case: Case, launched, request):
     """`gb runs`, `gb runs show`, `gb verify` on a damaged copy of a finished run: never a hang or a

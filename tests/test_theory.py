@@ -19,7 +19,6 @@ from gbcli.runs.stages import build_model
 from gbcli.runs.compare import compare_run
 from gbcli.runs.stages import build_design, fit_svm, make_tracker, prepare, train_gd
 from gbcli.programs import solve_primal
-from gbcli.instruments.core import kkt_residual
 from gbcli.training.losses import log_mean_loss
 from gbcli.training.loop import train
 from gbcli.training.losses import loss_fn

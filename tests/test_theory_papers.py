@@ -12,7 +12,7 @@ import pytest
 from gbcli.config import validate
 from gbcli.errors import GbError
 from gbcli.runs.stages import build_model
-from gbcli.runs.stages import build_design, fit_svm, prepare, train_gd
+from gbcli.runs.stages import fit_svm, prepare, train_gd
 from gbcli.store.solutions import read_compact
 
 ORTHOGONAL = {"name": "orthogonal", "n_samples": 400, "train_size": 200, "val_size": 200, "dim": 20}

@@ -142,8 +142,9 @@ def read_yaml(path: str | Path) -> dict:
         where = f" (line {mark.line + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]  # ReaderError: no .problem
         raise GbError(f"{path}: not valid YAML{where}: {shorten(str(problem))}") from None
-    if raw is None:
-        raw = {}
+    if raw is None:   # no YAML document (0 bytes, comments, whitespace): not a config of defaults by accident
+        raise GbError(f"{path}: is empty (no YAML document; a config is a mapping of sections, "
+                      f"`{{}}` for every default)")
     if not isinstance(raw, dict):
         raise GbError(f"{path}: a config must be a mapping of sections, got {type(raw).__name__}")
     return raw

@@ -125,8 +125,8 @@ class TrainingConfig(Section):
     lr: float = Field(0.04, gt=0, le=3.4e38, allow_inf_nan=False,   # torch trains in float32
                       description="step size (learning rate) before the milestones decay it; the base step eta_0 of a "
                                   "normalized step_rule")
-    momentum: float = Field(0.0, ge=0, lt=1, description="heavy-ball momentum of torch.optim.SGD (0: plain SGD; sgd "
-                                                         "only)")
+    momentum: float = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
+                            description="heavy-ball momentum of torch.optim.SGD (0: plain SGD; sgd only)")
     optimizer: Literal["sgd", "adam"] = Field(
         "sgd", description="adam: torch's Adam with its default betas at step lr (paper 001's appendix D)")
     epochs: Union[StrictInt, Literal["paper"]] = Field(
@@ -194,7 +194,8 @@ class SvmConfig(Section):
     max_iters: Optional[StrictInt] = Field(None, ge=1, description="solver iteration limit (default: the solver's own)")
     eps: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
                                  description="solver tolerance (default: the solver's own; dual: 1e-6)")
-    certify_tol: float = Field(1e-6, gt=0, lt=1, description="certified when relative gap and 1 - smallest margin are below this")
+    certify_tol: float = Field(1e-6, gt=0, lt=1, allow_inf_nan=False,
+                               description="certified when relative gap and 1 - smallest margin are below this")
     # how long a solve may take and where its arrays live never change what it solves: a rerun with
     # another time limit resumes the same programs
     time_limit: Optional[float] = Field(None, gt=0, allow_inf_nan=False, json_schema_extra=EXECUTION,

@@ -32,16 +32,22 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
     ray), its float64 sum is noise: it is summed exactly instead (`design.combination(precise=True)`)."""
     lam = np.clip(lam, 0, None)
     norm = norm_of(design)
-    v = combination(design, lam)
-    if lam.sum() * input_radius(design) > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300):
-        v = combination(design, lam, precise=True).astype(np.float64)   # V cancels: its sum rounded once
-    dn = norm.dual(design, v)
+    dn = norm.dual(design, _combination_for(design, lam))
     if np.isnan(dn):
         return float("nan")
     if dn == 0:   # lam = 0: the trivial bound; V(lam) = 0 with lam != 0: no feasible point at all
         return 0.0 if not lam.any() else float("inf")
     bound = lam.sum() / dn
     return float(bound ** 2 if norm.quadratic else bound)
+
+
+def _combination_for(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
+    """V(lam) in float64; summed exactly and rounded once when it cancels (its terms PRECISE_ABOVE
+    times larger than it)."""
+    v = combination(design, lam)
+    if lam.sum() * input_radius(design) > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300):
+        v = combination(design, lam, precise=True).astype(np.float64)
+    return v
 
 
 def input_radius(design: GatedDesign) -> float:
@@ -109,14 +115,6 @@ def scale_groups(design: GatedDesign) -> list[np.ndarray]:
     if norm.has_reduction:
         return []
     return [np.arange(design.rows)] if norm.quadratic else list(design.groups)
-
-
-def _combination_for(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
-    """V(lam), summed exactly when it cancels (the test of `dual_bound`)."""
-    v = combination(design, lam)
-    if lam.sum() * input_radius(design) > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300):
-        v = combination(design, lam, precise=True).astype(np.float64)
-    return v
 
 
 def recovery_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray) -> np.ndarray | None:

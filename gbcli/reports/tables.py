@@ -16,7 +16,7 @@ import pandas as pd
 from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
-from gbcli.store.safe import is_file, read_csv_untrusted, write_csv
+from gbcli.store.safe import is_dir, is_file, present, read_csv_untrusted, write_csv
 from gbcli.text import printable, quoted
 
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
@@ -31,9 +31,18 @@ def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame
     """inconsistency.csv, then errors.csv: a sweep counts a point as done when errors.csv exists, so
     it must come last (a kill -9 between the two once left a "done" point without its
     inconsistency table, and the resumed sweep failed on it)."""
+    check_tables_dir(out_dir)
     out = RunDir(out_dir).tables
     write_csv(out / layout.INCONSISTENCY, incons)
     write_csv(out / layout.ERRORS, errors)
+
+
+def check_tables_dir(out_dir: str | Path) -> None:
+    """Refuse (GbError) a RUN/tables that is there but not a folder (a file of the user's): gb writes
+    its tables into it, so a command that would write them asks this before writing anything."""
+    out = RunDir(out_dir).tables
+    if present(out) and not is_dir(out):
+        raise GbError(f"{out}: not a directory (gb writes its tables into this folder; move the file away)")
 
 
 REQUIRED_COLUMNS = {"errors": ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init",
@@ -62,6 +71,23 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         _check_values(frame, path)
         frames.append(frame)
     return frames[0], frames[1]
+
+
+def read_failures(out_dir: str | Path) -> list[str]:
+    """The points a sweep's tables/failures.csv lists as not done, as `point (status)`; a missing
+    file lists none (a sweep written before it existed), an unreadable one is a GbError."""
+    path = RunDir(out_dir).tables / layout.FAILURES
+    if not is_file(path):
+        return []
+    try:
+        frame = read_csv_untrusted(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        return []
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise GbError(f"{path}: not a gb table ({type(exc).__name__})") from None
+    if not {"point", "status"} <= set(frame.columns):
+        raise GbError(f"{path}: not a gb failures table (missing columns point, status)")
+    return [f"point {p} ({s or 'failed'})" for p, s in zip(frame["point"], frame["status"])]
 
 
 FRACTIONS = ("train_error", "val_error", "inconsistency", "expected_if_uncorrelated", "gd_val_error", "svm_val_error")

@@ -38,22 +38,45 @@ SUMMARY_KEYS = ("predictor", "train_error", "val_error", "status")
 RESULT_KEYS = ("predictor", "train_error", "val_error", "status")
 
 
-def _outputs(path: Path, n: int | None = None, key: str = "val_out") -> np.ndarray:
-    """The validation outputs of a predictions.npz (GbError naming the file when it is not one)."""
+def _outputs(path: Path, n: int | None = None, key: str = "val_out", against: Path | None = None) -> np.ndarray:
+    """The validation outputs of a predictions.npz (GbError naming the file when it is not one); n:
+    the length of the outputs in `against` they are compared with."""
     def load(p):
         with load_npz_untrusted(p) as z:
-            return np.asarray(z[key if key in z.files or key == "val_out" else "val_out"], dtype=float)
+            arr = z[key if key in z.files or key == "val_out" else "val_out"]
+            if arr.dtype.kind not in "fiu":
+                raise GbError(f"{p}: {key} holds {arr.dtype} values, not real outputs; rerun the stage")
+            return np.asarray(arr, dtype=float)
 
     try:
         out = load(path)
+    except GbError:
+        raise
     except KeyError:
         raise GbError(f"{path}: has no val_out array; rerun the stage") from None
     except Exception as exc:   # truncated zip, foreign file: numpy raises a variety of errors
         raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
     if out.ndim != 1 or (n is not None and len(out) != n):
-        raise GbError(f"{path}: val_out has shape {out.shape}, expected ({n},); the stages do not belong together "
-                      f"(rerun them)")
+        other = f" as {against} has" if against is not None else ""
+        raise GbError(f"{path}: {key} has shape {out.shape}, expected ({n},){other}; the stages do not belong "
+                      f"together (rerun them)")
     return out
+
+
+def _check_errors(record: Path, error_a, summary: Path, error_b, disagreement: float) -> None:
+    """Two predictors' validation errors bound how often their labels can differ on the same points:
+    |e_a - e_b| <= disagreement <= e_a + e_b (a point where exactly one is right, or one where they
+    differ, is an error of at least one). Records whose errors break it were not computed from these
+    predictions (edited or mixed files): refused, as a stale stage is."""
+    try:
+        a, b = float(error_a), float(error_b)
+    except (TypeError, ValueError):
+        return   # no error to check: the record's status already says it is not a result
+    slack = 1e-9
+    if np.isfinite(a) and np.isfinite(b) and not abs(a - b) - slack <= disagreement <= a + b + slack:
+        raise GbError(f"{record}: its val_error {a:.6g} and the network's {b:.6g} ({summary}) cannot come from their "
+                      f"predictions, which disagree on {disagreement:.6g} of the validation points (edited or mixed "
+                      f"files); rerun the stages")
 
 
 def _meta(config_path: Path) -> dict:
@@ -101,28 +124,39 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if is_file(run.summary):
         s = stage_record(run.summary, SUMMARY_KEYS, gd=True)
         meta = _meta(run.gd_config)
-        gd = (s, _outputs(run.gd_predictions), _outputs(run.gd_predictions, key="val_out_published"))
+        gd_val = _outputs(run.gd_predictions)
+        status = gd_status(s)
+        if status == "ok" and not (np.isfinite(gd_val).all()
+                                   and np.isfinite(_outputs(run.gd_predictions, key="train_out")).all()):
+            status = "diverged"   # computed from the network's outputs, whatever its record says
+        gd = (s, gd_val, _outputs(run.gd_predictions, len(gd_val), key="val_out_published"), status)
         errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
-                       "val_error": s["val_error"], "status": gd_status(s)})
+                       "val_error": s["val_error"], "status": status})
     for result in run.results():
         r = stage_record(result, RESULT_KEYS)
         meta = _meta(result.parent / layout.CONFIG)
+        status = program_status(r)   # one status for one record (gb runs shows the same)
+        preds = result.parent / layout.PREDICTIONS
+        svm_val = _outputs(preds, None if gd is None else len(gd[1]), against=run.gd_predictions) \
+            if is_file(preds) else None
+        if status in ("optimal", "inaccurate") and svm_val is not None and not np.isfinite(svm_val).all():
+            status = "unverified"   # a predictor's outputs are finite: these are not its outputs
         errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "objective",
                                                         "solve_seconds", "solver", "min_margin", "rel_gap",
-                                                        "certified", "iterations")},
-                       "status": program_status(r)})   # one status for one record (gb runs shows the same)
-        preds = result.parent / layout.PREDICTIONS
-        if gd is not None and is_file(preds):
-            s, gd_val, gd_published = gd
+                                                        "certified", "iterations")}, "status": status})
+        if gd is not None and svm_val is not None:
+            s, gd_val, gd_published, gd_state = gd
             p = s["val_error"]
-            svm_val = _outputs(preds, len(gd_val))
+            disagree = inconsistency(svm_val, gd_val)
+            if gd_state == "ok" and status in ("optimal", "inaccurate"):   # results: their errors are their outputs'
+                _check_errors(result, r["val_error"], run.summary, p, disagree)
             pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
-                          "inconsistency": inconsistency(svm_val, gd_val), "gd_val_error": p,
+                          "inconsistency": disagree, "gd_val_error": p,
                           "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p),
                           # measured as the published comparison did (protocol section 10); the same
                           # number wherever that comparison did not differ
                           "published_inconsistency": inconsistency(svm_val, gd_published),
-                          "gd_status": gd_status(s)})   # a pair with a diverged network says so
+                          "gd_status": gd_state})   # a pair with a diverged network says so
     if not errors:
         raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
     return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),

@@ -9,6 +9,7 @@ Figures are plain matplotlib Figure objects rendered with Agg, so no display is 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -560,9 +561,11 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Fi
     return fig
 
 
-def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
+def plot_curves(out_dir: str | Path, per_point: bool = False, lock=contextlib.nullcontext) -> list[Path]:
     """`figures/curves.png` of a run (its gd/metrics.csv) or of a sweep (every point's, labelled by
-    what tells them apart); with `per_point`, also each sweep point's own `figures/curves.png`."""
+    what tells them apart); with `per_point`, also each sweep point's own `figures/curves.png`.
+    `lock()`: the context held while the figures are written (`gb plot`: the directory's lock, the
+    one `gb compare` takes), entered only once every metrics.csv is read, so a refusal writes nothing."""
     out_dir = Path(out_dir)
     paths: list[Path] = []
     single = RunDir(out_dir).metrics
@@ -572,7 +575,8 @@ def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
         said = headline(out_dir)
         fig = curves_figure({out_dir.name: _metrics(single)}, title=f"{out_dir}" + (f"\n{said}" if said else ""))
         if fig is not None:
-            paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
+            with lock():
+                paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
         return paths
     runs = {}
     for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
@@ -586,11 +590,12 @@ def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
     naming = _naming_keys(varied, runs)
     label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in naming) or p for p, (_, c) in runs.items()}
     fig = curves_figure({label[p]: m for p, (m, _) in runs.items()}, title=f"{out_dir} ({len(runs)} points)")
-    if fig is not None:
-        paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
-    if per_point:
-        for p, (m, _) in runs.items():
-            fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
-            if fig is not None:
-                paths.append(save_png(fig, SweepDir(out_dir).point(p).figures / "curves.png"))
+    with lock():
+        if fig is not None:
+            paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
+        if per_point:
+            for p, (m, _) in runs.items():
+                fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
+                if fig is not None:
+                    paths.append(save_png(fig, SweepDir(out_dir).point(p).figures / "curves.png"))
     return paths

@@ -302,9 +302,12 @@ def _matches(info: RunInfo, filters: dict[str, str]) -> bool:
 
 
 def show(path: str | Path) -> dict:
-    """One run or sweep in full: what it is, its resolved config, provenance and results."""
+    """One run or sweep in full: what it is, its resolved config, provenance and results. A directory
+    `scan` lists as foreign (a marker that is not gb's, a mixed directory) is refused (GbError)."""
     path = Path(path)
     info = read_any(path)
+    if info.kind == "foreign":
+        raise GbError(f"{info.note} (foreign: not a run or sweep gb can show)")
     out: dict[str, Any] = {"path": str(path), "kind": info.kind, "status": info.status, "stages": info.stages,
                            "time": info.time, "numbers": info.numbers}
     if info.note:

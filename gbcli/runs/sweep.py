@@ -24,6 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import threadpoolctl
 import yaml
@@ -48,7 +49,8 @@ from gbcli.store.layout import RunDir, SweepDir
 from gbcli.store.safe import check_tree, is_file, open_append, present, read_record, remove
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
-from gbcli.runs.compare import compare_run
+from gbcli.runs.compare import compare, compare_run
+from gbcli.store.integrity import check_run
 from gbcli.runs import tracking
 from gbcli.runs.tracking import Live, tracked
 from gbcli.runs.stages import Deferred, check_svm_request, dataset_of, fit_svm, prepare, train_gd, train_gd_group
@@ -109,8 +111,43 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
 # ------------------------------------------------------------------ one point
 
 
+# what a point's own tables must agree on with its records, computed again (`point_tables`)
+DECISIVE = (("predictor", "status", "train_error", "val_error", "objective"),
+             ("predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error", "gd_status"))
+
+
+def _same(a: pd.Series, b: pd.Series) -> bool:
+    if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+        x, y = a.to_numpy(float), b.to_numpy(float)
+        return bool(((x == y) | (np.isnan(x) & np.isnan(y)) | np.isclose(x, y, rtol=1e-12, atol=0)).all())
+    return a.astype(str).tolist() == b.astype(str).tolist()
+
+
+def point_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A finished point's tables computed again from its records and predictions (as `gb compare`
+    does; nothing written), and checked against the tables it wrote when it finished: a point whose
+    files were edited, removed or mixed since is not a finished point (GbError). The sweep never
+    copies a number or a status word from a point's tables."""
+    check_run(run_dir)
+    fresh = compare(run_dir)
+    for table, now, then, cols in zip((layout.ERRORS, layout.INCONSISTENCY), fresh, read_tables(run_dir), DECISIVE):
+        cols = [c for c in cols if c in then.columns and c in now.columns]
+        if len(now) != len(then) or not all(_same(now[c].reset_index(drop=True), then[c]) for c in cols):
+            raise GbError(f"{RunDir(run_dir).tables / table}: does not match the point's records any more (a file "
+                          f"edited, replaced or removed since it was written)")
+    return fresh
+
+
 def is_done(run_dir: Path) -> bool:
-    return is_file(RunDir(run_dir).errors)
+    """A point whose tables exist and agree with its records (`point_tables`); any other point is
+    run (again): its finished stages are kept, and its tables written anew from them."""
+    if not is_file(RunDir(run_dir).errors):
+        return False
+    try:
+        point_tables(run_dir)
+    except GbError:
+        return False
+    return True
 
 
 def _time_limited(record: Path) -> bool:
@@ -478,8 +515,8 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
         d = SweepDir(out).point(pid).root
         if is_done(d):
             try:
-                e, i = read_tables(d)
-            except GbError as exc:   # a corrupt point table: that point's failure, not the sweep's
+                e, i = point_tables(d)
+            except GbError as exc:   # a corrupt or edited point: that point's failure, not the sweep's
                 fails.append({"point": pid, "status": "failed", "stage": "aggregate", "message": str(exc), "log": ""})
                 continue
             errs.append(e.assign(point=pid))
@@ -502,11 +539,11 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
     tables = SweepDir(out).tables
     write_csv(tables / layout.ERRORS, errors)
     write_csv(tables / layout.INCONSISTENCY, incons)
-    write_csv(tables / "failures.csv", failures)
+    write_csv(tables / layout.FAILURES, failures)
     write_csv(SweepDir(out).points_table, point_table(points))
     if errs:
         write_csv(tables / "summary.csv", summarize(errors, incons))
         draw_figures(errors, incons, out)
     echo(f"{len(points) - len(fails)} of {len(points)} points done, {len(fails)} failed"
-         + (f": see {tables / 'failures.csv'}" if fails else ""))
+         + (f": see {tables / layout.FAILURES}" if fails else ""))
     return errors, incons, failures

@@ -18,7 +18,7 @@ import yaml
 
 from gbcli.errors import GbError
 from gbcli.store import layout
-from gbcli.store.identity import PROBLEM_SECTIONS, file_hash, gd_manifest, svm_manifest
+from gbcli.store.identity import PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
 from gbcli.store.layout import RunDir
 from gbcli.store.safe import _short, is_file, load_yaml, present, read_json, read_record, read_text_untrusted, remove
 
@@ -69,6 +69,21 @@ def _saved_config(path: Path) -> dict | None:
     except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError):
         return None
     return d if isinstance(d, dict) else None
+
+
+def _check_saved_config(path: Path, record: Path, manifest: dict, key: str, sections: tuple[str, ...]) -> None:
+    """A stage's config.yaml must be the config its record was computed from (the record's manifest
+    hashes it): an edited or swapped config would label the record's numbers with other settings."""
+    from gbcli.config import validate   # pydantic only (no torch)
+
+    saved = _saved_config(path)
+    try:
+        got = section_hash(validate(saved, str(path)), sections) if saved is not None else None
+    except GbError as exc:
+        raise GbError(f"{path}: not a gb config ({_short(str(exc), 200)}); rerun the stage") from None
+    if got is None or got != manifest.get(key):
+        raise GbError(f"{path}: not the config {record} was computed from (edited, replaced or missing); rerun "
+                      f"the stage")
 
 
 def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
@@ -194,10 +209,13 @@ def check_run(run_dir: Path) -> None:
     gm = manifest_of(summary) if is_file(summary) else None
     if is_file(summary) and gm is None:
         raise GbError(f"{summary}: not a finished stage of this gb (no manifest); rerun `gb train-gd`")
+    if gm is not None:
+        _check_saved_config(run.gd_config, summary, gm, "config", PROBLEM_SECTIONS + ("training",))
     for record in run.results():
         m = manifest_of(record)
         if m is None:
             raise GbError(f"{record}: not a finished stage of this gb (no manifest); rerun `gb fit-svm`")
+        _check_saved_config(record.parent / layout.CONFIG, record, m, "problem", PROBLEM_SECTIONS)
         if gm is not None and m.get("problem") != gm.get("problem"):
             raise GbError(f"{record}: stale: computed from another dataset, model or contexts than {summary} "
                           f"(rerun `gb fit-svm`)")

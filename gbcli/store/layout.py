@@ -51,6 +51,7 @@ SWEEP = "sweep.json"
 ERRORS = "errors.csv"
 POINTS_TABLE = "points.csv"
 INCONSISTENCY = "inconsistency.csv"
+FAILURES = "failures.csv"   # a sweep's points that are not done: not run, failed, interrupted
 
 GD, SVM, TABLES, FIGURES, POINTS, SOLVES, SOLUTIONS = "gd", "svm", "tables", "figures", "points", "solves", "solutions"
 # folders of other programs inside gb's directories: gb does not own them, so it neither refuses

@@ -411,7 +411,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                     idx = perm[i * batch:(i + 1) * batch]
                     loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
                     if not bool(torch.isfinite(loss)):
-                        diverged = f"the training loss is {float(loss)} at step {step} (epoch {epoch})"
+                        diverged = f"the training loss is {float(loss.detach())} at step {step} (epoch {epoch})"
                         break
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
