@@ -243,23 +243,15 @@ def compare_cmd(run_dir: str = RunDirArg):
         check_tables_dir(run_dir)
     from gbcli.runs.compare import compare_run
 
-    missing = []
     if kind == "sweep":   # a sweep directory: its aggregated tables, read only
-        from gbcli.reports.tables import read_failures
-
         errors, incons = read_tables(run_dir)
-        missing = read_failures(run_dir)   # points with no row: a table without them is not the sweep
         _print_tables(errors, incons)
         _echo(f"a sweep: its aggregated tables are in {run_dir / 'tables'} (rerun `gb sweep` to update them)")
     else:
         errors, incons = compare_run(run_dir)
         _print_tables(errors, incons)
         _echo(f"tables -> {run_dir / 'tables'}")
-    bad = missing + _failed(errors.to_dict("records"))
-    if bad:
-        err_console.print(f"gb: warning: rows that are not results: {', '.join(dict.fromkeys(bad))}",
-                          highlight=False, markup=False, soft_wrap=True)
-        raise typer.Exit(1)
+    _exit_unless_results(errors, run_dir if kind == "sweep" else None)   # a failed point has no row: listed too
 
 
 @app.command("plot")
@@ -296,6 +288,19 @@ def plot_cmd(run_dir: str = RunDirArg,
             drawn = draw_figures(*tables, run_dir)
         for path in drawn:
             _echo(f"figure -> {path}")
+        _exit_unless_results(tables[0], run_dir if kind == "sweep" else None)
+
+
+def _exit_unless_results(errors, sweep_dir: Path | None) -> None:
+    """Exit code 1, with a warning naming them, when a table's rows are not all results (diverged,
+    uncertified, failed) or a sweep's failures.csv lists a point: `gb compare` and `gb plot`."""
+    from gbcli.reports.tables import read_failures
+
+    bad = (read_failures(sweep_dir) if sweep_dir is not None else []) + _failed(errors.to_dict("records"))
+    if bad:
+        err_console.print(f"gb: warning: rows that are not results: {', '.join(dict.fromkeys(bad))}",
+                          highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command("sweep")

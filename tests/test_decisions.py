@@ -670,6 +670,31 @@ def test_a_point_on_a_hyperplane_is_on_its_zero_side():
     assert hp.local_contexts(x)[:, 0].tolist() == [2 * b0 + b1 for b0, b1 in bits]
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_context_sides_are_the_bits_of_the_context_hyperplane_0_first(k):
+    """context_sides inverts context_index: context c's side of hyperplane j is bit k-1-j of c."""
+    from gbcli.models.gating import context_index, context_sides
+
+    c = np.arange(2 ** k)
+    sides = context_sides(c, k)
+    assert sides.tolist() == [[(int(v) >> (k - 1 - j)) & 1 for j in range(k)] for v in c]
+    assert context_index(sides).tolist() == c.tolist()
+
+
+def test_projections_sum_float32_inputs_in_float64_and_round_once():
+    """float64 normals: the plain product. float32 normals (the published draws): the inputs rounded
+    to float32, the products summed in float64, the sum rounded to float32 once."""
+    from gbcli.models.gating import projections
+
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((7, 300)), rng.standard_normal((3, 300))
+    assert np.array_equal(projections(x, w), x @ w.T)
+    w32 = w.astype(np.float32)
+    want = (x.astype(np.float32).astype(np.float64) @ w32.astype(np.float64).T).astype(np.float32)
+    got = projections(x, w32)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
 def test_the_gln_design_gates_row_h_times_c_plus_the_context():
     """Protocol section 5: zeta's rows are r = h*C + c, so point n's gates are the columns
     h*C + gamma_h(x_n), one per unit (the reference programs' groups depend on this order)."""

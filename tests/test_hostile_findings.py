@@ -169,6 +169,17 @@ def test_a_non_finite_bounded_float_is_named_not_finite(tmp_path, section, key, 
     assert tree(tmp_path) == before
 
 
+@pytest.mark.parametrize("value", [".nan", ".inf"])
+def test_a_non_finite_leaky_slope_is_named_not_finite(tmp_path, value):
+    text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "model"}) + \
+        f"model: {{kind: leaky, hidden_units: 2, leaky_alpha: {value}}}\n"
+    (tmp_path / "cfg.yaml").write_text(text)
+    before = tree(tmp_path)
+    err = refused(gb(["train-gd", "cfg.yaml", "-q"], tmp_path), "model.leaky_alpha", "finite")
+    assert "less than" not in err
+    assert tree(tmp_path) == before
+
+
 # ---- 7. `gb plot` takes the run directory's lock, as `gb compare` does
 
 

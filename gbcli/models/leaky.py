@@ -24,7 +24,7 @@ class Params(ModelParams):
     kind: Literal["leaky"] = Field("leaky", description="paper 002: 2k leaky ReLU units, output weights fixed to +-v")
     hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="2k: k units with output weight +v, k with -v")
     init: Optional[InitScheme] = Field(None, description="default: normal")
-    leaky_alpha: float = Field(0.2, ge=0, lt=1, description="slope alpha of max(alpha z, z); 0 is a ReLU net "
+    leaky_alpha: float = Field(0.2, ge=0, lt=1, allow_inf_nan=False, description="slope alpha of max(alpha z, z); 0 is a ReLU net "
                                                              "(appendix D.1's counterexample: Theorem 5.1 needs alpha > 0)")
     output_weight: float = Field(1.0, gt=0, allow_inf_nan=False,
                                  description="v, the fixed output weight (+v first k units, -v last k)")
