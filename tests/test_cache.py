@@ -163,6 +163,58 @@ def test_damaged_entries_heal(tmp_path):
         pytest.fail("no damage tried")
 
 
+class _Touch:
+    """Unpickling it creates a file: what a hostile entry's object array could hold."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (str(self.path), "w")
+
+
+def test_an_entry_with_an_object_array_is_never_unpickled(tmp_path):
+    """A received `solves/` is untrusted: an entry whose array is a pickle is unusable (a warning
+    names it) and its pickle never runs."""
+    import io
+
+    marker = tmp_path / "PWNED"
+    evil = np.empty(2, dtype=object)
+    evil[0], evil[1] = _Touch(marker), 0.0
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.array(json.dumps({"key": "k"})), zeta=evil)   # np.savez pickles object arrays
+    cache = SolveCache(tmp_path / "solves")
+    (tmp_path / "solves").mkdir()
+    (tmp_path / "solves" / "k.npz").write_bytes(buf.getvalue())
+    said = []
+    assert cache.get("k", warn=said.append) is None
+    assert not marker.exists() and any("unusable" in s for s in said), said
+
+
+def test_a_key_can_be_claimed_again_once_released(tmp_path):
+    cache = SolveCache(tmp_path / "sweep" / "solves")
+    for _ in range(2):   # made with its parent the first time; it exists the second time
+        with cache.claim("k"):
+            pass
+        with cache.claim("k", wait=False):
+            pass
+
+
+def test_the_keys_of_existing_solves_folders_stay_valid():
+    """A sweep's `solves/<key>.npz` are found again only under the same key: the key of a fixed
+    program (and of its constraints) is the one gb computed when those folders were written; a
+    program solved with its arrays on another device is another key."""
+    from gbcli.programs.design import GatedDesign
+
+    x = np.arange(12, dtype=np.float64).reshape(4, 3) / 7
+    design = GatedDesign(x, np.array([1.0, -1.0, 1.0, -1.0]), np.eye(4)[:, :2], x, np.eye(4)[:, :2], "sq")
+    cache = SolveCache()
+    # computed by the code before issue 33 moved the cache into gbcli/store (99250f4^, gbcli/runs/cache.py)
+    assert cache.key(design, "dual", None, None, 1e-6) == "1a962379dbaf6063f645b1d1173eb8d4"
+    assert cache.constraints_key(design) == "a8cf17bdaee1387c57d458ce7aefab79"
+    assert cache.key(design, "dual", None, None, 1e-6, device="cuda") != cache.key(design, "dual", None, None, 1e-6)
+
+
 def test_an_entry_holding_another_programs_answer_is_replaced(tmp_path):
     """An entry whose key is right but whose solution is another program's (copied over it): it fails
     the certificate on this design, the warning names the cache entry, and the entry is replaced."""

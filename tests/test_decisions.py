@@ -606,6 +606,61 @@ def _declared(section: str, key: str, table) -> bool:
     return bool(names & set(table))
 
 
+@pytest.mark.parametrize("grid", ["fig2", "fig3", "shallow"])
+def test_the_committed_grids_keep_their_point_ids(grid):
+    """results/paper/<grid>/solutions/<id>/ were written by `gb sweep configs/paper/<grid>.yaml`: the
+    ids of that config's points today are exactly those folders (an id that changed would orphan
+    every committed result, and `gb verify` would find no point for them)."""
+    _, points = expand(REPO / "configs" / "paper" / f"{grid}.yaml")
+    stored = {p.name for p in (REPO / "results" / "paper" / grid / "solutions").iterdir() if p.is_dir()}
+    assert len(stored) == len(points) and {point_id(p) for p in points} == stored
+
+
+def test_the_svm_manifest_changes_with_what_is_solved_and_nothing_else(tmp_path):
+    """A finished program is reused only for the same program: another solver, tolerance or
+    iteration cap is another manifest; which objectives are asked for and how long a solve may
+    take are not."""
+    from gbcli.store.identity import svm_manifest
+
+    def manifest(**svm):
+        return svm_manifest(validate({"svm": {"objectives": ["svm-gln"], **svm}}, "test"), tmp_path, False)
+
+    base = manifest()
+    # what the code before issue 33 computed (99250f4^, gbcli/runs/integrity.py): finished programs stay valid
+    assert base == {"problem": "d12a55e8f9d5223b", "config": "4b988711a9ea13c5", "upstream": None}
+    for change in ({"solver": "ecos"}, {"certify_tol": 1e-7}, {"max_iters": 50}, {"eps": 1e-9}):
+        assert manifest(**change)["config"] != base["config"], change
+    for same in ({"objectives": ["svm-l2"]}, {"time_limit": 60.0}):
+        assert manifest(**same) == base, same
+
+
+def test_a_key_left_at_its_default_is_not_part_of_the_point_id():
+    """For every model kind on every dataset it can use, a config that names only the two leaves
+    out of its id every key at its default: what remains is the kind and the dataset named, the
+    validation size derived from the dataset, and the kinds' own sizes where they differ from the
+    GLN's (a deep-linear net's depth, a diagonal net's units). A key whose frozen id default drifted
+    from its real default would change the id of every existing sweep point that leaves it unset."""
+    from gbcli.errors import GbError
+    from gbcli.store.identity import id_defaults
+    from gbcli.store.safe import flatten
+
+    checked = 0
+    for kind in MODELS:
+        for name in DATASETS:
+            try:
+                cfg = validate({"model": {"kind": kind}, "dataset": {"name": name}}, "test")
+            except GbError:
+                continue   # a kind that cannot use this dataset
+            values, defaults = flatten(cfg.to_dict()), flatten(id_defaults(cfg))
+            in_id = {k for k, v in values.items() if k in defaults and defaults[k] != v}
+            in_id |= {k for k in values if k not in defaults}
+            extra = {k for k in in_id if not k.startswith(("name", "output", "sweep", "svm.objectives"))}
+            assert extra <= {"model.kind", "dataset.name", "dataset.val_size", "model.depth", "model.hidden_units"}, \
+                (kind, name, sorted(extra))
+            checked += 1
+    assert checked >= 40
+
+
 @pytest.mark.parametrize("section,key", _every_key(), ids=lambda v: v or "top")
 def test_every_key_that_changes_a_result_changes_the_point_id(section, key):
     """For every config key of the schema: a key that changes what is computed gives
@@ -693,6 +748,30 @@ def test_projections_sum_float32_inputs_in_float64_and_round_once():
     want = (x.astype(np.float32).astype(np.float64) @ w32.astype(np.float64).T).astype(np.float32)
     got = projections(x, w32)
     assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("sampler", ["sample_hyperplanes", "published_hyperplanes"])
+def test_offsets_are_the_medians_only_with_median_init(sampler):
+    """contexts.median_init: offsets are the pool's median projections; without it, the drawn ones."""
+    from gbcli.models import gating
+
+    pool = np.random.default_rng(2).standard_normal((101, 6))
+    with_median = getattr(gating, sampler)(3, 4, pool, seed=7, median_init=True)
+    drawn = getattr(gating, sampler)(3, 4, pool, seed=7, median_init=False)
+    assert np.array_equal(np.asarray(drawn.offsets), np.asarray(drawn.raw_offsets))
+    proj = pool @ np.asarray(with_median.normals, np.float64).reshape(6, 6).T
+    assert np.allclose(np.asarray(with_median.offsets, np.float64).reshape(-1), np.median(proj, axis=0),
+                       rtol=1e-5, atol=1e-5)   # the published draws: float32
+    assert not np.allclose(np.asarray(drawn.offsets, np.float64), np.asarray(with_median.offsets, np.float64))
+
+
+@pytest.mark.parametrize("bad", [-1, 4])
+def test_one_hot_refuses_a_context_out_of_range(bad):
+    from gbcli.models.gating import one_hot
+
+    assert one_hot(np.array([[0, 3]]), 4).tolist() == [[1, 0, 0, 0, 0, 0, 0, 1]]
+    with pytest.raises(ValueError, match="contexts must be in 0..3"):
+        one_hot(np.array([[0, bad]]), 4)
 
 
 def test_the_gln_design_gates_row_h_times_c_plus_the_context():
