@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast mutate bench-solvers paper clean
+.PHONY: install demo test test-fast mutate mutate-auto bench-solvers paper clean
 
 # torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
 $(STAMP): pyproject.toml
@@ -34,6 +34,12 @@ test-fast: install
 # the mutation check over the modules that decide results (scripts/mutate.py; each mutation in a copy)
 mutate: install
 	$(BIN)/python scripts/mutate.py --pytest-args "tests/test_decisions.py tests/test_cache.py -x -q"
+
+# every operator of those modules swapped in turn (about 20 minutes); a survivor is a place to look
+DECIDING = gbcli/programs/certify.py gbcli/metrics.py gbcli/models/gating.py gbcli/store/identity.py gbcli/store/cache.py
+mutate-auto: install
+	$(BIN)/python scripts/mutate.py $(addprefix --auto ,$(DECIDING)) --pytest-args \
+	  "-m 'not slow and not slurm' -x -q tests/test_decisions.py tests/test_cache.py tests/test_certificates.py tests/test_programs.py tests/test_dual.py"
 
 # the solver benchmark of BENCHMARKS.md (needs MNIST: GB_DATA_DIR, about 10 minutes)
 bench-solvers: install

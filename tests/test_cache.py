@@ -191,6 +191,49 @@ def test_an_entry_with_an_object_array_is_never_unpickled(tmp_path):
     assert not marker.exists() and any("unusable" in s for s in said), said
 
 
+GOOD_META = {"key": "k", "format": 1, "origin": "run/svm-gln", "status": "optimal", "value": 1.0, "seconds": 0.1,
+             "solver": "dual", "message": "", "iterations": 3, "stop": "converged"}
+GOOD_ARRAYS = {"zeta": np.ones((2, 3)), "lam": np.ones(4)}
+
+
+@pytest.mark.parametrize("meta, arrays", [
+    ({"value": True}, {}),                                  # a bool is no objective
+    ({"seconds": "1"}, {}),
+    ({"iterations": 1.5}, {}),
+    ({"iterations": True}, {}),
+    ({"solver": 7}, {}),
+    ({}, {"zeta": np.full((2, 3), np.nan)}),                # a non-finite predictor
+    ({}, {"lam": np.ones(4, dtype=np.int64)}),              # not a float array
+    ({}, {"extra": np.ones(1)}),                            # an array gb never writes
+    ({}, {"zeta": np.ones((3, 2))}),                        # the program has 2 x 3 variables
+    ({}, {"lam": np.ones(5)}),                              # and 4 margins
+    ({}, {"zeta": np.ones((0, 3))}),                        # an optimum without a predictor
+], ids=["value-bool", "seconds-str", "iterations-float", "iterations-bool", "solver-int", "zeta-nan", "lam-int",
+        "extra-array", "zeta-shape", "lam-shape", "optimal-zeta-empty"])
+def test_an_entry_whose_metadata_or_arrays_lie_is_unusable(tmp_path, meta, arrays):
+    """Every field of a received entry is checked before it is used: one wrong field and the entry
+    counts as missing (a warning names it), whatever the rest says."""
+    import io
+
+    from gbcli.programs.design import GatedDesign
+
+    x = np.ones((4, 3))
+    design = GatedDesign(x, np.array([1.0, -1.0, 1.0, -1.0]), np.ones((4, 2)), x, np.ones((4, 2)), "sq")
+    folder = tmp_path / "solves"
+    folder.mkdir()
+
+    def entry(meta_over, arrays_over):
+        buf = io.BytesIO()
+        np.savez(buf, meta=np.array(json.dumps({**GOOD_META, **meta_over})), **{**GOOD_ARRAYS, **arrays_over})
+        (folder / "k.npz").write_bytes(buf.getvalue())
+
+    entry({}, {})
+    assert SolveCache(folder).get("k", design) is not None   # the good entry is read
+    entry(meta, arrays)
+    said = []
+    assert SolveCache(folder).get("k", design, warn=said.append) is None and said
+
+
 def test_a_key_can_be_claimed_again_once_released(tmp_path):
     cache = SolveCache(tmp_path / "sweep" / "solves")
     for _ in range(2):   # made with its parent the first time; it exists the second time
