@@ -233,14 +233,10 @@ def compare_cmd(run_dir: str = RunDirArg):
     """Write and print the error and inconsistency tables of a run directory (of a finished sweep:
     its aggregated tables). Exit code 1 when a row is not a result (diverged, uncertified, failed)."""
     run_dir = _named(run_dir, "RUN_DIR")
-    from gbcli.reports.tables import check_tables_dir, read_tables
+    from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
-    from gbcli.store.safe import check_tree
 
     kind = dir_kind(run_dir, key="RUN_DIR")   # before torch loads: a wrong path is answered at once
-    if kind != "sweep":   # before anything (log.txt, figures) is written: a link, then a file where tables/ goes
-        check_tree(run_dir)
-        check_tables_dir(run_dir)
     from gbcli.runs.compare import compare_run
 
     if kind == "sweep":   # a sweep directory: its aggregated tables, read only

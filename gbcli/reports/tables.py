@@ -31,7 +31,6 @@ def write_tables(out_dir: str | Path, errors: pd.DataFrame, incons: pd.DataFrame
     """inconsistency.csv, then errors.csv: a sweep counts a point as done when errors.csv exists, so
     it must come last (a kill -9 between the two once left a "done" point without its
     inconsistency table, and the resumed sweep failed on it)."""
-    check_tables_dir(out_dir)
     out = RunDir(out_dir).tables
     write_csv(out / layout.INCONSISTENCY, incons)
     write_csv(out / layout.ERRORS, errors)

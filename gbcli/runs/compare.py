@@ -20,7 +20,7 @@ from gbcli.store import layout
 from gbcli.store.layout import RunDir
 from gbcli.store.records import gd_status, program_status, stage_record
 from gbcli.logs import run_log
-from gbcli.reports.tables import write_tables
+from gbcli.reports.tables import check_tables_dir, write_tables
 from gbcli.store.integrity import check_run
 from gbcli.store.lock import check_kind, run_lock
 from gbcli.store.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted
@@ -169,6 +169,7 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     paper 003's tables/kkt.csv). errors.csv is written last: a sweep counts the point as done
     when it exists."""
     check_tree(run_dir)
+    check_tables_dir(run_dir)   # a file where tables/ goes: refused before log.txt or a figure is written
     check_kind(run_dir, "run", key="RUN_DIR", command="compare_run")
     check_run(run_dir)
     errors, incons = compare(run_dir)

@@ -118,8 +118,7 @@ DECISIVE = (("predictor", "status", "train_error", "val_error", "objective"),
 
 def _same(a: pd.Series, b: pd.Series) -> bool:
     if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
-        x, y = a.to_numpy(float), b.to_numpy(float)
-        return bool(((x == y) | (np.isnan(x) & np.isnan(y)) | np.isclose(x, y, rtol=1e-12, atol=0)).all())
+        return bool(np.isclose(a.to_numpy(float), b.to_numpy(float), rtol=1e-12, atol=0, equal_nan=True).all())
     return a.astype(str).tolist() == b.astype(str).tolist()
 
 
@@ -138,16 +137,20 @@ def point_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return fresh
 
 
-def is_done(run_dir: Path) -> bool:
-    """A point whose tables exist and agree with its records (`point_tables`); any other point is
-    run (again): its finished stages are kept, and its tables written anew from them."""
+def done_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """A done point's tables (`point_tables`), or None: no tables yet, or tables that no longer agree
+    with its records. A point that is not done is run (again): its finished stages are kept, and its
+    tables written anew from them."""
     if not is_file(RunDir(run_dir).errors):
-        return False
+        return None
     try:
-        point_tables(run_dir)
+        return point_tables(run_dir)
     except GbError:
-        return False
-    return True
+        return None
+
+
+def is_done(run_dir: Path) -> bool:
+    return done_tables(run_dir) is not None
 
 
 def _time_limited(record: Path) -> bool:
@@ -513,12 +516,9 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
     for cfg in points:
         pid = point_id(cfg)
         d = SweepDir(out).point(pid).root
-        if is_done(d):
-            try:
-                e, i = point_tables(d)
-            except GbError as exc:   # a corrupt or edited point: that point's failure, not the sweep's
-                fails.append({"point": pid, "status": "failed", "stage": "aggregate", "message": str(exc), "log": ""})
-                continue
+        done = done_tables(d)   # a corrupt or edited point is not done: its failure, not the sweep's
+        if done is not None:
+            e, i = done
             errs.append(e.assign(point=pid))
             incs.append(i.assign(point=pid))
             try:   # OUT/solutions/<id>/: the compact solutions that `gb verify` checks and results folders carry
