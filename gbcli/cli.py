@@ -388,9 +388,10 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
                tol: float = typer.Option(1e-6, "--tol", help="the certificate's tolerance (relative gap, 1 - the "
                                          "smallest margin); never taken from a stored config"),
                threads: int = ThreadsOpt):
-    """Check every stored solution's certificate again from the data, without a solver: objective,
-    training margins, dual bound (or the dual ray), predictions, against what the records claim.
-    Exit code 1 when a program does not verify, 2 for bad input."""
+    """Check every stored result again from the data: a trained network's outputs from its weights,
+    and without a solver each program's certificate (objective, training margins, dual bound or ray)
+    and predictions, against what the records claim. Exit code 1 when one does not verify (a
+    diverged network included), 2 for bad input."""
     _check_format(fmt)
     from gbcli.runs.sweep import limit_threads
     from gbcli.runs.verify import export_solutions, verify
@@ -424,10 +425,11 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
     _emit_rows(shown, fmt, f"gb verify {' '.join(map(str, run_dirs))}")
     bad = [r for r in rows if r["verified"] is False]
     if fmt == "table":
-        _echo(f"{len(rows) - len(bad)} of {len(rows)} programs verified at tolerance {tol:g}"
+        _echo(f"{len(rows) - len(bad)} of {len(rows)} verified (trained networks and programs; certificates at "
+              f"tolerance {tol:g})"
               + (f"; {written} compact solutions -> {export / 'solutions'}" if export is not None else ""))
     if bad:
-        err_console.print(f"gb: {len(bad)} program(s) not verified: "
+        err_console.print(f"gb: {len(bad)} result(s) not verified: "
                           + ", ".join(f"{r['where']}/{r['objective']}" for r in bad[:5]) + (" ..." if len(bad) > 5 else ""),
                           highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1)

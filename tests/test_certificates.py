@@ -68,7 +68,7 @@ def test_gb_verify_uses_the_tolerance_it_is_given_and_says_so(tmp_path):
     assert gb("fit-svm", root / "configs" / "quickstart.yaml", "--out", "run", "-q",
               "--set", "svm.objectives=[svm-l2]").returncode == 0
     p = gb("verify", "run")
-    assert p.returncode == 0 and "1 of 1 programs verified at tolerance 1e-06" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "1 of 1 verified (trained networks and programs; certificates at tolerance 1e-06)" in p.stdout, p.stdout + p.stderr
     strict = gb("verify", "run", "--tol", "1e-15")   # below the solve's own gap: not certified at that tolerance
     assert strict.returncode == 1 and "at tolerance 1e-15" in strict.stdout, strict.stdout + strict.stderr
     cfg_path = tmp_path / "run" / "svm" / "svm-l2" / "config.yaml"

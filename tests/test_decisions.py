@@ -806,7 +806,7 @@ def test_median_init_halves_the_pool_at_every_hyperplane():
 def test_verify_recomputes_what_a_record_claims(run, tmp_path):
     cfg, out = run
     rows = verify(out)
-    assert [(r["objective"], r["verified"], r["problems"]) for r in rows] == [("svm-gln", True, [])]
+    assert [(r["objective"], r["verified"], r["problems"]) for r in rows] == [("gd", True, []), ("svm-gln", True, [])]
     # a copy whose result.json claims the training error as its validation error
     copy_dir = tmp_path / "claims"
     shutil.copytree(out, copy_dir)
@@ -814,8 +814,8 @@ def test_verify_recomputes_what_a_record_claims(run, tmp_path):
     record = json.loads(result.read_text())
     assert record["val_error"] != record["train_error"]
     result.write_text(json.dumps({**record, "val_error": record["train_error"]}))
-    rows = verify(copy_dir)
-    assert rows[0]["verified"] is False and any("val_error" in p for p in rows[0]["problems"]), rows
+    gd, svm = verify(copy_dir)
+    assert gd["verified"] is True and svm["verified"] is False and any("val_error" in p for p in svm["problems"]), svm
 
 
 def test_verify_calls_an_uncertified_predictor_inaccurate():

@@ -195,3 +195,25 @@ def test_plot_refuses_while_another_process_writes_the_run(run):
         assert not (run / "figures").exists()
     p = gb(["plot", "run"], run.parent)   # the lock released: drawn
     assert p.returncode == 0 and (run / "figures" / "curves.png").is_file(), p.stderr
+
+
+# ---- 8. the lock's message quotes the holder's pid, never the lock file's text
+
+
+@pytest.mark.parametrize("content, shown", [(b"4242", "(pid 4242)"), (b"\x1b[31mrm -rf /\x1b[0m", "(pid unknown)"),
+                                            (b"", "(pid not recorded)")])
+def test_the_lock_message_never_echoes_the_lock_file(tmp_path, content, shown):
+    import fcntl
+
+    from gbcli.errors import GbError
+    from gbcli.store.lock import run_lock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".gb.lock").write_bytes(content)
+    with open(run / ".gb.lock", "rb") as held:   # another holder (flock is per open file)
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(GbError) as err:
+            with run_lock(run, kind=None):
+                pass
+    assert f"another gb process {shown} is writing" in str(err.value) and "\x1b" not in str(err.value)

@@ -261,7 +261,7 @@ def test_commands_accept_the_names_gb_runs_prints(work):
     rows = json.loads(ok(gb(["runs", "diff", "idx", other, "--format", "json"], work)).stdout)
     assert any(r["key"] == "model.hidden_units" for r in rows), rows
     assert "tables -> runs/idx/tables" in ok(gb(["compare", "idx"], work)).stdout
-    assert "programs verified" in ok(gb(["verify", "idx"], work)).stdout
+    assert "verified (trained networks and programs" in ok(gb(["verify", "idx"], work)).stdout
     missing = gb(["runs", "show", "no-such-run"], work)
     assert missing.returncode == 2 and missing.stderr.strip() == "gb: error: RUN: no-such-run: not a directory"
 

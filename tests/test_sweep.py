@@ -48,6 +48,28 @@ def test_zip_axes_vary_together_and_grid_multiplies(tmp_path):
     assert len({point_id(p) for p in points}) == 6
 
 
+def test_an_axis_that_changes_nothing_is_refused_and_a_merge_is_said(tmp_path, caplog):
+    """A grid over a key of how a run is done (its name, the sweep's own settings) would give each
+    point once whatever its values: refused with one line. Values that compute the same (a repeat,
+    0 and 0.0) are merged with a warning that names the axis; a zip may name its points."""
+    from gbcli.errors import GbError
+
+    for key, values in (("name", ["a", "b"]), ("sweep.jobs", [1, 2]), ("training.checkpoint_seconds", [0, 60]),
+                        ("training.validation", ["logged", "final"])):
+        with pytest.raises(GbError, match=f"grid: {key} does not change what a point computes"):
+            expand(write(tmp_path, {key: values, "contexts.seed": [1, 2]}))
+    _, points = expand(write(tmp_path, {"name": ["same"], "contexts.seed": [1, 2]}))   # one value: nothing collapses
+    assert len(points) == 2
+    with caplog.at_level("WARNING", logger="gbcli"):
+        _, points = expand(write(tmp_path, {"training.momentum": [0, 0.0, 0.9], "contexts.seed": [1, 2]}))
+    assert len(points) == 4
+    assert "6 combinations are 4 distinct points: training.momentum changed nothing" in caplog.text, caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gbcli"):
+        _, points = expand(write(tmp_path, {"contexts.seed": [1, 2]}, zipped={"name": ["a", "b"], "dataset.data_seed": [4, 5]}))
+    assert sorted(p.name for p in points) == ["a", "a", "b", "b"] and len({point_id(p) for p in points}) == 4 and not caplog.text
+
+
 def test_groups_run_largest_first(tmp_path):
     """The sweep starts the groups with the most work first (networks x steps x parameters + N^2),
     so the last to start are short; equal groups keep their order."""

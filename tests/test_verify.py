@@ -42,6 +42,11 @@ def rows_of(proc: subprocess.CompletedProcess) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+def programs(rows: list[dict]) -> list[dict]:
+    """The programs' rows (without each run's trained network, `gd`)."""
+    return [r for r in rows if r["objective"] != "gd"]
+
+
 def by_program(rows: list[dict]) -> dict:
     return {(r["where"], r["objective"]): r for r in rows}
 
@@ -112,12 +117,12 @@ def test_a_quickstart_run_verifies(quickstart):
     p = gb("verify", quickstart, "--format", "json", cwd=quickstart.parent)
     assert p.returncode == 0, p.stdout + p.stderr
     rows = rows_of(p)
-    assert {r["objective"] for r in rows} == {"svm-gln", "svm-l2"}
+    assert [r["objective"] for r in rows] == ["gd", "svm-gln", "svm-l2"]
     for r in rows:
-        assert r["verified"] == "yes" and r["claimed status"] == "optimal" and not r["problems"], r
-        assert r["checked"] == "compact (zeta)", r   # the one stored solution, checked
+        assert r["verified"] == "yes" and r["claimed status"] in ("ok", "optimal") and not r["problems"], r
+        assert r["checked"] == ("network" if r["objective"] == "gd" else "compact (zeta)"), r
     table = gb("verify", quickstart, cwd=quickstart.parent)
-    assert table.returncode == 0 and "2 of 2 programs verified" in table.stdout
+    assert table.returncode == 0 and "3 of 3 verified (trained networks and programs" in table.stdout
 
 
 def test_a_sweep_its_export_and_a_folder_of_results_verify(sweep, tmp_path):
@@ -125,7 +130,7 @@ def test_a_sweep_its_export_and_a_folder_of_results_verify(sweep, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = rows_of(p)
     points = sorted(d.name for d in (sweep / "points").iterdir())
-    assert sorted({r["where"] for r in rows}) == points and len(rows) == 4
+    assert sorted({r["where"] for r in rows}) == points and len(rows) == 6   # each point: gd and two programs
     assert all(r["verified"] == "yes" for r in rows), rows
     # the sweep copies each point's compact solutions and config into OUT/solutions/<id>/
     for pid in points:
@@ -174,7 +179,7 @@ def test_the_multipliers_form_reproduces_the_certificate(tmp_path, shared_data_d
 
 
 def test_an_infeasible_program_is_verified_through_its_ray(infeasible, tmp_path):
-    (row,) = V.verify(infeasible)
+    (row,) = programs(V.verify(infeasible))
     assert row["verified"] is True and row["claimed_status"] == "infeasible", row
     assert row["checked"].startswith("compact (ray: relative margin <= ") and row["checked"].endswith(")")
     run = copy(infeasible, tmp_path)
@@ -185,7 +190,7 @@ def test_an_infeasible_program_is_verified_through_its_ray(infeasible, tmp_path)
         lam[np.argmax(lam)] = 0.0
         return lam
     resave(npz, lam_value=drop_largest)   # no longer a ray: it bounds nothing
-    (row,) = V.verify(run)
+    (row,) = programs(V.verify(run))
     assert row["verified"] is False
     assert any("result.json: status 'infeasible', recomputed failed" in p for p in row["problems"]), row
 
@@ -292,8 +297,8 @@ def test_the_cli_names_the_program_and_exits_1(quickstart, tmp_path):
     _tamper_objective(run / "svm" / "svm-l2")
     p = gb("verify", run, cwd=tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "1 of 2 programs verified" in p.stdout and "result.json: objective" in p.stdout
-    assert p.stderr.strip() == "gb: 1 program(s) not verified: run/svm-l2"
+    assert "2 of 3 verified" in p.stdout and "result.json: objective" in p.stdout
+    assert p.stderr.strip() == "gb: 1 result(s) not verified: run/svm-l2"
 
 
 def test_a_tampered_results_folder_is_not_verified(sweep, tmp_path):
@@ -326,7 +331,95 @@ def test_a_tampered_results_folder_is_not_verified(sweep, tmp_path):
     rows = by_program(V.verify(results))
     assert all("config.yaml: is a symlink" in rows[(other, o)]["problems"][0] for o in ("svm-gln", "svm-l2-reference"))
     p = gb("verify", results, cwd=tmp_path)
-    assert p.returncode == 1 and "programs verified" in p.stdout
+    assert p.returncode == 1 and "verified (trained networks and programs" in p.stdout
+
+
+# ------------------------------------------------------------------ the trained network (gd/)
+
+
+def _edit_summary(gd: Path, **changes):
+    record = json.loads((gd / "summary.json").read_text())
+    (gd / "summary.json").write_text(json.dumps({**record, **{k: f(record[k]) for k, f in changes.items()}}))
+
+
+def _negated_outputs(gd: Path):
+    # a consistent lie: the outputs negated and the recorded errors with them (the tables' own checks,
+    # |e_a - e_b| <= inconsistency <= e_a + e_b, cannot see it)
+    resave(gd / "predictions.npz", train_out=np.negative, val_out=np.negative)
+    _edit_summary(gd, train_error=lambda e: 1 - e, val_error=lambda e: 1 - e)
+
+
+class _Payload:   # what a hostile model.pt would run on unpickling
+    def __reduce__(self):
+        return (os.system, ("touch pwned",))
+
+
+def _pickled_model(gd: Path):
+    import pickle
+
+    (gd / "model.pt").write_bytes(pickle.dumps({"kind": "gln", "state_dict": _Payload()}))
+
+
+def _nan_weights(gd: Path):
+    import torch
+
+    state = torch.load(gd / "model.pt", weights_only=True)
+    name = next(iter(state["state_dict"]))
+    state["state_dict"][name] = torch.full_like(state["state_dict"][name], float("nan"))
+    torch.save(state, gd / "model.pt")
+
+
+def _edited_lr(gd: Path):
+    cfg = yaml.safe_load((gd / "config.yaml").read_text())
+    cfg["training"]["lr"] = cfg["training"]["lr"] * 2
+    (gd / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def _linked_model(gd: Path):
+    (gd / "model.pt").rename(gd / "m.pt")
+    (gd / "model.pt").symlink_to("m.pt")
+
+
+NETWORK_TAMPER = {
+    "negated outputs and errors": (_negated_outputs, "predictions.npz: train_out differs from the recomputed outputs"),
+    "an edited val_error": (lambda gd: _edit_summary(gd, val_error=lambda e: e + 0.01), "summary.json: val_error"),
+    "a status that is not a network's": (lambda gd: _edit_summary(gd, status=lambda _: "optimal"),
+                                         "summary.json: status 'optimal' is not a network's"),
+    "a pickle for weights": (_pickled_model, "model.pt: holds objects other than tensors (refused, never loaded)"),
+    "NaN weights": (_nan_weights, "summary.json: status 'ok', but the recomputed outputs are not finite"),
+    "an edited config": (_edited_lr, "config.yaml: not the config summary.json was computed from"),
+    "a linked model": (_linked_model, "model.pt: is a symlink (not followed)"),
+}
+
+
+@pytest.mark.parametrize("case", list(NETWORK_TAMPER))
+def test_a_tampered_network_is_not_verified(quickstart, tmp_path, case):
+    """The GD stage's outputs are recomputed from its weights on its data: a record or predictions
+    that do not follow from gd/model.pt are not verified, and the programs beside it still are."""
+    tamper, expected = NETWORK_TAMPER[case]
+    run = copy(quickstart, tmp_path)
+    assert all(r["verified"] for r in V.verify(run))
+    tamper(run / "gd")
+    rows = by_program(V.verify(run))
+    bad = rows[("run", "gd")]
+    assert bad["verified"] is False and any(expected in p for p in bad["problems"]), bad["problems"]
+    assert rows[("run", "svm-l2")]["verified"] is True
+    assert not (tmp_path / "pwned").exists() and not (run / "pwned").exists()
+
+
+def test_a_diverged_network_is_reported_not_verified(tmp_path):
+    """A training that diverged is recorded as such; gb verify agrees with the record and still exits 1:
+    there is no trained predictor, and a failure is never reported as success."""
+    cfg = load_config(write(tmp_path, {"dataset": {"name": "digits", "train_size": 100, "val_size": 100},
+                                       "model": {"kind": "linear"},
+                                       "training": {"lr": 1e30, "epochs": 3, "batch_size": None}}))
+    assert train_gd(cfg, tmp_path / "run", progress=False)["status"] == "diverged"
+    (row,) = V.verify(tmp_path / "run")
+    assert row["claimed_status"] == "diverged" and row["verified"] is False, row
+    assert len(row["problems"]) == 1 and row["problems"][0].startswith("diverged: the training loss grew from "), row
+    assert row["problems"][0].endswith(" (not a trained predictor)"), row
+    p = gb("verify", tmp_path / "run", cwd=tmp_path)
+    assert p.returncode == 1 and p.stderr.strip() == "gb: 1 result(s) not verified: run/gd", p.stdout + p.stderr
 
 
 def _tamper_val_sign_file(path: Path):
@@ -462,7 +555,7 @@ def test_programs_are_checked_one_dataset_and_problem_at_a_time(tmp_path):
     finally:
         stages.prepare = real
     assert all(r["verified"] for r in rows), rows
-    assert [r["where"] for r in rows] == sorted(p.name for p in (out / "points").iterdir())   # the points' order
+    assert [r["where"] for r in programs(rows)] == sorted(p.name for p in (out / "points").iterdir())   # the points' order
     assert sorted((n, s) for n, s, _ in prepared) == [(200, 1), (200, 2), (300, 1), (300, 2)]   # each problem once
     sizes = [n for n, _, _ in prepared]
     assert sizes in ([200, 200, 300, 300], [300, 300, 200, 200]), sizes   # one dataset after the other

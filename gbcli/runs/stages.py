@@ -21,6 +21,7 @@ import hashlib
 import io
 import os
 import stat
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +115,8 @@ def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
         with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise GbError(f"{path}: not a regular file{remedy}")
-            with torch.serialization.safe_globals(_numpy_globals()):
+            with torch.serialization.safe_globals(_numpy_globals()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # e.g. a pickle protocol torch did not write: loads as tensors or is refused
                 state = torch.load(fh, weights_only=True, map_location="cpu")
     except GbError:
         raise

@@ -32,6 +32,7 @@ import torch
 
 from gbcli import interrupts
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
+from gbcli.config.schema import execution_keys
 from gbcli.errors import GbError
 from gbcli.models.base import Problem
 from gbcli.provenance import Clock
@@ -69,6 +70,11 @@ def _axes(raw: dict, key: str, path) -> dict:
     return axes
 
 
+def _spelled(value) -> str:
+    """An axis value as written (0 and 0.0 are spelled apart, as the user wrote them)."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def count_points(grid: dict, zipped: dict) -> int:
     """How many points the axes make (before duplicates are merged), without expanding them."""
     n = 1
@@ -93,18 +99,35 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
     if total > MAX_POINTS:
         raise GbError(f"{path}: grid: {total:,} points, more than gb's limit of {MAX_POINTS:,} for one sweep "
                       f"(split the grid into several sweeps)")
+    how = execution_keys("execution", "logging")
+    for key, values in grid.items():   # every value of such an axis meets the same values of the others
+        parts = key.split(".")
+        hit = next((k for i in range(1, len(parts) + 1) if (k := ".".join(parts[:i])) in how), None)
+        if hit is not None and len({_spelled(v) for v in values}) > 1:
+            raise GbError(f"{path}: grid: {shorten(key, 80)} does not change what a point computes (it says how a run is "
+                          f"done or logged{'' if hit == key else f', as all of {hit}'}), so its {len(values)} values "
+                          f"would be one point; set it outside the grid")
     base = validate(apply_preset(raw, str(path)), str(path))
     zip_rows = list(zip(*zipped.values())) or [()]
-    points, seen = [], set()
+    points, first, merged = [], {}, []
     for values in itertools.product(*grid.values()):
         for zvalues in zip_rows:
             point, where = raw, {**dict(zip(grid, values)), **dict(zip(zipped, zvalues))}
             for key, value in where.items():
                 point = set_path(point, key.split("."), value)
             cfg = validate(apply_preset(point, str(path)), f"{path} (grid point {shorten(repr(where))})")
-            if point_id(cfg) not in seen:   # axes that do not change the config give one point
-                seen.add(point_id(cfg))
+            pid = point_id(cfg)
+            if pid in first:   # axes that do not change the config give one point
+                merged.append([k for k in where if _spelled(where[k]) != _spelled(first[pid][k])])
+            else:
+                first[pid] = where
                 points.append(cfg)
+    if merged:
+        axes = sorted({k for keys in merged for k in keys})
+        why = (f"{', '.join(axes[:4])} changed nothing at some of them (e.g. a value equal to the default or one "
+               f"another key makes irrelevant)" if axes else "repeated values")
+        log.warning(f"{path}: the axes' {total:,} combinations are {len(points):,} distinct points: {why}; each "
+                    f"distinct point runs once")
     return base, points
 
 

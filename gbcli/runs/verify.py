@@ -1,4 +1,5 @@
-"""`gb verify`: check every stored solution's certificate again, from the data, without a solver.
+"""`gb verify`: check every stored result again, from the data: each program's certificate without a
+solver, and each trained network's outputs from its weights.
 
 For each solved convex program found under a directory, the program's design is rebuilt from its
 stored config (`prepare`, `build_design`; the trained network from the run's `gd/model.pt` when the
@@ -7,16 +8,17 @@ every training margin, the weak-duality bound of the stored multipliers (or, for
 program, the dual ray's bound on every predictor's relative margin), the training and validation
 predictions and errors, all through `gbcli.programs.certify.certificate`. It compares them with
 what the records claim (`result.json`, a results folder's `tables/errors.csv`, the compact file's
-own copy of the claims) and with the stored predictions.
+own copy of the claims) and with the stored predictions. A run's trained network is a row of its
+own (`verify_network`).
 
     from gbcli.runs.verify import verify
-    rows = verify("runs/my-sweep")          # one dict per program: where, objective, verified, problems, ...
+    rows = verify("runs/my-sweep")          # one dict per result: where, objective ("gd": the network), verified, problems, ...
 
 What it reads (everything is untrusted: never through a symlink, npz without pickles, every array's
 shape, dtype and finiteness checked; a file that cannot be used makes its program "not verified"):
 
-- a run directory: `svm/<objective>/{config.yaml, result.json, solution.npz, predictions.npz}` and,
-  when present, the compact `svm/<objective>/compact.npz` (both are checked);
+- a run directory: `gd/{config.yaml, summary.json, model.pt, predictions.npz}` and
+  `svm/<objective>/{config.yaml, result.json, compact.npz, predictions.npz}`;
 - a sweep directory: each point `points/<id>/` as a run directory, and its `solutions/` folder;
 - a results folder (e.g. results/paper/fig2 once it carries solutions): `solutions/<id>/config.yaml`,
   `solutions/<id>/<objective>.npz` (and `solutions/<id>/model.pt` for programs that read the
@@ -313,16 +315,93 @@ def _identity(cfg, run: Path, root: Path, point: str | None) -> list[str]:
     return bad
 
 
+NETWORK_RTOL = 1e-4   # a network's outputs recomputed in float32 against the stored ones (another
+                      # machine or thread count sums in another order: ~1e-6 of the largest output)
+
+
+def verify_network(root: Path, run: Path, where: str, problems: _Problems, point: str | None = None) -> dict | None:
+    """The row of a run's trained network (`gd/`), None when the run has none: its outputs on the
+    training and validation points recomputed from `gd/model.pt` (tensors only, never unpickled)
+    on the data of `gd/config.yaml`, against `gd/predictions.npz`, and the errors and status of
+    `summary.json` against those outputs. A network whose outputs are not finite is diverged,
+    whatever its record says; a diverged network (so computed, or recorded: a loss that exploded
+    while the outputs stayed finite) is not verified: it is not a trained predictor."""
+    import torch
+
+    from gbcli.registry import spec_of
+    from gbcli.runs.stages import load_checkpoint
+    from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
+
+    gd = RunDir(run)
+    if not (present(gd.summary) or present(gd.model)):
+        return None
+    row = {**_row(where, layout.GD, {}), "checked": "network"}
+    try:
+        _no_links(root, gd.summary)
+        record = _read_json(root, gd.summary)
+        row.update(value=record.get("val_error"), claimed_status=record.get("status"))
+        cfg = _read_config(root, gd.gd_config)
+        manifest = record.get("manifest")
+        if not isinstance(manifest, dict) or manifest.get("config") != section_hash(cfg, PROBLEM_SECTIONS + ("training",)):
+            row["problems"].append(f"{layout.CONFIG}: not the config {layout.SUMMARY} was computed from (edited or replaced)")
+        if point is not None and point_id(cfg) != point:
+            row["problems"].append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)}")
+        problem = problems.problem(cfg)
+        ds = problem.dataset
+        _no_links(root, gd.model)
+        try:
+            state = load_checkpoint(gd.model, remedy="")
+            if state.get("kind") != cfg.model.kind:
+                raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 40)}, not a gd-{cfg.model.kind}")
+            model = spec_of(cfg).load(state, cfg, ds.dim, layout.MODEL).float()   # as it was trained (float32)
+        except GbError as exc:
+            raise Unusable(shorten(str(exc).replace(str(gd.model), layout.MODEL), 200)) from None
+        got = {}
+        with torch.no_grad():
+            for key, x, ctx in (("train_out", ds.x_train, problem.ctx_train), ("val_out", ds.x_val, problem.ctx_val)):
+                out = model(torch.tensor(x, dtype=torch.float32),
+                            None if ctx is None else torch.tensor(ctx, dtype=torch.long))
+                got[key] = out.double().numpy().reshape(-1)
+        finite, claimed = all(np.isfinite(v).all() for v in got.values()), record.get("status")
+        if not finite and claimed != "diverged":
+            row["problems"].append(f"{layout.SUMMARY}: status {shorten(str(claimed), 40)!r}, but the recomputed "
+                                   f"outputs are not finite (diverged)")
+        elif claimed not in ("ok", "diverged"):
+            row["problems"].append(f"{layout.SUMMARY}: status {shorten(str(claimed), 40)!r} is not a network's")
+        if not finite or claimed == "diverged":   # a loss that exploded (finite outputs) is recorded by the training
+            row["problems"].append("diverged: " + ("the network's outputs are not finite" if not finite else
+                                                   f"{shorten(str(record.get('message', 'recorded')), 120)}")
+                                   + " (not a trained predictor)")
+        if finite:
+            preds = _read_npz(root, gd.gd_predictions, ("train_out", "val_out", "val_out_published"))
+            scale = {k: max(1.0, float(np.abs(v).max()) if v.size else 1.0) for k, v in got.items()}
+            zero = {k.replace("_out", "_zero"): np.abs(v) <= NETWORK_RTOL * scale[k] for k, v in got.items()}
+            row["problems"] += compare_predictions({**got, **zero}, preds, len(ds.y_train), len(ds.y_val), NETWORK_RTOL)
+            for key, y in (("train", ds.y_train), ("val", ds.y_val)):
+                claimed, out, undecided = record.get(f"{key}_error"), got[f"{key}_out"], zero[f"{key}_zero"]
+                low, high = error(np.where(undecided, y, out), y), error(np.where(undecided, -y, out), y)
+                if not (isinstance(claimed, (int, float)) and low - 1e-12 <= claimed <= high + 1e-12):
+                    row["problems"].append(f"{layout.SUMMARY}: {key}_error {claimed!r:.12} is not the recomputed "
+                                           f"{error(out, y):.12g}")
+    except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
+        _unchecked(row, exc)
+    row["problems"] = list(dict.fromkeys(row["problems"]))
+    row["verified"] = not row["problems"]
+    problems.tick()
+    return row
+
+
 def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: dict | None = None,
                point: str | None = None, table: dict | None = None) -> list[dict]:
     """One row per program of a run directory (`svm/<objective>/`). `point`: the id the run is (a
     sweep's point); `table`: objective -> the claims of the sweep's aggregated tables/errors.csv."""
     from gbcli.runs.stages import load_trained
 
-    rows = []
+    network = verify_network(root, run, where, problems, point)
+    rows = [] if network is None else [network]
     svm = RunDir(run).svm
     if is_link(svm):
-        return [{**_row(where, layout.SVM, {}), "problems": [f"{layout.SVM}: is a symlink (not followed)"]}]
+        return rows + [{**_row(where, layout.SVM, {}), "problems": [f"{layout.SVM}: is a symlink (not followed)"]}]
     if not svm.is_dir():
         return rows
     for stage in sorted(svm.iterdir()):
@@ -521,7 +600,7 @@ def _kind(path: Path) -> str | None:
 def _programs(targets: list) -> int:
     """How many programs `verify` will meet in `targets` (for its progress; nothing is read)."""
     def stages(run: Path) -> int:
-        return len(subdirs(RunDir(run).svm, hidden=False))
+        return len(subdirs(RunDir(run).svm, hidden=False)) + int(present(RunDir(run).summary) or present(RunDir(run).model))
 
     n = 0
     for folder, k, _ in targets:
@@ -555,7 +634,7 @@ def verify(path: str | Path, export: dict | None = None, progress: bool = False,
         raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (not a run or sweep directory, no "
                       f"solutions/ folder, and no subfolder that is one)")
     with Progress(f"verify {shorten(str(root), 60)}", _programs(targets), show=progress,
-                  counter="{done}/{total} programs") as bar:
+                  counter="{done}/{total} results") as bar:
         # a received file's numbers may overflow (a predictor scaled by 1e308): it is then not verified,
         # and said so in its row, not in numpy warnings on the terminal
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

@@ -139,7 +139,8 @@ def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        other = os.pread(fd, 64, 0).decode(errors="replace").strip() or "not yet recorded"
+        other = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        other = other if other.isdecimal() else "not recorded" if not other else "unknown"   # never the file's text as is
         os.close(fd)
         raise GbError(f"{run_dir}: {busy.format(pid=other)}; wait for it or use another --out") from None
     try:   # the holder's pid, for the message above
