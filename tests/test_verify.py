@@ -375,6 +375,12 @@ def _edited_lr(gd: Path):
     (gd / "config.yaml").write_text(yaml.safe_dump(cfg))
 
 
+def _huge_network(gd: Path):
+    cfg = yaml.safe_load((gd / "config.yaml").read_text())
+    cfg["model"]["hidden_units"] = 2 ** 31 - 1
+    (gd / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+
 def _linked_model(gd: Path):
     (gd / "model.pt").rename(gd / "m.pt")
     (gd / "model.pt").symlink_to("m.pt")
@@ -389,6 +395,7 @@ NETWORK_TAMPER = {
     "NaN weights": (_nan_weights, "summary.json: status 'ok', but the recomputed outputs are not finite"),
     "an edited config": (_edited_lr, "config.yaml: not the config summary.json was computed from"),
     "a linked model": (_linked_model, "model.pt: is a symlink (not followed)"),
+    "a network too large to build": (_huge_network, "model.hidden_units: this network needs about"),
 }
 
 
@@ -403,8 +410,29 @@ def test_a_tampered_network_is_not_verified(quickstart, tmp_path, case):
     rows = by_program(V.verify(run))
     bad = rows[("run", "gd")]
     assert bad["verified"] is False and any(expected in p for p in bad["problems"]), bad["problems"]
-    assert rows[("run", "svm-l2")]["verified"] is True
+    # the programs beside it stand, unless the network's config says another problem than theirs
+    assert rows[("run", "svm-l2")]["verified"] is (tamper is not _huge_network)
     assert not (tmp_path / "pwned").exists() and not (run / "pwned").exists()
+
+
+def test_a_checkpoint_that_unpacks_larger_than_the_limit_is_not_read(quickstart, tmp_path, monkeypatch):
+    """model.pt is a zip (torch's format) whose members may be deflated: its unpacked size is bounded
+    before torch reads it (the limit lowered here to a few kilobytes; gb's is 1 GiB)."""
+    import zipfile
+
+    from gbcli.runs import stages
+
+    run = copy(quickstart, tmp_path)
+    monkeypatch.setattr(stages, "MAX_CHECKPOINT_BYTES", 64 * 1024)
+    assert (run / "gd" / "model.pt").stat().st_size < 64 * 1024   # the real checkpoint is read
+    assert by_program(V.verify(run))[("run", "gd")]["verified"] is True
+    (run / "gd" / "model.pt").unlink()
+    with zipfile.ZipFile(run / "gd" / "model.pt", "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data/0", bytes(1024 * 1024))   # 1 MB of zeros in about a kilobyte
+    assert (run / "gd" / "model.pt").stat().st_size < 64 * 1024
+    row = by_program(V.verify(run))[("run", "gd")]
+    assert row["verified"] is False and any("1 MB, more than gb's limit of 0 MB for a network (not read)" in p
+                                            for p in row["problems"]), row
 
 
 def test_a_diverged_network_is_reported_not_verified(tmp_path):

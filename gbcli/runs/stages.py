@@ -22,6 +22,7 @@ import io
 import os
 import stat
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -107,14 +108,26 @@ def _numpy_globals() -> list:
     return out
 
 
+MAX_CHECKPOINT_BYTES = 2 ** 30   # gb's networks are megabytes; a larger file, or one that unpacks larger, is not read
+
+
 def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
     """A `model.pt` as data: torch.load with weights_only=True (tensors, containers and numbers; a
     checkpoint carrying any other object, e.g. a pickle payload that would run code, is refused
     with one line and never executed). Read never through a link (`safe.open_fd`)."""
     try:
         with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 raise GbError(f"{path}: not a regular file{remedy}")
+            unpacked = info.st_size
+            if info.st_size <= MAX_CHECKPOINT_BYTES and zipfile.is_zipfile(fh):   # torch's format: members may be deflated
+                with zipfile.ZipFile(fh) as archive:
+                    unpacked = sum(i.file_size for i in archive.infolist())
+            if max(info.st_size, unpacked) > MAX_CHECKPOINT_BYTES:
+                raise GbError(f"{path}: {max(info.st_size, unpacked) / 2 ** 20:,.0f} MB, more than gb's limit of "
+                              f"{MAX_CHECKPOINT_BYTES / 2 ** 20:,.0f} MB for a network (not read){remedy}")
+            fh.seek(0)
             with torch.serialization.safe_globals(_numpy_globals()), warnings.catch_warnings():
                 warnings.simplefilter("ignore")   # e.g. a pickle protocol torch did not write: loads as tensors or is refused
                 state = torch.load(fh, weights_only=True, map_location="cpu")

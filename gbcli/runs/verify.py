@@ -203,7 +203,9 @@ class _Problems:
 
     def problem(self, cfg):
         from gbcli.runs.stages import prepare
+        from gbcli.training.memory import check_memory
 
+        check_memory(cfg)   # a received config: data and a network too large for this machine are never built
         key = _group_key(cfg)
         if key != self.key:
             data_changed = self.key is None or key[0] != self.key[0]
@@ -346,7 +348,10 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
             row["problems"].append(f"{layout.CONFIG}: not the config {layout.SUMMARY} was computed from (edited or replaced)")
         if point is not None and point_id(cfg) != point:
             row["problems"].append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)}")
-        problem = problems.problem(cfg)
+        try:
+            problem = problems.problem(cfg)
+        except GbError as exc:
+            raise Unusable(shorten(str(exc), 200)) from None
         ds = problem.dataset
         _no_links(root, gd.model)
         try:
