@@ -6,6 +6,7 @@ parsed, so `gb --help` and argument errors answer at once; nothing imports this 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from pathlib import Path
@@ -352,8 +353,14 @@ def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
     """Rows as a rich table, CSV or JSON on stdout."""
     import json as _json
 
-    if fmt == "json":
-        print(_json.dumps(rows, indent=2, default=str))
+    if fmt == "json":   # standard JSON: a non-finite number as the string Python spells it ("inf", "nan")
+        def safe(v):
+            if isinstance(v, float) and not math.isfinite(v):
+                return str(v)
+            return {str(k): safe(x) for k, x in v.items()} if isinstance(v, dict) else \
+                [safe(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+        print(_json.dumps(safe(rows), indent=2, default=str, allow_nan=False))
         return
     columns = list(dict.fromkeys(k for r in rows for k in r))
     if fmt == "csv":
@@ -399,8 +406,6 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
     # the products summed as the solve summed them (a sweep worker's one thread): an output within
     # rounding of 0 (svm-l2-reference's optimum-0 predictors) then keeps its sign
     limit_threads(threads)
-
-    import math
 
     if not (math.isfinite(tol) and 0 < tol < 1):
         raise GbError(f"--tol: {tol!r} is not a number in (0, 1)")

@@ -136,3 +136,66 @@ def test_non_separable_data_is_infeasible():
     design = GatedDesign(x, np.array([1.0, -1.0]), np.ones((2, 1)), x, np.ones((2, 1)), "sq")
     sol = solve_primal(design, "clarabel")
     assert sol.status == "infeasible" and sol.zeta is None
+
+
+@pytest.mark.parametrize("norm", ["sq", "l2", "group", "l1"])
+def test_the_input_radius_bounds_every_output_and_is_attained(norm):
+    """input_radius R bounds |f(x_n)| <= ||zeta|| R for every zeta (a dual ray's relative margin
+    bound divides by it: a radius too small would claim too much). Gates of 2 (not one-hot 1) tell
+    a product from a quotient. The bound is checked on random predictors and on those that attain
+    it for the Euclidean and l1 geometry (one gated input, one coordinate)."""
+    from gbcli.programs.norms import norm_of
+
+    base, _ = tiny_design(norm, 3, 2, seed=5)
+    d = GatedDesign(base.x_train, base.y_train, 2.0 * base.e_train, base.x_val, 2.0 * base.e_val, norm, base.groups,
+                    base.units, base.count)
+    nrm = norm_of(d)
+    radius = nrm.input_radius(d)
+    rng = np.random.default_rng(0)
+    zetas = [rng.normal(size=(d.rows, d.x_train.shape[1])) for _ in range(50)]
+    zetas += [np.outer(d.e_train[n], d.x_train[n]) for n in range(len(d.x_train))]   # Euclidean alignment
+    vertex = np.zeros((d.rows, d.x_train.shape[1]))
+    n, r, k = np.unravel_index(np.argmax(np.abs(d.e_train)[:, :, None] * np.abs(d.x_train)[:, None, :]),
+                               (len(d.x_train), d.rows, d.x_train.shape[1]))
+    vertex[r, k] = 1.0
+    zetas.append(vertex)
+    ratios = []
+    for zeta in zetas:
+        size = nrm.value(d, zeta)
+        size = np.sqrt(size) if nrm.quadratic else size
+        ratios.append(np.abs(decision(zeta, d.x_train, d.e_train)).max() / size)
+    assert max(ratios) <= radius * (1 + 1e-9), (max(ratios), radius)
+    if norm in ("sq", "l1"):   # their radius is exact: an aligned predictor reaches it
+        assert max(ratios) >= radius * (1 - 1e-9), (max(ratios), radius)
+
+
+def test_group_norms_refuse_groups_that_overlap_or_miss_a_column():
+    import torch
+
+    from gbcli.programs.norms import norm_of
+
+    base, _ = tiny_design("group", 3, 2, seed=1)
+    for groups, says in (([[0, 1], [1, 2], [3, 4, 5]], "group 1 shares gate columns"),
+                         ([[0, 1], [2, 3], [4]], "gate columns [5] are in no group")):
+        d = GatedDesign(base.x_train, base.y_train, base.e_train, base.x_val, base.e_val, "group",
+                        [np.array(g) for g in groups], base.units, base.count)
+        with pytest.raises(ValueError, match=says.replace("[", r"\[").replace("]", r"\]")):
+            norm_of(d).kernel(d, torch.ones(len(d.x_train), len(d.x_train), dtype=torch.float64),
+                              torch.as_tensor(d.e_train))
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 1e6])
+def test_the_reference_dual_is_scale_free(scale):
+    """svm-l2-reference's dual norm certifies V only off the null space of A_ref, judged relative to
+    |V|: a V with a rounding-size null component certifies at every scale, and scales with it."""
+    from gbcli.programs.norms import norm_of, reference_null_and_pinv
+
+    d, _ = tiny_design("l2-reference", 3, 2, seed=2)
+    null, _ = reference_null_and_pinv(3, 2)
+    rng = np.random.default_rng(3)
+    v = rng.normal(size=(d.rows, d.x_train.shape[1]))
+    v -= null @ (null.T @ v)                                      # off the null space
+    noisy = v + 1e-12 * np.linalg.norm(v) * (null @ rng.normal(size=(null.shape[1], v.shape[1])))
+    nrm = norm_of(d)
+    assert nrm.dual(d, scale * noisy) == pytest.approx(scale * nrm.dual(d, v), rel=1e-9)
+    assert np.isnan(nrm.dual(d, scale * (v + 1e-3 * np.linalg.norm(v) * null[:, :1] @ np.ones((1, v.shape[1])))))

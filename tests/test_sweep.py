@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -58,6 +59,10 @@ def test_an_axis_that_changes_nothing_is_refused_and_a_merge_is_said(tmp_path, c
                         ("training.validation", ["logged", "final"])):
         with pytest.raises(GbError, match=f"grid: {key} does not change what a point computes"):
             expand(write(tmp_path, {key: values, "contexts.seed": [1, 2]}))
+    for grid, zipped, says in (({}, {"name": ["x", "y"]}, "zip: {'name': 'y'} and {'name': 'x'} differ only in name"),
+                               ({"svm": [{"time_limit": 1}, {"time_limit": 2}]}, None, "differ only in svm.time_limit")):
+        with pytest.raises(GbError, match=re.escape(says)):   # the same, spelled as a whole point or section
+            expand(write(tmp_path, grid, zipped))
     _, points = expand(write(tmp_path, {"name": ["same"], "contexts.seed": [1, 2]}))   # one value: nothing collapses
     assert len(points) == 2
     with caplog.at_level("WARNING", logger="gbcli"):

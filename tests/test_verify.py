@@ -386,6 +386,21 @@ def _linked_model(gd: Path):
     (gd / "model.pt").symlink_to("m.pt")
 
 
+def _fifo_model(gd: Path):
+    (gd / "model.pt").unlink()
+    os.mkfifo(gd / "model.pt")   # opening it for reading would wait for a writer forever
+
+
+def _complex_weights(gd: Path):
+    import torch
+
+    state = torch.load(gd / "model.pt", weights_only=True)
+    name = next(iter(state["state_dict"]))
+    w = state["state_dict"][name]
+    state["state_dict"][name] = torch.complex(w, torch.full_like(w, 1e3))
+    torch.save(state, gd / "model.pt")
+
+
 NETWORK_TAMPER = {
     "negated outputs and errors": (_negated_outputs, "predictions.npz: train_out differs from the recomputed outputs"),
     "an edited val_error": (lambda gd: _edit_summary(gd, val_error=lambda e: e + 0.01), "summary.json: val_error"),
@@ -396,6 +411,15 @@ NETWORK_TAMPER = {
     "an edited config": (_edited_lr, "config.yaml: not the config summary.json was computed from"),
     "a linked model": (_linked_model, "model.pt: is a symlink (not followed)"),
     "a network too large to build": (_huge_network, "model.hidden_units: this network needs about"),
+    "a FIFO for weights": (_fifo_model, "model.pt: not a regular file"),
+    "complex weights": (_complex_weights, "model.pt: holds complex or non-dense tensors"),
+    "negated published outputs": (lambda gd: resave(gd / "predictions.npz", val_out_published=np.negative),
+                                  "predictions.npz: val_out_published differs from the recomputed outputs"),
+    "a bool for an error": (lambda gd: _edit_summary(gd, train_error=lambda e: bool(e)),
+                            "summary.json: train_error False is not the recomputed 0"),
+    "an edited train_loss": (lambda gd: _edit_summary(gd, train_loss=lambda v: v * 2), "summary.json: train_loss"),
+    "a status 100,000 characters long": (lambda gd: _edit_summary(gd, status=lambda _: "ok" * 50_000),
+                                         "is not a network's"),
 }
 
 
@@ -410,6 +434,7 @@ def test_a_tampered_network_is_not_verified(quickstart, tmp_path, case):
     rows = by_program(V.verify(run))
     bad = rows[("run", "gd")]
     assert bad["verified"] is False and any(expected in p for p in bad["problems"]), bad["problems"]
+    assert len(str(bad["claimed_status"])) <= 40 and all(len(p) <= 300 for p in bad["problems"]), bad
     # the programs beside it stand, unless the network's config says another problem than theirs
     assert rows[("run", "svm-l2")]["verified"] is (tamper is not _huge_network)
     assert not (tmp_path / "pwned").exists() and not (run / "pwned").exists()
@@ -433,6 +458,53 @@ def test_a_checkpoint_that_unpacks_larger_than_the_limit_is_not_read(quickstart,
     row = by_program(V.verify(run))[("run", "gd")]
     assert row["verified"] is False and any("1 MB, more than gb's limit of 0 MB for a network (not read)" in p
                                             for p in row["problems"]), row
+
+
+def test_an_exploded_loss_is_diverged_whatever_the_record_says(tmp_path):
+    """A step far too large makes the loss grow a millionfold while the outputs stay finite: the
+    training records `diverged`. Relabelled `ok`, the record is contradicted by the loss recomputed
+    from the weights against the loss of the seeded initialization."""
+    cfg = load_config(write(tmp_path, {"dataset": {"name": "digits", "train_size": 100, "val_size": 100},
+                                       "model": {"kind": "gln", "hidden_units": 3},
+                                       "training": {"epochs": 5, "lr": 300}}))
+    summary = train_gd(cfg, tmp_path / "run", progress=False)
+    assert summary["status"] == "diverged" and np.isfinite(summary["train_loss"]), summary
+    _edit_summary(tmp_path / "run" / "gd", status=lambda _: "ok")
+    (row,) = V.verify(tmp_path / "run")
+    assert row["verified"] is False, row
+    assert any(p.startswith("summary.json: status 'ok', but the recomputed training loss grew from ") for p in row["problems"])
+    assert any(p.startswith("diverged: the training loss grew from ") for p in row["problems"]), row
+
+
+def test_the_json_of_a_row_with_an_infinite_claim_is_standard_json(quickstart, tmp_path):
+    run = copy(quickstart, tmp_path)
+    (run / "gd" / "summary.json").write_text((run / "gd" / "summary.json").read_text().replace(
+        '"val_error": ', '"val_error": 1e400, "was": ', 1))
+    p = gb("verify", run, "--format", "json", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    rows = {r["objective"]: r for r in json.loads(p.stdout, parse_constant=refuse)}
+    assert rows["gd"]["value"] == "inf" and rows["gd"]["verified"] == "NO", rows["gd"]
+
+
+def test_a_sweeps_table_claims_for_its_networks_are_checked(sweep, tmp_path):
+    """The aggregated tables/errors.csv has a row per point for the network (gd-gln): an edited row,
+    and a point whose network is gone while the table still has it, are not verified."""
+    out = copy(sweep, tmp_path)
+    table = pd.read_csv(out / "tables" / "errors.csv")
+    gd_rows = table.index[table["predictor"] == "gd-gln"]
+    assert len(gd_rows) == 2
+    table.loc[gd_rows, "val_error"] = 0.01
+    table.to_csv(out / "tables" / "errors.csv", index=False)
+    a, b = sorted(d for d in (out / "points").iterdir())
+    shutil.rmtree(b / "gd")
+    rows = by_program(V.verify(out))
+    assert any(p.startswith("tables/errors.csv (gd-gln): val_error 0.01 is not the recomputed")
+               for p in rows[(a.name, "gd")]["problems"]), rows[(a.name, "gd")]
+    assert rows[(b.name, "gd")]["problems"] == ["gd: missing (tables/errors.csv has the network)"], rows[(b.name, "gd")]
+    assert all(r["verified"] for (w, o), r in rows.items() if o != "gd" and w == a.name)
 
 
 def test_a_diverged_network_is_reported_not_verified(tmp_path):

@@ -41,6 +41,7 @@ from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import certificate
 from gbcli.logs import log, run_log
 from gbcli.provenance import Clock
+from gbcli.text import shorten
 from gbcli.programs.design import GatedDesign, Solution, Stop, decision
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
@@ -116,7 +117,7 @@ def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
     checkpoint carrying any other object, e.g. a pickle payload that would run code, is refused
     with one line and never executed). Read never through a link (`safe.open_fd`)."""
     try:
-        with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
+        with os.fdopen(open_fd(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:   # a FIFO must not block the open
             info = os.fstat(fh.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise GbError(f"{path}: not a regular file{remedy}")
@@ -140,6 +141,10 @@ def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
     if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict) or \
             not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["state_dict"].items()):
         raise GbError(f"{path}: not a gb checkpoint{remedy}")
+    odd = [k for k, v in state["state_dict"].items() if v.is_complex() or v.layout != torch.strided]
+    if odd:   # loading them would cast silently (with torch's warning) into a real, dense network
+        raise GbError(f"{path}: holds complex or non-dense tensors ({shorten(', '.join(odd), 80)}), not a gb "
+                      f"network's{remedy}")
     return state
 
 

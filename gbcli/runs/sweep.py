@@ -75,6 +75,14 @@ def _spelled(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _leaves_apart(a, b) -> list[str]:
+    """The dotted sub-keys at which two axis values differ ("" for the values themselves)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        fa, fb = flatten(a), flatten(b)
+        return [k for k in sorted(set(fa) | set(fb)) if _spelled(fa.get(k)) != _spelled(fb.get(k))]
+    return [""]
+
+
 def count_points(grid: dict, zipped: dict) -> int:
     """How many points the axes make (before duplicates are merged), without expanding them."""
     n = 1
@@ -100,9 +108,13 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
         raise GbError(f"{path}: grid: {total:,} points, more than gb's limit of {MAX_POINTS:,} for one sweep "
                       f"(split the grid into several sweeps)")
     how = execution_keys("execution", "logging")
-    for key, values in grid.items():   # every value of such an axis meets the same values of the others
+
+    def how_key(key: str) -> str | None:   # the execution key that `key` is or lies under
         parts = key.split(".")
-        hit = next((k for i in range(1, len(parts) + 1) if (k := ".".join(parts[:i])) in how), None)
+        return next((k for i in range(1, len(parts) + 1) if (k := ".".join(parts[:i])) in how), None)
+
+    for key, values in grid.items():   # every value of such an axis meets the same values of the others
+        hit = how_key(key)
         if hit is not None and len({_spelled(v) for v in values}) > 1:
             raise GbError(f"{path}: grid: {shorten(key, 80)} does not change what a point computes (it says how a run is "
                           f"done or logged{'' if hit == key else f', as all of {hit}'}), so its {len(values)} values "
@@ -118,7 +130,13 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
             cfg = validate(apply_preset(point, str(path)), f"{path} (grid point {shorten(repr(where))})")
             pid = point_id(cfg)
             if pid in first:   # axes that do not change the config give one point
-                merged.append([k for k in where if _spelled(where[k]) != _spelled(first[pid][k])])
+                differ = [k for k in where if _spelled(where[k]) != _spelled(first[pid][k])]
+                leaves = {f"{k}.{sub}" if sub else k for k in differ for sub in _leaves_apart(where[k], first[pid][k])}
+                if leaves and all(how_key(k) for k in leaves):
+                    raise GbError(f"{path}: {'zip' if differ[0] in zipped else 'grid'}: {shorten(repr(where), 120)} and "
+                                  f"{shorten(repr(first[pid]), 120)} differ only in {', '.join(sorted(leaves)[:3])}, "
+                                  f"which changes nothing a point computes: they would be one point")
+                merged.append(differ)
             else:
                 first[pid] = where
                 points.append(cfg)

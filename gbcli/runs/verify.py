@@ -165,10 +165,13 @@ def compare_claims(got: dict, claims: dict, source: str, recovered: bool = False
 PREDICTION_RTOL = 1e-7   # outputs recomputed from a compact file's multipliers against the solver's
 
 
-def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = RTOL) -> list[str]:
-    """A run's predictions.npz against the recomputed outputs (same values to `rtol`, same signs)."""
+def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = RTOL, published: bool = False) -> list[str]:
+    """A run's predictions.npz against the recomputed outputs (same values to `rtol`, same signs);
+    `published`: a network's `val_out_published` too (stored only for models that have them)."""
     bad = []
-    for key, size in (("train_out", n), ("val_out", m)):
+    if not published and "val_out_published" in arrays:
+        bad.append("predictions.npz: val_out_published stored for a model without published outputs")
+    for key, size in (("train_out", n), ("val_out", m)) + ((("val_out_published", m),) if published else ()):
         a = arrays.get(key)
         if a is None:
             bad.append(f"predictions.npz: no {key}")
@@ -258,9 +261,16 @@ def _design(objective: str, cfg, problems: _Problems, trained_from) -> tuple[Gat
         raise Unusable(shorten(str(exc), 200)) from None
 
 
+def _shown(claims: dict, key: str = "objective") -> dict:
+    """What a row shows of a record's claims (received data): a number or nothing, a short word."""
+    v, s = claims.get(key), claims.get("status")
+    return {"value": float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None,
+            "claimed_status": s if s is None or (isinstance(s, str) and len(s) <= 40 and s.isprintable())
+            else shorten(repr(s), 40)}
+
+
 def _row(where: str, objective: str, claims: dict) -> dict:
-    return {"where": where, "objective": objective, "value": claims.get("objective"),
-            "claimed_status": claims.get("status"), "verified": False, "checked": "", "problems": []}
+    return {"where": where, "objective": objective, **_shown(claims), "verified": False, "checked": "", "problems": []}
 
 
 def _unchecked(row: dict, exc: Exception) -> None:
@@ -321,27 +331,37 @@ NETWORK_RTOL = 1e-4   # a network's outputs recomputed in float32 against the st
                       # machine or thread count sums in another order: ~1e-6 of the largest output)
 
 
-def verify_network(root: Path, run: Path, where: str, problems: _Problems, point: str | None = None) -> dict | None:
-    """The row of a run's trained network (`gd/`), None when the run has none: its outputs on the
-    training and validation points recomputed from `gd/model.pt` (tensors only, never unpickled)
-    on the data of `gd/config.yaml`, against `gd/predictions.npz`, and the errors and status of
-    `summary.json` against those outputs. A network whose outputs are not finite is diverged,
-    whatever its record says; a diverged network (so computed, or recorded: a loss that exploded
-    while the outputs stayed finite) is not verified: it is not a trained predictor."""
+def verify_network(root: Path, run: Path, where: str, problems: _Problems, point: str | None = None,
+                   table: dict | None = None) -> dict | None:
+    """The row of a run's trained network (`gd/`), None when the run has none and `table` (the
+    sweep's tables/errors.csv rows of this point, by predictor) claims none: its outputs on the
+    training and validation points (and the published comparison's, when the model has them)
+    recomputed from `gd/model.pt` (tensors only, never unpickled) on the data of `gd/config.yaml`,
+    against `gd/predictions.npz`; the errors, final loss and status of `summary.json` and of the
+    table against those outputs. A network whose outputs are not finite, or whose loss grew
+    EXPLODED-fold over its value at step 0 (recomputed from the seeded initialization), is
+    diverged whatever its record says; a diverged network is not verified: it is not a trained
+    predictor."""
     import torch
 
     from gbcli.registry import spec_of
     from gbcli.runs.stages import load_checkpoint
     from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
+    from gbcli.training.losses import loss_fn
+    from gbcli.training.loop import EXPLODED
 
     gd = RunDir(run)
-    if not (present(gd.summary) or present(gd.model)):
+    claims = {k: c for k, c in (table or {}).items() if str(k).startswith("gd-")}
+    stage = is_link(gd.gd) or (gd.gd.is_dir() and any(not p.name.startswith(".") for p in gd.gd.iterdir()))
+    if not stage and not claims:
         return None
     row = {**_row(where, layout.GD, {}), "checked": "network"}
     try:
+        if not stage:
+            raise Unusable(f"{layout.GD}: missing ({layout.TABLES}/{layout.ERRORS} has the network)")
         _no_links(root, gd.summary)
         record = _read_json(root, gd.summary)
-        row.update(value=record.get("val_error"), claimed_status=record.get("status"))
+        row.update(_shown(record, "val_error"))
         cfg = _read_config(root, gd.gd_config)
         manifest = record.get("manifest")
         if not isinstance(manifest, dict) or manifest.get("config") != section_hash(cfg, PROBLEM_SECTIONS + ("training",)):
@@ -352,42 +372,70 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
             problem = problems.problem(cfg)
         except GbError as exc:
             raise Unusable(shorten(str(exc), 200)) from None
-        ds = problem.dataset
+        ds, spec = problem.dataset, spec_of(cfg)
         _no_links(root, gd.model)
         try:
             state = load_checkpoint(gd.model, remedy="")
             if state.get("kind") != cfg.model.kind:
                 raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 40)}, not a gd-{cfg.model.kind}")
-            model = spec_of(cfg).load(state, cfg, ds.dim, layout.MODEL).float()   # as it was trained (float32)
+            model = spec.load(state, cfg, ds.dim, layout.MODEL).float()   # as it was trained (float32)
         except GbError as exc:
             raise Unusable(shorten(str(exc).replace(str(gd.model), layout.MODEL), 200)) from None
-        got = {}
+        xt, xv = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.x_val, dtype=torch.float32)
+        ct, cv = (None if c is None else torch.tensor(c, dtype=torch.long) for c in (problem.ctx_train, problem.ctx_val))
+        yt = torch.tensor(ds.y_train, dtype=torch.float32)
         with torch.no_grad():
-            for key, x, ctx in (("train_out", ds.x_train, problem.ctx_train), ("val_out", ds.x_val, problem.ctx_val)):
-                out = model(torch.tensor(x, dtype=torch.float32),
-                            None if ctx is None else torch.tensor(ctx, dtype=torch.long))
-                got[key] = out.double().numpy().reshape(-1)
-        finite, claimed = all(np.isfinite(v).all() for v in got.values()), record.get("status")
-        if not finite and claimed != "diverged":
-            row["problems"].append(f"{layout.SUMMARY}: status {shorten(str(claimed), 40)!r}, but the recomputed "
-                                   f"outputs are not finite (diverged)")
+            out_t, out_v = model(xt, ct).reshape(-1), model(xv, cv).reshape(-1)
+            got = {"train_out": out_t.double().numpy(), "val_out": out_v.double().numpy()}
+            loss = float(loss_fn(yt * out_t, cfg.training.loss))
+            initial = None
+            if cfg.training.init_from is None:   # a warm start's step 0 is another run's network: not rebuilt
+                with torch.random.fork_rng():
+                    torch.manual_seed(cfg.init_seed)   # as train_gd builds it
+                    initial = float(loss_fn(yt * spec.build(cfg, ds.dim)(xt, ct).reshape(-1), cfg.training.loss))
+        finite = all(np.isfinite(v).all() for v in got.values()) and math.isfinite(loss)
+        exploded = finite and initial is not None and loss > EXPLODED * max(initial, 1e-12)
+        claimed = record.get("status")
+        if (not finite or exploded) and claimed != "diverged":
+            row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r}, but the recomputed "
+                                   + ("outputs are not finite" if not finite else
+                                      f"training loss grew from {initial:.3g} to {loss:.3g}") + " (diverged)")
         elif claimed not in ("ok", "diverged"):
-            row["problems"].append(f"{layout.SUMMARY}: status {shorten(str(claimed), 40)!r} is not a network's")
-        if not finite or claimed == "diverged":   # a loss that exploded (finite outputs) is recorded by the training
+            row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r} is not a network's")
+        if not finite or exploded or claimed == "diverged":
             row["problems"].append("diverged: " + ("the network's outputs are not finite" if not finite else
-                                                   f"{shorten(str(record.get('message', 'recorded')), 120)}")
+                                                   f"the training loss grew from {initial:.3g} to {loss:.3g}" if exploded
+                                                   else shorten(str(record.get("message", "recorded")), 120))
                                    + " (not a trained predictor)")
+        if initial is None:
+            row["checked"] = "network (warm start: its step-0 loss not rebuilt)"
         if finite:
+            published = spec.published_outputs(model, cfg, problem)
+            if published is not None:
+                got["val_out_published"] = np.asarray(published, np.float64).reshape(-1)
             preds = _read_npz(root, gd.gd_predictions, ("train_out", "val_out", "val_out_published"))
             scale = {k: max(1.0, float(np.abs(v).max()) if v.size else 1.0) for k, v in got.items()}
             zero = {k.replace("_out", "_zero"): np.abs(v) <= NETWORK_RTOL * scale[k] for k, v in got.items()}
-            row["problems"] += compare_predictions({**got, **zero}, preds, len(ds.y_train), len(ds.y_val), NETWORK_RTOL)
-            for key, y in (("train", ds.y_train), ("val", ds.y_val)):
-                claimed, out, undecided = record.get(f"{key}_error"), got[f"{key}_out"], zero[f"{key}_zero"]
-                low, high = error(np.where(undecided, y, out), y), error(np.where(undecided, -y, out), y)
-                if not (isinstance(claimed, (int, float)) and low - 1e-12 <= claimed <= high + 1e-12):
-                    row["problems"].append(f"{layout.SUMMARY}: {key}_error {claimed!r:.12} is not the recomputed "
-                                           f"{error(out, y):.12g}")
+            row["problems"] += compare_predictions({**got, **zero}, preds, len(ds.y_train), len(ds.y_val), NETWORK_RTOL,
+                                                   published=published is not None)
+            claimed_loss = record.get("train_loss")
+            if not (_number(claimed_loss) and math.isclose(claimed_loss, loss, rel_tol=NETWORK_RTOL, abs_tol=1e-300)):
+                row["problems"].append(f"{layout.SUMMARY}: train_loss {shorten(repr(claimed_loss), 30)} is not the "
+                                       f"recomputed {loss:.9g}")
+            sources = [(layout.SUMMARY, record)]
+            sources += [(f"{layout.TABLES}/{layout.ERRORS} ({shorten(k, 30)})", c) for k, c in claims.items()]
+            for source, c in sources:
+                if source != layout.SUMMARY and c.get("status") != ("diverged" if exploded else claimed):
+                    row["problems"].append(f"{source}: status {shorten(repr(c.get('status')), 40)}, the record's is "
+                                           f"{row['claimed_status']!r}")
+                for key, y in (("train", ds.y_train), ("val", ds.y_val)):
+                    said, out, undecided = c.get(f"{key}_error"), got[f"{key}_out"], zero[f"{key}_zero"]
+                    low, high = error(np.where(undecided, y, out), y), error(np.where(undecided, -y, out), y)
+                    if not (_number(said) and low - 1e-12 <= said <= high + 1e-12):
+                        row["problems"].append(f"{source}: {key}_error {shorten(repr(said), 30)} is not the recomputed "
+                                               f"{error(out, y):.12g}")
+            if claims and cfg.model.predictor not in claims:
+                row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for {cfg.model.predictor}")
     except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
         _unchecked(row, exc)
     row["problems"] = list(dict.fromkeys(row["problems"]))
@@ -396,13 +444,18 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
     return row
 
 
+def _number(v) -> bool:
+    """A claimed rate or loss: a real number, not a bool, not text."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: dict | None = None,
                point: str | None = None, table: dict | None = None) -> list[dict]:
     """One row per program of a run directory (`svm/<objective>/`). `point`: the id the run is (a
     sweep's point); `table`: objective -> the claims of the sweep's aggregated tables/errors.csv."""
     from gbcli.runs.stages import load_trained
 
-    network = verify_network(root, run, where, problems, point)
+    network = verify_network(root, run, where, problems, point, table)
     rows = [] if network is None else [network]
     svm = RunDir(run).svm
     if is_link(svm):
@@ -419,7 +472,7 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
         try:
             _no_links(root, stage)
             record = _read_json(root, stage / layout.RESULT)
-            row.update(value=record.get("objective"), claimed_status=record.get("status"))
+            row.update(_shown(record))
             cfg = _read_config(root, stage / layout.CONFIG)
             row["problems"] += _identity(cfg, run, root, point)
             design, ds, program = _design(objective, cfg, problems,
@@ -576,7 +629,7 @@ def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
                         extra.append((layout.ERRORS, c))
                 got, claims, form, _ = _check_compact(root, path, design, ds, objective, problems.tol, row["problems"],
                                                       extra)
-                row.update(value=claims.get("objective"), claimed_status=claims.get("status"), checked=form)
+                row.update(_shown(claims), checked=form)
             except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
                 _unchecked(row, exc)
                 got = None
