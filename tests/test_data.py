@@ -550,3 +550,15 @@ def test_a_long_value_is_shortened_in_messages():
         with pytest.raises(GbError) as err:
             call()
         assert len(str(err.value)) < 400 and "..." in str(err.value)
+
+
+@pytest.mark.parametrize("train_size, val_size", [(100, 200), (300, None)])
+def test_the_memory_estimate_of_a_dataset_is_what_it_loads(train_size, val_size):
+    """pool_bytes (the memory check before any training) is the bytes of the pool and the two splits
+    as loaded: an estimate off by a factor would let a too-large run start or refuse a small one."""
+    from gbcli.config import validate
+
+    cfg = validate({"dataset": {"name": "digits", "train_size": train_size,
+                                **({} if val_size is None else {"val_size": val_size})}}, "test")
+    ds = cfg.dataset.load()
+    assert cfg.dataset.pool_bytes() == ds.x_pool.nbytes + ds.x_train.nbytes + ds.x_val.nbytes
