@@ -35,11 +35,13 @@ test-fast: install
 mutate: install
 	$(BIN)/python scripts/mutate.py --pytest-args "tests/test_decisions.py tests/test_cache.py -x -q"
 
-# every operator of those modules swapped in turn (about 20 minutes); a survivor is a place to look
-DECIDING = gbcli/programs/certify.py gbcli/metrics.py gbcli/models/gating.py gbcli/store/identity.py gbcli/store/cache.py
+# every operator of those modules swapped in turn (about an hour); a survivor is a place to look
+DECIDING = gbcli/programs/certify.py gbcli/programs/norms.py gbcli/metrics.py gbcli/models/gating.py \
+	gbcli/data/datasets.py gbcli/store/identity.py gbcli/store/cache.py
 mutate-auto: install
 	$(BIN)/python scripts/mutate.py $(addprefix --auto ,$(DECIDING)) --pytest-args \
-	  "-m 'not slow and not slurm' -x -q tests/test_decisions.py tests/test_cache.py tests/test_certificates.py tests/test_programs.py tests/test_dual.py"
+	  "-m 'not slow and not slurm' -x -q tests/test_decisions.py tests/test_cache.py tests/test_certificates.py \
+	  tests/test_programs.py tests/test_dual.py tests/test_active_set.py tests/test_estimators.py tests/test_data.py"
 
 # the solver benchmark of BENCHMARKS.md (needs MNIST: GB_DATA_DIR, about 10 minutes)
 bench-solvers: install

@@ -562,3 +562,45 @@ def test_the_memory_estimate_of_a_dataset_is_what_it_loads(train_size, val_size)
                                 **({} if val_size is None else {"val_size": val_size})}}, "test")
     ds = cfg.dataset.load()
     assert cfg.dataset.pool_bytes() == ds.x_pool.nbytes + ds.x_train.nbytes + ds.x_val.nbytes
+
+
+def _digits(**extra):
+    from gbcli.config import validate
+
+    return validate({"dataset": {"name": "digits", "train_size": 100, "val_size": 200, **extra}}, "test")
+
+
+def test_max_norm_rescales_every_split_by_one_constant():
+    plain, scaled = _digits().dataset.load(), _digits(max_norm=0.5).dataset.load()
+    assert np.linalg.norm(scaled.x_pool, axis=1).max() == pytest.approx(0.5, rel=1e-12)
+    s = 0.5 / np.linalg.norm(plain.x_pool, axis=1).max()
+    for a, b in ((plain.x_pool, scaled.x_pool), (plain.x_train, scaled.x_train), (plain.x_val, scaled.x_val)):
+        np.testing.assert_allclose(b, a * s, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(plain.y_train, scaled.y_train)
+
+
+@pytest.mark.parametrize("low, high", [(0.0, 1.0), (-2.0, 3.0)])
+def test_pixel_range_maps_pixels_affinely_and_keeps_the_constant(low, high):
+    plain, mapped = _digits().dataset.load(), _digits(pixel_range=[low, high]).dataset.load()
+    for a, b in ((plain.x_pool, mapped.x_pool), (plain.x_train, mapped.x_train), (plain.x_val, mapped.x_val)):
+        np.testing.assert_allclose(b[:, :-1], low + (high - low) * (a[:, :-1] + 1) / 2, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(b[:, -1], a[:, -1])   # the constant 1 feature
+    assert mapped.x_pool[:, :-1].min() == pytest.approx(low) and mapped.x_pool[:, :-1].max() == pytest.approx(high)
+
+
+@pytest.mark.parametrize("extra, says", [
+    ({"pixel_range": [1.0, 0.0]}, "dataset.pixel_range"), ({"pixel_range": [0.5, 0.5]}, "dataset.pixel_range"),
+    ({"pixel_range": [0.0, 1.0, 2.0]}, "dataset.pixel_range"), ({"max_norm": float("inf")}, "max_norm"),
+    ({"classes": [3]}, "dataset.classes"), ({"classes": [3, 3]}, "dataset.classes"),
+    ({"classes": [3, 10]}, "dataset.classes"), ({"classes": [1, 2]}, "dataset.classes"),
+])
+def test_impossible_image_settings_are_refused(extra, says):
+    from gbcli.errors import GbError
+
+    with pytest.raises(GbError, match=says):
+        _digits(**extra)
+
+
+def test_a_digit_pair_is_a_dataset():
+    ds = _digits(classes=[3, 5], val_size=100).dataset.load()
+    assert set(np.unique(ds.y_train)) == {-1.0, 1.0}
