@@ -604,3 +604,49 @@ def test_impossible_image_settings_are_refused(extra, says):
 def test_a_digit_pair_is_a_dataset():
     ds = _digits(classes=[3, 5], val_size=100).dataset.load()
     assert set(np.unique(ds.y_train)) == {-1.0, 1.0}
+
+
+def _synthetic(**dataset):
+    from gbcli.config import validate
+
+    return validate({"dataset": dataset}, "test").dataset
+
+
+def test_symmetric_gaussians_are_the_distribution_they_say():
+    """Paper 002's classes: y = +-1 with probability 1/2, x ~ N(y mean_norm e, std^2 I), kept when
+    y <e, x> > margin. Measured on 6,000 points (4 sigma of truncation: the moments are the plain ones)."""
+    spec = _synthetic(name="symmetric-gaussians", n_samples=6000, dim=5, mean_norm=3.0, std=0.5, margin=1.0,
+                      train_size=3000, val_size=3000, synthetic_seed=4)
+    ds = spec.load()
+    x = np.concatenate([ds.x_train, ds.x_val])
+    y = np.concatenate([ds.y_train, ds.y_val])
+    assert x.shape == (6000, 5) and spec.feature_dim() == 5 and set(np.unique(y)) == {-1.0, 1.0}
+    assert abs(y.mean()) < 0.05                                     # balanced labels
+    mean = (y[:, None] * x).mean(0)
+    assert np.linalg.norm(mean) == pytest.approx(3.0, abs=0.03)    # |class mean| = mean_norm
+    e = mean / np.linalg.norm(mean)
+    resid = x - y[:, None] * 3.0 * e
+    assert resid.std(0) == pytest.approx(np.full(5, 0.5), abs=0.02)   # every coordinate's std
+    assert (y * (x @ e)).min() > 1.0 - 0.05                         # nothing kept within the margin
+
+
+@pytest.mark.parametrize("dataset, says", [
+    ({"name": "symmetric-gaussians", "mean_norm": 0.0, "std": 1.0, "margin": 4.0}, "keeps fewer than 1 in 1000"),
+    ({"name": "symmetric-gaussians", "mean_norm": float("inf")}, "mean_norm"),
+    ({"name": "symmetric-gaussians", "std": float("inf")}, "std"),
+    ({"name": "symmetric-gaussians", "margin": float("inf")}, "margin"),
+    ({"name": "linear-teacher", "margin": float("inf")}, "margin"),
+])
+def test_impossible_synthetic_settings_are_refused(dataset, says):
+    from gbcli.errors import GbError
+
+    with pytest.raises(GbError, match=says):
+        _synthetic(**dataset)
+
+
+def test_a_rare_but_reachable_margin_is_accepted_and_a_bias_is_a_feature():
+    spec = _synthetic(name="symmetric-gaussians", mean_norm=0.0, std=1.0, margin=2.5)   # 0.6% of draws kept
+    assert spec.margin == 2.5
+    spec = _synthetic(name="linear-teacher", n_samples=200, dim=4, bias=True, train_size=100, val_size=100)
+    ds = spec.load()
+    assert spec.feature_dim() == 5 == ds.x_train.shape[1] and np.all(ds.x_train[:, -1] == 1.0)
