@@ -628,6 +628,7 @@ def test_symmetric_gaussians_are_the_distribution_they_say():
     resid = x - y[:, None] * 3.0 * e
     assert resid.std(0) == pytest.approx(np.full(5, 0.5), abs=0.02)   # every coordinate's std
     assert (y * (x @ e)).min() > 1.0 - 0.05                         # nothing kept within the margin
+    assert not ds.x_pool.flags.writeable                            # the pool is shared, never changed in place
 
 
 @pytest.mark.parametrize("dataset, says", [
@@ -636,6 +637,7 @@ def test_symmetric_gaussians_are_the_distribution_they_say():
     ({"name": "symmetric-gaussians", "std": float("inf")}, "std"),
     ({"name": "symmetric-gaussians", "margin": float("inf")}, "margin"),
     ({"name": "linear-teacher", "margin": float("inf")}, "margin"),
+    ({"name": "points", "x": [[1.0, 2.0], [1.0]], "y": [1, -1]}, "every point needs the same"),
 ])
 def test_impossible_synthetic_settings_are_refused(dataset, says):
     from gbcli.errors import GbError
@@ -650,3 +652,11 @@ def test_a_rare_but_reachable_margin_is_accepted_and_a_bias_is_a_feature():
     spec = _synthetic(name="linear-teacher", n_samples=200, dim=4, bias=True, train_size=100, val_size=100)
     ds = spec.load()
     assert spec.feature_dim() == 5 == ds.x_train.shape[1] and np.all(ds.x_train[:, -1] == 1.0)
+
+
+def test_splits_larger_than_the_generated_set_are_refused():
+    from gbcli.errors import GbError
+
+    spec = _synthetic(name="symmetric-gaussians", n_samples=100, dim=2, train_size=60, val_size=41)
+    with pytest.raises(GbError, match="exceeds dataset.n_samples = 100"):
+        spec.load()
