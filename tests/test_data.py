@@ -593,6 +593,7 @@ def test_pixel_range_maps_pixels_affinely_and_keeps_the_constant(low, high):
     ({"pixel_range": [0.0, 1.0, 2.0]}, "dataset.pixel_range"), ({"max_norm": float("inf")}, "max_norm"),
     ({"classes": [3]}, "dataset.classes"), ({"classes": [3, 3]}, "dataset.classes"),
     ({"classes": [3, 10]}, "dataset.classes"), ({"classes": [1, 2]}, "dataset.classes"),
+    ({"classes": [0, 1, 2, 3, 4]}, "must have both positive and negative classes"),
 ])
 def test_impossible_image_settings_are_refused(extra, says):
     from gbcli.errors import GbError
@@ -601,8 +602,9 @@ def test_impossible_image_settings_are_refused(extra, says):
         _digits(**extra)
 
 
-def test_a_digit_pair_is_a_dataset():
-    ds = _digits(classes=[3, 5], val_size=100).dataset.load()
+@pytest.mark.parametrize("classes", [[3, 5], [0, 9], list(range(10))])
+def test_a_digit_pair_is_a_dataset(classes):
+    ds = _digits(classes=classes, val_size=100).dataset.load()
     assert set(np.unique(ds.y_train)) == {-1.0, 1.0}
 
 
@@ -635,7 +637,8 @@ def test_symmetric_gaussians_are_the_distribution_they_say():
     ({"name": "symmetric-gaussians", "mean_norm": 0.0, "std": 1.0, "margin": 4.0}, "keeps fewer than 1 in 1000"),
     ({"name": "symmetric-gaussians", "mean_norm": float("inf")}, "mean_norm"),
     ({"name": "symmetric-gaussians", "std": float("inf")}, "std"),
-    ({"name": "symmetric-gaussians", "margin": float("inf")}, "margin"),
+    ({"name": "symmetric-gaussians", "margin": float("inf")}, "dataset.margin: input should be a finite number"),
+    ({"name": "symmetric-gaussians", "mean_norm": 0.0, "std": 1.0, "margin": 3.19}, "keeps fewer than 1 in 1000"),
     ({"name": "linear-teacher", "margin": float("inf")}, "margin"),
     ({"name": "points", "x": [[1.0, 2.0], [1.0]], "y": [1, -1]}, "every point needs the same"),
 ])
