@@ -208,9 +208,9 @@ class _Problems:
         from gbcli.runs.stages import prepare
         from gbcli.training.memory import check_memory
 
-        check_memory(cfg)   # a received config: data and a network too large for this machine are never built
         key = _group_key(cfg)
-        if key != self.key:
+        if key != self.key:   # a problem's data and model: refused when too large, before anything is built
+            check_memory(cfg)
             data_changed = self.key is None or key[0] != self.key[0]
             self.key, self.current = None, None   # the last problem's arrays go before the next is built
             if data_changed:
@@ -346,7 +346,7 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
 
     from gbcli.registry import spec_of
     from gbcli.runs.stages import load_checkpoint
-    from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
+    from gbcli.store.identity import GD_SECTIONS, point_id, section_hash
     from gbcli.training.losses import loss_fn
     from gbcli.training.loop import EXPLODED
 
@@ -364,7 +364,7 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
         row.update(_shown(record, "val_error"))
         cfg = _read_config(root, gd.gd_config)
         manifest = record.get("manifest")
-        if not isinstance(manifest, dict) or manifest.get("config") != section_hash(cfg, PROBLEM_SECTIONS + ("training",)):
+        if not isinstance(manifest, dict) or manifest.get("config") != section_hash(cfg, GD_SECTIONS):
             row["problems"].append(f"{layout.CONFIG}: not the config {layout.SUMMARY} was computed from (edited or replaced)")
         if point is not None and point_id(cfg) != point:
             row["problems"].append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)}")

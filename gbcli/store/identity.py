@@ -26,6 +26,7 @@ from gbcli.store.layout import RunDir
 from gbcli.store.safe import flatten, read_untrusted
 
 PROBLEM_SECTIONS = ("dataset", "model", "contexts")
+GD_SECTIONS = PROBLEM_SECTIONS + ("training",)   # what a trained network is computed from (its manifest's "config")
 
 
 def _drop(d: dict, keys: frozenset[str]) -> dict:
@@ -70,7 +71,7 @@ def file_hash(path: Path) -> str:
 
 
 def gd_manifest(cfg) -> dict:
-    out = {"problem": section_hash(cfg, PROBLEM_SECTIONS), "config": section_hash(cfg, PROBLEM_SECTIONS + ("training",))}
+    out = {"problem": section_hash(cfg, PROBLEM_SECTIONS), "config": section_hash(cfg, GD_SECTIONS)}
     if cfg.training.init_from is not None:   # a warm start: what the file holds, not only its name
         try:
             out["init"] = file_hash(Path(cfg.training.init_from))

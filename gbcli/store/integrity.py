@@ -18,7 +18,7 @@ import yaml
 
 from gbcli.errors import GbError
 from gbcli.store import layout
-from gbcli.store.identity import PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
+from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
 from gbcli.store.layout import RunDir
 from gbcli.store.safe import _short, is_file, load_yaml, present, read_json, read_record, read_text_untrusted, remove
 
@@ -98,7 +98,7 @@ def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
         return rec, []
     lost = []
     if present(run.summary):
-        diff = differing_keys(_saved_config(run.gd_config), cfg, PROBLEM_SECTIONS + ("training",))
+        diff = differing_keys(_saved_config(run.gd_config), cfg, GD_SECTIONS)
         lost.append(f"gd/ (a network trained with another config{': ' + diff if diff else ''})")
     for record in run.results():
         m = manifest_of(record)
@@ -210,7 +210,7 @@ def check_run(run_dir: Path) -> None:
     if is_file(summary) and gm is None:
         raise GbError(f"{summary}: not a finished stage of this gb (no manifest); rerun `gb train-gd`")
     if gm is not None:
-        _check_saved_config(run.gd_config, summary, gm, "config", PROBLEM_SECTIONS + ("training",))
+        _check_saved_config(run.gd_config, summary, gm, "config", GD_SECTIONS)
     for record in run.results():
         m = manifest_of(record)
         if m is None:
