@@ -153,3 +153,24 @@ def test_double_double_sums_keep_the_low_half_and_derived_arrays_drop_it():
     assert pair[[0]].lo is None and (pair * 2).lo is None   # derived arrays degrade to the high halves
     assert isinstance(_pair(hi, torch.zeros(2, dtype=torch.float64)), np.ndarray)
     assert double_double(np.ones(2), np.zeros(2)).lo is not None
+
+
+def test_the_precise_predictor_sums_its_combination_exactly():
+    """Norm.predictor(precise=True) recovers zeta from V summed exactly: on multipliers whose
+    weighted inputs cancel ~1e15-fold, every entry is exact arithmetic's to float64 rounding, where
+    the plain sum keeps almost none of its digits."""
+    from gbcli.programs.design import GatedDesign
+    from gbcli.programs.norms import NORMS
+
+    a, x = cancelling(2000, 5, 1, 4)
+    lam, y = np.abs(a[:, 0]), np.sign(a[:, 0])
+    gates = np.ones((len(x), 1))
+    design = GatedDesign(x, y, gates, x[:3], gates[:3], "sq")
+    got = NORMS["sq"].predictor(design, lam, np.array([1.0]), precise=True)
+    plain = NORMS["sq"].predictor(design, lam, np.array([1.0]))
+    worst_plain = 0.0
+    for j in (0, 2, 4):
+        true = exact_entry(a, x, 0, j)
+        assert abs(Fraction(float(got[0, j])) - true) <= abs(true) * Fraction(2 ** -51)
+        worst_plain = max(worst_plain, float(abs(Fraction(float(plain[0, j])) - true) / abs(true)))
+    assert worst_plain > 1e-6   # the case cancels: float64 alone does not get these digits

@@ -138,13 +138,15 @@ def test_non_separable_data_is_infeasible():
     assert sol.status == "infeasible" and sol.zeta is None
 
 
-@pytest.mark.parametrize("norm", ["sq", "l2", "group", "l1"])
+@pytest.mark.parametrize("norm", ["sq", "l2", "group", "l1", "l2-reference"])
 def test_the_input_radius_bounds_every_output_and_is_attained(norm):
     """input_radius R bounds |f(x_n)| <= ||zeta|| R for every zeta (a dual ray's relative margin
     bound divides by it: a radius too small would claim too much). Gates of 2 (not one-hot 1) tell
     a product from a quotient. The bound is checked on random predictors and on those that attain
-    it for the Euclidean and l1 geometry (one gated input, one coordinate)."""
-    from gbcli.programs.norms import norm_of
+    it for the Euclidean and l1 geometry (one gated input, one coordinate) and for the quadratic
+    forms (zeta = P e_n x_n', P the form's pseudo-inverse). The published code's form is a seminorm:
+    it bounds the outputs of the predictors off its null space, the only ones its dual certifies."""
+    from gbcli.programs.norms import context_pinv, norm_of, reference_null_and_pinv
 
     base, _ = tiny_design(norm, 3, 2, seed=5)
     d = GatedDesign(base.x_train, base.y_train, 2.0 * base.e_train, base.x_val, 2.0 * base.e_val, norm, base.groups,
@@ -159,13 +161,18 @@ def test_the_input_radius_bounds_every_output_and_is_attained(norm):
                                (len(d.x_train), d.rows, d.x_train.shape[1]))
     vertex[r, k] = 1.0
     zetas.append(vertex)
+    if norm in ("l2", "l2-reference"):
+        null, pinv = (np.zeros((d.rows, 0)), context_pinv(d.units, d.count)) if norm == "l2" \
+            else reference_null_and_pinv(d.units, d.count)
+        zetas = [z - null @ (null.T @ z) for z in zetas]
+        zetas += [pinv @ np.outer(d.e_train[n], d.x_train[n]) for n in range(len(d.x_train))]
     ratios = []
     for zeta in zetas:
         size = nrm.value(d, zeta)
         size = np.sqrt(size) if nrm.quadratic else size
         ratios.append(np.abs(decision(zeta, d.x_train, d.e_train)).max() / size)
     assert max(ratios) <= radius * (1 + 1e-9), (max(ratios), radius)
-    if norm in ("sq", "l1"):   # their radius is exact: an aligned predictor reaches it
+    if norm != "group":   # their radius is exact: an aligned predictor reaches it
         assert max(ratios) >= radius * (1 - 1e-9), (max(ratios), radius)
 
 
