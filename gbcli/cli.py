@@ -77,7 +77,7 @@ USABLE = ("ok", "optimal")   # statuses that are results; a certified infeasibil
 
 def _failed(rows) -> list[str]:
     """Predictors whose status is not a result: diverged, nan, inaccurate, failed, uncertified."""
-    return [f"{r['predictor']} ({r['status']})" for r in rows
+    return [f"{r['predictor']} ({'uncertified' if r['status'] == 'infeasible' else r['status']})" for r in rows
             if not (r["status"] in USABLE or (r["status"] == "infeasible" and bool(r.get("certified"))))]
 
 
@@ -256,12 +256,13 @@ def plot_cmd(run_dir: str = RunDirArg,
              points: bool = typer.Option(False, "--points",
                                          help="a sweep: also each point's own curves (points/<id>/figures/curves.png)")):
     """Draw the training curves (loss, training and validation error, tracked instruments) from the
-    metrics.csv of a run or of every sweep point into RUN_DIR/figures/curves.png, and, once the
-    tables exist (RUN_DIR/tables/{errors,inconsistency}.csv), the four panels of protocol section 8."""
+    metrics.csv of a run or of every sweep point into RUN_DIR/figures/curves.png, and the four panels
+    of protocol section 8: a run's from its records (as `gb compare` computes them), a sweep's or a
+    folder's from its tables (RUN_DIR/tables/{errors,inconsistency}.csv)."""
     run_dir = _named(run_dir, "RUN_DIR")
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
-    from gbcli.store.safe import check_tree
+    from gbcli.store.safe import check_tree, staged_writes
 
     check_tree(run_dir)   # it writes RUN_DIR/figures/: never through a symlink
     kind = dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused
@@ -273,18 +274,22 @@ def plot_cmd(run_dir: str = RunDirArg,
     # only is no gb directory: no lock); taken once the input is read, so a refusal writes nothing
     lock = {"run": lambda: run_lock(run_dir, key="RUN_DIR"),
             "sweep": lambda: sweep_lock(run_dir)}.get(kind, contextlib.nullcontext)
-    have_tables = any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY))
-    tables = read_tables(run_dir) if have_tables else None   # a damaged table: refused before anything is drawn
-    curves = plot_curves(run_dir, per_point=points, lock=lock)
-    if not have_tables and not curves:
-        read_tables(run_dir)   # neither curves nor tables: says what is missing
-    for path in curves:
+    if kind == "run":   # computed from its records, as `gb compare` does: its tables/ may be stale
+        from gbcli.runs.compare import run_tables
+
+        tables = run_tables(run_dir)
+        have_tables = tables is not None
+    else:
+        have_tables = any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY))
+        tables = read_tables(run_dir) if have_tables else None   # a damaged table: refused before anything is drawn
+    with staged_writes(landing=lock):   # every figure drawn before one lands: a damaged record writes none
+        curves = plot_curves(run_dir, per_point=points)
+        if not have_tables and not curves:
+            read_tables(run_dir)   # neither curves nor tables: says what is missing
+        drawn = draw_figures(*tables, run_dir) if tables is not None else []
+    for path in curves + drawn:
         _echo(f"figure -> {path}")
     if tables is not None:
-        with lock():
-            drawn = draw_figures(*tables, run_dir)
-        for path in drawn:
-            _echo(f"figure -> {path}")
         _exit_unless_results(tables[0], run_dir if kind == "sweep" else None)
 
 

@@ -13,17 +13,20 @@ def error(out, y) -> float:
     y f(x) > 0 holds."""
     torch = sys.modules.get("torch")   # a tensor exists only once torch is loaded: `gb compare` never loads it
     if torch is not None and isinstance(out, torch.Tensor):
-        return float((~((out * y) > 0)).float().mean())
-    return float(np.mean(~(out * y > 0)))
+        return float((~(torch.isfinite(out) & ((out * y) > 0))).float().mean())
+    out = np.asarray(out)
+    return float(np.mean(~(np.isfinite(out) & (out * y > 0))))   # +-inf is no label: an error whatever its sign
 
 
 def labels(out: np.ndarray) -> np.ndarray:
-    """Predicted labels sign(f): +1, -1, and 0 for a tie."""
-    return np.sign(out)
+    """Predicted labels sign(f): +1, -1, 0 for a tie, and NaN for a non-finite output (no label)."""
+    out = np.asarray(out, dtype=np.float64)
+    return np.where(np.isfinite(out), np.sign(out), np.nan)
 
 
 def inconsistency(out_a: np.ndarray, out_b: np.ndarray) -> float:
-    """Fraction of points on which two predictors' labels differ (a tie is its own label)."""
+    """Fraction of points on which two predictors' labels differ (a tie is its own label; a non-finite
+    output has none, so it differs from every label, a non-finite one's included)."""
     return float(np.mean(labels(out_a) != labels(out_b)))
 
 

@@ -66,6 +66,29 @@ def test_the_instrument_reads_ratio_1_and_angle_0_at_each_programs_optimum_and_l
     assert row["margin_ratio_svm_gln"] < 1 and row["angle_svm_gln"] > 10
 
 
+def test_the_angle_to_svm_l2_sees_the_predictor_not_the_coordinates_its_form_is_blind_to():
+    """A vector added to every context row of one unit and subtracted from another's changes neither
+    a GLN's predictor nor svm-l2's form (protocol section 5): svm-l2's optimum so shifted still reads
+    angle 0 and ratio 1 (the raw-coordinate angle was tens of degrees)."""
+    cfg = validate(CFG, "test")
+    problem = prepare(cfg)
+    tracker = make_tracker(cfg, problem)
+    model = build_model(cfg, problem.dataset.dim)
+    ref = tracker.against["svm-l2"]
+    zeta = ref["zeta"].copy()
+    units, count = cfg.model.hidden_units, cfg.contexts.count
+    a = np.random.default_rng(0).normal(size=zeta.shape[1]) * np.abs(zeta).max()
+    zeta[0:count] += a                    # unit 0's contexts
+    zeta[count:2 * count] -= a            # unit 1's
+    raw = np.degrees(np.arccos(np.dot(zeta.ravel(), ref["zeta"].ravel())
+                               / (np.linalg.norm(zeta) * np.linalg.norm(ref["zeta"]))))
+    assert raw > 10   # the coordinates moved a lot
+    row = measure(tracker, at(model, zeta, 1.0), problem)
+    assert row["angle_svm_l2"] < 0.05 and row["margin_ratio_svm_l2"] == pytest.approx(1.0, abs=2e-4)
+    assert row["inconsistency_svm_l2"] == 0 and row["train_inconsistency_svm_l2"] == 0
+    assert units >= 2
+
+
 @pytest.mark.slow
 def test_gradient_descent_is_tracked_against_both_programs(tmp_path):
     """A real `gb train-gd`: the columns in metrics.csv at every logged step, the ratio never above 1,

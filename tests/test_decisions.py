@@ -38,7 +38,7 @@ import yaml
 from gbcli.config import Config, apply_preset, validate
 from gbcli.data.datasets import DATASETS
 from gbcli.data.sources import load_dataset
-from gbcli.metrics import error, expected_if_uncorrelated
+from gbcli.metrics import error, expected_if_uncorrelated, inconsistency
 from gbcli.models.gating import Hyperplanes
 from gbcli.programs import Solution, certificate, solve_dual
 from gbcli.programs.certify import (dual_bound, predictor_from, recovery_scales, relative_gap,
@@ -716,6 +716,17 @@ def test_a_tie_is_an_error():
     assert error(torch.tensor(out), torch.tensor(y)) == 0.75
 
 
+def test_a_non_finite_output_is_an_error_whatever_its_sign():
+    """A diverged network's +-inf or NaN output has no label (docs/run-directories.md): an error
+    even where its sign matches, and a disagreement with every predictor, a non-finite one's too."""
+    out, y = np.array([np.inf, -np.inf, np.nan, 1.0]), np.array([1.0, -1.0, 1.0, 1.0])
+    assert error(out, y) == 0.75
+    assert error(torch.tensor(out), torch.tensor(y)) == 0.75
+    assert inconsistency(out, np.array([1.0, -1.0, 1.0, 1.0])) == 0.75
+    assert inconsistency(out, out) == 0.75
+    assert inconsistency(np.array([0.0, -2.0]), np.array([0.0, 3.0])) == 0.5   # a tie is a label of its own
+
+
 def test_a_point_on_a_hyperplane_is_on_its_zero_side():
     """Protocol section 3: hyperplane j's bit is [w_j . x > b_j] (a point on it gives 0), and
     c = 2 b_0 + b_1 for k = 2 (hyperplane 0 the most significant bit)."""
@@ -824,3 +835,23 @@ def test_verify_calls_an_uncertified_predictor_inaccurate():
     assert check_solution(design, y_val, sol.zeta, sol.lam, "optimal", DEFAULT_CERTIFY_TOL)["status"] == "optimal"
     got = check_solution(design, y_val, -sol.zeta, sol.lam, "optimal", DEFAULT_CERTIFY_TOL)
     assert got["status"] == "inaccurate" and not got["certified"]
+
+
+@pytest.mark.parametrize("draw", ["own", "published", "svm-rc"])
+def test_median_hyperplanes_halve_an_odd_pool_and_its_median_image_takes_the_rules_side(draw):
+    """With median offsets over an odd pool (digits: 1797 images) one image lies on each hyperplane.
+    Its side is the rule's, [w.x > b] -> 0 (svm-rc's published [w.x >= b] -> 1), decided on the very
+    products the median came from: each hyperplane has exactly (N - 1) / 2 (svm-rc: (N + 1) / 2) pool
+    images on side 1, and a training or validation image is gated as it is in the pool (gating it
+    with another product put one validation image of 400 on the other side)."""
+    from gbcli.data.datasets import ImageSet
+    from gbcli.models.gating import published_hyperplanes, random_relu_gates, sample_hyperplanes
+
+    ds = ImageSet(name="digits", train_size=300, val_size=400, data_seed=3).load()
+    n = len(ds.x_pool)
+    assert n % 2 == 1
+    hp = {"own": lambda: sample_hyperplanes(3, 4, ds.x_pool, 2),
+          "published": lambda: published_hyperplanes(3, 4, ds.x_pool, 2),
+          "svm-rc": lambda: random_relu_gates(3, ds.x_pool, 2)}[draw]()
+    on = hp.pool_sides.sum(0)
+    assert (on == ((n + 1) // 2 if draw == "svm-rc" else (n - 1) // 2)).all(), on

@@ -257,3 +257,39 @@ def test_an_empty_folder_or_one_gb_made_is_written(tmp_path):
     (tmp_path / "other" / "x").write_text("x")
     with pytest.raises(GbError, match="not a folder gb made"):
         check_owned(tmp_path / "other")
+
+
+def test_staged_writes_land_together_or_not_at_all(tmp_path):
+    """The writes of a `staged_writes` block land in order when it ends, under its landing context;
+    an exception (a report failing on a received record) writes none of them; reads and existence
+    checks inside see the held files; a folder where one of the files goes is refused before the
+    first lands."""
+    import contextlib
+
+    from gbcli.store.safe import atomic_write_text, is_file, read_text_untrusted, staged_writes
+
+    landed = []
+
+    @contextlib.contextmanager
+    def landing():
+        landed.append(sorted(p.name for p in tmp_path.iterdir()))
+        yield
+
+    with staged_writes(landing):
+        atomic_write_text(tmp_path / "a.txt", "one")
+        assert not (tmp_path / "a.txt").exists() and is_file(tmp_path / "a.txt")
+        assert read_text_untrusted(tmp_path / "a.txt") == "one"
+        atomic_write_text(tmp_path / "sub" / "b.txt", "two")
+    assert landed == [[]] and (tmp_path / "sub" / "b.txt").read_text() == "two"
+    with pytest.raises(RuntimeError):
+        with staged_writes():
+            atomic_write_text(tmp_path / "a.txt", "changed")
+            atomic_write_text(tmp_path / "c.txt", "new")
+            raise RuntimeError("a damaged record")
+    assert (tmp_path / "a.txt").read_text() == "one" and not (tmp_path / "c.txt").exists()
+    (tmp_path / "d.txt").mkdir()
+    with pytest.raises(GbError, match="d.txt: a folder where gb writes"):
+        with staged_writes():
+            atomic_write_text(tmp_path / "e.txt", "first")
+            atomic_write_text(tmp_path / "d.txt", "second")
+    assert not (tmp_path / "e.txt").exists()

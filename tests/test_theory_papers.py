@@ -11,6 +11,7 @@ import pytest
 
 from gbcli.config import validate
 from gbcli.errors import GbError
+from gbcli.metrics import error
 from gbcli.runs.stages import build_model
 from gbcli.runs.stages import fit_svm, prepare, train_gd
 from gbcli.store.solutions import read_compact
@@ -78,6 +79,18 @@ def test_svm_pos_neg_par_match_an_independent_cvxpy_solve(tmp_path):
         ours = read_compact(tmp_path / "svm" / obj / "compact.npz")[0][0]
         assert res[obj]["objective"] == pytest.approx(p.value, rel=1e-5)
         assert np.allclose(ours, w.value, atol=1e-4 * np.abs(w.value).max())
+
+    # on data that is not orthogonally separable, w+ misclassifies negatives: its training error, like
+    # its validation error, is the classifier's over every point, not over the class it constrains
+    cfg = validate({"dataset": {"name": "digits", "train_size": 70, "val_size": 100, "data_seed": 4},
+                    "model": {"kind": "relu", "hidden_units": 4}, "svm": {"objectives": ["svm-pos", "svm-neg"]}})
+    ds = prepare(cfg).dataset
+    for r in fit_svm(cfg, tmp_path / "digits", ["svm-pos", "svm-neg"], echo=lambda m: None):
+        s = 1.0 if r["predictor"] == "svm-pos" else -1.0
+        w = read_compact(tmp_path / "digits" / "svm" / r["predictor"] / "compact.npz")[0][0]
+        out = s * (ds.x_train @ w)
+        assert r["certified"] and r["train_error"] == error(out, ds.y_train) > 0.2, r
+        assert np.allclose(np.load(tmp_path / "digits" / "svm" / r["predictor"] / "predictions.npz")["train_out"], out)
 
     cfg = leaky_config()   # another problem: another run directory (one directory holds one problem)
     tmp_path = tmp_path / "leaky"

@@ -660,3 +660,48 @@ def test_programs_are_checked_one_dataset_and_problem_at_a_time(tmp_path):
     sizes = [n for n, _, _ in prepared]
     assert sizes in ([200, 200, 300, 300], [300, 300, 200, 200]), sizes   # one dataset after the other
     assert all(not alive for _, _, alive in prepared), prepared   # the last dataset's split freed first
+
+
+# ------------------------------------------------------------------ non-convex programs (paper 003)
+
+KKT = {"name": "kkt", "dataset": {"name": "points", "x": [[1.0, 0.25], [-1.0, 0.25]], "y": [1, 1]},
+       "model": {"kind": "relu", "hidden_units": 2, "weights": {"w1": [[0.1, 1.0], [-0.2, -1.0]], "w2": [[0.5, 0.4]]}},
+       "training": {"batch_size": None, "epochs": 200, "lr": 0.02, "step_rule": "loss-normalized", "loss": "exponential"},
+       "svm": {"objectives": ["local-search", "nonconvex-global"], "restarts": 3, "radii": [0.3, 0.01]}}
+
+
+@pytest.fixture(scope="module")
+def nonconvex(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kkt")
+    cfg = load_config(write(tmp, KKT))
+    train_gd(cfg, tmp / "run")
+    fit_svm(cfg, tmp / "run", echo=lambda m: None)
+    return tmp / "run"
+
+
+def _forged_search(stage: Path):
+    rec = json.loads((stage / "result.json").read_text())
+    rec.update(objective=1.0, center_norm_sq=1.0, best_norm_sq=[0.5, 0.5], local_optimum=True)
+    (stage / "result.json").write_text(json.dumps(rec))
+
+
+@pytest.mark.parametrize("case", ["untouched", "forged", "no theta", "moved theta"])
+def test_a_non_convex_program_is_verified_by_rerunning_its_search(nonconvex, tmp_path, case):
+    """Paper 003's programs have no certificate: verify reruns their seeded search, and the record's
+    numbers, its point and its outputs must be the rerun's; a search that found no certified point is
+    not verified either (nothing was counted as verified unchecked)."""
+    run = copy(nonconvex, tmp_path)
+    stage = run / "svm" / "local-search"
+    if case == "forged":
+        _forged_search(stage)
+    elif case == "no theta":
+        (stage / "theta.npz").unlink()
+    elif case == "moved theta":
+        theta = np.load(stage / "theta.npz")["theta"]
+        S.write_npz(stage / "theta.npz", theta=theta * 1.01)
+    rows = {r["objective"]: r for r in V.verify(run)}
+    local, glob = rows["local-search"], rows["nonconvex-global"]
+    assert local["verified"] is (case == "untouched"), local
+    assert glob["verified"] is (glob["claimed_status"] == "optimal"), glob   # a failed search is no result
+    if case == "forged":
+        assert any("objective 1.0 is not the rerun's" in p for p in local["problems"])

@@ -52,8 +52,8 @@ def union_of(section: str) -> dict | None:
 
 # ------------------------------------------------------------------ types as text
 
-# A key's type is written as a small expression: int (strict: no bool, float or string), float,
-# bool, strict_bool (true or false only), str, null, any, 'a' (a literal), list[T],
+# A key's type is written as a small expression: int (strict: no bool, float or string), float
+# (strict: an int or a float, no bool or string), bool, strict_bool (true or false only), str, null, any, 'a' (a literal), list[T],
 # tuple[T, U], dict[K, V], and A | B.
 
 
@@ -66,7 +66,7 @@ def type_text(annotation: Any, metadata: tuple | list = ()) -> str:
     if annotation is bool:
         return "strict_bool" if strict else "bool"
     if annotation is float:
-        return "strict float" if strict else "float"
+        return "float" if strict else "float (coerced)"
     if annotation is str:
         return "strict str" if strict else "str"
     if annotation is type(None):

@@ -113,6 +113,10 @@ class StrictLoader(yaml.SafeLoader):
 
 
 StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+# YAML 1.1 reads 1e-3 (an exponent without a dot) as text; YAML 1.2, and everyone who writes a learning
+# rate, read it as a number. Numbers are numbers here: the float keys take no text ("0.1") and no bool.
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+                                   list("-+0123456789"))
 
 
 def load_yaml_text(text: str):

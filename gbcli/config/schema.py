@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Discriminator, Field, StrictInt, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, StrictFloat, StrictInt, Tag, field_validator, model_validator
 
 from gbcli.data.datasets import DATASETS
 from gbcli.registry import DEFAULT_KIND, MODELS, instruments, kinds_with_instrument, programs
@@ -94,9 +94,9 @@ class ContextsConfig(Section):
     median_init: bool = Field(True, description="true: each offset is the median projection of the data pool "
                                                 "(every hyperplane halves the data); false: the offsets drawn "
                                                 "N(0, offset_std^2)")
-    normal_std: float = Field(36.0, gt=0, allow_inf_nan=False,
+    normal_std: StrictFloat = Field(36.0, gt=0, allow_inf_nan=False,
                               description="standard deviation of the hyperplane normals' coordinates, N(0, std^2)")
-    offset_std: float = Field(9.0, ge=0, allow_inf_nan=False,
+    offset_std: StrictFloat = Field(9.0, ge=0, allow_inf_nan=False,
                               description="standard deviation of the drawn offsets (kept only when median_init is "
                                           "false)")
     draws: Literal["ours", "published"] = Field(
@@ -122,10 +122,10 @@ class TrainingConfig(Section):
     """Gradient descent (protocol section 4). `paper` values are resolved from the train size."""
 
     batch_size: Optional[StrictInt] = Field(128, ge=1, description="null: full-batch GD")
-    lr: float = Field(0.04, gt=0, le=3.4e38, allow_inf_nan=False,   # torch trains in float32
+    lr: StrictFloat = Field(0.04, gt=0, le=3.4e38, allow_inf_nan=False,   # torch trains in float32
                       description="step size (learning rate) before the milestones decay it; the base step eta_0 of a "
                                   "normalized step_rule")
-    momentum: float = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
+    momentum: StrictFloat = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
                             description="heavy-ball momentum of torch.optim.SGD (0: plain SGD; sgd only)")
     optimizer: Literal["sgd", "adam"] = Field(
         "sgd", description="adam: torch's Adam with its default betas at step lr (paper 001's appendix D)")
@@ -135,7 +135,7 @@ class TrainingConfig(Section):
     lr_milestones: Union[list[StrictInt], Literal["paper"]] = Field(
         default_factory=list, description="epochs (in 1..epochs-1) at which lr is multiplied by lr_decay; paper: "
                                           "[epochs // 2]")
-    lr_decay: float = Field(0.25, gt=0, allow_inf_nan=False, description="factor lr is multiplied by at each milestone")
+    lr_decay: StrictFloat = Field(0.25, gt=0, allow_inf_nan=False, description="factor lr is multiplied by at each milestone")
     loss: Literal["logistic", "exponential"] = Field(
         "logistic", description="of the margins m = y f(x), averaged: logistic log(1 + e^-m), exponential e^-m")
     batch_seed: StrictInt = Field(1, **SEED, description="seed of the minibatch order (one shuffle per epoch)")
@@ -170,7 +170,7 @@ class TrainingConfig(Section):
     # how often the training state is saved changes no result: it is left out of every identity (the
     # gd manifest, a sweep point's id, the default run directory), so changing it never makes a
     # finished run stale, and an interrupted run resumes under another interval
-    checkpoint_seconds: float = Field(
+    checkpoint_seconds: StrictFloat = Field(
         300, ge=0, allow_inf_nan=False, json_schema_extra=EXECUTION,
         description="save the training state to gd/checkpoint.pt every this many seconds and when interrupted "
                     "(SIGTERM, Ctrl-C); the same command resumes from it, bit-identical (0: no checkpoints)")
@@ -192,13 +192,13 @@ class SvmConfig(Section):
                                               "the model kind; --objective overrides)")
     solver: Optional[str] = Field(None, description="default: each norm's default solver (dual, certified)")
     max_iters: Optional[StrictInt] = Field(None, ge=1, description="solver iteration limit (default: the solver's own)")
-    eps: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+    eps: Optional[StrictFloat] = Field(None, gt=0, allow_inf_nan=False,
                                  description="solver tolerance (default: the solver's own; dual: 1e-6)")
-    certify_tol: float = Field(1e-6, gt=0, lt=1, allow_inf_nan=False,
+    certify_tol: StrictFloat = Field(1e-6, gt=0, lt=1, allow_inf_nan=False,
                                description="certified when relative gap and 1 - smallest margin are below this")
     # how long a solve may take and where its arrays live never change what it solves: a rerun with
     # another time limit resumes the same programs
-    time_limit: Optional[float] = Field(None, gt=0, allow_inf_nan=False, json_schema_extra=EXECUTION,
+    time_limit: Optional[StrictFloat] = Field(None, gt=0, allow_inf_nan=False, json_schema_extra=EXECUTION,
                                         description="seconds per program (dual solver): past it the solve stops "
                                                     "`inaccurate` with its bounds, and a working-set solve keeps its "
                                                     "last round for the next run to resume (default: none)")
@@ -206,15 +206,17 @@ class SvmConfig(Section):
                                            description="where the dual solver's arrays live (cuda: refused when "
                                                        "torch sees no CUDA device)")
     restarts: StrictInt = Field(40, ge=1, le=100_000, description="nonconvex-global, local-search: random starts of each SLSQP solve")
-    radii: list[float] = Field(default_factory=lambda: [0.3, 0.1, 0.03, 0.01, 0.003, 0.001],
+    radii: list[StrictFloat] = Field(default_factory=lambda: [0.3, 0.1, 0.03, 0.01, 0.003, 0.001],
                                description="local-search: the distances eps to search within")
     search_seed: StrictInt = Field(0, **SEED, description="nonconvex-global, local-search: seed of the random starts")
 
     @field_validator("radii")
     @classmethod
     def _positive_radii(cls, v: list[float]) -> list[float]:
-        if not v or any(not (r > 0 and math.isfinite(r)) for r in v):
-            raise ValueError(f"must be a non-empty list of positive distances, got {shorten(str(v))}")
+        # each eps is squared in the search's constraint: 1e100 keeps eps^2 a float
+        if not v or len(v) > 1000 or any(not (0 < r <= 1e100) for r in v):
+            raise ValueError(f"must be a list of 1 to 1000 distances, each positive and at most 1e100, "
+                             f"got {shorten(str(v))}")
         return v
 
     @field_validator("objectives")
@@ -297,7 +299,7 @@ class SweepConfig(Section):
     partition: Optional[str] = Field(None, description="slurm partition (default: the cluster's default)")
     time_min: StrictInt = Field(60, ge=1, description="slurm time limit per point, minutes")
     cpus: StrictInt = Field(1, ge=1, le=1024, description="slurm CPUs per point")
-    mem_gb: float = Field(4, gt=0, allow_inf_nan=False, description="slurm memory per point, GB")
+    mem_gb: StrictFloat = Field(4, gt=0, allow_inf_nan=False, description="slurm memory per point, GB")
     threads: Optional[StrictInt] = Field(1, ge=1, le=1024, description="local: torch threads per job (null: the cores "
                                          "split between the jobs); one is fastest when jobs share a busy machine")
     batch: StrictInt = Field(12, ge=1, le=1024, description="train up to this many networks that share data and "

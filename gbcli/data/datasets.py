@@ -14,7 +14,7 @@ import math
 from typing import Literal, Optional
 
 import numpy as np
-from pydantic import Field, StrictBool, StrictInt, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from gbcli.data.sources import Dataset, load_dataset, split_indices
 from gbcli.errors import GbError
@@ -77,7 +77,7 @@ def pixels_mapped(ds: Dataset, pixel_range: list[float]) -> Dataset:
     return dataclasses.replace(ds, x_train=f(ds.x_train), x_val=f(ds.x_val), x_pool=f(ds.x_pool))
 
 
-MAX_NORM = Field(None, gt=0, allow_inf_nan=False,
+MAX_NORM = Field(None, ge=1e-6, le=1e6, allow_inf_nan=False,   # beyond, float32 training and the programs overflow
                  description="rescale all points by one constant so the largest norm is this (paper 004: ||x|| <= 1)")
 
 
@@ -92,8 +92,8 @@ class ImageSet(DatasetParams):
                                               description="classes (0..9) labelled +1; the others are -1")
     classes: Optional[list[StrictInt]] = Field(
         None, description="keep only these classes (e.g. a digit pair [3, 5]); set val_size too")
-    max_norm: Optional[float] = MAX_NORM
-    pixel_range: list[float] = Field(
+    max_norm: Optional[StrictFloat] = MAX_NORM
+    pixel_range: list[StrictFloat] = Field(
         default_factory=lambda: [-1.0, 1.0],
         description="[low, high]: pixel intensities mapped affinely onto this range (default [-1, 1], as "
                     "torchvision's Normalize(0.5, 0.5); [0, 1] is ToTensor alone); the constant 1 feature is kept")
@@ -135,7 +135,7 @@ class SyntheticSet(DatasetParams):
     synthetic_seed: StrictInt = Field(0, **SEED, description="seed of the generated points (and of their teacher "
                                                              "or direction)")
     bias: StrictBool = Field(False, description="append a constant 1 feature")
-    max_norm: Optional[float] = MAX_NORM
+    max_norm: Optional[StrictFloat] = MAX_NORM
 
     def source_size(self) -> int:
         return self.n_samples
@@ -156,7 +156,7 @@ class LinearTeacher(SyntheticSet):
 
     name: Literal["linear-teacher"] = Field(
         "linear-teacher", description="Gaussian inputs labelled by the sign of a random unit teacher <w*, x>")
-    margin: float = Field(0.0, ge=0, allow_inf_nan=False,
+    margin: StrictFloat = Field(0.0, ge=0, allow_inf_nan=False,
                           description="keep only points with |<w*, x>| >= margin (below 3)")
 
 
@@ -174,9 +174,9 @@ class SymmetricGaussians(SyntheticSet):
 
     name: Literal["symmetric-gaussians"] = Field(
         "symmetric-gaussians", description="two mirror-image Gaussian classes around +-mean_norm e (paper 002)")
-    mean_norm: float = Field(3.0, ge=0, allow_inf_nan=False, description="distance of each class mean from 0")
-    std: float = Field(1.0, gt=0, allow_inf_nan=False, description="standard deviation of every coordinate")
-    margin: float = Field(0.0, ge=0, allow_inf_nan=False, description="keep points with y <e, x> > margin")
+    mean_norm: StrictFloat = Field(3.0, ge=0, allow_inf_nan=False, description="distance of each class mean from 0")
+    std: StrictFloat = Field(1.0, gt=0, allow_inf_nan=False, description="standard deviation of every coordinate")
+    margin: StrictFloat = Field(0.0, ge=0, allow_inf_nan=False, description="keep points with y <e, x> > margin")
 
     @model_validator(mode="after")
     def _reachable(self) -> "SymmetricGaussians":
@@ -214,7 +214,7 @@ class Points(DatasetParams):
 
     name: Literal["points"] = Field("points", description="explicit points x, y; they are both the training and "
                                                           "the validation set")
-    x: list[list[float]] = Field(description="the inputs, one list per point")
+    x: list[list[StrictFloat]] = Field(description="the inputs, one list per point")
     y: list[StrictInt] = Field(description="the labels, +1 or -1")
     train_size: Optional[StrictInt] = Field(None, ge=1, description="resolved: the number of points")
     val_size: Optional[StrictInt] = Field(None, ge=1, description="resolved: the number of points")
@@ -226,8 +226,8 @@ class Points(DatasetParams):
             raise ValueError("dataset.x: needs at least one point")
         if len({len(r) for r in self.x}) != 1 or not self.x[0]:
             raise ValueError("dataset.x: every point needs the same (non-zero) number of coordinates")
-        if not all(np.isfinite(v) for r in self.x for v in r):
-            raise ValueError("dataset.x: every coordinate must be a finite number")
+        if not all(np.isfinite(v) and abs(v) <= 1e30 for r in self.x for v in r):   # the networks train in float32
+            raise ValueError("dataset.x: every coordinate must be a finite number of magnitude at most 1e30")
         if len(self.y) != len(self.x):
             raise ValueError(f"dataset.y: {len(self.y)} labels for {len(self.x)} points")
         if any(v not in (-1, 1) for v in self.y):

@@ -39,6 +39,7 @@ from torch import nn
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument, first_layer
 from gbcli.store.safe import load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
+from gbcli.store.records import read_metrics
 from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.store import layout
 from gbcli.store.layout import SweepDir
@@ -259,7 +260,7 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     rows = []
     for p in points:
         cfg = _point_config(out_dir, p)
-        last = read_csv_untrusted(SweepDir(out_dir).point(p).metrics).iloc[-1]
+        last = read_metrics(SweepDir(out_dir).point(p).metrics).iloc[-1]
         rows.append({"point": p, "run": cfg["name"], "hidden_units": cfg["model"].get("hidden_units"),
                      "leaky_alpha": cfg["model"].get("leaky_alpha"), "bias": bool(cfg["dataset"].get("bias", False)),
                      "steps": int(last["step"]), "train_error": last["train_error"],

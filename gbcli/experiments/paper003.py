@@ -30,11 +30,14 @@ from scipy.optimize import nnls
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument
 from gbcli.store.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
+from gbcli.store.records import read_metrics
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
 from gbcli.reports.render import save_png
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
+from gbcli.errors import GbError
+from gbcli.text import quoted
 
 REMARK_RESTARTS = 20   # local-search starts around the closed-form limit of Remark 3.2 (`write_remarks_table`)
 KKT_TOL = 1e-3          # GD's limit counts as a KKT point when its relative KKT residual is below this
@@ -96,8 +99,16 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     `figures/kkt.png`: (a) ||theta||^2 at margin 1 along training over the global value found;
     (b) the decrease of ||theta||^2 found within eps of GD's limit (and of the global point) vs eps."""
     out_dir = Path(out_dir)
-    rows = [dict(point=p.parent.parent.name, **read_csv_untrusted(p).iloc[0].to_dict())
-            for p in sorted(out_dir.glob("points/*/tables/kkt.csv"))]
+    rows = []
+    for summary in sorted(out_dir.glob("points/*/gd/summary.json")):   # each row computed from its point's records
+        point = summary.parent.parent
+        try:
+            row = kkt_row(point)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+            raise GbError(f"{point}: a record of its Tables 1-2 row is not gb's ({type(exc).__name__}: "
+                          f"{quoted(str(exc), 80)}); rerun the point") from None
+        if row is not None:
+            rows.append(dict(point=point.name, **row))
     if not rows:
         return []
     table = pd.DataFrame(rows)
@@ -110,7 +121,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     for _, r in table.sort_values(["construction", "loss"]).iterrows():   # the legend's order
         label = f"{r['construction']} ({r['loss']})"
         style = dict(color=f"C{names.index(r['construction']) % 10}", ls="-" if r["loss"] == "exponential" else "--")
-        m = read_csv_untrusted(SweepDir(out_dir).point(r["point"]).metrics)
+        m = read_metrics(SweepDir(out_dir).point(r["point"]).metrics)
         m = m[(m["step"] > 0) & (m["normalized_margin"] > 0)]
         ax_a.plot(m["step"], m["normalized_margin"] ** (-2.0 / r["depth"]) / r["global_norm_sq"], label=label, **style)
         for tag, marker in (("gd", "o"), ("global", "x")):
@@ -216,7 +227,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     rows = []
     for f in sorted(out_dir.glob("points/*/gd/metrics.csv")):
-        m = read_csv_untrusted(f)
+        m = read_metrics(f)
         if "thm32_premise" not in m or len(m) < 2:
             continue
         cfg = load_yaml(read_text_untrusted(f.parent / layout.CONFIG))

@@ -43,7 +43,8 @@ from torch.func import functional_call
 
 from gbcli.experiments.paper001 import point_names
 from gbcli.instruments.base import Instrument
-from gbcli.store.safe import flatten, load_npz_untrusted, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.store.safe import flatten, load_npz_untrusted, load_yaml, read_text_untrusted, write_csv
+from gbcli.store.records import read_metrics
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
@@ -257,7 +258,7 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
         cfg = {k: repr(v) for k, v in flat.items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
-        metrics = read_csv_untrusted(gd / layout.METRICS)
+        metrics = read_metrics(gd / layout.METRICS)
         key = tuple(sorted(cfg.items()))
         raw.setdefault(key, {k: v for k, v in flat.items() if k not in ("model.init_seed", "name")})
         points[gd.parent.name] = (key, seed, load_npz_untrusted(gd / layout.PREDICTIONS)["val_out"], metrics.iloc[-1])

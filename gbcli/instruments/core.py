@@ -130,7 +130,12 @@ class Convergence(Instrument):
       min_n y_n f(x_n) * (opt_o / obj_o(zeta))^(1/k), k the objective's degree in zeta (1 for a
       norm, 2 for a squared norm; measured, not assumed), with zeta the network's predictor in o's
       coordinates (the GLN: zeta[h C + c] = w2[h] w1[h, c]); 1 exactly at o's optimum direction;
-    - `angle_<o>`: the angle in degrees between zeta and zeta_o.
+    - `angle_<o>`: the angle in degrees between zeta and zeta_o in o's own geometry: for a quadratic
+      objective (svm-l2) in the inner product of its form, <a, b> = (q(a + b) - q(a - b)) / 4 (the
+      angle between the context predictors: zeta has directions that svm-l2's form and every
+      predictor are blind to, e.g. a vector added to every context of one unit and subtracted from
+      another's, and the raw angle depended on them); for svm-gln, whose norm sees every
+      coordinate, in zeta's coordinates.
     Needs a model whose network exposes `zeta()` in the programs' coordinates (the deep GLN)."""
 
     name = "convergence"
@@ -177,14 +182,24 @@ class Convergence(Instrument):
             z = zeta.reshape(ref["zeta"].shape)
             obj = ref["norm"].value(ref["design"], z)
             m = float(margins.double().min())
-            cos = float(np.dot(z.ravel(), ref["zeta"].ravel()) / (np.linalg.norm(z) * np.linalg.norm(ref["zeta"])))
+            cos = _cosine(ref, z, obj)
             s = _slug(prog)
             row.update({
                 f"inconsistency_{s}": inconsistency(val_out.double().cpu().numpy(), ref["val"]),
                 f"train_inconsistency_{s}": inconsistency(train_out, ref["train"]),
                 f"margin_ratio_{s}": m * (ref["opt"] / obj) ** (1 / ref["degree"]) if obj > 0 else float("nan"),
-                f"angle_{s}": math.degrees(math.acos(max(-1.0, min(1.0, cos))))})
+                f"angle_{s}": math.degrees(math.acos(max(-1.0, min(1.0, cos)))) if math.isfinite(cos) else float("nan")})
         return row
+
+
+def _cosine(ref: dict, z: np.ndarray, obj: float) -> float:
+    """cos of the angle between z and the reference zeta_o in o's geometry (see Convergence)."""
+    zo = ref["zeta"]
+    if not ref["norm"].quadratic:
+        return float(np.dot(z.ravel(), zo.ravel()) / (np.linalg.norm(z) * np.linalg.norm(zo)))
+    q = lambda a: ref["norm"].value(ref["design"], a)
+    size = obj * q(zo)
+    return (q(z + zo) - q(z - zo)) / 4 / math.sqrt(size) if size > 0 else float("nan")
 
 
 INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement(), Convergence())}

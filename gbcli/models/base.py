@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
 
 import numpy as np
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictFloat, StrictInt
 
 from gbcli.errors import GbError
 from gbcli.schema import Section
@@ -46,7 +46,8 @@ class ModelParams(Section):
     kind: str
     init_seed: Optional[StrictInt] = Field(None, ge=0, lt=2 ** 63,
                                            description="default: contexts.seed for GLNs, 1 otherwise")
-    init_scale: float = Field(1.0, gt=0, allow_inf_nan=False, description="multiplies the initial weights")
+    init_scale: StrictFloat = Field(1.0, gt=0, le=1e6, allow_inf_nan=False,   # beyond, float32 outputs overflow at step 0
+                              description="multiplies the initial weights")
 
     @property
     def predictor(self) -> str:
@@ -255,7 +256,19 @@ def set_weights(model: nn.Module, weights: dict) -> None:
     """Copy explicit initial weights (name -> nested list) into the model's parameters, checking names and shapes."""
     import torch
 
-    params = dict(model.named_parameters())
+    values = check_weights(model, weights)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(values[name])
+
+
+def check_weights(model: nn.Module, weights: dict) -> dict:
+    """Explicit initial weights as tensors of the model's parameters (names, shapes, finite numbers
+    checked: GbError naming the key otherwise). Works on a network built on torch's meta device, so
+    a sweep checks every point's weights before any runs."""
+    import torch
+
+    params, values = dict(model.named_parameters()), {}
     unknown = sorted(set(weights) - set(params))
     if unknown:
         from gbcli.text import shorten
@@ -273,8 +286,8 @@ def set_weights(model: nn.Module, weights: dict) -> None:
             raise GbError(f"model.weights.{name}: shape {tuple(value.shape)}, the network needs {tuple(p.shape)}")
         if not bool(torch.isfinite(value).all()):
             raise GbError(f"model.weights.{name}: holds a number that is not finite (inf or nan)")
-        with torch.no_grad():
-            p.copy_(value)
+        values[name] = value
+    return values
 
 
 def sqrt_margin(optimum: float) -> float:

@@ -28,6 +28,12 @@ class Hyperplanes:
     normals: np.ndarray
     offsets: np.ndarray
     raw_offsets: np.ndarray | None = None
+    # (N_pool, H*k) sides of every pool image, from the very products its median offsets came from:
+    # the image at the median of an odd pool lies on the hyperplane, and takes the rule's side (0 for
+    # [w.x > b], 1 for svm-rc's [w.x >= b]) only if it is gated with those products, not another
+    # product's rounding (which put one validation image of 400 in the other context)
+    pool_sides: np.ndarray | None = None
+    inclusive: bool = False   # the side is [w.x >= b] (svm-rc, protocol section 10), not [w.x > b]
 
     @property
     def units(self) -> int:
@@ -38,16 +44,20 @@ class Hyperplanes:
         """C = 2^k contexts per unit."""
         return 2 ** self.normals.shape[1]
 
-    def local_contexts(self, x: np.ndarray) -> np.ndarray:
-        """(N, H) int64 local context of every input at every unit."""
+    def local_contexts(self, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """(N, H) int64 local context of every input at every unit. `rows`: x is x_pool[rows], whose
+        sides are taken from `pool_sides` when the offsets are the pool's medians."""
         H, k, D = self.normals.shape
         if k == 0:
             return np.zeros((x.shape[0], H), dtype=np.int64)
-        side = (projections(x, self.normals.reshape(H * k, D)) > self.offsets.reshape(-1)).reshape(-1, H, k)
-        return context_index(side)
+        if rows is not None and self.pool_sides is not None:
+            side = self.pool_sides[rows]
+        else:
+            side = sides(projections(x, self.normals.reshape(H * k, D)), self.offsets.reshape(-1), self.inclusive)
+        return context_index(side.reshape(-1, H, k))
 
     def with_offsets(self, offsets: np.ndarray) -> "Hyperplanes":
-        return Hyperplanes(self.normals, offsets.astype(self.offsets.dtype), self.raw_offsets)
+        return Hyperplanes(self.normals, offsets.astype(self.offsets.dtype), self.raw_offsets, inclusive=self.inclusive)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         out = {"normals": self.normals, "offsets": self.offsets}
@@ -108,11 +118,18 @@ def _rounded_to_float32(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def median_offsets(normals: np.ndarray, x_pool: np.ndarray) -> np.ndarray:
-    """Per-hyperplane median of the projections of the pool: each hyperplane halves the data."""
+def sides(proj: np.ndarray, offsets: np.ndarray, inclusive: bool = False) -> np.ndarray:
+    """The hyperplane sides [w.x > b] (or [w.x >= b]) of projections w.x against offsets b."""
+    return proj >= offsets if inclusive else proj > offsets
+
+
+def median_offsets(normals: np.ndarray, x_pool: np.ndarray, inclusive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per-hyperplane median of the projections of the pool (each hyperplane halves the data), and
+    the pool's sides from those same projections."""
     H, k, D = normals.shape
     proj = x_pool @ normals.reshape(H * k, D).T
-    return np.median(proj, axis=0).reshape(H, k)
+    offsets = np.median(proj, axis=0)
+    return offsets.reshape(H, k), sides(proj, offsets, inclusive)
 
 
 def sample_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, median_init: bool = True,
@@ -125,8 +142,10 @@ def sample_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, me
     dim = x_pool.shape[1]
     normals = (torch.randn(units, k, dim, generator=gen, dtype=torch.float64) * normal_std).numpy()
     raw = (torch.randn(units, k, generator=gen, dtype=torch.float64) * offset_std).numpy()
-    offsets = median_offsets(normals, x_pool) if median_init and k > 0 else raw
-    return Hyperplanes(normals, offsets, raw)
+    if median_init and k > 0:
+        offsets, pool_sides = median_offsets(normals, x_pool)
+        return Hyperplanes(normals, offsets, raw, pool_sides)
+    return Hyperplanes(normals, raw, raw)
 
 
 def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, median_init: bool = True,
@@ -147,10 +166,12 @@ def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int,
             layer = torch.nn.Linear(dim, units * k, bias=False)
         w = torch.nn.init.normal_(layer.weight.detach(), std=normal_std)
         beta = torch.nn.init.normal_(torch.empty(units, k), std=offset_std)
-    offsets = beta
+    normals = w.numpy().reshape(units, k, dim)
     if median_init and k > 0:
-        offsets = torch_median(projections(x_pool, w.numpy())).reshape(units, k)
-    return Hyperplanes(w.numpy().reshape(units, k, dim), offsets.numpy(), beta.numpy())
+        proj = projections(x_pool, w.numpy())
+        offsets = torch_median(proj).numpy()
+        return Hyperplanes(normals, offsets.reshape(units, k), beta.numpy(), sides(proj, offsets))
+    return Hyperplanes(normals, beta.numpy(), beta.numpy())
 
 
 def torch_median(a: np.ndarray) -> torch.Tensor:
@@ -174,7 +195,8 @@ def random_relu_gates(units: int, x_pool: np.ndarray, seed: int) -> Hyperplanes:
     w = torch.empty(units, x_pool.shape[1], dtype=torch.float64)
     torch.nn.init.orthogonal_(w, generator=gen)
     normals = w.numpy()[:, None, :]
-    return Hyperplanes(normals, median_offsets(normals, x_pool))
+    offsets, pool_sides = median_offsets(normals, x_pool, inclusive=True)   # the published gates: [w.x >= median]
+    return Hyperplanes(normals, offsets, pool_sides=pool_sides, inclusive=True)
 
 
 def one_hot(ctx: np.ndarray, count: int) -> np.ndarray:

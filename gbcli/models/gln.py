@@ -38,7 +38,8 @@ def hyperplane_problem(cfg, dataset, units: int) -> Problem:
     c = cfg.contexts
     draw = published_hyperplanes if c.draws == "published" else sample_hyperplanes
     hp = draw(units, c.count, dataset.x_pool, c.seed, c.median_init, c.normal_std, c.offset_std)
-    return Problem(dataset, hp, hp.local_contexts(dataset.x_train), hp.local_contexts(dataset.x_val))
+    return Problem(dataset, hp, hp.local_contexts(dataset.x_train, dataset.train_idx),
+                   hp.local_contexts(dataset.x_val, dataset.val_idx))
 
 
 def context_design(norm: str, reference_grouping: bool = False):

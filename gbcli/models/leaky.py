@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, Optional
 
 import numpy as np
-from pydantic import Field, StrictInt, field_validator
+from pydantic import Field, StrictFloat, StrictInt, field_validator
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of
 from gbcli.models.linear import linear_design
@@ -24,9 +24,9 @@ class Params(ModelParams):
     kind: Literal["leaky"] = Field("leaky", description="paper 002: 2k leaky ReLU units, output weights fixed to +-v")
     hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="2k: k units with output weight +v, k with -v")
     init: Optional[InitScheme] = Field(None, description="default: normal")
-    leaky_alpha: float = Field(0.2, ge=0, lt=1, allow_inf_nan=False, description="slope alpha of max(alpha z, z); 0 is a ReLU net "
+    leaky_alpha: StrictFloat = Field(0.2, ge=0, lt=1, allow_inf_nan=False, description="slope alpha of max(alpha z, z); 0 is a ReLU net "
                                                              "(appendix D.1's counterexample: Theorem 5.1 needs alpha > 0)")
-    output_weight: float = Field(1.0, gt=0, allow_inf_nan=False,
+    output_weight: StrictFloat = Field(1.0, gt=0, le=1e6, allow_inf_nan=False,   # a float32 weight
                                  description="v, the fixed output weight (+v first k units, -v last k)")
 
     @field_validator("hidden_units")

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 def one_class_design(sign: float):
     """svm-pos (sign +1): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only. svm-neg: w- the
     same on the negatives, written with label -1 and gate -1 so that the design's decision
-    -<w-, x> is a classifier of the task (positive on the positives), like svm-pos's <w+, x>."""
+    -<w-, x> is a classifier of the task (positive on the positives), like svm-pos's <w+, x>. Its
+    training and validation errors are that classifier's over every training and validation point."""
     name = "svm-pos" if sign > 0 else "svm-neg"
 
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:
@@ -30,7 +31,8 @@ def one_class_design(sign: float):
         if not len(xs):
             raise GbError(f"svm.objectives: {name} needs training points with label {sign:+.0f}, there are none")
         return GatedDesign(xs, np.full(len(xs), sign), np.full((len(xs), 1), sign), ds.x_val,
-                           np.full((len(ds.x_val), 1), sign), "sq")
+                           np.full((len(ds.x_val), 1), sign), "sq",
+                           classify=(ds.x_train, np.full((len(ds.x_train), 1), sign), ds.y_train))
 
     return design
 

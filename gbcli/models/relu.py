@@ -66,7 +66,8 @@ def random_gates_design(cfg, problem: Problem, trained=None) -> GatedDesign:
     always-on unit (as the published code; protocol section 10)."""
     ds = problem.dataset
     gates = random_relu_gates(cfg.model.hidden_units, ds.x_pool, cfg.contexts.seed)
-    return frelu_design(gates.local_contexts(ds.x_train), gates.local_contexts(ds.x_val), problem, always_on=True)
+    return frelu_design(gates.local_contexts(ds.x_train, ds.train_idx), gates.local_contexts(ds.x_val, ds.val_idx),
+                        problem, always_on=True)
 
 
 def learned_gates_design(always_on: bool):

@@ -32,6 +32,9 @@ class GatedDesign:
     groups: list[np.ndarray] = field(default_factory=list)  # row indices of each group (group norms)
     units: int = 1               # H (for the l2 norms)
     count: int = 1               # C (for the l2 norms)
+    # (x, e, y) of every training point, for a design that constrains only some of them (svm-pos /
+    # svm-neg: one class): its predictor classifies them all, and its training error is over them all
+    classify: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def rows(self) -> int:
@@ -108,6 +111,13 @@ def singleton_groups(rows: int) -> list[np.ndarray]:
 def decision(zeta: np.ndarray, x: np.ndarray, e: np.ndarray) -> np.ndarray:
     """f(x_n) = sum_r E[n, r] <zeta_r, x_n>."""
     return ((x @ zeta.T) * e).sum(1)
+
+
+def train_outputs(design: GatedDesign, zeta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(f(x_n), y_n) over the training points the predictor classifies: the design's own, or every
+    training point when the design constrains a subset (`classify`)."""
+    x, e, y = design.classify or (design.x_train, design.e_train, design.y_train)
+    return decision(zeta, x, e), y
 
 
 def combination(design: GatedDesign, lam: np.ndarray, precise: bool = False) -> np.ndarray:

@@ -18,12 +18,13 @@ from gbcli.registry import MODELS
 from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
-from gbcli.store.records import gd_status, program_status, stage_record
+from gbcli.store.records import gd_status, stage_record, stage_status
 from gbcli.logs import run_log
 from gbcli.reports.tables import check_tables_dir, write_tables
 from gbcli.store.integrity import check_run
 from gbcli.store.lock import check_kind, run_lock
-from gbcli.store.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted
+from gbcli.store.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted, staged_writes
+from gbcli.text import quoted
 
 
 def _read(path: Path, parse):
@@ -135,7 +136,7 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for result in run.results():
         r = stage_record(result, RESULT_KEYS)
         meta = _meta(result.parent / layout.CONFIG)
-        status = program_status(r)   # one status for one record (gb runs shows the same)
+        status = stage_status(result, r)   # one status for one record (gb runs shows the same)
         preds = result.parent / layout.PREDICTIONS
         svm_val = _outputs(preds, None if gd is None else len(gd[1]), against=run.gd_predictions) \
             if is_file(preds) else None
@@ -163,6 +164,17 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             pd.DataFrame(pairs).reindex(columns=INCONSISTENCY_COLUMNS))
 
 
+def run_tables(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """A run's error and inconsistency tables as `gb compare` computes them from its records, without
+    writing anything (None when no stage has run): what `gb plot` draws, never the tables/ an earlier
+    `gb compare` wrote, which may no longer be the records'."""
+    run = RunDir(run_dir)
+    if not is_file(run.summary) and not run.results():
+        return None
+    check_run(run_dir)
+    return compare(run_dir)
+
+
 def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
     tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
@@ -173,7 +185,7 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     check_kind(run_dir, "run", key="RUN_DIR", command="compare_run")
     check_run(run_dir)
     errors, incons = compare(run_dir)
-    with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir):
+    with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir), staged_writes():   # a failure writes none of it
         from gbcli.runs.figures import plot_run_training   # matplotlib: only when drawing (0.3 s of CPU)
 
         plot_run_training(run_dir)
@@ -182,8 +194,8 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         for report in RUN_REPORTS:
             try:
                 report(run_dir)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:   # a foreign record
-                raise GbError(f"{run_dir}: a stage record is not gb's ({type(exc).__name__}: "
-                              f"{str(exc)[:120]}); rerun the stage") from None
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:   # a foreign record
+                raise GbError(f"{run_dir}: a stage record that {report.__name__} reads is not gb's "
+                              f"({type(exc).__name__}: {quoted(str(exc), 120)}); rerun the stage") from None
         write_tables(run_dir, errors, incons)
     return errors, incons

@@ -9,7 +9,6 @@ Figures are plain matplotlib Figure objects rendered with Agg, so no display is 
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +17,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from gbcli.errors import GbError
-from gbcli.store.safe import flatten, is_file, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.store.safe import flatten, is_file, load_yaml, read_text_untrusted, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
+from gbcli.store.records import read_metrics
 
 NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",
          "d": "d_error_vs_units"}
@@ -421,19 +421,6 @@ def short_value(v, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def _metrics(path: Path) -> pd.DataFrame:
-    """A stage's metrics.csv (untrusted): one line naming it when it is not a readable table."""
-    try:
-        frame = read_csv_untrusted(path)
-    except Exception as exc:   # noqa: BLE001 (pandas raises parser, value, unicode and OS errors)
-        raise GbError(f"{path}: not a readable gb metrics table ({type(exc).__name__}); rerun the stage") from None
-    for col in frame.columns:   # gb writes numbers only (NaN where a diverged step has none)
-        values = pd.to_numeric(frame[col], errors="coerce")
-        if (values.isna() & frame[col].notna()).any():
-            raise GbError(f"{path}: not a gb metrics table ({str(col)[:40]!r} holds text); rerun the stage")
-    return frame
-
-
 def _config(path: Path) -> dict:
     try:
         d = load_yaml(read_text_untrusted(path, 10_000_000))
@@ -449,7 +436,7 @@ def plot_run_training(run_dir: str | Path) -> Path | None:
     path = RunDir(run_dir).metrics
     if not path.is_file():
         return None
-    fig = training_figure({Path(run_dir).name: _metrics(path)}, title=str(run_dir))
+    fig = training_figure({Path(run_dir).name: read_metrics(path)}, title=str(run_dir))
     return None if fig is None else save_png(fig, Path(run_dir) / layout.FIGURES / "training.png")
 
 
@@ -475,8 +462,8 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     runs = {}
     for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
-        m = _metrics(metrics)
-        if any(c in m for c in tracked_columns()):
+        m = read_metrics(metrics)
+        if len(m) and any(c in m for c in tracked_columns()):
             cfg = flatten(_config(metrics.parent / layout.CONFIG))
             runs[metrics.parent.parent.name] = (m, cfg)
     if not runs:
@@ -561,11 +548,10 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Fi
     return fig
 
 
-def plot_curves(out_dir: str | Path, per_point: bool = False, lock=contextlib.nullcontext) -> list[Path]:
+def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
     """`figures/curves.png` of a run (its gd/metrics.csv) or of a sweep (every point's, labelled by
     what tells them apart); with `per_point`, also each sweep point's own `figures/curves.png`.
-    `lock()`: the context held while the figures are written (`gb plot`: the directory's lock, the
-    one `gb compare` takes), entered only once every metrics.csv is read, so a refusal writes nothing."""
+    (`gb plot` holds its writes in `staged_writes` and lands them under the directory's lock.)"""
     out_dir = Path(out_dir)
     paths: list[Path] = []
     single = RunDir(out_dir).metrics
@@ -573,16 +559,15 @@ def plot_curves(out_dir: str | Path, per_point: bool = False, lock=contextlib.nu
         from gbcli.runs.index import headline
 
         said = headline(out_dir)
-        fig = curves_figure({out_dir.name: _metrics(single)}, title=f"{out_dir}" + (f"\n{said}" if said else ""))
+        fig = curves_figure({out_dir.name: read_metrics(single)}, title=f"{out_dir}" + (f"\n{said}" if said else ""))
         if fig is not None:
-            with lock():
-                paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
+            paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
         return paths
     runs = {}
     for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
         if not is_file(metrics):
             continue
-        runs[metrics.parent.parent.name] = (_metrics(metrics), flatten(_config(metrics.parent / layout.CONFIG)))
+        runs[metrics.parent.parent.name] = (read_metrics(metrics), flatten(_config(metrics.parent / layout.CONFIG)))
     if not runs:
         return paths
     keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
@@ -590,12 +575,11 @@ def plot_curves(out_dir: str | Path, per_point: bool = False, lock=contextlib.nu
     naming = _naming_keys(varied, runs)
     label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in naming) or p for p, (_, c) in runs.items()}
     fig = curves_figure({label[p]: m for p, (m, _) in runs.items()}, title=f"{out_dir} ({len(runs)} points)")
-    with lock():
-        if fig is not None:
-            paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
-        if per_point:
-            for p, (m, _) in runs.items():
-                fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
-                if fig is not None:
-                    paths.append(save_png(fig, SweepDir(out_dir).point(p).figures / "curves.png"))
+    if fig is not None:
+        paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
+    if per_point:
+        for p, (m, _) in runs.items():
+            fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
+            if fig is not None:
+                paths.append(save_png(fig, SweepDir(out_dir).point(p).figures / "curves.png"))
     return paths

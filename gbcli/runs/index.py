@@ -23,7 +23,7 @@ from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.labels import read_labels
 from gbcli.store.layout import RunDir, SweepDir
-from gbcli.store.records import gd_status, number, program_status
+from gbcli.store.records import gd_status, number, stage_status
 from gbcli.store.safe import flatten, is_file, mtime, present, read_record, read_yaml_record, subdirs
 from gbcli.text import shorten
 
@@ -157,8 +157,10 @@ def read_run(path: str | Path) -> RunInfo:
             continue
         rec = read_record(record)
         records.append((record, rec))
-        status = program_status(rec)
+        status = stage_status(record, rec)
         m = manifest_of(record)
+        if m is None and status != "foreign":   # no manifest: not a stage gb finished (`gb compare` refuses it)
+            status = "foreign"
         if status != "foreign" and m is not None:
             if gm is not None and m.get("problem") != gm.get("problem"):
                 status = "stale"

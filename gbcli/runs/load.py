@@ -12,8 +12,9 @@ from gbcli.config.loading import load_yaml_text, validate
 from gbcli.errors import GbError
 from gbcli.store.layout import RunDir
 from gbcli.store.lock import dir_kind
-from gbcli.store.records import gd_status, program_status
+from gbcli.store.records import gd_status, stage_status
 from gbcli.store.safe import is_file, read_csv_untrusted, read_record, read_text_untrusted, subdirs
+from gbcli.store.records import read_metrics
 from gbcli.store import layout
 
 
@@ -53,11 +54,11 @@ def load_run(path: str | Path) -> Run:
         if out.summary["status"] == "ok":
             out.model = load_trained(run.root, cfg, prepare(cfg).dataset.dim, "load_run")
     if is_file(run.metrics):
-        out.metrics = read_csv_untrusted(run.metrics)
+        out.metrics = read_metrics(run.metrics)
     for record in run.results():
         rec = read_record(record)
         if rec is not None:
-            out.results[record.parent.name] = {**rec, "status": program_status(rec)}
+            out.results[record.parent.name] = {**rec, "status": stage_status(record, rec)}
     if is_file(run.errors) and is_file(run.tables / layout.INCONSISTENCY):
         out.errors = read_csv_untrusted(run.errors)
         out.inconsistency = read_csv_untrusted(run.tables / layout.INCONSISTENCY)

@@ -38,11 +38,11 @@ from gbcli.instruments.core import Tracker
 from gbcli.store.safe import atomic_write_bytes, atomic_write_text, write_csv, write_json, write_npz
 from gbcli.metrics import error
 from gbcli.models.base import Problem, Program
-from gbcli.programs.certify import certificate
+from gbcli.programs.certify import NOT_SEPARABLE, certificate
 from gbcli.logs import log, run_log
 from gbcli.provenance import Clock
 from gbcli.text import shorten
-from gbcli.programs.design import GatedDesign, Solution, Stop, decision
+from gbcli.programs.design import GatedDesign, Solution, Stop, decision, train_outputs
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, program_of, spec_of
@@ -392,6 +392,11 @@ def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
                         cache.put(key, sol, f"{origin}/{objective}")
         if sol.zeta is None:
             raise GbError(f"training.track: the program {objective} has no solution ({sol.status}: {sol.message})")
+        cert = certificate(design, sol, cfg.svm.certify_tol)
+        if not cert["certified"]:   # an uncertified optimum measures against a point nobody vouches for
+            raise GbError(f"training.track: the program {objective} is not certified (relative gap "
+                          f"{cert['rel_gap']:.1e}, smallest margin {cert['min_margin']:.6g}; svm.certify_tol "
+                          f"{cfg.svm.certify_tol:g}): its solution cannot be a reference (svm.eps, svm.max_iters)")
         return design, sol
 
     instruments = [ins for name, ins in INSTRUMENTS.items() if name in cfg.training.track]
@@ -623,7 +628,12 @@ class _ProgramSolve:
         if r["status"] == "infeasible" and r["certified"]:
             echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
                  f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
-        elif r["status"] in ("infeasible", "failed"):
+        elif r["status"] == "infeasible":   # the solver's ray, which the certificate did not bear out
+            bound = r.get("relative_margin_bound")
+            echo(f"  uncertified: the solver took the dual for unbounded, but its ray bounds every predictor's "
+                 f"relative margin only by {bound:.1e}, not below the {NOT_SEPARABLE:g} that certifies infeasibility "
+                 f"(the data may be separable with a margin that small) ({r['solve_seconds']:.1f} s)")
+        elif r["status"] == "failed":
             bound = r.get("relative_margin_bound")
             echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)"
                  + ("" if bound is None else f"; by weak duality every predictor's relative margin <= {bound:.1e}"))
@@ -710,10 +720,9 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         result["provenance"] = clock.stamp()
     arrays = {}
     if sol.zeta is not None:
-        train_out = decision(sol.zeta, design.x_train, design.e_train)
+        train_out, train_y = train_outputs(design, sol.zeta)   # svm-pos / svm-neg: every training point
         val_out = decision(sol.zeta, design.x_val, design.e_val)
-        # design.y_train: svm-pos / svm-neg constrain one class only (the same as ds.y_train otherwise)
-        result.update(train_error=error(train_out, design.y_train), val_error=error(val_out, ds.y_val))
+        result.update(train_error=error(train_out, train_y), val_error=error(val_out, ds.y_val))
         arrays = {"predictions": {"train_out": train_out, "val_out": val_out}}
     has_lam = sol.lam is not None and np.all(np.isfinite(sol.lam))   # a dual certificate, a ray, or a bound
     if write and (sol.zeta is not None or has_lam):

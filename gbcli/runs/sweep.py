@@ -34,10 +34,10 @@ from gbcli import interrupts
 from gbcli.config import Config, apply_preset, read_config, run_dir_for, set_path, validate
 from gbcli.config.schema import execution_keys
 from gbcli.errors import GbError
-from gbcli.models.base import Problem
+from gbcli.models.base import Problem, check_weights
 from gbcli.provenance import Clock
-from gbcli.text import shorten
-from gbcli.store.safe import atomic_write_text, flatten, read_json, write_csv, write_json
+from gbcli.text import quoted, shorten
+from gbcli.store.safe import atomic_write_text, flatten, read_json, staged_writes, write_csv, write_json
 from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
@@ -375,6 +375,10 @@ def check_points(points: list[Config]) -> None:
             check_memory(p)
             if p.svm.objectives:
                 check_svm_request(p, list(p.svm.objectives), p.svm.solver)
+            if getattr(p.model, "weights", None):   # explicit weights: names and shapes, on the meta device
+                with torch.device("meta"):
+                    net = spec_of(p).network(p, p.dataset.feature_dim())
+                check_weights(net, p.model.weights)
         except GbError as exc:
             raise GbError(f"grid point {point_id(p)}: {exc}") from None
 
@@ -521,9 +525,15 @@ def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) ->
     (gbcli.experiments), of a sweep or run directory; returns the figures' paths."""
     from gbcli.runs.figures import plot_sweep   # matplotlib: only when drawing (0.3 s of CPU)
 
-    paths = plot_sweep(errors, incons, out)
-    for report in SWEEP_REPORTS:
-        paths += report(out)
+    with staged_writes():   # a point record a report cannot read: one line, and nothing written
+        paths = plot_sweep(errors, incons, out)
+        for report in SWEEP_REPORTS:
+            try:
+                paths += report(out)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+                raise GbError(f"{out}: a point's record that {report.__name__} reads is not gb's "
+                              f"({type(exc).__name__}: {quoted(str(exc), 120)}); nothing was written "
+                              "(`gb compare` on the point rewrites its tables)") from None
     return paths
 
 
@@ -543,6 +553,7 @@ def dry_run(path: str | Path, out: str | Path | None = None, overrides: tuple[st
     """The points a sweep would run, without running or writing anything: id, readable name, and
     whether its directory says it is done already."""
     base, points = expand(path, overrides)
+    check_points(points)   # what the sweep itself would refuse before running any point
     out = run_dir_for(base, out, overrides)
     table = point_table(points)
     table.insert(2, "done", [is_done(SweepDir(out).point(point_id(p)).root) for p in points])

@@ -42,7 +42,7 @@ from gbcli.errors import GbError
 from gbcli.store.safe import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
 from gbcli.metrics import error
 from gbcli.programs.certify import CERTIFY_TOL, certificate
-from gbcli.programs.design import GatedDesign, Solution, decision
+from gbcli.programs.design import GatedDesign, Solution, decision, train_outputs
 from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, MAX_SOLUTION_BYTES, RTOL, SOLVED,
                                   OBJECTIVE_ATOL, Unusable, _close, _compact_solution, _no_links, _read_npz,
                                   write_compact)
@@ -106,9 +106,9 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
     if zeta is not None:
         out["status"] = "optimal" if cert["certified"] else "inaccurate"
         out["objective"] = cert["primal_objective"]
-        out["train_out"] = decision(zeta, design.x_train, design.e_train)
+        out["train_out"], train_y = train_outputs(design, zeta)
         out["val_out"] = decision(zeta, design.x_val, design.e_val)
-        out["train_error"] = error(out["train_out"], design.y_train)
+        out["train_error"] = error(out["train_out"], train_y)
         out["val_error"] = error(out["val_out"], y_val)
         for part in ("train", "val"):   # outputs that are 0 but for rounding: their sign is the machine's
             o = out[f"{part}_out"]
@@ -477,10 +477,10 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
             row["problems"] += _identity(cfg, run, root, point)
             design, ds, program = _design(objective, cfg, problems,
                                           lambda c, dim: load_trained(run, c, dim, objective))
-            if design is None:
-                row["checked"] = "n/a"
-                row["verified"] = None
-                row["problems"] = ["not a convex program: no certificate to check"]
+            if design is None:   # a non-convex program (paper 003): no certificate; its seeded search is rerun
+                got = verify_nonconvex(root, run, stage, record, cfg, program, problems)
+                row["checked"] = "search rerun (non-convex: feasibility, not optimality)"
+                row["problems"] += got.pop("problems")
                 continue
             compact = stage / layout.COMPACT
             arrays = None
@@ -503,7 +503,7 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
                 try:
                     preds = _read_npz(root, stage / layout.PREDICTIONS, ("train_out", "val_out"))
                     # a zeta stored as its multipliers reproduces the certificate to WRITE_TOL, the outputs to ~1e-9
-                    row["problems"] += compare_predictions(got, preds, len(design.y_train), len(design.x_val),
+                    row["problems"] += compare_predictions(got, preds, len(got["train_out"]), len(design.x_val),
                                                            RTOL if form == "zeta" else PREDICTION_RTOL)
                 except Unusable as exc:
                     row["problems"].append(str(exc))
@@ -516,9 +516,70 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
         except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
             _unchecked(row, exc)
             got = None
-        _finish(row, got)
-        problems.tick()
+        finally:
+            _finish(row, got)
+            problems.tick()
     return rows
+
+
+# a non-convex record's numbers against its rerun search's (seeded: the same machine gives the same
+# points; another CPU's rounding moves SLSQP's iterates a little)
+NONCONVEX_RTOL = 1e-6
+NONCONVEX_CLAIMS = ("objective", "min_margin", "train_error", "val_error", "global_norm_sq", "center_norm_sq",
+                    "best_norm_sq", "local_optimum", "smaller_found", "hits", "feasible_restarts", "certified", "status")
+
+
+def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, program, problems: _Problems) -> dict:
+    """A non-convex program's record checked by solving it again (`program.fit`, seeded by
+    svm.search_seed): every number and word it claims, its point (theta.npz) and its outputs
+    (predictions.npz) must be the rerun's. The status verify goes by is the rerun's: `optimal` when
+    it certifies its point (feasible, and for the global search two restarts agree)."""
+    from gbcli.registry import spec_of
+    from gbcli.runs.stages import load_trained
+
+    problem = problems.problem(cfg)
+    trained = load_trained(run, cfg, problem.dataset.dim, stage.name) if program.needs_trained else None
+    try:
+        result, arrays = program.fit(stage.name, cfg, spec_of(cfg), problem, trained, echo=lambda msg: None)
+    except GbError as exc:
+        raise Unusable(shorten(str(exc), 200)) from None
+    bad = []
+    for key in NONCONVEX_CLAIMS:
+        want, claim = result.get(key), record.get(key)
+        same = (np.array_equal(np.asarray(want, float), np.asarray(claim, float), equal_nan=True)
+                or (np.shape(want) == np.shape(claim)
+                    and np.allclose(np.asarray(claim, float), np.asarray(want, float), rtol=NONCONVEX_RTOL,
+                                    atol=NONCONVEX_RTOL, equal_nan=True))) \
+            if not isinstance(want, str) and _numeric(claim) else want == claim
+        if not same:
+            bad.append(f"{layout.RESULT}: {key} {shorten(repr(claim), 40)} is not the rerun's {shorten(repr(want), 40)}")
+    for name, stem in ((layout.THETA, "theta"), (layout.PREDICTIONS, "predictions")):
+        if stem not in arrays:
+            if present(stage / name):
+                bad.append(f"{name}: stored for a program without a point")
+            continue
+        try:
+            stored = _read_npz(root, stage / name, tuple(arrays[stem]))
+        except Unusable as exc:
+            bad.append(str(exc))
+            continue
+        for key, want in arrays[stem].items():
+            got = stored.get(key)
+            if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=NONCONVEX_RTOL,
+                                                                         atol=NONCONVEX_RTOL * max(1.0, float(np.abs(want).max()))):
+                bad.append(f"{name}: {key} is not the rerun's")
+    status = "optimal" if result["certified"] else ("failed" if result["status"] == "failed" else "inaccurate")
+    return {"status": status, "objective": result.get("objective"), "rel_gap": math.nan,
+            "min_margin": result.get("min_margin"), "problems": bad}
+
+
+def _numeric(v) -> bool:
+    """A claim that is a number, a bool or a list of them (compared as numbers)."""
+    try:
+        np.asarray(v, float)
+    except (TypeError, ValueError):
+        return False
+    return v is not None
 
 
 def _errors_claims(folder: Path, root: Path) -> dict:

@@ -39,7 +39,7 @@ import numpy as np
 from gbcli.store.safe import atomic_write_bytes, open_fd, open_lock, present
 from gbcli.programs.design import GatedDesign, Solution, Status, Stop
 
-NOT_SOLVED_FROM = ("x_val", "e_val")   # design fields no solver reads (predictions are recomputed)
+NOT_SOLVED_FROM = ("x_val", "e_val", "classify")   # design fields no solver reads (predictions are recomputed)
 FORMAT = 1
 MAX_ENTRY_BYTES = 2 * 1024 ** 3   # a 48,000-point answer is a few MB; nothing gb writes comes near this
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from gbcli.errors import GbError
 from gbcli.programs.design import Status
-from gbcli.store.safe import read_json
+from gbcli.store.layout import THETA
+from gbcli.store.safe import load_npz_untrusted, read_csv_untrusted, read_json
 
 GD_WORDS = ("ok", "diverged")
 SVM_WORDS = tuple(s.value for s in Status)
@@ -75,6 +76,27 @@ def program_status(rec: dict | None) -> str:
     return status
 
 
+def stage_status(record: Path, rec: dict | None) -> str:
+    """`program_status` of the record at `record`, and for a non-convex program (paper 003) whose
+    record claims a point, that point: the theta.npz beside it, whose ||theta||^2 is the record's
+    objective, or the record is `unverified` (the search's other claims are checked by `gb verify`,
+    which reruns it)."""
+    status = program_status(rec)
+    if status != "optimal" or rec.get("convex") is not False:
+        return status
+    import numpy as np
+
+    try:
+        theta = np.asarray(load_npz_untrusted(record.parent / THETA)["theta"], dtype=np.float64)
+    except Exception:   # noqa: BLE001 (missing, a link, not an npz, no theta: no point to stand on)
+        return "unverified"
+    objective = number(rec.get("objective"))
+    if theta.ndim != 1 or not np.isfinite(theta).all() or objective is None \
+            or not np.isclose(float(theta @ theta), objective, rtol=1e-9, atol=0):
+        return "unverified"
+    return status
+
+
 def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
     """A stage record (summary.json / result.json) that a table is built from: a JSON object with
     at least `keys`, a status word of gb's, errors in [0, 1] (or NaN), flags booleans and numbers
@@ -122,3 +144,34 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
                 not (number(rec.get("objective")) is not None and number(rec["objective"]) >= 0):
             bad(f"objective {str(rec.get('objective'))[:40]!r} of an optimum is not a finite norm (>= 0)")
     return rec
+
+
+# what the training loop logs at every step (its instruments add their own columns)
+METRICS_COLUMNS = ("step", "epoch", "lr", "train_loss", "train_error", "val_error", "weight_norm", "normalized_margin")
+
+
+def read_metrics(path: Path):
+    """A stage's gd/metrics.csv (untrusted) as a DataFrame, as gb writes it: every column the training
+    loop logs, numbers only (NaN or infinite where a diverged step has nothing finite), whole,
+    non-negative steps in order. A header alone (a run stopped before its first row) is an empty
+    table. Anything else is one line naming the file (GbError)."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        frame = read_csv_untrusted(path)
+    except Exception as exc:   # noqa: BLE001 (pandas raises parser, value, unicode and OS errors)
+        raise GbError(f"{path}: not a readable gb metrics table ({type(exc).__name__}); rerun the stage") from None
+    missing = [c for c in METRICS_COLUMNS if c not in frame.columns]
+    if missing:
+        raise GbError(f"{path}: not a gb metrics table (no column {', '.join(missing)}); rerun the stage")
+    for col in frame.columns:
+        values = pd.to_numeric(frame[col], errors="coerce")
+        if (values.isna() & frame[col].notna()).any():
+            raise GbError(f"{path}: not a gb metrics table ({str(col)[:40]!r} holds text); rerun the stage")
+    step = pd.to_numeric(frame["step"], errors="coerce").to_numpy(float)
+    if len(step) and not (np.isfinite(step).all() and (step >= 0).all() and (step == np.floor(step)).all()
+                          and (np.diff(step) >= 0).all()):
+        raise GbError(f"{path}: not a gb metrics table (its steps are not whole, non-negative and in order); "
+                      "rerun the stage")
+    return frame

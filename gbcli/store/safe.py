@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import json
 import os
@@ -27,8 +28,41 @@ import yaml
 from gbcli.errors import GbError
 
 
+# Writes held back by `staged_writes` (None outside one): absolute path -> bytes, in write order.
+_STAGE: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.ContextVar("gb_staged_writes", default=None)
+
+
+@contextlib.contextmanager
+def staged_writes(landing=contextlib.nullcontext):
+    """Hold every `atomic_write_*` of the block in memory and land them (each atomically, in order,
+    inside `landing()`, e.g. the directory's lock) only when the block ends without an exception: a
+    report that fails half way on a received record then writes nothing. Reads of the block see the
+    held files. Nested blocks land with the outermost one."""
+    if _STAGE.get() is not None:
+        yield
+        return
+    stage: dict[str, bytes] = {}
+    token = _STAGE.set(stage)
+    try:
+        yield
+    finally:
+        _STAGE.reset(token)
+    with landing():
+        for path in stage:   # a folder where a file goes: refused before the first file lands
+            if os.path.isdir(path) and not os.path.islink(path):
+                raise GbError(f"{path}: a folder where gb writes this file (move it away); nothing was written")
+        for path, data in stage.items():
+            atomic_write_bytes(path, data)
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file + fsync + rename)."""
+    """Write `data` to `path` atomically (temp file + fsync + rename); held back inside `staged_writes`."""
+    stage = _STAGE.get()
+    if stage is not None:
+        key = os.path.abspath(path)
+        stage.pop(key, None)   # a file written twice lands once, in its last place of the order
+        stage[key] = bytes(data)
+        return
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,6 +151,11 @@ def read_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> bytes:
     never through a symlink (O_NOFOLLOW), only a regular file (opened non-blocking, so a FIFO put
     where a record belongs cannot hang the reader), at most `limit` bytes. OSError or ValueError
     otherwise (the callers turn both into one line naming the file)."""
+    held = (_STAGE.get() or {}).get(os.path.abspath(path))
+    if held is not None:   # written earlier in this `staged_writes` block
+        if len(held) > limit:
+            raise ValueError(f"{path}: more than the {limit} bytes gb reads")
+        return held
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -212,13 +251,13 @@ def is_link(path: str | Path) -> bool:
 
 
 def present(path: str | Path) -> bool:
-    """Something is there (a dangling link too)."""
-    return os.path.lexists(path)
+    """Something is there (a dangling link too, or a file held by `staged_writes`)."""
+    return os.path.abspath(path) in (_STAGE.get() or {}) or os.path.lexists(path)
 
 
 def is_file(path: str | Path) -> bool:
-    """A regular file, not a link to one."""
-    return not os.path.islink(path) and os.path.isfile(path)
+    """A regular file, not a link to one (or a file held by `staged_writes`)."""
+    return os.path.abspath(path) in (_STAGE.get() or {}) or (not os.path.islink(path) and os.path.isfile(path))
 
 
 def is_dir(path: str | Path) -> bool:
