@@ -129,3 +129,14 @@ def test_a_paper_003_record_is_one_status_everywhere_and_stands_on_its_point(kkt
     errors, _ = compare(run)
     assert errors.set_index("predictor").loc["local-search", "status"] == want
     assert load_run(run).results["local-search"]["status"] == want
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"svm": {"objectives": ["svm-gln", "svm-gln"]}}, "svm.objectives: 'svm-gln' is listed twice"),
+    ({"model": {"kind": "gln", "output_bias": False}, "training": {"track": ["margin", "margin"]}},
+     "training.track: 'margin' is listed twice"),
+    ({"svm": {"radii": [0.1, 0.01, 0.1]}}, "svm.radii: lists the distance 0.1 twice"),
+])
+def test_a_list_that_names_one_thing_twice_is_refused(body, says):
+    with pytest.raises(GbError, match=says.replace(".", r"\.")):
+        validate(body)

@@ -90,6 +90,14 @@ def test_runs_lists_newest_first_filters_and_formats(work):
     assert [r["run"] for r in only] == [n for n in names if n.startswith("idx-")]
     sweeps = json.loads(ok(gb(["runs", "-f", "json", "-w", "kind=sweep"], work)).stdout)
     assert [r["run"] for r in sweeps] == ["sw"] and sweeps[0]["stages"] == "done:2"
+    assert sweeps[0]["status"] == "complete"
+    from gbcli.runs.index import read_sweep   # every point done, but killed before the sweep's tables were written
+
+    cut = work / "cut-sweep"
+    shutil.copytree(work / "runs" / "sw", cut)
+    (cut / "tables" / "errors.csv").unlink()
+    assert read_sweep(cut).status == "unaggregated"
+    shutil.rmtree(cut)
     table = ok(gb(["runs"], work)).stdout
     assert "idx" in table and "sw" in table
     typo = gb(["runs", "-w", "model.hidden_unit=3"], work)   # a key no run has: said, not an empty list

@@ -214,6 +214,8 @@ class SvmConfig(Section):
     @classmethod
     def _positive_radii(cls, v: list[float]) -> list[float]:
         # each eps is squared in the search's constraint: 1e100 keeps eps^2 a float
+        if len(set(v)) < len(v):
+            raise ValueError(f"lists the distance {next(r for r in v if v.count(r) > 1)!r} twice")
         if not v or len(v) > 1000 or any(not (0 < r <= 1e100) for r in v):
             raise ValueError(f"must be a list of 1 to 1000 distances, each positive and at most 1e100, "
                              f"got {shorten(str(v))}")
@@ -226,6 +228,8 @@ class SvmConfig(Section):
         for o in v:
             if o not in known:
                 raise ValueError(f"svm.objectives: {quoted(o)} is not a program (known: {', '.join(known)})")
+        if len(set(v)) < len(v):   # the same program twice: one directory holds one answer
+            raise ValueError(f"svm.objectives: {quoted(next(o for o in v if v.count(o) > 1))} is listed twice")
         return v
 
 
@@ -406,6 +410,8 @@ class Config(Section):
         for name in t.track:
             if name not in known:
                 raise ValueError(f"training.track: {quoted(name)} is not an instrument (known: {', '.join(known)})")
+        if len(set(t.track)) < len(t.track):   # an instrument's columns once per metrics.csv
+            raise ValueError(f"training.track: {quoted(next(n for n in t.track if t.track.count(n) > 1))} is listed twice")
         if isinstance(t.epochs, int) and isinstance(t.lr_milestones, list):
             bad = [m for m in t.lr_milestones if not 0 < m < t.epochs]
             if bad:

@@ -214,6 +214,9 @@ def read_sweep(path: str | Path) -> RunInfo:
     stages = {k: str(v) for k, v in counts.items() if v}
     status = "complete" if counts["done"] == total and total else "failed" if counts["failed"] else \
         "partial" if counts["done"] else "empty"
+    if status == "complete" and not all(is_file(sweep.tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY,
+                                                                           layout.FAILURES)):
+        status = "unaggregated"   # every point done, the sweep's own tables not (yet) written: `gb sweep` writes them
     config = flatten(read_yaml_record(sweep.config) or {})
     numbers: dict[str, float] = {}
     try:
