@@ -30,7 +30,7 @@ from scipy.optimize import nnls
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument
 from gbcli.store.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
-from gbcli.store.records import read_metrics
+from gbcli.store.records import NOT_GBS, read_metrics
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
 from gbcli.reports.render import save_png
@@ -104,7 +104,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
         point = summary.parent.parent
         try:
             row = kkt_row(point)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+        except NOT_GBS as exc:
             raise GbError(f"{point}: a record of its Tables 1-2 row is not gb's ({type(exc).__name__}: "
                           f"{quoted(str(exc), 80)}); rerun the point") from None
         if row is not None:

@@ -18,7 +18,7 @@ from gbcli.registry import MODELS
 from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
-from gbcli.store.records import gd_status, stage_record, stage_status
+from gbcli.store.records import NOT_GBS, gd_status, stage_record, stage_status
 from gbcli.logs import run_log
 from gbcli.reports.tables import check_tables_dir, write_tables
 from gbcli.store.integrity import check_run
@@ -194,7 +194,7 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         for report in RUN_REPORTS:
             try:
                 report(run_dir)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:   # a foreign record
+            except NOT_GBS as exc:   # a foreign record
                 raise GbError(f"{run_dir}: a stage record that {report.__name__} reads is not gb's "
                               f"({type(exc).__name__}: {quoted(str(exc), 120)}); rerun the stage") from None
         write_tables(run_dir, errors, incons)

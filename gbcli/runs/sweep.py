@@ -42,6 +42,7 @@ from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
+from gbcli.store.records import NOT_GBS
 from gbcli.store.identity import PROBLEM_SECTIONS, gd_manifest, point_id, readable_names, section_hash
 from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
@@ -530,7 +531,7 @@ def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) ->
         for report in SWEEP_REPORTS:
             try:
                 paths += report(out)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+            except NOT_GBS as exc:
                 raise GbError(f"{out}: a point's record that {report.__name__} reads is not gb's "
                               f"({type(exc).__name__}: {quoted(str(exc), 120)}); nothing was written "
                               "(`gb compare` on the point rewrites its tables)") from None

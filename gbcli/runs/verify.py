@@ -546,12 +546,7 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
     bad = []
     for key in NONCONVEX_CLAIMS:
         want, claim = result.get(key), record.get(key)
-        same = (np.array_equal(np.asarray(want, float), np.asarray(claim, float), equal_nan=True)
-                or (np.shape(want) == np.shape(claim)
-                    and np.allclose(np.asarray(claim, float), np.asarray(want, float), rtol=NONCONVEX_RTOL,
-                                    atol=NONCONVEX_RTOL, equal_nan=True))) \
-            if not isinstance(want, str) and _numeric(claim) else want == claim
-        if not same:
+        if not _same_claim(want, claim):
             bad.append(f"{layout.RESULT}: {key} {shorten(repr(claim), 40)} is not the rerun's {shorten(repr(want), 40)}")
     for name, stem in ((layout.THETA, "theta"), (layout.PREDICTIONS, "predictions")):
         if stem not in arrays:
@@ -573,13 +568,16 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
             "min_margin": result.get("min_margin"), "problems": bad}
 
 
-def _numeric(v) -> bool:
-    """A claim that is a number, a bool or a list of them (compared as numbers)."""
+def _same_claim(want, claim) -> bool:
+    """A claimed number, bool or list of them equal to the rerun's to NONCONVEX_RTOL (NaN to NaN);
+    anything else (a word, None) equal as it is."""
+    if want is None or claim is None or isinstance(want, str) or isinstance(claim, str):
+        return want == claim
     try:
-        np.asarray(v, float)
+        a, b = np.asarray(claim, float), np.asarray(want, float)
     except (TypeError, ValueError):
         return False
-    return v is not None
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=NONCONVEX_RTOL, atol=NONCONVEX_RTOL, equal_nan=True))
 
 
 def _errors_claims(folder: Path, root: Path) -> dict:

@@ -16,6 +16,9 @@ from gbcli.programs.design import Status
 from gbcli.store.layout import THETA
 from gbcli.store.safe import load_npz_untrusted, read_csv_untrusted, read_json
 
+# what code that reads a received record as gb writes it raises when the record is not gb's (a missing
+# key, a text where a number goes, an empty or unparseable file, a link or a folder where a file goes)
+NOT_GBS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError)
 GD_WORDS = ("ok", "diverged")
 SVM_WORDS = tuple(s.value for s in Status)
 CERTIFY_TOL = 1e-6   # the tolerance a record is held to when it names none (svm.certify_tol's default)
