@@ -60,9 +60,10 @@ which partly cancels in d as both sides are minima); (2) a Welch t-interval over
 chosen configurations, since a bootstrap of 3 seeds has few distinct resamples.
 Sizes: a qualifier that claims a large difference ("much", "considerably") is a size S, written in the
 claims file (`sizes`) with its reason: the claim is then d <= -S. A number the paper states ("more than
-10%") is the claim's threshold itself, and so are its "substantial" (its own "a substantial proportion
-(more than 10%)", sec. 4.1) and "only weakly correlated" (r < 0.5). Hedges ("slightly", "a bit",
-"tends to", "reasonably") are tested for their direction only; the size is shown.
+10%") is the claim's threshold itself, and so are its "a substantial proportion" (its own "a substantial
+proportion (more than 10%)", sec. 4.1) and "only weakly correlated" (r < 0.5); "substantially different"
+(sec. 5.2), for which the paper states no number, is the size S of a difference from 0. Hedges
+("slightly", "a bit", "tends to", "reasonably") are tested for their direction only; the size is shown.
 Verdict of a condition: **reproduced** if the whole interval is below 0 (below -S with a size);
 **direction reproduced, size not** if it is below 0 but not below -S (its text says whether the size
 is excluded or not decided); **contradicted** if the whole interval is above 0, or, with a size, above
@@ -73,7 +74,10 @@ are; **mixed** if one is contradicted while another reproduces at least the dire
 **contradicted** if one is and none reproduces anything; **direction reproduced, size not** if every
 condition reproduces at least the direction; otherwise **not decided**. Subsets: Figure 2 = median
 init, C = 2, momentum 0 (the comparison networks); Figure 4 = all of fig2; Figure 3 = momentum 0.9;
-appendix C.2 = momentum 0."""
+appendix C.2 = momentum 0.
+The tally counts each of the paper's claims once: a row that is our reading rather than the paper's
+statement, or that tests the same conditions as another row, is shown but not counted (its reason is
+printed with the tally)."""
 
 
 class Condition:
@@ -432,6 +436,44 @@ def published(spec, tables: dict, claims: dict) -> str:
     return prefix + (text or otherwise) or "figure only"
 
 
+def _same_test(q: dict) -> tuple:
+    """What a condition tests, its label (a name, and the bootstrap's seed) left out."""
+    return tuple(sorted((k, repr(v)) for k, v in q.items() if k != "label"))
+
+
+def check_tally(claims: dict) -> None:
+    """The tally counts each of the paper's claims once: a claim that is not the paper's (our own
+    reading) or that tests the same conditions as another is marked `counted: false` with a `why`;
+    two counted claims with the same conditions are refused (ValueError naming both)."""
+    seen: dict[tuple, str] = {}
+    for c in claims["claims"]:
+        if c.get("counted", True) is False:
+            if not c.get("why_not_counted"):
+                raise ValueError(f"claim {c['id']}: counted: false needs a why_not_counted")
+            continue
+        key = tuple(_same_test(q) for q in c["conditions"])
+        if key in seen:
+            raise ValueError(f"claims {seen[key]} and {c['id']} test the same conditions: the tally would count one "
+                             f"test twice (mark one `counted: false` with a why_not_counted)")
+        seen[key] = c["id"]
+
+
+def tally(rows: list[dict]) -> tuple[dict[str, int], list[dict]]:
+    """The verdicts of the claims that count (each of the paper's claims once: `check_tally`), by
+    verdict in VERDICTS' order, and the rows left out of it."""
+    counted = [r for r in rows if r.get("counted", True) is not False]
+    return {v: sum(r["verdict"] == v for r in counted) for v in VERDICTS}, [r for r in rows if r not in counted]
+
+
+def tally_line(rows: list[dict]) -> str:
+    """The tally as the claims table ends with it: what counts, and what is left out and why."""
+    counts, left = tally(rows)
+    line = f"{sum(counts.values())} claims of the paper: " + ", ".join(f"{k}: {n}" for k, n in counts.items())
+    if left:
+        line += ". Not counted (shown above): " + "; ".join(f"{r['id']} ({r['why_not_counted']})" for r in left)
+    return line
+
+
 def load(path: str | Path) -> dict:
     claims = yaml.safe_load(Path(path).read_text())
     for name, s in claims.get("sizes", {}).items():
@@ -443,6 +485,7 @@ def load(path: str | Path) -> dict:
         for q in c["conditions"] + c.get("shown_conditions", []) + c.get("control_conditions", []):
             if "size" in q:
                 size_of(q["size"], claims)
+    check_tally(claims)
     return claims
 
 

@@ -314,8 +314,7 @@ def print_claims(base: Path, only: str | None = None) -> list[dict]:
         cells = [r["id"], f"\"{r['statement']}\" ({r['where']})", r["evaluated_as"], ours, r["published"],
                  f"**{r['verdict']}**", ctrl, f"`{r['command']}`"]
         print("| " + " | ".join(str(c).replace("\n", " ").replace("|", "\\|") for c in cells) + " |")
-    counts = pd.Series([r["verdict"] for r in rows]).value_counts()
-    print(f"\n{len(rows)} claims: " + ", ".join(f"{k}: {counts.get(k, 0)}" for k in claims.VERDICTS), "\n")
+    print(f"\n{claims.tally_line(rows)}", "\n")
     if spec.get("not_in_table"):
         print("Not in the table (no committed table can test them):\n")
         for n in spec["not_in_table"]:
