@@ -97,8 +97,8 @@ def points(sweeps: list[Path]) -> pd.DataFrame:
                          "train_seconds": seconds, "seconds_per_epoch": seconds * per_epoch / max(done, 1),
                          "seconds_per_step": seconds / max(done, 1)})
             rows = rows.assign(seed=seed, regime=reg, finished=finished, hidden_units=cfg["model"]["hidden_units"],
-                               contexts=cfg["contexts"]["count"], train_size=n)
-            frames.append(rows[["seed", "regime", "hidden_units", "contexts", "train_size", "step", "epoch",
+                               contexts=cfg["contexts"]["count"], train_size=n, sweep=sweep.name)
+            frames.append(rows[["sweep", "seed", "regime", "hidden_units", "contexts", "train_size", "step", "epoch",
                                 *[c for c in COLUMNS if c in rows], "finished"]])
     if not frames:
         sys.exit("no point has logged rows yet")
@@ -108,7 +108,8 @@ def points(sweeps: list[Path]) -> pd.DataFrame:
 def decades(traj: pd.DataFrame) -> pd.DataFrame:
     """The row at the last logged step <= 10^k, for each k a run reached."""
     out = []
-    for _, g in traj.groupby(["seed", "regime", "train_size", "hidden_units", "contexts"]):
+    keys = [k for k in ("sweep", "seed", "regime", "train_size", "hidden_units", "contexts") if k in traj]
+    for _, g in traj.groupby(keys):
         g = g.sort_values("step")
         for k in range(1, int(math.log10(max(g.step.max(), 1))) + 1):
             r = g[g.step <= 10 ** k].iloc[-1]
@@ -357,7 +358,7 @@ REPO = Path(__file__).resolve().parents[1]
 SWEEPS = ("conjecture-sgd", "conjecture-normalized", "conjecture-warm", "conjecture-fig2", "conjecture-fig2-warm")
 CONFIDENCE = 0.95
 FITTED = {"inconsistency_svm_gln": 0.005, "margin_gap_svm_gln": 0.001}   # quantity -> target it is read against
-GROUP = ["regime", "train_size", "hidden_units", "contexts"]
+GROUP = ["sweep", "regime", "train_size", "hidden_units", "contexts"]   # with the seed: one run
 
 
 def schedules(configs: Path = REPO / "configs") -> pd.DataFrame:
@@ -377,6 +378,24 @@ def schedules(configs: Path = REPO / "configs") -> pd.DataFrame:
                          "drop_epoch": max(t.lr_milestones, default=0),
                          "drop_step": max(t.lr_milestones, default=0) * per_epoch})
     return pd.DataFrame(rows)
+
+
+def with_sweep(traj: pd.DataFrame, sched: pd.DataFrame) -> pd.DataFrame:
+    """The trajectory with each row's sweep: tables written before the `sweep` column was logged
+    get it from the configs (their regime, size, H, C and seed name one point of one sweep; a row
+    that names none, or more than one, is refused)."""
+    if "sweep" in traj and traj.sweep.notna().all():
+        return traj
+    keys = [k for k in GROUP if k != "sweep"] + ["seed"]
+    meta = sched[[*keys, "sweep"]]
+    if meta.duplicated(keys).any():
+        raise ValueError("two conjecture sweeps have a point with the same regime, size, H, C and seed: "
+                         "the trajectory needs its `sweep` column")
+    got = traj.drop(columns=["sweep"], errors="ignore").merge(meta, on=keys, how="left", validate="many_to_one")
+    if got.sweep.isna().any():
+        raise ValueError("trajectory rows that no conjecture config names: "
+                         + str(got[got.sweep.isna()][keys].drop_duplicates().to_dict("records")))
+    return got
 
 
 def fitted_values(rows: pd.DataFrame, quantity: str) -> pd.Series:
@@ -553,13 +572,13 @@ def restate(out: Path) -> dict[str, pd.DataFrame]:
     read = {name: pd.read_csv(tables / f"{name}.csv") for name in
             ("trajectory", "fig2_trajectory", "decades", "fig2_decades", "runs", "last_angles", "span")}
     sched = schedules()
-    traj = pd.concat([read["trajectory"], read["fig2_trajectory"]], ignore_index=True)
+    traj = with_sweep(pd.concat([read["trajectory"], read["fig2_trajectory"]], ignore_index=True), sched)
     seeds = rate_seeds(traj, sched)
     made = {"rate_seeds": seeds, "rate": rate(seeds, pooled(traj, sched)), "drop": drop_counts(traj, sched),
             "span": span_restated(read["span"], read["last_angles"])}
     for name, frame in made.items():
         write_csv(tables / f"{name}.csv", frame)
-    warm = read["trajectory"][read["trajectory"].regime == "warm"]
+    warm = traj[traj.regime == "warm"]
     if not warm.empty:
         draw_warm(warm, warm_last_angles(read["last_angles"], sched), out / "figures" / "warm.png")
     atomic_write_text(out / "README.md", render(TEMPLATE.read_text(), facts(out)))
@@ -651,13 +670,15 @@ def facts(out: Path) -> dict[str, str]:
     settings), formatted as it is quoted."""
     tables = out / "tables"
     t = {p.stem: pd.read_csv(p) for p in sorted(tables.glob("*.csv"))}
-    traj, small, seeds, fit, runs = t["trajectory"], t["fig2_trajectory"], t["rate_seeds"], t["rate"], t["runs"]
+    seeds, fit, runs, la = t["rate_seeds"], t["rate"], t["runs"], t["last_angles"]
     sched = schedules()
+    traj, small = with_sweep(t["trajectory"], sched), with_sweep(t["fig2_trajectory"], sched)
     v: dict[str, str] = {}
-    sgd = traj[traj.regime == "sgd"]
-    norm = traj[traj.regime == "normalized"]
-    warm48 = traj[(traj.regime == "warm") & (traj.train_size == 48000)]
-    warm2 = traj[(traj.regime == "warm") & (traj.train_size == 2000)]
+    sgd = traj[traj.sweep == "conjecture-sgd"]
+    norm = traj[traj.sweep == "conjecture-normalized"]
+    warm48 = traj[traj.sweep == "conjecture-warm"]
+    warm2 = traj[traj.sweep == "conjecture-fig2-warm"]
+    small = small[small.sweep == "conjecture-fig2"]
     big, little = int(sgd.train_size.max()), int(small.train_size.max())
     v.update(n_big=f"{big:,}", n_small=f"{little}", val_big=f"{int(_row(sched, sweep='conjecture-sgd', seed=1).val_size):,}")
 
@@ -677,8 +698,7 @@ def facts(out: Path) -> dict[str, str]:
 
     # SGD at N = 48,000: the end of the runs
     end = sgd.sort_values("step").groupby("seed").tail(1).sort_values("seed")
-    la = t["last_angles"].merge(sched[["point", "regime", "train_size"]], on="point")
-    la_sgd = la[(la.regime == "sgd") & (la.train_size == big)].sort_values("seed")
+    la_sgd = la[la.sweep == "conjecture-sgd"].sort_values("seed")
     v.update(sgd_end_inc_gln=_each(end.inconsistency_svm_gln, _pct), sgd_end_inc_l2=_each(end.inconsistency_svm_l2, _pct),
              sgd_end_ratio_gln=_each(end.margin_ratio_svm_gln, lambda x: f"{x:.2f}"),
              sgd_end_ratio_l2=_each(end.margin_ratio_svm_l2, lambda x: f"{x:.2f}"),
@@ -687,12 +707,10 @@ def facts(out: Path) -> dict[str, str]:
              sgd_end_angle_l2_raw=_each(la_sgd.angle_svm_l2_recorded, lambda x: f"{x:.1f}"))
 
     # SGD at N = 48,000: the rate after the lr drop and over the last decade
-    key = dict(regime="sgd", train_size=big, quantity="inconsistency_svm_gln")
+    key = dict(sweep="conjecture-sgd", quantity="inconsistency_svm_gln")
     after, dec = _row(fit, **key, window="after_drop"), _row(fit, **key, window="last_decade")
-    per_after = seeds[(seeds.regime == "sgd") & (seeds.train_size == big) & (seeds.quantity == key["quantity"])
-                      & (seeds.window == "after_drop")].sort_values("seed")
-    per_dec = seeds[(seeds.regime == "sgd") & (seeds.train_size == big) & (seeds.quantity == key["quantity"])
-                    & (seeds.window == "last_decade")].sort_values("seed")
+    per_after = seeds[(seeds.sweep == "conjecture-sgd") & (seeds.quantity == key["quantity"]) & (seeds.window == "after_drop")].sort_values("seed")
+    per_dec = seeds[(seeds.sweep == "conjecture-sgd") & (seeds.quantity == key["quantity"]) & (seeds.window == "last_decade")].sort_values("seed")
     v.update(sgd_drop=f"{int(per_after.drop_step.iloc[0]):,}",
              sgd_after_points=_span(per_after.points, str), sgd_after_first=f"{int(per_after.first_step.min()):,}",
              sgd_after_slopes=_each(per_after.slope, _signed), sgd_after_mean=_signed(after.slope),
@@ -710,12 +728,11 @@ def facts(out: Path) -> dict[str, str]:
              sgd_at_decade_past=_pct(after.at_decade_past), sgd_at_decade_past_lo=_pct(after.at_decade_past_lo),
              sgd_at_decade_past_hi=_pct(after.at_decade_past_hi), sgd_fitted_last=_pct(after.fitted_last),
              target_inc=_pct(after.target, 1))
-    drops = t["drop"][(t["drop"].regime == "sgd") & (t["drop"].train_size == big)].sort_values("seed")
+    drops = t["drop"][t["drop"].sweep == "conjecture-sgd"].sort_values("seed")
     v.update(sgd_step_before=f"{int(drops.step_before.iloc[0]):,}",
              sgd_disagree=", ".join(f"{int(r.disagree_svm_gln_before)} -> {int(r.disagree_svm_gln_end)}"
                                     for r in drops.itertuples()))
-    gap = seeds[(seeds.regime == "sgd") & (seeds.train_size == big) & (seeds.quantity == "margin_gap_svm_gln")
-                & (seeds.window == "after_drop")].sort_values("seed")
+    gap = seeds[(seeds.sweep == "conjecture-sgd") & (seeds.quantity == "margin_gap_svm_gln") & (seeds.window == "after_drop")].sort_values("seed")
     v["sgd_gap_after_slopes"] = _each(gap.slope, _signed)
     v["sgd_ratio_before_end"] = ", ".join(
         f"{1 - r.value_first:.3f} -> {1 - r.value_last:.3f}" for r in gap.itertuples())
@@ -723,7 +740,7 @@ def facts(out: Path) -> dict[str, str]:
     # the normalized run from the init
     ns = norm.sort_values("step")
     low = ns.loc[ns.margin_ratio_svm_gln.idxmin()]
-    nrun = runs[runs.regime == "normalized"].iloc[0]
+    nrun = _row(runs, sweep="conjecture-normalized", seed=1)
     v.update(norm_r0=f"{ns.margin_ratio_svm_gln.iloc[0]:.2f}", norm_rmin=f"{low.margin_ratio_svm_gln:.2f}",
              norm_rmin_step=f"{int(low.step):,}", norm_rlast=f"{ns.margin_ratio_svm_gln.iloc[-1]:.2f}",
              norm_last_step=f"{int(ns.step.iloc[-1]):,}", norm_train_error=_pct(ns.train_error.iloc[-1], 1),
@@ -745,14 +762,14 @@ def facts(out: Path) -> dict[str, str]:
              w48_moved=f"{int(round(abs(w.inconsistency_svm_gln.iloc[-1] - w.inconsistency_svm_gln.iloc[0]) * int(_row(sched, sweep='conjecture-warm', seed=1).val_size)))}",
              w48_decade_past=f"{int(10 * w.step.iloc[-1]):,}",
              w48_ratio_at_pace=f"{r_end + pace_last * 9 * w.step.iloc[-1]:.2f}")
-    g48 = _row(fit, regime="warm", train_size=big, quantity="margin_gap_svm_gln", window="last_decade")
+    g48 = _row(fit, sweep="conjecture-warm", quantity="margin_gap_svm_gln", window="last_decade")
     v.update(w48_gap_slope=_signed(g48.slope), w48_ratio_decade_fit=f"{1 - g48.at_decade_past:.3f}")
 
     # warm at N = 2000
-    g2 = seeds[(seeds.regime == "warm") & (seeds.train_size == little) & (seeds.window == "last_decade")]
+    g2 = seeds[(seeds.sweep == "conjecture-fig2-warm") & (seeds.window == "last_decade")]
     gg, gi = g2[g2.quantity == "margin_gap_svm_gln"].sort_values("seed"), g2[g2.quantity == "inconsistency_svm_gln"].sort_values("seed")
-    f_gap = _row(fit, regime="warm", train_size=little, quantity="margin_gap_svm_gln", window="last_decade")
-    f_inc = _row(fit, regime="warm", train_size=little, quantity="inconsistency_svm_gln", window="last_decade")
+    f_gap = _row(fit, sweep="conjecture-fig2-warm", quantity="margin_gap_svm_gln", window="last_decade")
+    f_inc = _row(fit, sweep="conjecture-fig2-warm", quantity="inconsistency_svm_gln", window="last_decade")
     line = gg.last_step * (f_gap.target / gg.fitted_last) ** (1 / gg.slope)
     ends = warm2.sort_values("step").groupby("seed")
     v.update(w2_r0=_span(ends.head(1).margin_ratio_svm_gln, lambda x: f"{x:.2f}"),
@@ -773,9 +790,9 @@ def facts(out: Path) -> dict[str, str]:
              w2_inc_lo=_signed(f_inc.slope_lo), w2_inc_hi=_signed(f_inc.slope_hi),
              w2_inc_decade_past=_pct(f_inc.at_decade_past), w2_inc_decade_lo=_pct(f_inc.at_decade_past_lo),
              w2_inc_decade_hi=_pct(f_inc.at_decade_past_hi))
-    la_w2 = la[(la.regime == "warm") & (la.train_size == little)]
-    la_f2 = la[(la.regime == "sgd") & (la.train_size == little)]
-    la_w48 = la[(la.regime == "warm") & (la.train_size == big)]
+    la_w2 = la[la.sweep == "conjecture-fig2-warm"]
+    la_f2 = la[la.sweep == "conjecture-fig2"]
+    la_w48 = la[la.sweep == "conjecture-warm"]
     v.update(w2_l2_geom=_span(la_w2.angle_svm_l2, lambda x: f"{x:.1f}"),
              w2_l2_raw=_span(la_w2.angle_svm_l2_recorded, lambda x: f"{x:.1f}"),
              w48_l2_geom=_span(la_w48.angle_svm_l2, lambda x: f"{x:.1f}"),
@@ -783,8 +800,8 @@ def facts(out: Path) -> dict[str, str]:
              f2_l2_diff=f"{(la_f2.angle_svm_l2 - la_f2.angle_svm_l2_recorded).abs().max():.1f}")
 
     # the data's span (tables/span.csv)
-    sp = t["span"]
-    s_big, s_f2, s_w2 = sp[(sp.regime == "sgd") & (sp.train_size == big)], sp[(sp.regime == "sgd") & (sp.train_size == little)], sp[sp.regime == "warm"]
+    sp = t["span"].merge(sched[["point", "sweep"]], on="point", validate="one_to_one")
+    s_big, s_f2, s_w2 = (sp[sp.sweep == name] for name in ("conjecture-sgd", "conjecture-fig2", "conjecture-fig2-warm"))
     v.update(span_big_share=_span(s_big.share_outside_span, lambda x: _pct(x, 1)),
              span_big_null=_span(s_big.null_dimensions, str), span_big_angle=_span(s_big.angle_in_span_svm_gln, lambda x: f"{x:.1f}"),
              span_f2_share=_span(s_f2.share_outside_span, lambda x: _pct(x, 0)),
@@ -793,33 +810,32 @@ def facts(out: Path) -> dict[str, str]:
              span_w2_angle=_span(s_w2.angle_in_span_svm_gln, lambda x: f"{x:.0f}"))
 
     # N = 2000, SGD: the rate after its lr drop
-    f2a = seeds[(seeds.regime == "sgd") & (seeds.train_size == little) & (seeds.quantity == "inconsistency_svm_gln")]
+    f2a = seeds[(seeds.sweep == "conjecture-fig2") & (seeds.quantity == "inconsistency_svm_gln")]
     f2_after, f2_dec = f2a[f2a.window == "after_drop"], f2a[f2a.window == "last_decade"]
-    f2_fit = fit[(fit.regime == "sgd") & (fit.train_size == little) & (fit.quantity == "inconsistency_svm_gln")
-                 & (fit.window == "after_drop")]
+    f2_fit = fit[(fit.sweep == "conjecture-fig2") & (fit.quantity == "inconsistency_svm_gln") & (fit.window == "after_drop")]
     v.update(f2_drop=f"{int(f2_after.drop_step.iloc[0]):,}", f2_runs=f"{len(f2_after)}",
              f2_after_slopes=_span(f2_after.slope, _signed), f2_dec_slopes=_span(f2_dec.slope, _signed),
              f2_groups=f"{len(f2_fit)}", f2_groups_zero=f"{int(((f2_fit.slope_lo < 0) & (f2_fit.slope_hi > 0)).sum())}",
-             f2_ratio=_span(lasts[(lasts.regime == 'sgd') & (lasts.train_size == little)].margin_ratio_svm_gln, lambda x: f"{x:.2f}"),
-             f2_angle=_span(lasts[(lasts.regime == 'sgd') & (lasts.train_size == little)].angle_svm_gln, lambda x: f"{x:.0f}"))
+             f2_ratio=_span(lasts[lasts.sweep == 'conjecture-fig2'].margin_ratio_svm_gln, lambda x: f"{x:.2f}"),
+             f2_angle=_span(lasts[lasts.sweep == 'conjecture-fig2'].angle_svm_gln, lambda x: f"{x:.0f}"))
 
     # cost (tables/runs.csv)
     r_sgd = runs[runs.sweep == "conjecture-sgd"]
     r_w2 = runs[runs.sweep == "conjecture-fig2-warm"]
-    r_w48 = runs[runs.sweep == "conjecture-warm"].iloc[0]
+    r_w48 = _row(runs, sweep="conjecture-warm", seed=1)
     v.update(cost_sgd_epoch=_span(r_sgd.seconds_per_epoch, lambda x: f"{x:.2f}"),
              cost_sgd_step=_span(r_sgd.seconds_per_step * 1000, lambda x: f"{x:.1f}"),
              cost_sgd_total=_span(r_sgd.train_seconds, lambda x: f"{x:,.0f}"),
              cost_w48_total=f"{r_w48.train_seconds:,.0f}", cost_w48_step=f"{r_w48.seconds_per_step:.2f}",
              cost_w2_step=_span(r_w2.seconds_per_step * 1000, lambda x: f"{x:.0f}"))
 
-    v.update(sgd_table=_sgd_table(t["decades"], big, la_sgd), warm_table=_warm_table(traj, runs, sched),
+    v.update(sgd_table=_sgd_table(with_sweep(t["decades"], sched), la_sgd), warm_table=_warm_table(traj, runs),
              fig2_table=_fig2_table(t["fig2_decades"]), certificate=_certificate(pd.concat([traj, small])))
     return v
 
 
-def _sgd_table(dec: pd.DataFrame, big: int, last: pd.DataFrame) -> str:
-    rows = dec[(dec.regime == "sgd") & (dec.train_size == big) & (dec.decade >= 10_000)].sort_values(["seed", "step"])
+def _sgd_table(dec: pd.DataFrame, last: pd.DataFrame) -> str:
+    rows = dec[(dec.sweep == "conjecture-sgd") & (dec.decade >= 10_000)].sort_values(["seed", "step"])
     geom = dict(zip(last.seed, last.angle_svm_l2))
     top = rows.groupby("seed").step.max()
     lines = ["| seed | step | epoch | GD val error | inconsistency, svm-gln | inconsistency, svm-l2 | margin ratio, "
@@ -833,14 +849,14 @@ def _sgd_table(dec: pd.DataFrame, big: int, last: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _warm_table(traj: pd.DataFrame, runs: pd.DataFrame, sched: pd.DataFrame) -> str:
+def _warm_table(traj: pd.DataFrame, runs: pd.DataFrame) -> str:
     warm = traj[traj.regime == "warm"].sort_values("step")
-    cost = runs.merge(sched[["point", "train_size"]], on="point").set_index(["regime", "train_size", "seed"])
+    cost = runs.set_index(["sweep", "seed"])
     lines = ["| N | seed | full-batch steps | margin ratio, svm-gln: start -> end | angle to svm-gln | "
              "inconsistency, svm-gln | inconsistency, svm-l2 | seconds a step (wall) |", "|---|---|---|---|---|---|---|---|"]
-    for (n, seed), g in sorted(warm.groupby(["train_size", "seed"]), key=lambda kv: (-kv[0][0], kv[0][1])):
+    for (n, sweep, seed), g in sorted(warm.groupby(["train_size", "sweep", "seed"]), key=lambda kv: (-kv[0][0], kv[0][1:])):
         a, b = g.iloc[0], g.iloc[-1]
-        s = float(cost.loc[("warm", n, seed), "seconds_per_step"])
+        s = float(cost.loc[(sweep, seed), "seconds_per_step"])
         size = f"{n:,}" if n >= 10_000 else f"{n}"   # as the page writes N
         lines.append(f"| {size} | {seed} | {int(b.step):,} | {a.margin_ratio_svm_gln:.3f} -> {b.margin_ratio_svm_gln:.3f} | "
                      f"{a.angle_svm_gln:.1f} -> {b.angle_svm_gln:.1f} | {_pct(a.inconsistency_svm_gln)} -> "

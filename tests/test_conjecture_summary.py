@@ -30,7 +30,7 @@ spec.loader.exec_module(summary)
 
 
 RESULTS = REPO / "results" / "conjecture"
-KEY = {"regime": "sgd", "train_size": 48000, "hidden_units": 50, "contexts": 2}
+KEY = {"sweep": "conjecture-sgd", "regime": "sgd", "train_size": 48000, "hidden_units": 50, "contexts": 2}
 
 
 def _schedule(drop: int, seeds=(1, 2, 3)) -> pd.DataFrame:
@@ -112,15 +112,29 @@ def test_the_lag1_autocorrelation_is_of_the_fits_residuals():
 
 
 def test_the_committed_rates_are_what_the_committed_trajectories_give():
-    traj = pd.concat([pd.read_csv(RESULTS / "tables" / "trajectory.csv"),
-                      pd.read_csv(RESULTS / "tables" / "fig2_trajectory.csv")], ignore_index=True)
     sched = summary.schedules()
+    traj = summary.with_sweep(pd.concat([pd.read_csv(RESULTS / "tables" / "trajectory.csv"),
+                                         pd.read_csv(RESULTS / "tables" / "fig2_trajectory.csv")], ignore_index=True), sched)
     seeds = summary.rate_seeds(traj, sched)
     for name, made in (("rate_seeds", seeds), ("rate", summary.rate(seeds, summary.pooled(traj, sched))),
                        ("drop", summary.drop_counts(traj, sched))):
         committed = pd.read_csv(RESULTS / "tables" / f"{name}.csv")
         made = pd.read_csv(io.StringIO(made.to_csv(index=False)))   # as it reads back
         pd.testing.assert_frame_equal(committed, made, check_dtype=False, rtol=1e-9)
+
+
+def test_a_trajectory_row_gets_the_one_sweep_its_config_names():
+    sched = summary.schedules()
+    traj = pd.read_csv(RESULTS / "tables" / "trajectory.csv")
+    got = summary.with_sweep(traj, sched)
+    assert len(got) == len(traj)
+    assert set(got[got.regime == "warm"].groupby("train_size").sweep.unique().map(tuple)) == {
+        ("conjecture-warm",), ("conjecture-fig2-warm",)}
+    with pytest.raises(ValueError, match="no conjecture config"):
+        summary.with_sweep(traj.assign(seed=9), sched)
+    twice = pd.concat([sched, sched.assign(sweep="conjecture-other")])
+    with pytest.raises(ValueError, match="same regime"):
+        summary.with_sweep(traj, twice)
 
 
 def test_span_carries_svm_l2_in_its_own_geometry_only():
