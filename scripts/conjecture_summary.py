@@ -896,6 +896,18 @@ def _certificate(traj: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def kept(path: Path, made: pd.DataFrame) -> pd.DataFrame:
+    """`made` (rows of the sweeps read now) with the rows of the committed table at `path` whose
+    sweeps were not read this time: runs whose directories are gone keep their rows."""
+    if not path.is_file():
+        return made
+    old = pd.read_csv(path)
+    if "sweep" not in old:
+        old = with_sweep(old, schedules())
+    old = old[~old.sweep.isin(set(made.sweep))]
+    return pd.concat([old, made], ignore_index=True) if len(old) else made
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweeps", nargs="*", type=Path)
@@ -930,9 +942,10 @@ def main() -> None:
         write_csv(args.out / "tables" / "span.csv", frame)
         print(frame.to_string(index=False))
         return
-    traj, runs = points(args.sweeps)
-    traj = traj.sort_values(["regime", "train_size", "seed", "step"]).reset_index(drop=True)
     tables = args.out / "tables"
+    traj, runs = points(args.sweeps)
+    traj, runs = kept(tables / "trajectory.csv", traj), kept(tables / "runs.csv", runs)
+    traj = traj.sort_values(["regime", "train_size", "seed", "step"]).reset_index(drop=True)
     tables.mkdir(parents=True, exist_ok=True)
     dec = decades(traj)
     for name, frame in (("trajectory", traj), ("decades", dec), ("runs", runs)):
@@ -944,6 +957,7 @@ def main() -> None:
     print(dec[[c for c in show if c in dec]].to_string(index=False), "\n")
     if args.small:
         small, _ = points([args.small])
+        small = kept(tables / "fig2_trajectory.csv", small)
         small = small.sort_values(["hidden_units", "contexts", "seed", "step"]).reset_index(drop=True)
         sdec = decades(small)
         cols = ["inconsistency_svm_gln", "inconsistency_svm_l2", "margin_ratio_svm_gln", "angle_svm_gln",

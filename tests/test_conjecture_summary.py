@@ -137,6 +137,20 @@ def test_a_trajectory_row_gets_the_one_sweep_its_config_names():
         summary.with_sweep(traj, twice)
 
 
+def test_a_summary_of_some_sweeps_keeps_the_committed_rows_of_the_others(tmp_path):
+    committed = pd.read_csv(RESULTS / "tables" / "trajectory.csv")
+    path = tmp_path / "trajectory.csv"
+    committed.to_csv(path, index=False)
+    made = summary.with_sweep(committed, summary.schedules())
+    made = made[made.sweep == "conjecture-warm"].assign(kkt_residual=1e-3).iloc[:5]
+    got = summary.kept(path, made)
+    warm = got[got.sweep == "conjecture-warm"]
+    assert len(warm) == 5 and (warm.kkt_residual == 1e-3).all()            # the new rows replace the sweep's
+    others = summary.with_sweep(committed, summary.schedules())
+    assert len(got) - 5 == (others.sweep != "conjecture-warm").sum()       # the rest are kept
+    assert summary.kept(tmp_path / "none.csv", made) is made
+
+
 def test_span_carries_svm_l2_in_its_own_geometry_only():
     span = pd.read_csv(RESULTS / "tables" / "span.csv")
     last = pd.read_csv(RESULTS / "tables" / "last_angles.csv").set_index("point")
