@@ -2061,3 +2061,39 @@ def test_train_gd_and_sweep_at_once(first, tmp_path):
     assert o1.returncode == 0 and "Traceback" not in o1.stderr + o1.stdout, what
     marker = json.loads((tmp_path / "shared" / "gb-run.json").read_text())
     assert marker["kind"] == ("run" if first == "train-gd" else "sweep"), f"{marker}\n{what}"
+
+
+# ---- a received run whose config.yaml is an alias bomb (issue 49, item 11)
+
+
+def mapping_bomb(levels: int = 9, width: int = 9) -> str:
+    """Billion laughs of nested mappings: `levels` anchors, each `width` aliases of the one before
+    (9 ** 9 = 387 million leaves in 10 lines): a walk of it, such as the comparison of keys behind
+    "a network trained with another config: ...", never ends."""
+    lines = ["l0: &l0 {" + ", ".join(f"k{j}: 1" for j in range(width)) + "}"]
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} {{" + ", ".join(f"k{j}: *l{i - 1}" for j in range(width)) + "}")
+    return "\n".join(lines) + f"\nmodel: {{kind: gln, hidden_units: 2, extra: *l{levels - 1}}}\n" \
+                              f"training: {{epochs: 2, extra: *l{levels - 1}}}\n"
+
+
+def test_train_gd_on_a_received_run_whose_config_is_an_alias_bomb(tmp_path):
+    """Before: `gb train-gd` ran until killed (the refusal that names the differing keys walked the
+    bomb). Now the bomb is not read (no alias in YAML gb reads back): refused in one line. The
+    timeout is a hang guard, not a speed check."""
+    config = {"name": "bombed", "dataset": {"name": "digits", "train_size": 40, "val_size": 40},
+              "model": {"kind": "gln", "hidden_units": 2}, "contexts": {"count": 2, "seed": 1},
+              "training": {"epochs": 2}, "svm": {"objectives": []}}
+    (tmp_path / "data").mkdir()
+    _write(tmp_path / "cfg.yaml", dump(config))
+    first = run_gb(("train-gd", "cfg.yaml", "-q", "--out", "run"), tmp_path, timeout=TIMEOUT)
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "run" / "gd" / "config.yaml").write_text(mapping_bomb())
+    config["training"]["epochs"] = 3   # another config: the refusal says what differs
+    _write(tmp_path / "cfg.yaml", dump(config))
+    before = _tree(tmp_path / "run")
+    args = ("train-gd", "cfg.yaml", "-q", "--out", "run")
+    o = run_gb(args, tmp_path, timeout=120)   # a hang guard: returncode None when it expanded the bomb
+    err = _check_error_line(o, ("gd/ (a network trained with another config", "config.yaml is unreadable"), shown(args, o))
+    assert "--force" in err
+    assert _tree(tmp_path / "run") == before   # nothing written

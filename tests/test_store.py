@@ -293,3 +293,37 @@ def test_staged_writes_land_together_or_not_at_all(tmp_path):
             atomic_write_text(tmp_path / "e.txt", "first")
             atomic_write_text(tmp_path / "d.txt", "second")
     assert not (tmp_path / "e.txt").exists()
+
+
+def test_the_one_reader_of_gbs_yaml_refuses_aliases_and_depth_before_building(tmp_path):
+    """store.safe.load_yaml, what every reader of a run's or sweep's YAML goes through (the refusal of
+    train-gd, compare, the reports, gb runs): an alias bomb of nested mappings is refused at once,
+    not built and walked (issue 49, item 11); so is nesting deeper than MAX_YAML_DEPTH. What gb
+    writes (dump_yaml) reads back, an object met twice included."""
+    import yaml
+
+    from gbcli.store.integrity import _saved_config
+    from gbcli.store.safe import MAX_YAML_DEPTH, dump_yaml, load_yaml
+
+    levels = ["l0: &l0 {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1}"]
+    for i in range(1, 12):   # 9 ** 12 leaves
+        levels.append(f"l{i}: &l{i} {{" + ", ".join(f"{k}: *l{i - 1}" for k in "abcdefghi") + "}")
+    bomb = "\n".join(levels) + "\nmodel: {kind: gln, extra: *l11}\n"
+    with pytest.raises(yaml.YAMLError, match="aliases are not read"):
+        load_yaml(bomb)
+    (tmp_path / "config.yaml").write_text(bomb)
+    assert _saved_config(tmp_path / "config.yaml") is None and read_yaml_record(tmp_path / "config.yaml") is None
+    with pytest.raises(yaml.YAMLError, match="anchors|aliases"):   # one alias is one too many
+        load_yaml("a: &x {k: 1}\nb: *x\n")
+    assert load_yaml("a: &x {k: 1}\n") == {"a": {"k": 1}}   # an anchor alone expands nothing
+    def nested(n: int) -> str:   # n mappings around a scalar: n + 1 levels
+        return "{a: " * n + "1" + "}" * n + "\n"
+
+    with pytest.raises(yaml.YAMLError, match="nested more than"):
+        load_yaml(nested(MAX_YAML_DEPTH))
+    assert load_yaml(nested(MAX_YAML_DEPTH - 1))   # the limit itself is read
+    shared = [1, 2]
+    text = dump_yaml({"x": shared, "y": shared, "z": {"w": shared}})
+    assert "&" not in text and "*" not in text
+    assert load_yaml(text) == {"x": [1, 2], "y": [1, 2], "z": {"w": [1, 2]}}
+    assert load_yaml("") is None and load_yaml("model: {kind: gln}\n") == {"model": {"kind": "gln"}}

@@ -231,3 +231,37 @@ def test_a_points_done_marker_is_written_after_both_tables(tmp_path):
     write_tables(tmp_path, frame, frame)
     t = {n: (tmp_path / "tables" / f"{n}.csv").stat().st_mtime_ns for n in ("errors", "inconsistency")}
     assert t["inconsistency"] < t["errors"], t
+
+
+@pytest.mark.slow
+def test_a_sweep_written_to_a_file_reports_points_as_they_finish(tmp_path):
+    """Issue 49, item 7: a sweep whose output is a file printed "sweep: N points" and then nothing
+    until its one task (every point, trained as one computation) returned. The points of a running
+    task are now reported as their folders show them done: the first progress line, naming the
+    point, is in the file while later points of the same task are still solving."""
+    path = write(tmp_path, {"contexts.seed": [1, 2, 3, 4]}, dataset={"name": "digits", "train_size": 600,
+                                                                   "val_size": 300})
+    assert len(group_points(expand(path)[1], 12)) == 1   # one task: its points end one after the other
+    log = tmp_path / "out.txt"
+    with log.open("w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "gbcli.cli", "sweep", str(path)], cwd=tmp_path,
+                                stdout=fh, stderr=subprocess.STDOUT)
+    points = tmp_path / "runs/grid/points"
+    finished_then = None
+    try:
+        deadline = time.time() + 600   # a hang guard
+        while proc.poll() is None and time.time() < deadline:
+            if "sweep: 1/4 points" in log.read_text():
+                finished_then = len(list(points.glob("*/tables/errors.csv")))
+                break
+            time.sleep(0.05)
+        assert proc.wait(timeout=600) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert finished_then is not None, text
+    assert finished_then < 4, f"the first point was reported only when all had finished:\n{text}"
+    first = next(line for line in text.splitlines() if "sweep: 1/4 points" in line)
+    assert re.search(r"last [0-9a-f]{10} \(seed=\d\) done", first), first   # which point, by its readable name
+    assert "sweep grid: aggregating the tables and figures of 4 points" in text

@@ -26,13 +26,14 @@ from typing import Sequence
 
 import numpy as np
 
-from gbcli.errors import GbError
+from gbcli.errors import GbError, MissingInput
 from gbcli.store.safe import atomic_write_bytes
 from gbcli.text import quoted
 
 DEFAULT_DATA_DIR = Path.home() / ".cache" / "gb" / "data"
 DATASETS = ("mnist", "fashion-mnist", "digits", "linear-teacher", "orthogonal")
 IMAGE_SETS = ("mnist", "fashion-mnist")
+LABELS = {"mnist": "MNIST", "fashion-mnist": "Fashion-MNIST"}   # how messages name a set
 
 # md5 of the DECOMPRESSED IDX files, so any mirror's gzip wrapper is accepted.
 CHECKSUMS: dict[str, dict[str, str]] = {
@@ -247,7 +248,7 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
 
     spec = importlib.util.find_spec("sklearn")   # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise GbError("the digits dataset needs scikit-learn: pip install scikit-learn")
+        raise MissingInput("the digits dataset needs scikit-learn: pip install scikit-learn")
     with gzip.open(Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz") as fh:
         table = np.loadtxt(fh, delimiter=",")
     x = _append_one((table[:, :-1] / 16.0 - 0.5) / 0.5)
@@ -375,7 +376,7 @@ def _read_verified(name: str, path: Path) -> bytes | bytearray:
     if problem is None and digest != CHECKSUMS[name][base]:
         problem = "checksum mismatch"
     if problem is not None:
-        raise GbError(f"{path} is corrupt ({problem}): delete it and run `gb data fetch {name}`")
+        raise MissingInput(f"{path} is corrupt ({problem}): delete it and run `gb data fetch {name}`")
     return data
 
 
@@ -389,7 +390,7 @@ def _read_bounded(path: Path, size: int, keep: bool) -> tuple[bytes | bytearray 
                 return _gunzip_bounded(f, size, keep)
             data = f.read(size + 1)   # at most size + 1 bytes, whatever the file claims
     except OSError as exc:
-        raise GbError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise MissingInput(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) != size:
         return None, None, _size_problem(len(data), size)
     return (data if keep else None), _md5(data), None
@@ -444,9 +445,9 @@ def _find(name: str, root: Path, base: str) -> Path:
     for candidate in (folder / f"{base}.gz", folder / base):
         if candidate.is_file():
             return candidate
-    raise GbError(
-        f"missing {folder / (base + '.gz')}: run `gb data fetch {name}` when online, "
-        f"or set GB_DATA_DIR to a folder containing {name}/"
+    raise MissingInput(
+        f"{LABELS.get(name, name)} not found in {folder}: missing {folder / (base + '.gz')}; set GB_DATA_DIR "
+        f"to a folder containing {name}/, or run `gb data fetch {name}` when online"
     )
 
 
@@ -468,7 +469,7 @@ def _data_root(override: str | Path | None) -> Path:
     try:
         return path.resolve()
     except (OSError, RuntimeError) as exc:   # a symlink loop (RuntimeError before Python 3.13)
-        raise GbError(f"{quoted(str(path))}: not a usable data folder ({str(exc)[:80]})") from None
+        raise MissingInput(f"{quoted(str(path))}: not a usable data folder ({str(exc)[:80]})") from None
 
 
 # ----------------------------------------------------------------------------- verify / fetch

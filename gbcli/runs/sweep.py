@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import threadpoolctl
-import yaml
 import torch
 
 from gbcli import interrupts
@@ -37,7 +36,7 @@ from gbcli.errors import GbError
 from gbcli.models.base import Problem, check_weights
 from gbcli.provenance import Clock
 from gbcli.text import quoted, shorten
-from gbcli.store.safe import atomic_write_text, flatten, read_json, staged_writes, write_csv, write_json
+from gbcli.store.safe import atomic_write_text, dump_yaml, flatten, read_json, staged_writes, write_csv, write_json
 from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
@@ -48,11 +47,11 @@ from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
-from gbcli.store.safe import check_tree, is_file, open_append, present, read_record, remove
+from gbcli.store.safe import check_tree, is_dir, is_file, open_append, present, read_record, remove
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.compare import compare, compare_run
-from gbcli.store.integrity import check_run
+from gbcli.store.integrity import check_run, heal_point
 from gbcli.runs import tracking
 from gbcli.runs.tracking import Live, tracked
 from gbcli.runs.stages import Deferred, check_svm_request, dataset_of, fit_svm, prepare, train_gd, train_gd_group
@@ -426,9 +425,10 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
 
         echo = runner.echo = say
         # the sweep's own config as given (grid and zip included), for `gb runs show` and colleagues
-        atomic_write_text(SweepDir(out).config, yaml.safe_dump(read_config(path, overrides), sort_keys=False))
+        atomic_write_text(SweepDir(out).config, dump_yaml(read_config(path, overrides)))
         dirs = {point_id(p): SweepDir(out).point(point_id(p)).root for p in points}
-        todo = [p for p in points if not is_done(dirs[point_id(p)])]
+        done = heal_points(dirs, echo)
+        todo = [p for p in points if point_id(p) not in done]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
         steps = {pid: s for pid, p in ((point_id(p), p) for p in todo)
@@ -447,13 +447,41 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
                 untracked = live is not None and not live.working   # its one warning line was shown
                 tasks = [([untrack(p.to_dict(), untracked) for p in g], [str(dirs[point_id(p)]) for p in g], cache)
                          for g in largest_first(spread_twins(group_points(todo, size)))]
-                runner.run(run_group, tasks, progress, echo)
+                names = {str(dirs[point_id(p)]): n for p, n in zip(points, readable_names(points))}
+                runner.run(run_group, tasks, progress, echo, names)
+            if progress:   # the tables and figures of many points take seconds: said before they start
+                echo(f"sweep {base.name}: aggregating the tables and figures of {len(points)} points")
             errors, incons, failures = aggregate(out, points, echo)
             # the last invocation of the sweep: how it was run (each point's records carry their own)
             write_json(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
                                             "failed": len(failures), "executor": executor, "jobs": jobs,
                                             "provenance": clock.stamp()})
         return errors, incons, failures
+
+
+def heal_points(dirs: dict[str, Path], echo) -> set[str]:
+    """What a crash (kill -9, then a power loss that cut the newest files short) tore in the points'
+    folders, undone so that the points redo it (`gbcli.store.integrity.heal_point`). A folder named
+    by its own point's id under this sweep's points/ is gb's own: its torn marker is written again,
+    and in a point that is not done every finished stage whose files are torn becomes unfinished.
+    One line says what was found. Returns the ids of the points done."""
+    torn: dict[str, list[Path]] = {}
+    done = set()
+    for pid, d in dirs.items():
+        if is_dir(d):
+            found = heal_point(d, stages=False)
+            if is_done(d):
+                done.add(pid)
+            else:
+                found += heal_point(d)
+            if found:
+                torn[pid] = found
+    if torn:
+        shown = "; ".join(f"{pid}: {', '.join(str(p.relative_to(dirs[pid])) for p in files[:3])}"
+                          for pid, files in list(torn.items())[:4])
+        echo(f"healing after a crash: torn files in {len(torn)} point{'s' if len(torn) > 1 else ''} ({shown}"
+             f"{' ...' if len(torn) > 4 else ''}); their stages run again")
+    return done
 
 
 def untrack(cfg: dict, untracked: bool) -> dict:

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from gbcli.config.loading import _read_only, load_yaml_text, validate
-from gbcli.errors import GbError
+from gbcli.errors import GbError, MissingInput
 from gbcli.store.safe import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
 from gbcli.metrics import error
 from gbcli.programs.certify import CERTIFY_TOL, certificate
@@ -257,6 +257,8 @@ def _design(objective: str, cfg, problems: _Problems, trained_from) -> tuple[Gat
         problem = problems.problem(cfg)
         trained = trained_from(cfg, problem.dataset.dim) if program.needs_trained else None
         return build_design(objective, cfg, problem, trained), problem.dataset, program
+    except MissingInput:
+        raise
     except GbError as exc:
         raise Unusable(shorten(str(exc), 200)) from None
 
@@ -274,7 +276,11 @@ def _row(where: str, objective: str, claims: dict) -> dict:
 
 
 def _unchecked(row: dict, exc: Exception) -> None:
-    """Why a program could not be checked, as one of its problems (never a crash)."""
+    """Why a program could not be checked, as one of its problems (never a crash). Input that is
+    missing where gb looked (the data set's files: MissingInput) is no program's problem: every
+    program would fail alike, so the command stops at once with the one line that says what to set."""
+    if isinstance(exc, MissingInput):
+        raise exc
     row["problems"].append(str(exc) if isinstance(exc, Unusable)
                            else f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
 
@@ -370,6 +376,8 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
             row["problems"].append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)}")
         try:
             problem = problems.problem(cfg)
+        except MissingInput:
+            raise
         except GbError as exc:
             raise Unusable(shorten(str(exc), 200)) from None
         ds, spec = problem.dataset, spec_of(cfg)
@@ -541,6 +549,8 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
     trained = load_trained(run, cfg, problem.dataset.dim, stage.name) if program.needs_trained else None
     try:
         result, arrays = program.fit(stage.name, cfg, spec_of(cfg), problem, trained, echo=lambda msg: None)
+    except MissingInput:
+        raise
     except GbError as exc:
         raise Unusable(shorten(str(exc), 200)) from None
     bad = []

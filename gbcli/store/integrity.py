@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
@@ -20,7 +21,9 @@ from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
 from gbcli.store.layout import RunDir
-from gbcli.store.safe import _short, is_file, load_yaml, present, read_json, read_record, read_text_untrusted, remove
+from gbcli.store.lock import write_marker
+from gbcli.store.safe import (_short, is_file, load_yaml, open_fd, present, read_csv_untrusted, read_json,
+                              read_record, read_text_untrusted, read_untrusted, remove)
 
 
 def manifest_of(record_path: Path) -> dict | None:
@@ -98,7 +101,9 @@ def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
         return rec, []
     lost = []
     if present(run.summary):
-        diff = differing_keys(_saved_config(run.gd_config), cfg, GD_SECTIONS)
+        saved = _saved_config(run.gd_config)
+        diff = differing_keys(saved, cfg, GD_SECTIONS) if saved is not None else \
+            f"its {layout.CONFIG} is unreadable or not gb's, e.g. YAML aliases"
         lost.append(f"gd/ (a network trained with another config{': ' + diff if diff else ''})")
     for record in run.results():
         m = manifest_of(record)
@@ -225,3 +230,100 @@ def check_run(run_dir: Path) -> None:
                               f"and `gb fit-svm`)")
             if file_hash(summary) != m["upstream"]:
                 raise GbError(f"{record}: stale: the network it used was retrained since (rerun `gb fit-svm`)")
+
+
+# ------------------------------------------------------------------ after a crash
+
+
+def _torn(path: Path) -> bool:
+    """Whether a file of a finished stage is not whole: missing where the stage needs it, a link,
+    unreadable, or not what gb writes there (a record that is not a JSON object, a config that is
+    not a YAML mapping, an archive whose members fail their CRC: what a power loss that cut the file
+    leaves)."""
+    import zipfile
+
+    if not is_file(path):
+        return True
+    if path.suffix == ".json":
+        return read_record(path) is None
+    if path.suffix == ".csv":
+        return not _whole_csv(path)
+    try:
+        if path.suffix == ".yaml":
+            return not isinstance(load_yaml(read_text_untrusted(path, 10_000_000)), dict)
+        if path.suffix in (".npz", ".pt"):   # zip archives (torch.save writes one): every member's CRC
+            with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh, zipfile.ZipFile(fh) as archive:
+                return archive.testzip() is not None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError, EOFError, yaml.YAMLError, zipfile.BadZipFile,
+            NotImplementedError):
+        return True
+    return False
+
+
+def _stage_files(run: RunDir) -> list[tuple[Path, list[Path]]]:
+    """Each finished stage of a run directory: (its record, written last; the files the record
+    stands for, those it needs first)."""
+    stages = []
+    if present(run.summary):
+        optional = [p for p in (run.metrics, run.gd_predictions) if present(p)]
+        stages.append((run.summary, [run.gd_config, run.model, *optional], "config", GD_SECTIONS))
+    for record in run.results():
+        stage = record.parent
+        optional = [stage / n for n in (layout.COMPACT, layout.PREDICTIONS, layout.THETA) if present(stage / n)]
+        stages.append((record, [stage / layout.CONFIG, *optional], "problem", PROBLEM_SECTIONS))
+    return stages
+
+
+def _torn_stage(record: Path, files: list[Path], key: str, sections: tuple[str, ...]) -> Path | None:
+    """The first torn file of a finished stage (`_torn`), its config included when it is whole YAML
+    but not the config its record's manifest hashes (a file cut at a line break); None when whole."""
+    bad = next((p for p in (record, *files) if _torn(p)), None)
+    if bad is not None:
+        return bad
+    try:
+        _check_saved_config(files[0], record, manifest_of(record) or {}, key, sections)
+    except GbError:
+        return files[0]
+    return None
+
+
+def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
+    """Undo what a crash tore in a sweep point's folder (a kill -9, then a power loss that cut the
+    newest files short), so that the point redoes it; returns the torn files found. Only for a
+    folder gb made: a point's, named by its own id under its sweep's points/ (the sweep knows it;
+    this function does not judge whose a folder is). A torn marker is written again; a finished
+    stage with a torn record, config, network or solution loses its record (an unfinished stage: it
+    is run again, and what it writes replaces the rest; a program that used the network is redone
+    with it); torn tables or a torn failure record are removed. `stages`:
+    False checks the marker only (a done point, whose tables were checked against its records)."""
+    run = RunDir(run_dir)
+    torn: list[Path] = []
+    if present(run.marker):
+        rec = read_record(run.marker)
+        if rec is None or rec.get("kind") != "run":
+            torn.append(run.marker)
+            remove(run.marker)
+            write_marker(run.root, "run")
+    if not stages:
+        return torn
+    for record, files, key, sections in _stage_files(run):
+        bad = _torn_stage(record, files, key, sections)
+        if bad is not None:
+            torn.append(bad)
+            remove(record)   # the stage is unfinished: redone, and its files rewritten
+    for table in (run.errors, run.inconsistency, run.failed):
+        if present(table) and (read_record(table) is None if table.suffix == ".json" else not _whole_csv(table)):
+            torn.append(table)
+            remove(table)
+    return torn
+
+
+def _whole_csv(path: Path) -> bool:
+    """A table that pandas reads and that ends with a line break (gb's writer ends every line: a
+    table cut short ends inside its last line)."""
+    try:
+        data = read_untrusted(path, 1024 ** 3)
+        read_csv_untrusted(path)
+    except Exception:   # noqa: BLE001 (pandas raises parser, value, unicode and OS errors)
+        return False
+    return data.endswith(b"\n")

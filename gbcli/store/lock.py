@@ -49,7 +49,9 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
             data = read_untrusted(marker, MARKER_MAX_BYTES)   # never through a link swapped in since the check
             rec = json.loads(data.decode("utf-8"))
         except (OSError, ValueError, UnicodeDecodeError):
-            raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep)") from None
+            raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep); if a "
+                          f"crash cut it short, remove it (`rm {_short(marker, 200)}`) and run the command again: gb "
+                          f"knows its run and sweep folders by their contents") from None
         if not isinstance(rec, dict) or rec.get("kind") not in KINDS:
             got = rec.get("kind") if isinstance(rec, dict) else type(rec).__name__
             raise GbError(f"{where}: unknown directory kind {_short(repr(got))} (expected run or sweep)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import io
 import json
 import os
@@ -56,7 +57,9 @@ def staged_writes(landing=contextlib.nullcontext):
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file + fsync + rename); held back inside `staged_writes`."""
+    """Write `data` to `path` atomically (temp file, fsync, rename, fsync of the folder); held back
+    inside `staged_writes`. Both fsyncs: after a power loss the rename may otherwise be on disk before
+    the file's bytes (a complete-looking file of zeros or half its length), or not on disk at all."""
     stage = _STAGE.get()
     if stage is not None:
         key = os.path.abspath(path)
@@ -76,12 +79,29 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        fsync_folder(path.parent)
     except OSError as exc:   # a full disk: say which file could not be written
         Path(tmp).unlink(missing_ok=True)
         raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def fsync_folder(folder: str | Path) -> None:
+    """Flush a folder's entries (a rename, a new file) to disk. A file system that cannot fsync a
+    folder (EINVAL, EBADF on some network and FUSE mounts) has nothing more to give: skipped."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
 
 
 def current_umask() -> int:
@@ -209,10 +229,55 @@ def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+MAX_YAML_DEPTH = 64   # nesting levels of a YAML file gb reads back (its own are at most 5 deep)
+
+
 def load_yaml(text: str) -> Any:
-    """yaml.safe_load with libyaml's parser when PyYAML has it (10x faster: every result table
-    reads each stage's config.yaml back)."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    """The one reader of YAML that gb wrote and reads back (a run's config.yaml, a sweep's config):
+    safe types only, with libyaml's parser when PyYAML has it (10x faster: every result table reads
+    each stage's config.yaml back). Such files are received data: an alias (`*name`) is refused,
+    as is nesting deeper than MAX_YAML_DEPTH (yaml.YAMLError), before anything is built. A few
+    lines of aliases can stand for billions of nodes (an alias bomb): the parsed document is small,
+    but every walk of it (a comparison of keys, a hash, a copy) would never end. gb writes no aliases
+    (`dump_yaml`)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _no_shared_nodes(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _no_shared_nodes(root) -> None:
+    """yaml.YAMLError when a node of the composed document is reached twice (only an alias makes
+    that) or lies deeper than MAX_YAML_DEPTH. Each node is visited once: linear in the file."""
+    seen: set[int] = set()
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise yaml.YAMLError(f"YAML aliases are not read from a run directory (line {node.start_mark.line + 1})")
+        if depth > MAX_YAML_DEPTH:
+            raise yaml.YAMLError(f"nested more than {MAX_YAML_DEPTH} levels deep (line {node.start_mark.line + 1})")
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack += [(n, depth + 1) for n in node.value]
+        elif isinstance(node, yaml.MappingNode):
+            stack += [(n, depth + 1) for pair in node.value for n in pair]
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML text of `data` as gb writes it (keys in their order, safe types): an object met twice is
+    written out twice, never as an alias, which `load_yaml` would refuse."""
+    return yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False)
 
 
 def write_csv(path: str | Path, frame) -> None:
@@ -364,22 +429,9 @@ def read_record(path: str | Path, limit: int = RECORD_LIMIT) -> dict | None:
 MAX_YAML_BYTES = 10_000_000
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors and aliases: received YAML (a run's config.yaml) could hold an
-    alias bomb (a few lines that expand to billions of nodes). gb writes no aliases itself."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.events.AliasEvent):
-            raise yaml.YAMLError("YAML aliases are not read from a run directory")
-        event = self.peek_event()
-        if getattr(event, "anchor", None) is not None:
-            raise yaml.YAMLError("YAML anchors are not read from a run directory")
-        return super().compose_node(parent, index)
-
-
 def load_yaml_untrusted(text: str) -> Any:
-    """YAML received with a run directory: safe types only, no aliases (see `_NoAliasLoader`)."""
-    return yaml.load(text, Loader=_NoAliasLoader)
+    """YAML received with a run directory: `load_yaml` (safe types only, no aliases)."""
+    return load_yaml(text)
 
 
 def read_yaml_record(path: str | Path, limit: int = MAX_YAML_BYTES) -> dict | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from gbcli import interrupts
-from gbcli.logs import Progress
+from gbcli.logs import Progress, clock
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
 from gbcli.store.safe import is_dir, is_file, mtime, write_json
@@ -64,17 +64,47 @@ class Executor(ABC):
         """How many points run now (at most `jobs` tasks: the first pending ones)."""
         return sum(len(tasks[h][1]) for h in pending[: self.jobs])
 
-    def run(self, fn: Callable, tasks: list[tuple], show: bool, echo) -> None:
-        """Submit every task, wait for all, report each point; on an interrupt cancel and record."""
+    def run(self, fn: Callable, tasks: list[tuple], show: bool, echo, names: dict[str, str] | None = None) -> None:
+        """Submit every task, wait for all, report each point; on an interrupt cancel and record.
+        A point is reported when its folder shows it done (`finished_here`), not only when its task
+        returns: a task's points (a group trained as one computation) end one by one, and a task
+        may hold every point of the sweep. `names`: a point directory -> its readable name. When
+        the progress is plain lines (not a terminal's bar), a wait of HEARTBEAT_SECONDS without a
+        line says how many points are done and running."""
         total = sum(len(t[1]) for t in tasks)
-        with Progress("sweep", total, show=show, counter="{done}/{total} points", say=echo,
-                      describe=lambda n: f"{n.get('failed', 0)} failed") as bar:
+        names = names or {}
+        last = [""]   # the point reported last, named in the next progress line
+
+        def describe(n: dict) -> str:
+            return f"{n.get('failed', 0)} failed" + (f", last {last[0]}" if last[0] else "")
+
+        with Progress("sweep", total, show=show, counter="{done}/{total} points", say=echo, describe=describe) as bar:
             bar.note(failed=0, running=0)
+            start = time.time()
             with interrupts.deferred():   # workers start (or sbatch runs) with SIGINT/SIGTERM held
                 handles = self.submit(fn, tasks)
             by_handle = dict(zip(handles, tasks))
             pending = list(handles)
-            failed = 0
+            failed, reported = 0, set()
+            plain = show and bar.bar is None   # lines, not a bar: a file, a pipe, a Slurm log
+            said = time.monotonic()
+
+            def report(d: str, record: dict | None) -> None:
+                nonlocal failed, said
+                reported.add(d)
+                name = f" ({names[d]})" if names.get(d) else ""
+                if record is not None and record["status"] != "done":
+                    failed += 1
+                    echo(f"point {Path(d).name}{name} FAILED at {record['stage']}: {record['message']}"
+                         + (f" (log: {record['log']})" if record.get("log") else ""))
+                    said = time.monotonic()
+                last[0] = f"{Path(d).name}{name} {'done' if record is None or record['status'] == 'done' else 'failed'}"
+                lines = bar.last_line
+                bar.note(failed=failed)
+                bar.advance()
+                if bar.last_line != lines:   # a progress line was printed
+                    said = time.monotonic()
+
             try:
                 bar.note(failed=failed, running=self.running(pending, by_handle))
                 while pending:
@@ -82,13 +112,19 @@ class Executor(ABC):
                         pending.remove(h)
                         task = by_handle[h]
                         for record, d in zip(self.result(h, task), task[1]):
-                            if record["status"] != "done":
-                                failed += 1
-                                echo(f"point {Path(d).name} FAILED at {record['stage']}: {record['message']}"
-                                     + (f" (log: {record['log']})" if record.get("log") else ""))
-                            bar.note(failed=failed)
-                            bar.advance()
-                    bar.note(running=self.running(pending, by_handle))
+                            if d not in reported:
+                                report(d, record)
+                    for h in pending:   # points of running tasks that have finished
+                        for d in by_handle[h][1]:
+                            if d not in reported and finished_here(d, start):
+                                report(d, None)
+                    running = max(0, self.running(pending, by_handle)
+                                  - sum(d in reported for h in pending for d in by_handle[h][1]))
+                    bar.note(running=running)
+                    if plain and pending and time.monotonic() - said >= HEARTBEAT_SECONDS:
+                        echo(f"sweep: {len(reported)}/{total} points done, {failed} failed, {running} running, "
+                             f"elapsed {clock(time.time() - start)}")
+                        said = time.monotonic()
             except BaseException as exc:   # interrupted (or the sweep process failed): stop now, not after the queue
                 started, note = self.cancel(pending, by_handle)
                 stopped([d for h in pending for d in by_handle[h][1]], exc, started)
@@ -98,6 +134,19 @@ class Executor(ABC):
                     else:
                         echo(note)
                 raise
+
+
+HEARTBEAT_SECONDS = 10.0   # the longest a sweep's plain progress stays silent while points run
+
+
+def finished_here(d: str, since: float) -> bool:
+    """Whether point directory `d` finished in this run: its tables/errors.csv (written last, when
+    the point is done) was written since `since`. Only for the progress: the sweep's own verdict on
+    a point is its records (`gbcli.runs.sweep.done_tables`)."""
+    try:
+        return mtime(RunDir(d).errors) >= since - 1
+    except OSError:
+        return False
 
 
 def ran_since(d: str, since: float) -> bool:
