@@ -32,6 +32,7 @@ from torch import nn
 from torch.func import functional_call, jacrev
 
 from gbcli.errors import GbError
+from gbcli.instruments import gln_certificate
 from gbcli.instruments.base import Instrument, TrackContext
 from gbcli.metrics import inconsistency
 from gbcli.programs.design import decision
@@ -143,12 +144,15 @@ class Convergence(Instrument):
     PROGRAMS = ("svm-gln", "svm-l2")
     description = "inconsistency, margin ratio (in each program's own norm) and angle against svm-gln and svm-l2"
     columns = tuple(f"{m}_{_slug(p)}" for p in PROGRAMS
-                    for m in ("inconsistency", "train_inconsistency", "margin_ratio", "angle"))
+                    for m in ("inconsistency", "train_inconsistency", "margin_ratio", "angle")) + gln_certificate.COLUMNS
     panels = (("inconsistency_svm_gln", "inconsistency with svm-gln (validation)", "log"),
               ("inconsistency_svm_l2", "inconsistency with svm-l2 (validation)", "log"),
               ("margin_ratio_svm_gln", "normalized margin / best (svm-gln's norm)", "linear"),
               ("angle_svm_gln", "angle to svm-gln's predictor (degrees)", "log"),
-              ("angle_svm_l2", "angle to svm-l2's predictor (degrees)", "log"))
+              ("angle_svm_l2", "angle to svm-l2's predictor (degrees)", "log"),
+              ("gln_kkt_residual", "KKT residual of the parameter problem (certificate)", "log"),
+              ("min_unit_norm", "smallest unit norm / largest", "log"),
+              ("max_dead_dual_norm", "largest dual norm of a dead unit (> 1: violates svm-gln)", "linear"))
 
     def setup(self, tracker, context: TrackContext) -> dict:
         from gbcli.programs.certify import certificate
@@ -189,7 +193,28 @@ class Convergence(Instrument):
                 f"train_inconsistency_{s}": inconsistency(train_out, ref["train"]),
                 f"margin_ratio_{s}": m * (ref["opt"] / obj) ** (1 / ref["degree"]) if obj > 0 else float("nan"),
                 f"angle_{s}": math.degrees(math.acos(max(-1.0, min(1.0, cos)))) if math.isfinite(cos) else float("nan")})
+        row.update(gln_certificate.track_columns(*_arrays(model, x, y, ctx)))
         return row
+
+    def final_tables(self, tracker, model):
+        """`units.csv`: every unit's norm (relative to the largest), its dual norm ||g_h(lam)|| and
+        whether it is dead, at the final weights (none while some training margin is <= 0)."""
+        import pandas as pd
+
+        ds, problem = tracker.problem.dataset, tracker.problem
+        t = lambda a: torch.as_tensor(np.asarray(a))
+        cert = gln_certificate.certify(*_arrays(model, t(ds.x_train), t(ds.y_train), t(problem.ctx_train)))
+        if cert is None:
+            return {}
+        return {"units": pd.DataFrame({"unit": np.arange(len(cert.unit_norms)),
+                                       "relative_norm": cert.unit_norms / cert.unit_norms.max(),
+                                       "dual_norm": cert.dual_norms, "dead": cert.dead})}
+
+
+def _arrays(model, x, y, ctx) -> tuple:
+    """(w1, w2, x, y, ctx) as float64 numpy arrays on the CPU (ctx: integers), for the certificate."""
+    arr = lambda a: a.detach().double().cpu().numpy()
+    return arr(model.w1), arr(model.w2).reshape(-1), arr(x), arr(y), ctx.cpu().numpy()
 
 
 def _cosine(ref: dict, z: np.ndarray, obj: float) -> float:
