@@ -173,14 +173,18 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
     limit_threads(threads)   # a sweep worker's count (sweep.threads, 1): the same numbers as the sweep's point
     s = train_gd(cfg, run_dir, progress=not quiet, force=force, labels=labels)
     write_labels(run_dir, labels)   # a network already trained from this config: still named as asked
-    if s.get("skipped"):
-        _echo(f"{run_dir / 'gd'}: already trained from this config ({s.get('status')}); nothing to do "
-              f"(--force retrains)")
+    if s.get("skipped"):   # tracked: its records went to MLflow, as the library's one line said (-q: said here)
+        if not s.get("tracked"):
+            _echo(f"{run_dir / 'gd'}: already trained from this config ({s.get('status')}); nothing to do "
+                  f"(--force retrains)")
+        elif quiet:
+            _echo(s["tracked"])
         if s.get("status") != "ok":
             raise typer.Exit(1)
         return
-    _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
-          f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
+    if quiet:   # otherwise the library's own summary line was shown (once)
+        _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
+              f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
     if s["status"] != "ok":
         err_console.print(f"gb: training {s['status']}: {s.get('message', '')} (status in {RunDir(run_dir).summary})",
                           highlight=False, markup=False, soft_wrap=True)

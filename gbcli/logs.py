@@ -7,9 +7,10 @@ can follow on a terminal or in a file.
 - Every stage that writes a run directory appends its messages to `RUN_DIR/log.txt` while it runs
   (`run_log`), opened without following a symlink.
 - `Progress`, the one reporter of long work (training steps, a sweep's points, programs verified):
-  a rich bar on a terminal; elsewhere (a Slurm log, nohup, CI) a plain line about every
-  `LINE_SECONDS` seconds or `LINE_FRACTION` of the work, with the count, the latest numbers, the
-  elapsed time and an ETA, and a last line.
+  a rich bar on a terminal, updated in place; elsewhere (a Slurm log, nohup, CI) a first line that
+  says what it is doing, then a plain line about every `LINE_SECONDS` seconds or `LINE_FRACTION` of
+  the work but never within `MIN_SECONDS` of the last (work of a few seconds: two lines), with the
+  count, the latest numbers, the elapsed time and an ETA, and a last line.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rich.markup import escape
 LOGGER = "gbcli"
 LINE_SECONDS = 10.0
 LINE_FRACTION = 0.05
+MIN_SECONDS = 2.0   # plain lines at most this often: a short wait is not a screenful
 log = logging.getLogger(LOGGER)
 _OPEN: dict[str, logging.Handler] = {}
 
@@ -91,11 +93,12 @@ class Progress:
     sweep's points, programs verified): `advance(n)`, `note(**values)` (e.g. loss, errors, failed,
     running; shown with the next update). A rich bar when `show` and stderr is a terminal; plain
     lines (`say`, default the `gbcli.progress` logger) about every `LINE_SECONDS` or `LINE_FRACTION`
-    of the work, and a last one, when `show` and it is not; nothing when not `show`. `counter` is
-    how a line counts: "step {done}/{total}" or "{done}/{total} points"."""
+    of the work, never within `MIN_SECONDS` of the last, and a last one, when `show` and it is not;
+    nothing when not `show`. `counter` is how a line counts: "step {done}/{total}" or "{done}/{total}
+    points". `clock`: the seconds it measures with (time.perf_counter)."""
 
     def __init__(self, what: str, total: int, show: bool = True, logger: logging.Logger | None = None,
-                 counter: str = "step {done}/{total}", say=None, describe=None):
+                 counter: str = "step {done}/{total}", say=None, describe=None, clock=time.perf_counter):
         self.what, self.total, self.show, self.counter = what, max(int(total), 1), show, counter
         self.describe = describe   # numbers -> the text of a plain line (default: "name value, ...")
         self.logger = logger or logging.getLogger(f"{LOGGER}.progress")
@@ -103,7 +106,8 @@ class Progress:
         self.done = 0
         self.numbers: dict[str, float] = {}
         self.bar = None
-        self.start = time.perf_counter()
+        self.clock = clock
+        self.start = clock()
         self.last_line, self.last_fraction = self.start, 0.0
 
     def __enter__(self):
@@ -145,13 +149,13 @@ class Progress:
         if self.bar is not None:
             self.bar.advance(self.task, n)
         elif self.show:
-            now, fraction = time.perf_counter(), self.done / self.total
-            if self.done < self.total and (now - self.last_line >= LINE_SECONDS
-                                           or fraction - self.last_fraction >= LINE_FRACTION):
+            now, fraction = self.clock(), self.done / self.total
+            if self.done < self.total and now - self.last_line >= MIN_SECONDS and (
+                    now - self.last_line >= LINE_SECONDS or fraction - self.last_fraction >= LINE_FRACTION):
                 self._line()
 
     def _line(self, final: bool = False) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         elapsed = now - self.start
         fraction = min(self.done / self.total, 1.0)
         eta = "" if final or fraction <= 0 else f", ETA {clock(elapsed * (1 - fraction) / fraction)}"

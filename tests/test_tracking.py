@@ -140,6 +140,7 @@ def test_a_training_is_tracked_live_interrupted_and_resumed_into_one_mlflow_run(
     assert gb("compare", "r", cwd=tmp_path).returncode == 0
     p = gb("runs", "export", "mlflow", "--dir", tmp_path, "--tracking-uri", server, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    assert "View run" not in p.stdout + p.stderr and "View experiment" not in p.stdout, p.stdout   # MLflow's own lines
     (only,) = runs_of(client, run_dir)
     assert only.info.run_id == seen[0] and only.info.status == "FINISHED"
     assert 0 <= only.data.metrics["svm-gln.inconsistency"] <= 1
@@ -155,8 +156,11 @@ def test_a_tracked_sweep_is_the_parent_run_of_its_points(server, tmp_path):
     (tmp_path / "sweep.yaml").write_text(cfg)
     p = gb("sweep", "sweep.yaml", "--out", "s", "--set", f"tracking.mlflow={server}", cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
+    # issue 49: MLflow's "View run / View experiment" lines (5 runs ended on a server) never reach the terminal
+    assert "View run" not in p.stdout + p.stderr and "View experiment" not in p.stdout + p.stderr, p.stdout
     (parent,) = runs_of(client, tmp_path / "s", "sweeps")
     assert parent.info.status == "FINISHED" and parent.data.tags["gb.kind"] == "sweep"
+    assert parent.data.params["grid.model.hidden_units"] == "[3, 4]" and "model.hidden_units" not in parent.data.params
     exp = client.get_experiment_by_name("sweeps").experiment_id
     children = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert sorted(c.info.run_name for c in children) == ["s/hidden_units=3", "s/hidden_units=4"]

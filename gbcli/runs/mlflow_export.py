@@ -2,9 +2,12 @@
 `pip install 'gbcli[mlflow]'`).
 
 Each run directory becomes an MLflow run; a sweep becomes a parent run with one child run per
-point. An MLflow run carries:
+point. Each is replayed through the live tracking path (`gbcli.runs.tracking.Live.replay`), so a
+directory has the same MLflow run, name, parameters and tags whether it was tracked live or
+exported. An MLflow run carries:
 
-- parameters: the resolved config, flattened (`model.hidden_units`, ...);
+- parameters: the resolved config, flattened (`model.hidden_units`, ...); a sweep's: its axes
+  (`grid.model.hidden_units`) and the keys its points share;
 - metrics: the training curves of `gd/metrics.csv` (one value per logged step) and the results
   (`<predictor>.val_error`, `<objective>.objective`, ...);
 - tags: the provenance of the training (`gb.provenance.*`: version, commit, host, times, ...), the
@@ -13,48 +16,27 @@ point. An MLflow run carries:
 
 The default store is SQLite, `<dir>/mlflow.db`, with artifacts in `<dir>/mlflow-artifacts/`, so
 `mlflow ui --backend-store-uri sqlite:///runs/mlflow.db` browses it. Exporting again skips runs whose
-records did not change (a fingerprint tag) and adds a new MLflow run for a run that did; nothing is
-ever deleted from the store. Files are read as untrusted data; symlinks are never followed.
+records did not change (a fingerprint tag) and replaces the MLflow run of one that did. Files are
+read as untrusted data; symlinks are never followed. The export says what it is doing before it
+opens the store, then how far it is (`gbcli.logs.Progress`), on a terminal or in a file.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
-import math
 import os
 import posixpath
 import re
-import time
 from pathlib import Path
 
 from gbcli.config.schema import EXPERIMENT_NAME, tracking_uri_problem
 from gbcli.errors import GbError
 from gbcli.text import quoted, shorten
-from gbcli.store.safe import check_tree, entries_below, files_below, is_file, is_link, present, read_csv_untrusted, read_untrusted, subdirs
-from gbcli.runs.index import RunInfo, read_any, scan
+from gbcli.store.safe import check_tree, entries_below, is_file, is_link, present, subdirs
+from gbcli.runs.index import read_any, scan
+from gbcli.runs.tracking import fingerprint as _fingerprint  # noqa: F401 (the name tests and older callers use)
 from gbcli.store import layout
-from gbcli.store.layout import RunDir, SweepDir
-
-MAX_PARAM = 500   # characters of a parameter value (MLflow's own limit is larger; lists of classes are long)
-CURVES = ("train_loss", "train_error", "val_error", "weight_norm", "normalized_margin", "lr")
-
-
-
-
-def _client(tracking_uri: str):
-    # a tracking server that does not answer: one try of 10 s, not MLflow's minutes of retries
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        raise GbError("gb runs export mlflow: MLflow is not installed (pip install 'gbcli[mlflow]')") from None
-    # MLflow's own log lines (its database being created; the traceback of a database error, which gb
-    # then reports in one line) are not gb's messages: a refusal stays one line on stderr
-    logging.getLogger("mlflow").setLevel(logging.CRITICAL)
-    return MlflowClient(tracking_uri=tracking_uri)
+from gbcli.store.layout import SweepDir
 
 
 def check_experiment(name: str) -> None:
@@ -101,209 +83,6 @@ def check_uri(uri: str, key: str = "--tracking-uri") -> None:
             raise GbError(f"{key}: cannot open the SQLite database {shorten(str(path), 200)}: {why}")
 
 
-def _fingerprint(path: Path, under: str = "") -> str:
-    """A hash of a run's records (what the export shows): unchanged records, no new MLflow run.
-    `under`: of the records in that folder only (`gd`: the training)."""
-    h = hashlib.sha256()
-    for rel in sorted(str(p.relative_to(path)) for p in files_below(path / under if under else path)
-                      if p.name in layout.STAGE_RECORDS):
-        try:
-            h.update(rel.encode() + read_untrusted(path / rel, 64 * 1024 ** 2))
-        except (OSError, ValueError):
-            h.update(rel.encode() + b"?")
-    return h.hexdigest()[:16]
-
-
-def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
-    """(file, folder in the artifact store) of a run or sweep directory; never a symlink."""
-    L = layout
-    pats = ([L.MARKER, L.CONFIG, L.SWEEP, f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"] if kind == "sweep" else
-            [L.MARKER, L.LOG, f"{L.GD}/{L.CONFIG}", f"{L.GD}/{L.SUMMARY}", f"{L.GD}/{L.METRICS}", f"{L.SVM}/*/{L.RESULT}",
-             f"{L.SVM}/*/{L.CONFIG}", f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"])
-    out = []
-    for pat in pats:
-        for f in sorted(path.glob(pat)):
-            if is_file(f) and not any(is_link(path / p) for p in f.relative_to(path).parents if str(p) != "."):
-                parent = str(f.parent.relative_to(path))
-                out.append((f, "" if parent == "." else parent))
-    return out
-
-
-def _curves(path: Path) -> list[tuple[str, float, int]]:
-    metrics = RunDir(path).metrics
-    if not is_file(metrics):
-        return []
-    try:
-        frame = read_csv_untrusted(metrics)
-    except Exception:   # noqa: BLE001 (a corrupt table: the export goes on without its curves)
-        return []
-    import pandas as pd
-
-    out = []
-    # a row without a usable step (an empty cell, text, a fraction, out of MLflow's range) cannot be
-    # placed on a curve: it is left out, the other rows and the run are exported; no step column: the
-    # rows in order
-    steps = (pd.to_numeric(frame["step"], errors="coerce") if "step" in frame.columns
-             else pd.Series(range(len(frame)), dtype=float))
-    for col in frame.columns:
-        if col in ("step", "epoch"):
-            continue
-        try:
-            values = frame[col].astype(float)
-        except (TypeError, ValueError):
-            continue
-        for step, v in zip(steps, values):
-            if math.isfinite(v) and math.isfinite(step) and step == int(step) and 0 <= step < 2 ** 53:
-                out.append((col, float(v), int(step)))
-    return out
-
-
-def path_id(path: Path) -> str:
-    """The tag that finds a directory's MLflow run (a value a filter can quote)."""
-    return hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
-
-
-def runs_of(client, experiment: str, path: Path) -> list:
-    """Every MLflow run of the directory `path` in `experiment`, newest first, however many (pages)."""
-    path = Path(path).resolve()
-    out, token = [], None
-    while True:
-        page = client.search_runs([experiment], filter_string=f"tags.`gb.path_id` = '{path_id(path)}'",
-                                  max_results=1000, page_token=token, order_by=["attributes.start_time DESC"])
-        out += [r for r in page if r.data.tags.get("gb.path") == str(path)]
-        token = page.token
-        if not token:
-            return out
-
-
-def run_tags(info: RunInfo, parent: str | None = None) -> dict[str, str]:
-    """The tags of a directory's MLflow run: where it is, its statuses, provenance and labels."""
-    path = info.path.resolve()
-    tags = {"gb.path": str(path), "gb.path_id": path_id(path), "gb.kind": info.kind, "gb.status": info.status,
-            "gb.fingerprint": _fingerprint(info.path), "gb.fingerprint.gd": _fingerprint(info.path, layout.GD),
-            **{f"gb.stage.{k}": v for k, v in info.stages.items()}}
-    for k, v in _provenance(info.path).items():
-        if isinstance(v, (str, int, float, bool)) or v is None:
-            tags[f"gb.provenance.{k}"] = str(v)[:5000]
-    if parent is not None:
-        tags["mlflow.parentRunId"] = parent
-    tags.update({f"gb.tag.{k}": v for k, v in info.labels.get("tags", {}).items()})
-    if info.labels.get("note"):
-        tags["mlflow.note.content"] = info.labels["note"]   # MLflow shows it as the run's description
-    if info.labels.get("name"):
-        tags["gb.name"] = info.labels["name"]
-    return tags
-
-
-def _provenance(path: Path, which: str | None = None) -> dict:
-    from gbcli.runs.index import show
-
-    prov = show(path).get("provenance") or {}
-    if which == "all":
-        return prov
-    main = prov.get("gd") or prov.get("sweep") or prov.get("created") or {}
-    return main if isinstance(main, dict) else {}
-
-
-def _log_run(client, experiment: str, info: RunInfo, name: str, parent: str | None = None) -> tuple[str, bool]:
-    """One MLflow run for `info` (skipped when an identical, finished export exists); returns (run id,
-    created)."""
-    fingerprint, training = _fingerprint(info.path), _fingerprint(info.path, layout.GD)
-    kept = live = None
-    for r in runs_of(client, experiment, info.path):
-        tags = r.data.tags
-        if kept is None and tags.get("gb.fingerprint") == fingerprint and tags.get("gb.exported") == "yes":
-            kept = r.info.run_id
-            continue
-        if live is None and tags.get("gb.live") == "yes" and tags.get("gb.fingerprint.gd") == training:
-            live = r   # tracked while it trained, the same training since: its curves (real times) stay
-            continue
-        # its records changed since, or an export stopped partway: replaced, never a second run of it
-        client.delete_run(r.info.run_id)
-    if kept is not None:
-        if live is not None:
-            client.delete_run(live.info.run_id)
-        return kept, False
-    if live is not None:   # later stages changed: the same MLflow run takes their results
-        log_params(client, live.info.run_id, info.config, live.data.params)
-        seal(client, live.info.run_id, info, curves=False)
-        return live.info.run_id, True
-    tags = run_tags(info, parent)
-    if info.labels.get("name") and parent is None:
-        name = info.labels["name"]
-    start, _ = _times(_provenance(info.path, "all"))
-    run = client.create_run(experiment, run_name=name, tags=tags, start_time=start)
-    rid = run.info.run_id
-    try:
-        log_params(client, rid, info.config)
-        seal(client, rid, info, curves=True)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            client.set_terminated(rid, status="FAILED")   # not "exported": the next export redoes it
-        raise
-    return rid, True
-
-
-def log_params(client, rid: str, config: dict, have: dict | None = None) -> None:
-    """The flattened config as parameters (those not in `have`: MLflow refuses a changed value)."""
-    from mlflow.entities import Param
-
-    params = [Param(k, str(v)[:MAX_PARAM]) for k, v in config.items()   # tracking.*: where, not what (a URI may hold a secret)
-              if k != "name" and not k.startswith("tracking.") and k not in (have or {})]
-    for i in range(0, len(params), 100):   # MLflow takes at most 100 parameters a batch
-        client.log_batch(rid, params=params[i:i + 100])
-
-
-def seal(client, rid: str, info: RunInfo, curves: bool) -> None:
-    """Log a directory's results, artifacts and tags into its MLflow run (the training curves from
-    metrics.csv too when `curves`) and end it, FINISHED or FAILED as its records say; the tags
-    `gb.fingerprint` and `gb.exported` then tell a later export that the run is up to date."""
-    prov = _provenance(info.path, "all")
-    _, end = _times(prov)
-    _log_contents(client, rid, info, end, _times({"gd": prov.get("gd")}), curves)
-    from mlflow.entities import RunTag
-
-    client.log_batch(rid, tags=[RunTag(k, v) for k, v in {**run_tags(info), "gb.exported": "yes"}.items()])
-    client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved", "trained") else "FAILED", end_time=end)
-
-
-def _times(prov: dict) -> tuple[int | None, int | None]:
-    """(start, end) of a run in ms since the epoch: its records' earliest `started` and latest `ended`
-    (provenance); None when no record says (MLflow then takes the export's time)."""
-    import datetime as dt
-
-    starts, ends = [], []
-    for rec in prov.values():
-        for key, into in (("started", starts), ("ended", ends)):
-            value = rec.get(key) if isinstance(rec, dict) else None
-            if isinstance(value, str) and len(value) < 40:
-                with contextlib.suppress(ValueError):
-                    into.append(int(dt.datetime.fromisoformat(value).timestamp() * 1000))
-    start = min(starts) if starts else None
-    end = max(ends) if ends else None
-    if start is not None and end is not None and end < start:
-        end = start
-    return start, end
-
-
-def _log_contents(client, rid: str, info: RunInfo, end: int | None, training: tuple[int | None, int | None],
-                  curves: bool = True) -> None:
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    points = _curves(info.path) if curves else []
-    # the results at the time the run ended; the training curve's points spread over the training's
-    # own wall time in proportion to their step (metrics.csv holds steps, not times)
-    last = max((step for _, _, step in points), default=0) or 1
-    t0, t1 = training[0] or end or now, training[1] or end or now
-    metrics = [Metric(k, v, end or now, 0) for k, v in info.numbers.items()]
-    metrics += [Metric(k, v, t0 + (t1 - t0) * step // last, step) for k, v, step in points]
-    for i in range(0, len(metrics), 1000):
-        client.log_batch(rid, metrics=metrics[i:i + 1000])
-    for f, folder in _artifacts(info.path, info.kind):
-        client.log_artifact(rid, str(f), artifact_path=folder or None)
-
-
 def export(root: str | Path = "runs", tracking_uri: str | None = None, experiment: str = "gb",
            echo=None) -> dict:
     """Log every run and sweep under `root` (a sweep with its points as child runs) into the MLflow
@@ -329,8 +108,10 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     # A config key MLflow refuses as a parameter name (MLflow's rule; a sweep's config.yaml keeps the
     # user's model.weights names as given) would stop the export partway: refused before the store
     # is touched, naming the directory. The keys are those `log_params` logs.
-    for info in scan(root):
-        for one in [info, *(read_any(p) for p in subdirs(SweepDir(info.path).points))] if info.kind == "sweep" else [info]:
+    todo = [(info, [read_any(p) for p in subdirs(SweepDir(info.path).points)] if info.kind == "sweep" else [])
+            for info in scan(root)]
+    for info, points in todo:
+        for one in [info, *points]:
             for key in map(str, one.config):
                 if key == "name" or key.startswith("tracking."):
                     continue
@@ -340,7 +121,7 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
                                   f"MLflow takes for a parameter (letters, digits, _ - . : / and space, at most 250 "
                                   f"characters, no empty or '..' part)")
     try:
-        return _export(_client(uri), root, uri, experiment, echo)
+        return _export(todo, uri, experiment, echo)
     except GbError:
         raise
     except Exception as exc:   # MLflow's own refusals, a server that does not answer, a full disk
@@ -356,27 +137,33 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
         raise GbError(f"gb runs export mlflow: {uri}: {type(exc).__name__}: {shorten(first, 200)}") from None
 
 
-def _export(client, root: Path, uri: str, experiment: str, echo) -> dict:
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        where = (root / layout.MLFLOW_ARTIFACTS / experiment).resolve() if uri.startswith("sqlite:") else None
-        exp_id = client.create_experiment(experiment, artifact_location=where.as_uri() if where else None)
-    else:
-        exp_id = exp.experiment_id
+def _export(todo: list, uri: str, experiment: str, echo) -> dict:
+    """Replay each directory (a sweep, then its points as its child runs) through the live tracking
+    path, saying first what it does (before MLflow is imported and its store opened: seconds), then
+    how far it is."""
+    from gbcli.logs import Progress
+    from gbcli.runs.tracking import Live, client, experiment_id
+
     counts = {"runs": 0, "sweeps": 0, "points": 0, "unchanged": 0}
-    for info in scan(root):
+    for info, _ in todo:
         if info.kind == "foreign":
             echo(f"skipped {info.path}: {info.note}")
-            continue
-        name = str(info.path.relative_to(root)) if info.path != root else info.path.name
-        rid, created = _log_run(client, exp_id, info, name)
-        counts["sweeps" if info.kind == "sweep" else "runs"] += created
-        counts["unchanged"] += not created
-        if info.kind == "sweep":
-            for point in subdirs(SweepDir(info.path).points):
-                _, made = _log_run(client, exp_id, read_any(point), f"{name}/{point.name}", parent=rid)
+    todo = [(info, points) for info, points in todo if info.kind != "foreign"]
+    total = sum(1 + len(points) for _, points in todo)
+    with Progress(f"exporting to {shorten(uri, 160)} (experiment {experiment})", total, say=echo,
+                  counter="{done}/{total} runs") as bar:
+        mlflow_client = client(uri)
+        exp_id = experiment_id(mlflow_client, uri, experiment)
+        for info, points in todo:
+            rid, created = Live.replay(mlflow_client, uri, experiment, exp_id, info)
+            counts["sweeps" if info.kind == "sweep" else "runs"] += created
+            counts["unchanged"] += not created
+            bar.advance()
+            for point in points:
+                _, made = Live.replay(mlflow_client, uri, experiment, exp_id, point, parent=rid)
                 counts["points"] += made
                 counts["unchanged"] += not made
+                bar.advance()
     echo(f"exported to {uri} (experiment {experiment}): {counts['runs']} runs, {counts['sweeps']} sweeps with "
          f"{counts['points']} points; {counts['unchanged']} unchanged since the last export")
     return {"tracking_uri": uri, "experiment_id": exp_id, **counts}

@@ -254,8 +254,10 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     (`check_gd`). `labels`: the run's name, tags and note (`gbcli.store.labels`), kept once every
     check has passed. `cache`: where `training.track` looks up and keeps its reference programs. With `tracking.mlflow`, the training is logged live (`gbcli.runs.tracking`)."""
     same = check_gd(cfg, run_dir, force)
-    if same is not None:
-        return {**same, "skipped": True}
+    if same is not None:   # nothing to train; tracked, the records are logged as `gb runs export mlflow` does
+        tracking.check(cfg)
+        lead = f"{RunDir(run_dir).gd}: already trained from this config ({same.get('status')}; --force retrains)"
+        return {**same, "skipped": True, "tracked": tracking.replay_done(cfg, run_dir, lead)}
     tracking.check(cfg)
     clock = Clock()
     problem = problem or prepare(cfg)
@@ -277,7 +279,8 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
                         progress=progress, tracker=tracker, spec=spec, checkpoint=checkpoint, on_row=live and live.row)
             summary = _write_gd(cfg, Path(run_dir), problem, model, res, tracker, clock)
         log.info(f"train-gd {summary['predictor']}: {summary['status']}, train error {summary['train_error']:.4f}, "
-                 f"val error {summary['val_error']:.4f}, {summary['steps']} steps in {summary['seconds']:.1f} s")
+                 f"val error {summary['val_error']:.4f}, {summary['steps']} steps in {summary['seconds']:.1f} s "
+                 f"-> {RunDir(run_dir).gd}")
         return summary
 
 

@@ -1,9 +1,11 @@
-"""Live tracking in MLflow while a stage runs (config `tracking: {mlflow: URI}`; the optional extra
-`pip install 'gbcli[mlflow]'`).
+"""The MLflow run of a run or sweep directory: the one home of how gb writes into MLflow, live while
+a stage works (config `tracking: {mlflow: URI}`) and replayed from the records afterwards (`gb runs
+export mlflow`, or a tracked stage with nothing left to do). The optional extra:
+`pip install 'gbcli[mlflow]'`.
 
-One run directory is one MLflow run, found by the directory's path (the tag `gb.path_id`, the same
-one `gb runs export mlflow` matches on, so an export afterwards finds it up to date, and a run
-exported earlier is continued rather than doubled):
+One run directory is one MLflow run, found by the directory's path (the tag `gb.path_id`), so an
+export finds a run tracked live up to date, and a run exported earlier is continued rather than
+doubled:
 
 - `train-gd` starts it (a new one, unless the training resumes from its checkpoint): the config
   as parameters, then each logged row of metrics.csv as it is logged, with the time it was
@@ -11,17 +13,27 @@ exported earlier is continued rather than doubled):
 - `fit-svm` (and a sweep point's `compare`) continue it;
 - at the end of each stage the results, tables and figures are logged and the run ends FINISHED,
   or FAILED as the records say (KILLED when the stage was interrupted);
-- a sweep is the parent run of its points (a point finds its sweep's run by the sweep's path).
+- a replay (`Live.replay`) opens the run the same way, with the records' own start time, and logs
+  the training curves from metrics.csv at its end (their points spread over the training's wall
+  time), unless the run was tracked live with the same training (its curves have their real times);
+- a sweep is the parent run of its points (a point finds its sweep's run by the sweep's path). The
+  parent's parameters are the sweep's axes (`grid.model.hidden_units: [5, 10, 20]`) and the keys
+  every point shares; a point is named `<sweep>/<what differs>` (`hs/hidden_units=10,seed=1`),
+  live or replayed.
 
-Tracking never costs a run: a store that does not answer or refuses something costs one warning
-line, and the stage goes on untracked. (gb writes its own records first; MLflow is a view of them.)
+Live tracking never costs a run: a store that does not answer or refuses something costs one
+warning line, and the stage goes on untracked. (gb writes its own records first; MLflow is a view of
+them.) MLflow's own lines (its database being created, "View run ... at") never reach the terminal.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import math
+import os
 import time
 from pathlib import Path
 
@@ -29,11 +41,14 @@ from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.labels import read_labels
-from gbcli.store.safe import flatten, is_file, read_csv_untrusted
+from gbcli.store.layout import RunDir, SweepDir
+from gbcli.store.safe import (files_below, flatten, is_file, is_link, read_csv_untrusted, read_untrusted,
+                              read_yaml_record)
 from gbcli.text import shorten
 
 log = logging.getLogger("gbcli")
 FLUSH_SECONDS = 2.0   # rows are sent in batches at most this often (and at the end)
+MAX_PARAM = 500   # characters of a parameter value (MLflow's own limit is larger; lists of classes are long)
 _DEAD: set[str] = set()   # the tracking URIs that failed in this process
 
 
@@ -47,13 +62,282 @@ def check(cfg) -> None:
         raise GbError("tracking.mlflow: MLflow is not installed (pip install 'gbcli[mlflow]')") from None
 
 
-class Live:
-    """The MLflow run of one run or sweep directory while a stage works on it. Every call to MLflow
-    goes through `_guard`: its first failure is one warning and ends the tracking of this stage."""
+def client(tracking_uri: str, what: str = "gb runs export mlflow"):
+    """An MlflowClient for `tracking_uri`, quiet: MLflow's own lines (its database being created, the
+    traceback of a database error that gb reports in one line, and the "View run / View experiment"
+    lines it writes to stdout when a run on a server ends) are not gb's messages."""
+    # a tracking server that does not answer: one try of 10 s, not MLflow's minutes of retries
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"   # read by MLflow when a run ends
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise GbError(f"{what}: MLflow is not installed (pip install 'gbcli[mlflow]')") from None
+    logging.getLogger("mlflow").setLevel(logging.CRITICAL)
+    logging.getLogger("alembic").setLevel(logging.CRITICAL)   # the database's migrations, when it is created
+    return MlflowClient(tracking_uri=tracking_uri)
 
-    def __init__(self, cfg, path: Path, stage: str):
-        self.uri, self.experiment = absolute(cfg.tracking.mlflow), cfg.tracking.experiment
-        self.cfg, self.path, self.stage = cfg, Path(path), stage
+
+def experiment_id(mlflow_client, uri: str, name: str) -> str:
+    """The id of experiment `name`, created when missing (with a SQLite store: its artifacts beside
+    the database, `mlflow-artifacts/<name>/`)."""
+    exp = mlflow_client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    where = None
+    if uri.startswith("sqlite:///"):
+        where = (Path(uri[len("sqlite:///"):]).parent / layout.MLFLOW_ARTIFACTS / name).resolve().as_uri()
+    return mlflow_client.create_experiment(name, artifact_location=where)
+
+
+def absolute(uri: str) -> str:
+    """A SQLite URI with a relative path (`sqlite:///runs/mlflow.db`) made absolute here: a sweep's
+    workers may start elsewhere."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
+    return uri
+
+
+def path_id(path: Path) -> str:
+    """The tag that finds a directory's MLflow run (a value a filter can quote)."""
+    return hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+
+
+def runs_of(mlflow_client, experiment: str, path: Path) -> list:
+    """Every MLflow run of the directory `path` in `experiment`, newest first, however many (pages)."""
+    path = Path(path).resolve()
+    out, token = [], None
+    while True:
+        page = mlflow_client.search_runs([experiment], filter_string=f"tags.`gb.path_id` = '{path_id(path)}'",
+                                         max_results=1000, page_token=token, order_by=["attributes.start_time DESC"])
+        out += [r for r in page if r.data.tags.get("gb.path") == str(path)]
+        token = page.token
+        if not token:
+            return out
+
+
+def fingerprint(path: Path, under: str = "") -> str:
+    """A hash of a run's records (what the export shows): unchanged records, no new MLflow run.
+    `under`: of the records in that folder only (`gd`: the training)."""
+    h = hashlib.sha256()
+    for rel in sorted(str(p.relative_to(path)) for p in files_below(path / under if under else path)
+                      if p.name in layout.STAGE_RECORDS):
+        try:
+            h.update(rel.encode() + read_untrusted(path / rel, 64 * 1024 ** 2))
+        except (OSError, ValueError):
+            h.update(rel.encode() + b"?")
+    return h.hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ names and parameters: one scheme
+
+
+def is_point(path: Path) -> bool:
+    return Path(path).parent.name == layout.POINTS
+
+
+def run_name(path: Path, labels: dict | None = None) -> str:
+    """An MLflow run's name, live or replayed: the directory's `--name`; a sweep point, its sweep's
+    folder and what tells it from the other points (`hs/hidden_units=10,seed=1`, from the sweep's
+    points.csv; its id when that table is missing); else the folder's name."""
+    path = Path(path)
+    labels = read_labels(path) if labels is None else labels
+    if labels.get("name"):
+        return str(labels["name"])
+    if is_point(path):
+        sweep = path.parent.parent
+        return f"{sweep.name}/{read_point_names(SweepDir(sweep).points_table).get(path.name, path.name)}"
+    return path.name
+
+
+def read_point_names(table: Path) -> dict[str, str]:
+    """point id -> readable name, from a sweep's points.csv (empty when it is missing or not gb's)."""
+    return {p: str(row.get("name", p)) for p, row in _point_rows(table).items()}
+
+
+def _point_rows(table: Path) -> dict[str, dict]:
+    if not is_file(table):
+        return {}
+    try:
+        frame = read_csv_untrusted(table, dtype=str, keep_default_na=False)   # ids of digits only stay text
+        return {str(r["point"]): r for r in frame.to_dict("records")}
+    except Exception:   # noqa: BLE001 (a damaged table: the points keep their folders' names)
+        return {}
+
+
+def sweep_params(path: Path) -> dict:
+    """A sweep's parameters, live or replayed: each axis of its config as given (`grid.<key>` and
+    `zip.<key>`: the list of its values) and the keys every point shares; never a base value that an
+    axis overrides (nor one that differs between the points, as points.csv lists them)."""
+    raw = read_yaml_record(SweepDir(path).config) or {}
+    axes = {f"{kind}.{k}": v for kind in ("grid", "zip") if isinstance(raw.get(kind), dict)
+            for k, v in raw[kind].items()}
+    varying = {k for row in _point_rows(SweepDir(path).points_table).values() for k in row} - {"point", "name"}
+    swept = {k.partition(".")[2] for k in axes} | varying
+
+    def overridden(key: str) -> bool:   # the key, or a section above or below it, is swept
+        return any(key == s or key.startswith(s + ".") or s.startswith(key + ".") for s in swept)
+
+    base = flatten({k: v for k, v in raw.items() if k not in ("grid", "zip")})
+    return {**{k: v for k, v in base.items() if not overridden(k)},
+            **{k: json.dumps(v, default=str) for k, v in axes.items()}}
+
+
+def log_params(mlflow_client, rid: str, config: dict, have: dict | None = None) -> None:
+    """The flattened config as parameters (those not in `have`: MLflow refuses a changed value)."""
+    from mlflow.entities import Param
+
+    params = [Param(k, str(v)[:MAX_PARAM]) for k, v in config.items()   # tracking.*: where, not what (a URI may hold a secret)
+              if k != "name" and not k.startswith("tracking.") and k not in (have or {})]
+    for i in range(0, len(params), 100):   # MLflow takes at most 100 parameters a batch
+        mlflow_client.log_batch(rid, params=params[i:i + 100])
+
+
+# ------------------------------------------------------------------ what a directory's records give its run
+
+
+def run_tags(info, parent: str | None = None) -> dict[str, str]:
+    """The tags of a directory's MLflow run: where it is, its statuses, provenance and labels."""
+    tags = {**_own_tags(info.path, info.kind, info.labels), "gb.status": info.status,
+            "gb.fingerprint": fingerprint(info.path), "gb.fingerprint.gd": fingerprint(info.path, layout.GD),
+            **{f"gb.stage.{k}": v for k, v in info.stages.items()}}
+    for k, v in _provenance(info.path).items():
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            tags[f"gb.provenance.{k}"] = str(v)[:5000]
+    if parent is not None:
+        tags["mlflow.parentRunId"] = parent
+    return tags
+
+
+def _own_tags(path: Path, kind: str, labels: dict) -> dict[str, str]:
+    """Where the run is, its kind and labels: the tags it is created with."""
+    path = Path(path).resolve()
+    tags = {"gb.path": str(path), "gb.path_id": path_id(path), "gb.kind": kind,
+            **{f"gb.tag.{k}": v for k, v in labels.get("tags", {}).items()}}
+    if labels.get("note"):
+        tags["mlflow.note.content"] = labels["note"]   # MLflow shows it as the run's description
+    if labels.get("name"):
+        tags["gb.name"] = labels["name"]
+    return tags
+
+
+def _provenance(path: Path, which: str | None = None) -> dict:
+    from gbcli.runs.index import show
+
+    prov = show(path).get("provenance") or {}
+    if which == "all":
+        return prov
+    main = prov.get("gd") or prov.get("sweep") or prov.get("created") or {}
+    return main if isinstance(main, dict) else {}
+
+
+def seal(mlflow_client, rid: str, info, curves: bool) -> None:
+    """Log a directory's results, artifacts and tags into its MLflow run (the training curves from
+    metrics.csv too when `curves`) and end it, FINISHED or FAILED as its records say; the tags
+    `gb.fingerprint` and `gb.exported` then tell a later export that the run is up to date."""
+    prov = _provenance(info.path, "all")
+    _, end = _times(prov)
+    _log_contents(mlflow_client, rid, info, end, _times({"gd": prov.get("gd")}), curves)
+    from mlflow.entities import RunTag
+
+    mlflow_client.log_batch(rid, tags=[RunTag(k, v) for k, v in {**run_tags(info), "gb.exported": "yes"}.items()])
+    mlflow_client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved", "trained") else "FAILED",
+                                 end_time=end)
+
+
+def _times(prov: dict) -> tuple[int | None, int | None]:
+    """(start, end) of a run in ms since the epoch: its records' earliest `started` and latest `ended`
+    (provenance); None when no record says (MLflow then takes the export's time)."""
+    import datetime as dt
+
+    starts, ends = [], []
+    for rec in prov.values():
+        for key, into in (("started", starts), ("ended", ends)):
+            value = rec.get(key) if isinstance(rec, dict) else None
+            if isinstance(value, str) and len(value) < 40:
+                with contextlib.suppress(ValueError):
+                    into.append(int(dt.datetime.fromisoformat(value).timestamp() * 1000))
+    start = min(starts) if starts else None
+    end = max(ends) if ends else None
+    if start is not None and end is not None and end < start:
+        end = start
+    return start, end
+
+
+def _log_contents(mlflow_client, rid: str, info, end: int | None, training: tuple[int | None, int | None],
+                  curves: bool = True) -> None:
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    points = _curves(info.path) if curves else []
+    # the results at the time the run ended; the training curve's points spread over the training's
+    # own wall time in proportion to their step (metrics.csv holds steps, not times)
+    last = max((step for _, _, step in points), default=0) or 1
+    t0, t1 = training[0] or end or now, training[1] or end or now
+    metrics = [Metric(k, v, end or now, 0) for k, v in info.numbers.items()]
+    metrics += [Metric(k, v, t0 + (t1 - t0) * step // last, step) for k, v, step in points]
+    for i in range(0, len(metrics), 1000):
+        mlflow_client.log_batch(rid, metrics=metrics[i:i + 1000])
+    for f, folder in _artifacts(info.path, info.kind):
+        mlflow_client.log_artifact(rid, str(f), artifact_path=folder or None)
+
+
+def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
+    """(file, folder in the artifact store) of a run or sweep directory; never a symlink."""
+    L = layout
+    pats = ([L.MARKER, L.CONFIG, L.SWEEP, f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"] if kind == "sweep" else
+            [L.MARKER, L.LOG, f"{L.GD}/{L.CONFIG}", f"{L.GD}/{L.SUMMARY}", f"{L.GD}/{L.METRICS}", f"{L.SVM}/*/{L.RESULT}",
+             f"{L.SVM}/*/{L.CONFIG}", f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"])
+    out = []
+    for pat in pats:
+        for f in sorted(path.glob(pat)):
+            if is_file(f) and not any(is_link(path / p) for p in f.relative_to(path).parents if str(p) != "."):
+                parent = str(f.parent.relative_to(path))
+                out.append((f, "" if parent == "." else parent))
+    return out
+
+
+def _curves(path: Path) -> list[tuple[str, float, int]]:
+    metrics = RunDir(path).metrics
+    if not is_file(metrics):
+        return []
+    try:
+        frame = read_csv_untrusted(metrics)
+    except Exception:   # noqa: BLE001 (a corrupt table: the export goes on without its curves)
+        return []
+    import pandas as pd
+
+    out = []
+    # a row without a usable step (an empty cell, text, a fraction, out of MLflow's range) cannot be
+    # placed on a curve: it is left out, the other rows and the run are exported; no step column: the
+    # rows in order
+    steps = (pd.to_numeric(frame["step"], errors="coerce") if "step" in frame.columns
+             else pd.Series(range(len(frame)), dtype=float))
+    for col in frame.columns:
+        if col in ("step", "epoch"):
+            continue
+        try:
+            values = frame[col].astype(float)
+        except (TypeError, ValueError):
+            continue
+        for step, v in zip(steps, values):
+            if math.isfinite(v) and math.isfinite(step) and step == int(step) and 0 <= step < 2 ** 53:
+                out.append((col, float(v), int(step)))
+    return out
+
+
+# ------------------------------------------------------------------ a directory's MLflow run, live or replayed
+
+
+class Live:
+    """The MLflow run of one run or sweep directory while a stage works on it (`start`), or while its
+    records are replayed into it (`replay`). Every call to MLflow of a live stage goes through
+    `_guard`: its first failure is one warning and ends the tracking of this stage."""
+
+    def __init__(self, uri: str, experiment: str, path: Path, stage: str, params: dict):
+        self.uri, self.experiment = absolute(uri), experiment
+        self.path, self.stage, self.params = Path(path), stage, params
         self.client = self.rid = None
         self.created = False   # a new MLflow run (not one an earlier stage or export started)
         self.pending: list = []
@@ -63,11 +347,47 @@ class Live:
     def start(cls, cfg, path: str | Path, stage: str, fresh: bool = False, kind: str = "run") -> "Live | None":
         """The directory's MLflow run, RUNNING (None when the config asks for no tracking). `fresh`:
         the stage starts its records anew, so an earlier MLflow run of the directory is replaced."""
-        if cfg.tracking.mlflow is None or cfg.tracking.mlflow in _DEAD:
+        if cfg.tracking.mlflow is None or absolute(cfg.tracking.mlflow) in _DEAD:
             return None
-        live = cls(cfg, Path(path), stage)
-        live._guard("start", live._open, fresh, kind)
+        live = cls(cfg.tracking.mlflow, cfg.tracking.experiment, Path(path), stage, flatten(cfg.to_dict()))
+
+        def open_() -> None:
+            mc = client(live.uri, "tracking.mlflow")
+            earlier = runs_of(mc, exp := experiment_id(mc, live.uri, live.experiment), live.path)
+            live._open(mc, exp, earlier, None if fresh or not earlier else earlier[0], kind)
+
+        live._guard("start", open_)
         return live
+
+    @classmethod
+    def replay(cls, mlflow_client, uri: str, experiment: str, exp_id: str, info, parent: str | None = None
+               ) -> tuple[str, bool]:
+        """Log a directory's records (`info`, from `gbcli.runs.index`) into its MLflow run as the live
+        stages would have: nothing when an earlier replay of these very records is there; the run
+        tracked live while it trained, when its training is unchanged, continued with what the later
+        stages added; else a new run (any other run of the directory replaced, never doubled).
+        Returns (MLflow run id, whether anything was logged). MLflow's errors are raised."""
+        now, training = fingerprint(info.path), fingerprint(info.path, layout.GD)
+        earlier = runs_of(mlflow_client, exp_id, info.path)
+        done = next((r for r in earlier if r.data.tags.get("gb.fingerprint") == now
+                     and r.data.tags.get("gb.exported") == "yes"), None)
+        if done is not None:
+            for r in earlier:
+                if r is not done:
+                    mlflow_client.delete_run(r.info.run_id)
+            return done.info.run_id, False
+        live = next((r for r in earlier if r.data.tags.get("gb.live") == "yes"
+                     and r.data.tags.get("gb.fingerprint.gd") == training), None)
+        one = cls(uri, experiment, info.path, "replay", info.config)
+        start, _ = _times(_provenance(info.path, "all"))
+        one._open(mlflow_client, exp_id, earlier, live, info.kind, parent=parent, start=start, live=False)
+        try:
+            one._finish(info)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                mlflow_client.set_terminated(one.rid, status="FAILED")   # not "exported": the next replay redoes it
+            raise
+        return one.rid, True
 
     @property
     def working(self) -> bool:
@@ -86,57 +406,36 @@ class Live:
             _DEAD.add(self.uri)   # this process's later stages stay silent: one line, not one per stage
             return None
 
-    def _open(self, fresh: bool, kind: str) -> None:
-        from gbcli.runs import mlflow_export as mx
-
-        client = mx._client(self.uri)
-        exp = client.get_experiment_by_name(self.experiment)
-        if exp is None:
-            where = None
-            if self.uri.startswith("sqlite:///"):   # artifacts beside the database, as the export puts them
-                where = (Path(self.uri[len("sqlite:///"):]).parent / layout.MLFLOW_ARTIFACTS / self.experiment).as_uri()
-            exp_id = client.create_experiment(self.experiment, artifact_location=where)
-        else:
-            exp_id = exp.experiment_id
-        earlier = mx.runs_of(client, exp_id, self.path)
-        keep = None if fresh or not earlier else earlier[0]
+    def _open(self, mlflow_client, exp_id: str, earlier: list, keep, kind: str, parent: str | None = None,
+              start: int | None = None, live: bool = True) -> None:
+        """Continue `keep` (one of the directory's `earlier` runs) or create its run; the others are
+        deleted (records started anew, or a second run of it: replaced, never doubled)."""
         for r in earlier:
-            if r is not keep:   # records started anew (or a second run of it): replaced, never doubled
-                client.delete_run(r.info.run_id)
-        labels = read_labels(self.path)
+            if r is not keep:
+                mlflow_client.delete_run(r.info.run_id)
+        params = sweep_params(self.path) if kind == "sweep" else self.params
         if keep is None:
-            path = self.path.resolve()
-            tags = {"gb.path": str(path), "gb.path_id": mx.path_id(path), "gb.kind": kind, "gb.live": "yes",
-                    **{f"gb.tag.{k}": v for k, v in labels.get("tags", {}).items()}}
-            if labels.get("note"):
-                tags["mlflow.note.content"] = labels["note"]
-            parent = self._parent(client, exp_id)
+            labels = read_labels(self.path)
+            tags = _own_tags(self.path, kind, labels)
+            if live:
+                tags["gb.live"] = "yes"
+            parent = parent or self._parent(mlflow_client, exp_id)
             if parent is not None:
                 tags["mlflow.parentRunId"] = parent
-            run = client.create_run(exp_id, run_name=labels.get("name") or self._name(), tags=tags)
+            run = mlflow_client.create_run(exp_id, run_name=run_name(self.path, labels), tags=tags, start_time=start)
             self.rid, have, self.created = run.info.run_id, {}, True
         else:
             self.rid, have = keep.info.run_id, keep.data.params
-            client.update_run(self.rid, status="RUNNING")
-        mx.log_params(client, self.rid, flatten(self.cfg.to_dict()), have)   # a value an earlier stage logged stays (MLflow keeps the first)
-        self.client = client
+            mlflow_client.update_run(self.rid, status="RUNNING")
+        log_params(mlflow_client, self.rid, params, have)   # a value an earlier stage logged stays (MLflow keeps the first)
+        self.client = mlflow_client
 
-    def _parent(self, client, exp_id: str) -> str | None:
+    def _parent(self, mlflow_client, exp_id: str) -> str | None:
         """A sweep point's parent: its sweep's MLflow run (`<sweep>/points/<id>`)."""
-        from gbcli.runs import mlflow_export as mx
-
-        if self.path.parent.name != layout.POINTS:
+        if not is_point(self.path):
             return None
-        found = mx.runs_of(client, exp_id, self.path.parent.parent)
+        found = runs_of(mlflow_client, exp_id, self.path.parent.parent)
         return found[0].info.run_id if found else None
-
-    def _name(self) -> str:
-        """A point: its readable name from the sweep's point table when there is one; else the folder."""
-        if self.path.parent.name == layout.POINTS:
-            table = self.path.parent.parent / layout.TABLES / layout.POINTS_TABLE
-            names = read_point_names(table)
-            return f"{self.path.parent.parent.name}/{names.get(self.path.name, self.path.name)}"
-        return self.path.name
 
     def row(self, row: dict) -> None:
         """One logged row of metrics.csv, as it is logged (sent at most every FLUSH_SECONDS)."""
@@ -157,14 +456,16 @@ class Live:
         self.flushed = time.monotonic()
 
     def finish(self) -> None:
-        """The stage ended: the rows left, then the results, tables and figures its records hold (and
-        the training curves from metrics.csv, when this stage is not the training and began the run)."""
-        from gbcli.runs import mlflow_export as mx
+        """The stage ended: the rows left, then what its records hold (`_finish`)."""
         from gbcli.runs.index import read_any
 
-        curves = self.created and self.stage != "train-gd"
         self._guard("logging the metrics", self._flush)
-        self._guard("logging the results", lambda: mx.seal(self.client, self.rid, read_any(self.path), curves))
+        self._guard("logging the results", lambda: self._finish(read_any(self.path)))
+
+    def _finish(self, info) -> None:
+        """The results, tables and figures of the records, and the training curves from metrics.csv
+        when this stage began the run and is not the training (whose rows were logged as measured)."""
+        seal(self.client, self.rid, info, curves=self.created and self.stage != "train-gd")
 
     def ended(self, status: str) -> None:
         """The stage stopped (KILLED: interrupted, FAILED: an error): what was logged stays; a rerun
@@ -188,20 +489,30 @@ def tracked(live: Live | None):
     live.finish()
 
 
-def absolute(uri: str) -> str:
-    """A SQLite URI with a relative path (`sqlite:///runs/mlflow.db`) made absolute here: a sweep's
-    workers may start elsewhere."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
-    return uri
+def replay_done(cfg, run_dir: str | Path, lead: str) -> str | None:
+    """A tracked stage with nothing left to do (its records are finished, from this very config):
+    the directory's records replayed into its MLflow run (`Live.replay`, as `gb runs export mlflow`
+    does; nothing when they are there already). One line, `lead` and what it does, is logged before
+    the replay (seconds: MLflow is imported, its store opened) and returned; None untracked. A store
+    that fails costs one warning line, as a live stage's."""
+    if cfg.tracking.mlflow is None:
+        return None
+    from gbcli.runs.index import read_any
 
-
-def read_point_names(table: Path) -> dict[str, str]:
-    """point id -> readable name, from a sweep's points.csv (empty when it is missing or not gb's)."""
-    if not is_file(table):
-        return {}
+    uri, experiment = absolute(cfg.tracking.mlflow), cfg.tracking.experiment
+    line = (f"{lead}; logging its records to MLflow {shorten(uri, 160)} (experiment {experiment}), as `gb runs "
+            f"export mlflow` does")
+    log.info(line)
+    if uri in _DEAD:
+        return line
     try:
-        frame = read_csv_untrusted(table, dtype=str)   # ids of digits only stay text
-        return {str(p): str(n) for p, n in zip(frame["point"], frame["name"])}
-    except Exception:   # noqa: BLE001 (a damaged table: the point keeps its folder's name)
-        return {}
+        mc = client(uri, "tracking.mlflow")
+        Live.replay(mc, uri, experiment, experiment_id(mc, uri, experiment), read_any(Path(run_dir)))
+    except GbError:
+        raise
+    except Exception as exc:   # noqa: BLE001 (as a live stage: one warning line, never the run)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        log.warning(f"tracking: {shorten(uri, 120)}: logging the records failed ({type(exc).__name__}: "
+                    f"{shorten(first, 160)})")
+        _DEAD.add(uri)
+    return line
