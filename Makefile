@@ -4,7 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast mutate mutate-auto bench-solvers paper clean
+.PHONY: install demo test test-fast mutate mutate-auto bench-solvers paper clean data-dir
+
+# MNIST for the tests and benchmarks: $GB_DATA_DIR when set, else ../shared/data when that folder
+# exists (exported to every command below); otherwise the MNIST tests skip with the reason
+ifeq ($(GB_DATA_DIR),)
+ifneq ($(wildcard $(CURDIR)/../shared/data/.),)
+export GB_DATA_DIR := $(abspath $(CURDIR)/../shared/data)
+endif
+endif
 
 # torch is pinned and installed first: an unpinned torch would pull several GB of CUDA packages.
 $(STAMP): pyproject.toml
@@ -54,6 +62,10 @@ paper: install
 	  $(BIN)/gb sweep configs/paper/$$g.yaml --jobs $(JOBS) -q; \
 	  mkdir -p results/paper/$$g && cp -r runs/paper-$$g/tables runs/paper-$$g/figures results/paper/$$g/; \
 	done
+
+# the data folder the commands above see (empty: none; the MNIST tests skip)
+data-dir:
+	@echo "$${GB_DATA_DIR:-}"
 
 clean:
 	rm -rf runs $(VENV)

@@ -31,8 +31,9 @@ Layout (each package's docstring says more):
 - `registry`: every model kind, instrument and report, listed once.
 """
 
-import importlib
 from importlib import metadata as _metadata
+
+from gbcli.lazy import attach as _attach
 
 try:   # one source of truth: the installed package's metadata (pyproject.toml's version)
     __version__ = _metadata.version("gbcli")
@@ -41,6 +42,7 @@ except _metadata.PackageNotFoundError:   # run from a source tree that was never
 
 # name -> the module that defines it. Resolved on first use (PEP 562), so `import gbcli` and the
 # `gb` command's argument errors stay fast: torch and the solvers load only when a name is used.
+# Every subpackage and module is reachable the same way (`gbcli.runs.sweep.limit_threads`).
 _API = {
     "Config": "gbcli.config", "load_config": "gbcli.config", "validate": "gbcli.config",
     "GbError": "gbcli.errors",
@@ -53,13 +55,4 @@ _API = {
     "run_sweep": "gbcli.runs.sweep", "load_run": "gbcli.runs.load", "Run": "gbcli.runs.load",
 }
 __all__ = sorted(_API)
-
-
-def __getattr__(name: str):
-    if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
-    raise AttributeError(f"module 'gbcli' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_API))
+__getattr__, __dir__ = _attach(globals(), _API)

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from gbcli.errors import GbError
+from gbcli.programs.solvers import NAMES as SOLVERS_NAMED
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
 from gbcli.store.safe import is_dir, present
@@ -67,10 +68,9 @@ def _named(raw: str, key: str = "RUN", root: Path = Path("runs")) -> Path:
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
                           help="the data directory holding mnist/ and fashion-mnist/ (default: $GB_DATA_DIR, "
                                "else ~/.cache/gb/data)")
-# the registered solvers (gbcli.programs.solvers.SOLVERS), named here so that `gb --help` needs no
-# solver import; tests/test_cli_errors.py checks the two agree
-SOLVER_NAMES = ("dual", "ecos", "osqp", "clarabel", "scs")
-SolverName = Literal["dual", "ecos", "osqp", "clarabel", "scs"]
+# the registered solvers' names (their one list imports no solver: `gb --help` stays fast)
+SOLVER_NAMES = SOLVERS_NAMED
+SolverName = Literal[SOLVERS_NAMED]
 MAX_ERROR_LINE = 480   # characters of an error message (values in it are shortened to ~200 where they are quoted)
 USABLE = ("ok", "optimal")   # statuses that are results; a certified infeasibility is an answer too
 
@@ -168,7 +168,7 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
     check_run_target(run_dir, "train-gd")
     _logging(quiet)
     from gbcli.runs.stages import train_gd  # torch: only once the input is known to be valid
-    from gbcli.runs.sweep import limit_threads
+    from gbcli.runs.threads import limit_threads
 
     limit_threads(threads)   # a sweep worker's count (sweep.threads, 1): the same numbers as the sweep's point
     s = train_gd(cfg, run_dir, progress=not quiet, force=force, labels=labels)
@@ -215,7 +215,7 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
     run_dir = run_dir_for(cfg, out, set_)
     check_run_target(run_dir, "fit-svm")
     from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
-    from gbcli.runs.sweep import limit_threads
+    from gbcli.runs.threads import limit_threads
 
     _logging(quiet)
     limit_threads(threads)   # as train-gd: a sweep worker's count
@@ -409,7 +409,7 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
     and predictions, against what the records claim. Exit code 1 when one does not verify (a
     diverged network included), 2 for bad input."""
     _check_format(fmt)
-    from gbcli.runs.sweep import limit_threads
+    from gbcli.runs.threads import limit_threads
     from gbcli.runs.verify import export_solutions, verify
 
     # the products summed as the solve summed them (a sweep worker's one thread): an output within

@@ -25,7 +25,7 @@ CHECK = "abc123"   # a checkpoint's fingerprint (the stage uses the solve cache'
 
 
 @pytest.fixture(scope="module")
-def design():
+def design(shared_data_dir):   # real MNIST: skips with the reason where there is none
     cfg = load_config(ROOT / "configs" / "mnist-gln-small.yaml", (
         "name=resume", "model.kind=gln", "model.hidden_units=20", "contexts.count=2",
         "dataset.train_size=1200", "svm.objectives=[svm-l2]"))
@@ -135,8 +135,7 @@ def test_time_limit_stops_with_bounds(design, uninterrupted):
 
 
 def gb(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GB_DATA_DIR": os.environ.get("GB_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
-    return forked_gb.run(args, cwd, env, timeout=600, argv0=forked_gb.CLI)
+    return forked_gb.run(args, cwd, dict(os.environ), timeout=600, argv0=forked_gb.CLI)   # digits: no data needed
 
 
 def quickstart(tmp_path: Path, **svm) -> Path:
@@ -208,7 +207,7 @@ def test_a_sweep_picks_up_its_time_limited_programs(tmp_path):
 
 
 @pytest.fixture()
-def staged(monkeypatch):
+def staged(monkeypatch, shared_data_dir):
     """The design fixture's config through the fit-svm stage, the working set forced on at N = 1200."""
     from gbcli.programs import workingset
 

@@ -3,10 +3,10 @@ validator of a config; it imports without torch), reading (`loading`: YAML, pres
 overrides, one-line errors, run directories) and the reference of every key (`listing`: its type,
 default and description, for `gb config keys`).
 
-The names below are resolved on first use (PEP 562): reading a YAML file needs neither pydantic's
-models nor the model kinds."""
+The names below and the submodules are resolved on first use (PEP 562): reading a YAML file needs
+neither pydantic's models nor the model kinds."""
 
-import importlib
+from gbcli.lazy import attach
 
 _NAMES = {
     "Config": "gbcli.config.schema",
@@ -16,14 +16,4 @@ _NAMES = {
 }
 __all__ = sorted(_NAMES)
 
-
-def __getattr__(name: str):
-    if name in _NAMES:
-        value = getattr(importlib.import_module(_NAMES[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gbcli.config' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_NAMES))
+__getattr__, __dir__ = attach(globals(), _NAMES)

@@ -426,11 +426,11 @@ class Config(Section):
         if t.track:
             self._check_instruments(known)
         if self.svm.solver is not None:
-            from gbcli.programs.solvers import SOLVERS   # torch: only for a config that names a solver
+            from gbcli.programs.solvers import NAMES   # the registered names, without torch
 
-            if self.svm.solver not in SOLVERS:
+            if self.svm.solver not in NAMES:
                 raise ValueError(f"svm.solver: {quoted(self.svm.solver)} is not a solver (known: "
-                                 f"{', '.join(SOLVERS)})")
+                                 f"{', '.join(NAMES)})")
         if t.optimizer == "adam":
             for key, bad in (("momentum", t.momentum != 0), ("step_rule", t.step_rule != "constant"),
                              ("descent", t.descent != "gradient")):

@@ -7,3 +7,7 @@ Experiments build on models, never the reverse: the models a paper introduces, w
 and inits, live in `gbcli.models` (e.g. `gbcli.models.construction`, `gbcli.models.one_class`),
 and no module of `gbcli.models` imports this package.
 """
+
+from gbcli.lazy import attach
+
+__getattr__, __dir__ = attach(globals())   # each submodule on first use (PEP 562)

@@ -11,7 +11,7 @@
 Which design a program has is declared by the model it describes (`gbcli.models`).
 """
 
-import importlib
+from gbcli.lazy import attach
 
 # what each name is imported from, on first use (PEP 562): `gb compare` and the store need the
 # status enums of `design` without loading torch, which the interior-point method imports
@@ -25,13 +25,8 @@ _HOME = {
     "solvers": ["SOLVERS", "check_solver", "default_solver", "solve"],
     "solvers.dual": ["solve_dual"],
 }
-_WHERE = {name: module for module, names in _HOME.items() for name in names}
-
-
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+__getattr__, __dir__ = attach(globals(), {name: f"{__name__}.{module}" for module, names in _HOME.items()
+                                           for name in names})
 
 
 def solve_primal(design, solver: str, max_iters: int | None = None, eps: float | None = None):

@@ -175,6 +175,27 @@ def run_tables(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     return compare(run_dir)
 
 
+def _drawn_and_reported(run_dir: Path) -> tuple:
+    """What `compare_run` draws and reports besides its tables: the training figure of a run whose
+    training tracked instruments (its gd/config.yaml's training.track), and the experiments' run
+    reports where a program is not convex (they read non-convex results). A run with neither needs
+    no torch nor matplotlib, so that `gb compare RUN` answers in well under a CPU second."""
+    run = RunDir(run_dir)
+    cfg = load_yaml(read_text_untrusted(run.gd_config)) if is_file(run.gd_config) else None
+    training = cfg.get("training") if isinstance(cfg, dict) else None
+    drawn = ()
+    if isinstance(training, dict) and training.get("track"):
+        from gbcli.runs.figures import plot_run_training   # matplotlib and torch: only when drawing
+
+        drawn = (plot_run_training,)
+    nonconvex = {name for spec in MODELS.values() for name, p in spec.programs.items() if p.fit is not None}
+    if not any(r.parent.name in nonconvex for r in run.results()):
+        return drawn
+    from gbcli.registry import RUN_REPORTS   # the experiments' reports (they load torch)
+
+    return drawn + tuple(RUN_REPORTS)
+
+
 def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
     tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
@@ -186,12 +207,7 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     check_run(run_dir)
     errors, incons = compare(run_dir)
     with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir), staged_writes():   # a failure writes none of it
-        from gbcli.runs.figures import plot_run_training   # matplotlib: only when drawing (0.3 s of CPU)
-
-        plot_run_training(run_dir)
-        from gbcli.registry import RUN_REPORTS   # the experiments' reports (they load torch)
-
-        for report in RUN_REPORTS:
+        for report in _drawn_and_reported(run_dir):
             try:
                 report(run_dir)
             except NOT_GBS as exc:   # a foreign record

@@ -56,6 +56,7 @@ from gbcli.training.memory import check_memory
 from gbcli.store.safe import is_file, is_link, open_fd, present, remove
 from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import Checkpointing, check_device, read_checkpoint, train
+from gbcli.runs.threads import threads_argument
 from gbcli.store import layout
 from gbcli.runs import tracking
 from gbcli.runs.tracking import Live, tracked
@@ -246,6 +247,7 @@ def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool
     return Checkpointing(path, identity, cfg.training.checkpoint_seconds, state)
 
 
+@threads_argument   # threads=: torch's and BLAS's count for the call (default 1, as gb train-gd)
 def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
              force: bool = False, labels: dict | None = None, cache: SolveCache | None = None) -> dict:
     """Train the configured network and write `run_dir/gd/`; returns the summary. A run directory
@@ -442,6 +444,7 @@ def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None, sto
     return {k: v for k, v in wanted.items() if k in SOLVERS[solver].honours}
 
 
+@threads_argument   # as train_gd
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
             progress: bool = True, problem: Problem | None = None, echo=None,
             cache: SolveCache | None = None, force: bool = False, defer: bool = False,

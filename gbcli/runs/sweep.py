@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import threadpoolctl
 import torch
 
 from gbcli import interrupts
@@ -54,6 +53,7 @@ from gbcli.runs.compare import compare, compare_run
 from gbcli.store.integrity import check_run, heal_point
 from gbcli.runs import tracking
 from gbcli.runs.tracking import Live, tracked
+from gbcli.runs.threads import limit_threads   # the process's thread count (gbcli.runs.sweep.limit_threads: documented)
 from gbcli.runs.stages import Deferred, check_svm_request, dataset_of, fit_svm, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
 from gbcli.training.loop import check_device, checkpoint_step
@@ -198,20 +198,6 @@ def _time_limited(record: Path) -> bool:
     """A program stopped by svm.time_limit: a rerun solves it again, from its last round."""
     rec = read_json(record)
     return isinstance(rec, dict) and rec.get("time_limited") is True and rec.get("status") != "optimal"
-
-
-def limit_threads(threads: int) -> None:
-    """`threads` threads for torch and for the BLAS numpy uses (OpenBLAS), in this worker process.
-    Without the second, every numpy product of a point (gating, predictions) ran on as many
-    OpenBLAS threads as the machine has cores, next to the other jobs: on 2 cores with 2 jobs,
-    threads that wait for each other (issue 13). `gb train-gd` and `gb fit-svm` call it too
-    (`--threads`, default 1 as `sweep.threads`): the thread count decides the order of a product's
-    sums, so a point re-run alone gives the sweep's numbers bit for bit only on the same count
-    (a fig3 ReLU net trained on 1 thread and on 2 ended 0.04 apart in its weights, 155 validation
-    predictions of other sign)."""
-    if threads:
-        torch.set_num_threads(threads)
-        threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
 
 
 def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, problem: Problem | None = None,
@@ -404,10 +390,10 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
     out = run_dir_for(base, out, overrides)
     check_tree(out)   # before any work: a received sweep directory with a symlink, or a run directory
     check_kind(out, "sweep", command="gb sweep")
+    check_points(points)   # what the config asks of this machine (device, memory) first: it needs no data
     # data-level checks (files, split sizes) for every distinct dataset, before any point runs
     for cfg in {json.dumps(p.dataset.model_dump(), sort_keys=True): p for p in points}.values():
         dataset_of(cfg)
-    check_points(points)
     tracking.check(base)
     runner = make_executor(base.sweep, executor, jobs, threads, out, echo)
     runner.check()   # Slurm: the client commands and a controller that answers, before anything is written

@@ -1,36 +1,16 @@
 """Solvers of the convex max-margin programs, registered by name.
 
-`SOLVERS` maps a name to a solver instance; each declares the norms it can solve. `solve` runs a
-design through a named solver (or its norm's default) and `check_request` refuses an impossible
-solver/objective pair before any work.
+`NAMES` lists the registered solvers and imports nothing: a config's `svm.solver` and `gb fit-svm
+--solver` are checked against it without loading torch. The registry itself (`SOLVERS`, name ->
+solver instance; `solve`, `default_solver`, `check_solver`) lives in `registered` and is resolved on
+first use (PEP 562); tests/test_first_hour.py checks that the two list the same solvers, in order.
 """
 
 from __future__ import annotations
 
-from gbcli.errors import GbError
-from gbcli.programs.design import GatedDesign, Solution
-from gbcli.programs.norms import NORMS
-from gbcli.programs.solvers.base import Solver
-from gbcli.programs.solvers.dual import DualSolver
-from gbcli.programs.solvers.primal import Clarabel, Ecos, Osqp, Scs
+from gbcli.lazy import attach
 
-SOLVERS: dict[str, Solver] = {s.name: s for s in (DualSolver(), Ecos(), Osqp(), Clarabel(), Scs())}
-
-
-def default_solver(norm: str) -> str:
-    return NORMS[norm].default_solver
-
-
-def check_solver(solver: str, objective: str, norm: str, key: str = "--solver") -> None:
-    """GbError unless `solver` can solve a program with this norm (asked of the solver)."""
-    s = SOLVERS[solver]
-    if not s.can_solve(norm):
-        able = ", ".join(n for n, other in SOLVERS.items() if other.can_solve(norm))
-        raise GbError(f"{key} {solver}: {objective} minimizes {NORMS[norm].description}, which "
-                      f"{solver.upper() if solver != 'dual' else 'the dual solver'} cannot solve (use {able})")
-
-
-def solve(design: GatedDesign, solver: str | None = None, max_iters: int | None = None,
-          eps: float | None = None) -> Solution:
-    """Solve with `solver` (default: the norm's default solver)."""
-    return SOLVERS[solver or default_solver(design.norm)].solve(design, max_iters, eps)
+NAMES = ("dual", "ecos", "osqp", "clarabel", "scs")
+_REGISTRY = ("SOLVERS", "check_solver", "default_solver", "solve")
+__all__ = ["NAMES", *_REGISTRY]
+__getattr__, __dir__ = attach(globals(), {name: f"{__name__}.registered" for name in _REGISTRY})

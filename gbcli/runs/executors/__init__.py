@@ -18,3 +18,7 @@ def make_executor(sweep, executor: str, jobs: int, threads: int | None, out: Pat
     from gbcli.runs.executors.local import LocalPool
 
     return LocalPool(jobs, threads)
+
+from gbcli.lazy import attach  # noqa: E402
+
+__getattr__, __dir__ = attach(globals())   # each submodule on first use (PEP 562)

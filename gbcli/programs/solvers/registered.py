@@ -1,0 +1,36 @@
+"""The registry of solvers (`gbcli.programs.solvers` resolves these names on first use).
+
+`SOLVERS` maps a name to a solver instance; each declares the norms it can solve. `solve` runs a
+design through a named solver (or its norm's default) and `check_solver` refuses an impossible
+solver/objective pair before any work.
+"""
+
+from __future__ import annotations
+
+from gbcli.errors import GbError
+from gbcli.programs.design import GatedDesign, Solution
+from gbcli.programs.norms import NORMS
+from gbcli.programs.solvers.base import Solver
+from gbcli.programs.solvers.dual import DualSolver
+from gbcli.programs.solvers.primal import Clarabel, Ecos, Osqp, Scs
+
+SOLVERS: dict[str, Solver] = {s.name: s for s in (DualSolver(), Ecos(), Osqp(), Clarabel(), Scs())}
+
+
+def default_solver(norm: str) -> str:
+    return NORMS[norm].default_solver
+
+
+def check_solver(solver: str, objective: str, norm: str, key: str = "--solver") -> None:
+    """GbError unless `solver` can solve a program with this norm (asked of the solver)."""
+    s = SOLVERS[solver]
+    if not s.can_solve(norm):
+        able = ", ".join(n for n, other in SOLVERS.items() if other.can_solve(norm))
+        raise GbError(f"{key} {solver}: {objective} minimizes {NORMS[norm].description}, which "
+                      f"{solver.upper() if solver != 'dual' else 'the dual solver'} cannot solve (use {able})")
+
+
+def solve(design: GatedDesign, solver: str | None = None, max_iters: int | None = None,
+          eps: float | None = None) -> Solution:
+    """Solve with `solver` (default: the norm's default solver)."""
+    return SOLVERS[solver or default_solver(design.norm)].solve(design, max_iters, eps)
