@@ -221,10 +221,13 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
     limit_threads(threads)   # as train-gd: a sweep worker's count
     results = fit_svm(cfg, run_dir, progress=not quiet, force=force, labels=labels)
     write_labels(run_dir, labels)   # programs already solved from this config: still named as asked
+    tracked = next((r["tracked"] for r in results if r.get("tracked")), None)   # said by the library (-q: here)
     for r in results:
-        if r.get("skipped"):
+        if r.get("skipped") and not tracked:
             _echo(f"{r.get('predictor')}: already solved from this config ({r.get('status')}); nothing to do "
                   f"(--force solves again)")
+    if tracked and quiet:
+        _echo(tracked)
     _echo(f"results -> {run_dir / 'svm'}")
     bad = _failed(results)
     if bad:

@@ -111,6 +111,10 @@ def test_tracking_a_run_already_trained_logs_it_into_mlflow(tmp_path):
     assert "1 unchanged" in p.stdout, p.stdout
     (again,) = mlflow_runs(store).values()
     assert again.info.run_id == run.info.run_id
+    # fit-svm likewise: its programs solved already, the line says where the records went
+    p = ok(gb(["fit-svm", "cfg.yaml", "--set", f"tracking.mlflow={uri}"], tmp_path))
+    assert "already solved" in p.stdout and "gb runs export mlflow" in p.stdout and "nothing to do" not in p.stdout
+    assert [r.info.run_id for r in mlflow_runs(store).values()] == [run.info.run_id]
     # untracked: nothing to do, and no store
     (tmp_path / "runs" / "mlflow.db").unlink()
     p = ok(gb(["train-gd", "cfg.yaml"], tmp_path))

@@ -480,8 +480,12 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
                       f"{f' and {len(lost) - 4} more' if len(lost) > 4 else ''}; use another --out, or --force to "
                       f"solve again")
     todo = {o: p for o, p in programs.items() if o not in done}
-    if not todo:
-        return [done[o] for o in programs]
+    if not todo:   # nothing to solve; tracked, the records are logged as `gb runs export mlflow` does
+        tracking.check(cfg)
+        lead = (f"{RunDir(run_dir).svm}: {', '.join(programs)} already solved from this config (--force solves "
+                f"again)")
+        said = tracking.replay_done(cfg, run_dir, lead)
+        return [{**done[o], "tracked": said} for o in programs]
     tracking.check(cfg)
     problem = problem or prepare(cfg)
     needing = [o for o, p in todo.items() if p.needs_trained]

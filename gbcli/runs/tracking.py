@@ -500,7 +500,7 @@ def replay_done(cfg, run_dir: str | Path, lead: str) -> str | None:
     from gbcli.runs.index import read_any
 
     uri, experiment = absolute(cfg.tracking.mlflow), cfg.tracking.experiment
-    line = (f"{lead}; logging its records to MLflow {shorten(uri, 160)} (experiment {experiment}), as `gb runs "
+    line = (f"{lead}; logging the run's records to MLflow {shorten(uri, 160)} (experiment {experiment}), as `gb runs "
             f"export mlflow` does")
     log.info(line)
     if uri in _DEAD:
