@@ -2,11 +2,13 @@
 `gb compare RUN`, `gb runs show NAME` on the tour's run, and a config error; each under 1 CPU second
 (no torch, MLflow or matplotlib import on their way: tests/test_first_hour.py checks that).
 
-    .venv/bin/python benchmarks/startup.py [--repeat 5] [--markdown FILE]
+    .venv/bin/python benchmarks/startup.py [--repeat 5] [--markdown FILE] [--tree DIR]
 
 Builds the tour's run (configs/quickstart.yaml: `gb train-gd`, `gb fit-svm`, scikit-learn's digits,
 a few seconds) in a temporary folder, then runs each command `--repeat` times as a new process and
 prints the median CPU time (user + system, of the process and its children) and wall time.
+`--tree DIR`: run the gbcli of another source tree (e.g. `git archive fe1f6b5 | tar -x -C DIR`, for
+a before/after) with this venv's libraries.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = [str(Path(sys.executable).with_name("gb"))]
+FROM_TREE = "import sys; sys.path.insert(0, {tree!r}); sys.argv[0] = 'gb'; from gbcli.cli import main; main()"
 COMMANDS = [
     ("gb --help", ["--help"], 0),
     ("gb runs", ["runs"], 0),
@@ -60,7 +63,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--markdown", type=Path, help="also write the table here")
+    ap.add_argument("--tree", type=Path, help="the source tree whose gbcli runs (default: the installed one)")
     a = ap.parse_args()
+    if a.tree:
+        GB[:] = [sys.executable, "-c", FROM_TREE.format(tree=str(a.tree.resolve()))]
     with tempfile.TemporaryDirectory(prefix="gb-startup-") as tmp:
         folder = Path(tmp)
         tour(folder)
@@ -71,7 +77,8 @@ def main() -> None:
             runs = [timed(args, folder, expect) for _ in range(a.repeat)]
             rows.append((label, statistics.median(c for c, _ in runs), statistics.median(w for _, w in runs)))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    lines = [f"`python benchmarks/startup.py --repeat {a.repeat}` at {commit or '?'}, "
+    where = f"the tree {a.tree}" if a.tree else f"{commit or '?'}"
+    lines = [f"`python benchmarks/startup.py --repeat {a.repeat}` at {where}, "
              f"{dt.date.today().isoformat()}, {platform.machine()} with {os.cpu_count()} cores, Python "
              f"{platform.python_version()} (median of {a.repeat} processes)", "",
              "| command | CPU seconds | wall seconds |", "|---|---:|---:|"]
