@@ -453,6 +453,9 @@ def heal_points(dirs: dict[str, Path], echo) -> set[str]:
     One line says what was found. Returns the ids of the points done."""
     torn: dict[str, list[Path]] = {}
     done = set()
+    earlier = sum(is_dir(d) for d in dirs.values())
+    if earlier:   # each is checked against its records (`done_tables`): seconds for a large grid
+        echo(f"checking the {earlier} point folder{'s' if earlier > 1 else ''} of an earlier run")
     for pid, d in dirs.items():
         if is_dir(d):
             found = heal_point(d, stages=False)

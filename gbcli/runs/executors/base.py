@@ -73,7 +73,7 @@ class Executor(ABC):
         line says how many points are done and running."""
         total = sum(len(t[1]) for t in tasks)
         names = names or {}
-        last = [""]   # the point reported last, named in the next progress line
+        last = [""]   # the point reported last, named in the next progress line (not in the last line)
 
         def describe(n: dict) -> str:
             return f"{n.get('failed', 0)} failed" + (f", last {last[0]}" if last[0] else "")
@@ -98,7 +98,8 @@ class Executor(ABC):
                     echo(f"point {Path(d).name}{name} FAILED at {record['stage']}: {record['message']}"
                          + (f" (log: {record['log']})" if record.get("log") else ""))
                     said = time.monotonic()
-                last[0] = f"{Path(d).name}{name} {'done' if record is None or record['status'] == 'done' else 'failed'}"
+                last[0] = "" if len(reported) == total else \
+                    f"{Path(d).name}{name} {'done' if record is None or record['status'] == 'done' else 'failed'}"
                 lines = bar.last_line
                 bar.note(failed=failed)
                 bar.advance()
