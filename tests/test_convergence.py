@@ -223,7 +223,8 @@ def test_a_sweep_solves_each_reference_once_and_fit_svm_takes_it(tmp_path):
 @pytest.mark.parametrize("name", ["conjecture-sgd", "conjecture-normalized"])
 def test_the_long_runs_ask_for_a_gpu_in_one_line_where_there_is_none(tmp_path, name):
     """The long runs' GPU path (`--set training.device=cuda`): without a CUDA device the whole sweep
-    is refused before anything is written, one line naming the key, exit 2."""
+    is refused before anything is written, one line naming the key, exit 2; before any data is read,
+    so with or without MNIST (it failed on a machine without the files: the missing data came first)."""
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here: test_tracked_training_on_cuda_matches_the_cpu runs instead")
     from pathlib import Path
