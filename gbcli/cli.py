@@ -20,7 +20,7 @@ from gbcli.errors import GbError
 from gbcli.programs.solvers import NAMES as SOLVERS_NAMED
 from gbcli.store import layout
 from gbcli.store.layout import RunDir
-from gbcli.store.safe import is_dir, present
+from gbcli.store.safe import present
 
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -58,11 +58,11 @@ def _path(raw: str, key: str) -> Path:
 
 
 def _named(raw: str, key: str = "RUN", root: Path = Path("runs")) -> Path:
-    """A run as the user names it: a path, or the name `gb runs` prints (relative to runs/)."""
-    path = _path(raw, key)
-    if present(path) or path.is_absolute() or not is_dir(root / path):
-        return path
-    return root / path
+    """A run as the user names it: a path, the path `gb runs` prints (relative to runs/), a run's
+    --name, or a sweep's point by its readable name (`gbcli.runs.index.resolve`, as load_run)."""
+    from gbcli.runs.index import resolve
+
+    return resolve(_path(raw, key), root, key)
 
 
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
@@ -125,18 +125,18 @@ def _load(config: Path, overrides: List[str]):
     return load_config(config, tuple(overrides))
 
 
-def _print_tables(errors, incons) -> None:
+def _print_tables(errors, incons, points: list[dict] = ()) -> None:
+    """The tables, with a column for every key that varies between a sweep's `points` (its grid axes)."""
     from gbcli.reports.tables import rich_table
+    from gbcli.reports.views import with_axes
 
-    show = ["predictor", "hidden_units", "contexts", "train_size", "train_error", "val_error", "status",
-            "objective", "solve_seconds", "rel_gap", "certified"]
-    if "point" in errors.columns:
-        show = ["point"] + show
+    errors, show = with_axes(errors, list(points), ["predictor", "hidden_units", "contexts", "train_size", "train_error",
+                                                    "val_error", "status", "objective", "solve_seconds", "rel_gap",
+                                                    "certified"])
     console.print(rich_table(errors, "errors", show))
-    cols = ["predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated", "gd_val_error",
-            "svm_val_error", "gd_status"]
-    if "point" in incons.columns:
-        cols = ["point"] + cols
+    incons, cols = with_axes(incons, list(points), ["predictor_a", "predictor_b", "inconsistency",
+                                                    "expected_if_uncorrelated", "gd_val_error", "svm_val_error",
+                                                    "gd_status"])
     console.print(rich_table(incons, "inconsistency (validation)", cols))
 
 
@@ -248,8 +248,10 @@ def compare_cmd(run_dir: str = RunDirArg):
     from gbcli.runs.compare import compare_run
 
     if kind == "sweep":   # a sweep directory: its aggregated tables, read only
+        from gbcli.runs.index import sweep_points
+
         errors, incons = read_tables(run_dir)
-        _print_tables(errors, incons)
+        _print_tables(errors, incons, sweep_points(run_dir))
         _echo(f"a sweep: its aggregated tables are in {run_dir / 'tables'} (rerun `gb sweep` to update them)")
     else:
         errors, incons = compare_run(run_dir)
@@ -513,9 +515,12 @@ def runs_show(run: str = typer.Argument(..., help="a run or sweep directory, or 
     if labels.get("tags"):
         _echo("tags: " + ", ".join(f"{k}={v}" for k, v in labels["tags"].items()))
     _echo("stages: " + (", ".join(f"{k} {v}" for k, v in rec["stages"].items()) or "none"))
+    if rec.get("points"):   # a sweep: each point by its name (`gb runs show SWEEP/NAME`) and the axes it sets
+        _emit_rows(rec["points"], "table", "points")
     if rec.get("results"):
-        rows = [{"stage": k, **v} for k, v in rec["results"].items()]
-        _emit_rows(rows, "table", "results")
+        from gbcli.reports.views import by_field
+
+        _emit_rows(by_field(rec["results"]), "table", "results")   # a column per stage: headers never cut
     elif rec.get("numbers"):
         _emit_rows([{"number": k, "value": v} for k, v in rec["numbers"].items()], "table", "results")
     if rec.get("config"):
@@ -671,17 +676,40 @@ def _fail(msg: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (`gb runs --format csv | head -1`)."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main() -> None:
     """Entry point: one-line errors and exit code 2 for bad input, never a traceback; Ctrl-C or
-    SIGTERM: work stopped (gbcli.interrupts), one line, exit code 130."""
+    SIGTERM: work stopped (gbcli.interrupts), one line, exit code 130. A reader that stops reading
+    stdout (`| head -1`) took what it wanted: exit 0, quietly, as a Unix filter does."""
     from gbcli import interrupts
 
     interrupts.install()
     try:
         try:
             code = app(standalone_mode=False)
+            sys.stdout.flush()   # a closed pipe shows here, not in the interpreter's last flush
         except typer.Exit as exc:   # sweep: 1 when a point failed
             sys.exit(exc.exit_code)
+        except SystemExit as exc:   # click ends a write into a closed pipe with exit 1 and no word
+            if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper" and _reader_gone():
+                sys.exit(0)
+            raise
+        except BrokenPipeError as exc:
+            if not _reader_gone():   # another pipe than stdout's: an error as any OSError
+                _fail(f"{exc.filename or ''}: {exc.strerror or exc}", code=1)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's own flush writes nowhere
+            sys.exit(0)
         except OSError as exc:   # a full disk, a file that cannot be written: one line, not a traceback
             where = exc.filename or ""
             _fail(f"{where}: {exc.strerror or exc}" if where else f"{exc.strerror or exc}", code=1)

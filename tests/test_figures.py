@@ -6,6 +6,7 @@ import itertools
 import math
 
 import matplotlib.image as mpimg
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
@@ -123,7 +124,7 @@ def test_figure_contents():
     assert labels == {"gd-gln (momentum 0)", "gd-gln (momentum 0.9)", "svm-gln", "svm-l2"}
     # (a): failed solve left out: 32 pairs - 1
     a = figs[NAMES["a"]].axes[0]
-    assert sum(len(c.get_offsets()) for c in a.collections) == 31
+    assert sum(len(line.get_xdata()) for line in _dots(a)) == 31
     # (c): one bar per legend label; the best GD (momentum 0) is H=10, N=1000
     c = figs[NAMES["c"]].axes[0]
     assert [t.get_text() for t in c.get_yticklabels()] == ["gd-gln (momentum 0)", "gd-gln (momentum 0.9)",
@@ -243,8 +244,61 @@ def test_sweep_panels_say_which_dot_is_which_point():
         texts = {t.get_text() for legend in ax.findobj(lambda a: type(a).__name__ == "Legend") for t in legend.get_texts()}
         assert {f"hidden_units={h}" for h in sorted(errors["hidden_units"].unique())} <= texts, texts
         assert {"svm-gln", "svm-l2"} <= texts, texts
-        colours = {tuple(np.round(c, 3)) for coll in ax.collections for c in coll.get_facecolors()}
+        colours = {tuple(np.round(matplotlib.colors.to_rgba(line.get_color()), 3)) for line in _dots(ax)}
         assert len(colours) >= errors["hidden_units"].nunique()
+
+
+def _dots(ax) -> list:
+    """The lines of a panel that are dots (no line style): one per program, momentum and key value."""
+    return [line for line in ax.get_lines() if line.get_linestyle() in ("None", "", " ")]
+
+
+def _legends(fig) -> list:
+    return fig.findobj(lambda a: type(a).__name__ == "Legend")
+
+
+def test_momentum_has_its_own_fill_in_panels_a_and_b_and_one_legend_beside_the_dots():
+    """Issue 49: panels (a) and (b) tell momentum 0 from 0.9 (full and hollow markers, each in the
+    legend), with one legend per panel, outside the axes (never over the dots)."""
+    errors, incons = sweep_tables()
+    figs = make_figures(errors, incons)
+    for stem in (NAMES["a"], NAMES["b"]):
+        fig = figs[stem]
+        (ax,) = fig.axes
+        fills = {line.get_fillstyle() for line in _dots(ax)}
+        assert fills == {"full", "none"}, fills
+        (legend,) = _legends(fig)
+        texts = [t.get_text() for t in legend.get_texts()]
+        assert "momentum 0" in texts and "momentum 0.9" in texts, texts
+        handles = dict(zip(texts, legend.legend_handles))
+        assert handles["momentum 0"].get_fillstyle() == "full" and handles["momentum 0.9"].get_fillstyle() == "none"
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig).draw()
+        box, axes_box = legend.get_window_extent(), ax.get_window_extent()
+        assert box.x0 >= axes_box.x1 - 1, (box, axes_box)   # right of the axes: over no dot
+    for stem in (NAMES["a"], NAMES["b"]):   # one momentum: one fill, no momentum entry
+        fig = make_figures(errors[errors["momentum"] == 0.0], incons[incons["momentum"] == 0.0])[stem]
+        assert {line.get_fillstyle() for line in _dots(fig.axes[0])} == {"full"}
+        assert not [t for t in _legends(fig)[0].get_texts() if t.get_text().startswith("momentum")]
+
+
+def test_a_single_run_has_no_one_point_log_axis_and_sweep_panels_name_the_sweep(tmp_path):
+    """Issue 49: panel (d) of one H is a linear axis with its one tick; the panels of a sweep carry
+    a title naming it (plot_sweep's default), those of a run the run's name."""
+    errors, incons = sweep_tables()
+    one = errors[errors["hidden_units"] == errors["hidden_units"].iloc[0]]
+    figs = make_figures(one, incons[incons["hidden_units"] == errors["hidden_units"].iloc[0]])
+    for ax in figs[NAMES["d"]].axes + [figs["panels"].axes[3]]:
+        assert ax.get_xscale() == "linear", ax.get_title()
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{errors['hidden_units'].iloc[0]:g}"]
+    assert all(ax.get_xscale() == "log" for ax in make_figures(errors, incons)[NAMES["d"]].axes)
+    from gbcli.runs.figures import figure_title
+
+    assert figure_title(errors, tmp_path / "grid-x") == f"sweep grid-x ({errors['point'].nunique()} points)"
+    assert figure_title(errors.drop(columns=["point"]), tmp_path / "one-run") == "run one-run"
+    for fig in make_figures(errors, incons, figure_title(errors, tmp_path / "grid-x")).values():
+        assert fig.get_suptitle() == f"sweep grid-x ({errors['point'].nunique()} points)"
 
 
 def _visible_tick_labels(fig, axis):
@@ -333,3 +387,71 @@ def test_panel_a_fits_gds_errors_and_always_shows_y_equals_x(shift):
     assert max(x0, y0) < min(x1, y1), "y = x does not cross the panel"
     if shift == 0.0:   # GD and SVM errors overlap: no need to widen x beyond GD's span and its margins
         assert x1 - x0 < 3 * (gd.max() - gd.min()) + 0.05
+
+
+def _fake_sweep(root, grid):
+    """A sweep folder as gb leaves it: each point's gd/metrics.csv and gd/config.yaml, and
+    tables/points.csv listing the points in the grid's order (ids deliberately not in that order)."""
+    import yaml
+
+    rows = []
+    for k, (pid, mom, seed) in enumerate(grid):
+        gd = root / "points" / pid / "gd"
+        gd.mkdir(parents=True)
+        steps = np.arange(0, 50, 10)
+        pd.DataFrame({"step": steps, "epoch": steps / 10, "lr": 0.1, "train_loss": 1 / (1 + steps + k),
+                      "train_error": 0.1, "val_error": 0.2, "weight_norm": 1 + steps,
+                      "normalized_margin": 0.01}).to_csv(gd / "metrics.csv", index=False)
+        (gd / "config.yaml").write_text(yaml.safe_dump({"name": "s", "training": {"momentum": mom},
+                                                        "contexts": {"seed": seed}}))
+        rows.append({"point": pid, "name": f"momentum={mom},seed={seed}", "training.momentum": mom,
+                     "contexts.seed": seed})
+    (root / "tables").mkdir()
+    pd.DataFrame(rows).to_csv(root / "tables" / "points.csv", index=False)
+
+
+def test_a_sweeps_curves_have_one_legend_in_the_grids_order_and_a_line_style_per_momentum(tmp_path):
+    """Issue 49: curves.png of a sweep has one legend (not one per panel), right of the panels, its
+    entries in the grid's order (points.csv), momentum told by the line style, and a title naming
+    the sweep."""
+    from gbcli.runs.figures import sweep_curves
+
+    grid = [("ff01", 0.0, 1), ("aa02", 0.0, 2), ("cc03", 0.9, 1), ("bb04", 0.9, 2)]
+    _fake_sweep(tmp_path / "my-grid", grid)
+    fig, runs, label = sweep_curves(tmp_path / "my-grid")
+    legends = _legends(fig)
+    assert len(legends) == 1 and legends[0] in fig.legends   # the figure's, none in a panel
+    texts = [t.get_text() for t in legends[0].get_texts()]
+    assert texts == [label[p] for p, _, _ in grid] == ["momentum=0.0, seed=1", "momentum=0.0, seed=2",
+                                                      "momentum=0.9, seed=1", "momentum=0.9, seed=2"]
+    styles = {t: h.get_linestyle() for t, h in zip(texts, legends[0].legend_handles)}
+    assert styles[texts[0]] == styles[texts[1]] != styles[texts[2]] == styles[texts[3]]
+    for ax in fig.axes:   # every panel draws a momentum-0.9 point dashed
+        drawn = {line.get_label(): line.get_linestyle() for line in ax.get_lines()}
+        if drawn:
+            assert drawn[texts[2]] == "--" and drawn[texts[0]] == "-"
+    assert fig.get_suptitle().startswith("sweep my-grid: ")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    right = max(ax.get_window_extent().x1 for ax in fig.axes if ax.get_lines())
+    assert legends[0].get_window_extent().x0 >= right - 1   # beside the curves, never over them
+
+
+def test_a_quantity_defined_only_late_says_so_in_its_panel():
+    """Issue 49: a KKT panel whose column is NaN until late says from which step it has values and
+    why; a column with values from the first step has no such note."""
+    from gbcli.runs.figures import late_note, training_figure
+
+    steps = np.unique(np.geomspace(1, 10_000, 40).astype(int))
+    kkt = np.where(steps >= 5000, 1e-3, np.nan)
+    m = pd.DataFrame({"step": steps, "val_error": 0.1, "kkt_residual": kkt, "kkt_complementarity_rel": kkt,
+                      "margin_ratio": 0.5, "margin_gap": 0.1})
+    assert late_note({"r": m}, "margin_ratio") == ""
+    note = late_note({"r": m}, "kkt_residual")
+    assert note.startswith(f"values from step {steps[steps >= 5000][0]:,} only ({(steps >= 5000).sum()} logged)")
+    assert "separates the training data" in note
+    fig = training_figure({"r": m})
+    panel = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig.axes}
+    assert any("values from step" in t for t in panel["KKT residual (relative)"])
+    assert not panel["normalized margin / best (matching program)"]

@@ -271,7 +271,9 @@ def test_commands_accept_the_names_gb_runs_prints(work):
     assert "tables -> runs/idx/tables" in ok(gb(["compare", "idx"], work)).stdout
     assert "verified (trained networks and programs" in ok(gb(["verify", "idx"], work)).stdout
     missing = gb(["runs", "show", "no-such-run"], work)
-    assert missing.returncode == 2 and missing.stderr.strip() == "gb: error: RUN: no-such-run: not a directory"
+    assert missing.returncode == 2 and missing.stderr.strip() == (
+        "gb: error: RUN: no-such-run: no such run directory, nor a run or sweep named so under runs (`gb runs` "
+        "lists them; a sweep's point: SWEEP/NAME)")
 
 
 def test_names_tags_and_notes_are_stored_shown_and_exported(tmp_path):

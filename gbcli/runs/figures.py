@@ -23,11 +23,33 @@ from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
 from gbcli.store import layout
 from gbcli.store.layout import RunDir, SweepDir
-from gbcli.store.records import read_metrics
+from gbcli.store.records import read_metrics as _read_metrics
 
 NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",
          "d": "d_error_vs_units"}
 MARKERS = "osD^v<>ph*"
+
+
+# gb trains in float32 (largest finite value 3.4e38): a logged value beyond this is none of gb's, and
+# one near float64's end (1e308) overflows an axis's limits and ticks (matplotlib raised `arange:
+# cannot compute length`). A step beyond 2**53 is not a whole number a float can hold.
+PLOTTABLE = 1e200
+MAX_STEP = 2.0 ** 53
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    """A metrics.csv to draw (`gbcli.store.records.read_metrics`), refused in one line naming the file,
+    the column, the row and the value when a finite value is beyond what an axis can hold. NaN and
+    infinity are how gb logs a diverged step: they are not drawn."""
+    frame = _read_metrics(path)
+    for col in frame.columns:
+        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
+        limit = MAX_STEP if col == "step" else PLOTTABLE
+        bad = np.flatnonzero(np.isfinite(values) & (np.abs(values) > limit))
+        if len(bad):
+            raise GbError(f"{path}: {str(col)[:40]} = {values[bad[0]]:g} (row {bad[0] + 1}) is beyond what gb logs "
+                          f"or a figure can draw (|value| <= {limit:g}); not gb's metrics table: rerun the stage")
+    return frame
 
 
 def usable(errors: pd.DataFrame) -> pd.DataFrame:
@@ -118,31 +140,39 @@ def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
     (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
 
 
-COLOUR_KEYS = ("hidden_units", "train_size", "contexts", "momentum")   # the first that varies colours the dots
+COLOUR_KEYS = ("hidden_units", "train_size", "contexts")   # the first that varies colours the dots
 
 
-def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> None:
-    """One dot per (point, program): the marker says the program; when a grid key varies, the
-    colour says its value (a legend for both), so a reader can tell which dot is which point."""
-    key = next((k for k in COLOUR_KEYS if k in pairs and pairs[k].nunique() > 1), None)
-    if key is None:
-        for name, g in pairs.groupby("predictor_a"):
-            ax.scatter(g["gd_val_error"], g[y], color=style[name][0], marker=style[name][1], label=name,
-                       alpha=0.75, s=22)
-        return
+def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
+    """One dot per (point, program): the marker says the program, its fill the momentum (when it
+    varies: full, hollow, half, ...), and when a grid key varies the colour says its value (else
+    the program's colour); returns the legend's handles (programs, then momenta, then the key)."""
     from matplotlib import colormaps
     from matplotlib.lines import Line2D
 
-    values = sorted(pairs[key].unique())
-    cmap = colormaps["viridis"]
-    colour = {v: cmap(i / max(len(values) - 1, 1) * 0.9) for i, v in enumerate(values)}
-    handles = []
-    for name, g in pairs.groupby("predictor_a"):
-        ax.scatter(g["gd_val_error"], g[y], c=[colour[v] for v in g[key]], marker=style[name][1], alpha=0.8, s=26)
-        handles.append(Line2D([], [], color="0.35", marker=style[name][1], ls="", label=name))
+    key = next((k for k in COLOUR_KEYS if k in pairs and pairs[k].nunique() > 1), None)
+    momenta = sorted(pairs["momentum"].unique()) if "momentum" in pairs and pairs["momentum"].nunique() > 1 else []
+    fill = {m: FILL_STYLES[i % len(FILL_STYLES)] for i, m in enumerate(momenta)}
+    values = sorted(pairs[key].unique()) if key else []
+    colour = {v: colormaps["viridis"](i / max(len(values) - 1, 1) * 0.9) for i, v in enumerate(values)}
+    by = ["predictor_a"] + (["momentum"] if momenta else []) + ([key] if key else [])
+    for group, g in pairs.groupby(by, sort=True):
+        group = dict(zip(by, group if isinstance(group, tuple) else (group,)))
+        name = group["predictor_a"]
+        ax.plot(g["gd_val_error"], g[y], ls="", marker=style[name][1], ms=5.5, alpha=0.8,
+                color=colour[group[key]] if key else style[name][0], fillstyle=fill.get(group.get("momentum"), "full"))
+    handles = [Line2D([], [], color="0.35" if key else style[n][0], marker=style[n][1], ls="", label=n)
+               for n in sorted(pairs["predictor_a"].unique())]
+    handles += [Line2D([], [], color="0.35", marker="o", ls="", fillstyle=fill[m], label=f"momentum {m:g}")
+                for m in momenta]
     handles += [Line2D([], [], color=colour[v], marker="s", ls="", label=f"{key}={v:g}" if isinstance(v, float) else
                        f"{key}={v}") for v in values]
-    ax.add_artist(ax.legend(handles=handles, fontsize=7, loc="upper left", ncol=1 + len(handles) // 10))
+    return handles
+
+
+def _legend_beside(ax, handles: list) -> None:
+    """The panel's one legend, right of its axes: never over the dots."""
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
 def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
@@ -150,7 +180,7 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     ax.set_title("(a) SVM vs GD validation error")
     if pairs.empty:
         return _no_data(ax, "panel (a)")
-    _scatter(ax, pairs, style, "svm_val_error")
+    handles = _scatter(ax, pairs, style, "svm_val_error")
     ax.set_xlabel("GD validation error")
     ax.set_ylabel("SVM validation error")
     _readable_limits(ax, "x", pairs["gd_val_error"])
@@ -159,10 +189,10 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     if max(x0, y0) >= min(x1, y1):   # y = x would miss the panel (every SVM far above or below GD): show it
         x0 = y0 = min(x0, y0)
         x1 = y1 = max(x1, y1)
-    ax.plot([min(x0, y0), max(x1, y1)], [min(x0, y0), max(x1, y1)], "k--", lw=1, label="y = x")   # across the panel
+    line, = ax.plot([min(x0, y0), max(x1, y1)], [min(x0, y0), max(x1, y1)], "k--", lw=1, label="y = x")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
-    ax.legend(fontsize=8, loc="lower right")   # the dots' own legend (`_scatter`) is upper left
+    _legend_beside(ax, handles + [line])
 
 
 def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
@@ -170,15 +200,15 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     ax.set_title("(b) inconsistency vs GD validation error")
     if pairs.empty:
         return _no_data(ax, "panel (b)")
-    _scatter(ax, pairs, style, "inconsistency")
+    handles = _scatter(ax, pairs, style, "inconsistency")
     lo, hi = pairs["gd_val_error"].min(), pairs["gd_val_error"].max()
     mid, half = (lo + hi) / 2, max((hi - lo) * 0.55, 0.02)   # at least the readable span of the x axis
     p = np.linspace(max(0.0, mid - half), min(1.0, mid + half), 200)
-    ax.plot(p, 2 * p * (1 - p), "k--", lw=1, label="2p(1-p), uncorrelated")
+    line, = ax.plot(p, 2 * p * (1 - p), "k--", lw=1, label="2p(1-p), uncorrelated")
     ax.set_xlabel("GD validation error p")
     ax.set_ylabel("inconsistency with GD")
     _readable_limits(ax, "x", pairs["gd_val_error"])
-    ax.legend(fontsize=8, loc="upper right")
+    _legend_beside(ax, handles + [line])
 
 
 def best_configurations(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
@@ -227,6 +257,9 @@ def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
     if rows.empty:
         return _no_data(ax, "panel (d)")
     rows = rows.assign(x=np.log2(rows["contexts"]) if by_k else rows["hidden_units"], series=series(rows))
+    one = rows["x"].nunique() == 1   # a single H (one run): no log axis of one point
+    if one and not by_k:
+        ax.set_xlabel("hidden units H (one value)")
     several_n = rows["train_size"].nunique() > 1
     for j, ((name, n), g) in enumerate(rows.groupby(["series", "train_size"])):
         m = g.groupby("x")["val_error"].mean()
@@ -235,6 +268,8 @@ def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
                 label=f"{name}, N={n}" if several_n else name)
     if by_k:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    elif one:
+        ax.set_xticks(sorted(rows["x"].unique()), [f"{x:g}" for x in sorted(rows["x"].unique())])
     else:
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(rows["x"].unique()), [f"{x:g}" for x in sorted(rows["x"].unique())])
@@ -289,9 +324,16 @@ def plain_ticks(fig: Figure) -> None:
                 fmt.set_useOffset(False)
 
 
+def figure_title(errors: pd.DataFrame, out_dir: str | Path) -> str:
+    """What the panels show, named: the sweep and its points' count, or the run."""
+    points = errors["point"].nunique() if "point" in errors else 0
+    return f"sweep {Path(out_dir).name} ({points} points)" if points else f"run {Path(out_dir).name}"
+
+
 def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, title: str | None = None) -> list[Path]:
     """Write the five PNGs into out_dir/figures/ atomically, and the training curves of a sweep
     whose points track instruments; return their paths."""
+    title = figure_title(errors, out_dir) if title is None else title
     paths = [save_png(fig, Path(out_dir) / layout.FIGURES / f"{stem}.png")
              for stem, fig in make_figures(errors, incons, title).items()]
     return paths + plot_sweep_training(out_dir)
@@ -373,6 +415,11 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     steps = pd.concat([m["step"] for m in runs.values()])
     first, last = (float(steps.min()), float(steps.max())) if len(steps) else (1.0, 10.0)
     pad = (last / first) ** 0.03 if last > first else 2.0   # matplotlib's usual 3% margin, on a log axis
+    for ax, (col, _, _) in zip(axes, cols):   # a quantity defined only late reads as late, and says why
+        note = late_note(runs, col)
+        if note:
+            ax.text(0.02, 0.97, note, transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.3",
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.8", "alpha": 0.9})
     for ax, (col, ylabel, _) in zip(axes, cols):
         ax.set_xscale("log")
         ax.set_xlim(first / pad, last * pad)   # the whole logged history, in every panel
@@ -410,6 +457,32 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     return fig
 
 
+# why a tracked column has no value in a run's first rows (NaN): its instrument's definition
+UNDEFINED_BEFORE = {"kkt_residual": "the KKT conditions are defined once the network separates the training data",
+                    "kkt_complementarity": "defined once the network separates the training data",
+                    "kkt_complementarity_rel": "defined once the network separates the training data"}
+
+
+def late_note(runs: dict[str, pd.DataFrame], col: str) -> str:
+    """A panel's note when `col` has no value in the first logged rows of every run (its points all lie
+    late on the log step axis): from which step it has values, how many, and why not before ("" when
+    it has a value from the first logged step)."""
+    firsts, counts, starts = [], 0, []
+    for m in runs.values():
+        if col not in m or not len(m):
+            continue
+        y = pd.to_numeric(m[col], errors="coerce")
+        ok = np.isfinite(y.to_numpy(float))
+        starts.append(float(m["step"].iloc[0]))
+        if ok.any():
+            firsts.append(float(m["step"][ok].iloc[0]))
+            counts += int(ok.sum())
+    if not firsts or min(firsts) <= min(starts):
+        return ""
+    why = UNDEFINED_BEFORE.get(col, "no value logged before (NaN)")
+    return f"values from step {min(firsts):,.0f} only ({counts} logged):\n{why}"
+
+
 def short_value(v, width: int = 40) -> str:
     """A config value for a legend: floats to 4 significant digits, at most `width` characters."""
     if isinstance(v, float):
@@ -440,10 +513,15 @@ def plot_run_training(run_dir: str | Path) -> Path | None:
     return None if fig is None else save_png(fig, Path(run_dir) / layout.FIGURES / "training.png")
 
 
+def _sortable(v) -> tuple:
+    """A config value as a sort key: numbers by value, before anything else by its text."""
+    return (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+
+
 def _naming_keys(varied: list[str], runs: dict) -> list[str]:
     """The fewest varied keys that tell the points apart (zip axes vary together), the step rule
-    and the descent first."""
-    order = sorted(varied, key=lambda k: (k not in ("training.step_rule", "training.descent"), k))
+    and the descent first, then the given order."""
+    order = sorted(varied, key=lambda k: k not in ("training.step_rule", "training.descent"))
     keys: list[str] = []
     for k in order:
         seen = lambda ks: len({tuple(repr(c.get(x)) for x in ks) for _, c in runs.values()})
@@ -496,9 +574,16 @@ BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "trainin
 MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
 
 
-def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
+LINE_STYLES = ("-", "--", ":", "-.")   # one per momentum value of a sweep (curves), in the grid's order
+FILL_STYLES = ("full", "none", "left", "bottom", "right", "top")   # a dot's fill per momentum value (panels a, b)
+
+
+def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
+                  styles: dict[str, str] | None = None) -> Figure | None:
     """Loss, training and validation error, and every tracked instrument's column, against the step,
-    one line per run (None when no run has a logged row)."""
+    one line per run in the order given (a sweep's: its grid's), `styles` its line style (a sweep's
+    momentum); None when no run has a logged row. Several runs have one legend, right of the panels."""
+    styles = styles or {}
     runs = {k: m for k, m in runs.items() if "step" in m and len(m)}
     if not runs:
         return None
@@ -530,7 +615,7 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Fi
                 ax.plot(m["step"][ok], y[ok], color="0.6", lw=0.6, alpha=0.5)
                 stacked.append(pd.Series(y[ok].values, index=m["step"][ok].values))
             else:
-                ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", lw=1.4, label=name,
+                ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", lw=1.4, label=name, ls=styles.get(name, "-"),
                         marker="." if ok.sum() < 5 else None)
         if many and stacked:
             mean = pd.concat(stacked, axis=1).mean(axis=1).sort_index()
@@ -540,12 +625,50 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Fi
         if scale == "log":
             ax.set_yscale("log")
             readable_log_ticks(ax.yaxis)
-        if ax.get_legend_handles_labels()[0] and (len(runs) > 1 or many):
-            ax.legend(fontsize=7)
+    if len(runs) > 1 or many:   # one legend for every panel, in the runs' order, beside the curves (never over them)
+        handles: dict = {}
+        for ax in grid:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(lab, h)
+        order = [*runs, *(lab for lab in handles if lab not in runs)]
+        if handles:
+            fig.legend([handles[lab] for lab in order if lab in handles], [lab for lab in order if lab in handles],
+                       loc="outside right upper", fontsize=7)
     plain_ticks(fig)
     if title:
         fig.suptitle(title)
     return fig
+
+
+def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame], dict[str, str]]:
+    """A sweep's training curves: the figure (one line per point in the grid's order, one legend
+    beside the panels, line style by momentum when it varies, a title naming the sweep), each
+    point's metrics and its label (what tells it apart); (None, {}, {}) without metrics."""
+    runs = {}
+    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
+        if not is_file(metrics):
+            continue
+        runs[metrics.parent.parent.name] = (read_metrics(metrics), flatten(_config(metrics.parent / layout.CONFIG)))
+    if not runs:
+        return None, {}, {}
+    from gbcli.runs.index import grid_axes, sweep_points
+
+    grid = [str(r["point"]) for r in sweep_points(out_dir)]   # the grid's order (tables/points.csv)
+    axes = list(grid_axes(out_dir))
+    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
+    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    naming = [k for k in axes if k in varied] + [k for k in _naming_keys(varied, runs) if k not in axes]
+    naming = _naming_keys(naming, runs) if naming else []
+    runs = dict(sorted(runs.items(), key=lambda kv: (grid.index(kv[0]) if kv[0] in grid else len(grid),
+                                                     tuple(_sortable(kv[1][1].get(k)) for k in naming))))
+    label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in naming) or p for p, (_, c) in runs.items()}
+    momenta = list(dict.fromkeys(c.get("training.momentum") for _, c in runs.values()))
+    styles = {label[p]: LINE_STYLES[momenta.index(c.get("training.momentum")) % len(LINE_STYLES)]
+              for p, (_, c) in runs.items()} if len(momenta) > 1 else {}
+    fig = curves_figure({label[p]: m for p, (m, _) in runs.items()},
+                        title=f"sweep {out_dir.name}: training curves of its {len(runs)} points"
+                              + (" (line style: momentum)" if styles else ""), styles=styles)
+    return fig, {p: m for p, (m, _) in runs.items()}, label
 
 
 def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
@@ -563,22 +686,11 @@ def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
         if fig is not None:
             paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
         return paths
-    runs = {}
-    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
-        if not is_file(metrics):
-            continue
-        runs[metrics.parent.parent.name] = (read_metrics(metrics), flatten(_config(metrics.parent / layout.CONFIG)))
-    if not runs:
-        return paths
-    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
-    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
-    naming = _naming_keys(varied, runs)
-    label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in naming) or p for p, (_, c) in runs.items()}
-    fig = curves_figure({label[p]: m for p, (m, _) in runs.items()}, title=f"{out_dir} ({len(runs)} points)")
+    fig, runs, label = sweep_curves(out_dir)
     if fig is not None:
         paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
     if per_point:
-        for p, (m, _) in runs.items():
+        for p, m in runs.items():
             fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
             if fig is not None:
                 paths.append(save_png(fig, SweepDir(out_dir).point(p).figures / "curves.png"))

@@ -24,7 +24,7 @@ from gbcli.store import layout
 from gbcli.store.labels import read_labels
 from gbcli.store.layout import RunDir, SweepDir
 from gbcli.store.records import gd_status, number, stage_status
-from gbcli.store.safe import flatten, is_file, mtime, present, read_record, read_yaml_record, subdirs
+from gbcli.store.safe import flatten, is_dir, is_file, mtime, present, read_record, read_yaml_record, subdirs
 from gbcli.text import shorten
 
 KEY_COLUMNS = ("dataset.name", "dataset.train_size", "model.kind", "model.hidden_units", "contexts.count",
@@ -44,12 +44,17 @@ class RunInfo:
     time: str                       # when the newest record was written (UTC, from its provenance or mtime)
     note: str = ""
     labels: dict = dataclasses.field(default_factory=dict)   # the user's name, tags and note (store.labels)
+    axes: dict = dataclasses.field(default_factory=dict)     # a sweep: each config key its points vary, with its values
 
     def brief(self, root: Path | None = None) -> dict:
         """The row of a terminal listing: the key values in one column, the headline errors in two."""
         short = {"dataset.name": "", "dataset.train_size": "N=", "model.kind": "", "model.hidden_units": "H=",
                  "contexts.count": "C=", "contexts.seed": "seed=", "training.momentum": "m="}
-        config = " ".join(f"{p}{self.config[k]}" for k, p in short.items() if k in self.config)
+        config = " ".join(f"{p}{self.config[k]}" for k, p in short.items() if k in self.config and k not in self.axes)
+        if self.axes:   # a sweep: what its points vary, not the base config's one value of it
+            from gbcli.reports.views import grid_line
+
+            config = f"{config} {grid_line(self.axes)}".strip()
         gd = [v for k, v in self.numbers.items() if k.startswith("gd-") and k.endswith(".val_error")]
         svm = {k.split(".")[0]: v for k, v in self.numbers.items() if not k.startswith("gd-") and k.endswith(".val_error")}
         best = min(svm.items(), key=lambda kv: kv[1]) if svm else None
@@ -72,8 +77,10 @@ class RunInfo:
             out["name"] = self.labels.get("name", "")
             out["tags"] = ",".join(f"{k}={v}" for k, v in self.labels.get("tags", {}).items())
         for k in KEY_COLUMNS:
-            if k in self.config:
-                out[k] = self.config[k]
+            if k in self.config or k in self.axes:
+                out[k] = self.axes.get(k, self.config.get(k))   # a sweep's axis: its values
+        if self.axes:
+            out["grid"] = ";".join(f"{k}={','.join(map(str, v))}" for k, v in self.axes.items())
         out.update({k: round(v, 6) for k, v in self.numbers.items()
                     if k.endswith(("val_error", ".inconsistency", ".expected_if_uncorrelated"))})
         return out
@@ -234,7 +241,7 @@ def read_sweep(path: str | Path) -> RunInfo:
     inconsistency_into(path, numbers)
     records = [(sweep.record, meta)]
     return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points",
-                   labels=read_labels(path))
+                   labels=read_labels(path), axes=grid_axes(path))
 
 
 def read_any(path: str | Path) -> RunInfo:
@@ -285,6 +292,114 @@ def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth
                           f"(a config key such as model.hidden_units, or kind, status)")
         infos = [i for i in infos if _matches(i, filters)]
     return sorted(infos, key=lambda i: i.time, reverse=True)
+
+
+def sweep_points(path: str | Path) -> list[dict]:
+    """A sweep's points as its `tables/points.csv` lists them, in the grid's order: {"point": id,
+    "name": readable name, <each config key that varies>: value}; [] when the table is not there or
+    not gb's (a sweep not yet aggregated)."""
+    table = SweepDir(path).points_table
+    if not is_file(table):
+        return []
+    try:
+        from gbcli.store.safe import read_csv_untrusted
+
+        frame = read_csv_untrusted(table)
+    except Exception:   # noqa: BLE001 (not gb's table: no points to name)
+        return []
+    if not {"point", "name"} <= set(frame.columns):
+        return []
+    declared = [k for k in _declared_axes(path) if k in frame.columns]   # the keys in the grid's order
+    frame = frame[["point", "name", *declared, *(c for c in frame.columns if c not in ("point", "name", *declared))]]
+    return [{k: (None if v != v else v) for k, v in r.items()} for r in frame.astype(object).to_dict("records")]
+
+
+def _declared_axes(path: str | Path) -> dict[str, list]:
+    """The `grid:` and `zip:` axes of a sweep's config, in the order it gives them."""
+    cfg = read_yaml_record(SweepDir(path).config) or {}
+    declared: dict[str, list] = {}
+    for section in ("grid", "zip"):
+        given = cfg.get(section) if isinstance(cfg, dict) else None
+        if isinstance(given, dict):
+            declared.update({str(k): list(v) for k, v in given.items() if isinstance(v, list) and len(v) > 1})
+    return declared
+
+
+def grid_axes(path: str | Path) -> dict[str, list]:
+    """The config keys that vary between a sweep's points, in the grid's order, each with its values:
+    what tells its points apart, read from `tables/points.csv`, else from the `grid:` and `zip:` of
+    the sweep's config (a sweep not yet aggregated)."""
+    axes: dict[str, list] = {}
+    for row in sweep_points(path):
+        for k, v in row.items():
+            if k not in ("point", "name") and v not in axes.setdefault(k, []):
+                axes[k].append(v)
+    return axes or _declared_axes(path)
+
+
+def _labelled(root: Path) -> list[Path]:
+    """The runs and sweeps under `root` (as `scan` finds them) without reading their records."""
+    found: list[Path] = []
+
+    def walk(d: Path, level: int) -> None:
+        if _is_gb_dir(d):
+            found.append(d)
+        elif level < 2:
+            try:
+                for c in subdirs(d):
+                    walk(c, level + 1)
+            except OSError:
+                pass
+
+    if is_dir(root):
+        walk(root, 0)
+    return found
+
+
+def _point_named(sweep: Path, name: str) -> Path | None:
+    """The point of `sweep` whose id or readable name is `name`."""
+    if not (sweep / layout.POINTS).is_dir():
+        return None
+    if name and "/" not in name and is_dir(SweepDir(sweep).point(name).root):
+        return SweepDir(sweep).point(name).root
+    ids = [r["point"] for r in sweep_points(sweep) if str(r["name"]) == name]
+    return SweepDir(sweep).point(str(ids[0])).root if len(ids) == 1 else None
+
+
+def resolve(raw: str | Path, root: str | Path = "runs", key: str = "RUN") -> Path:
+    """The run or sweep a person names, wherever gb takes one (`gb runs show|diff`, `gb compare`,
+    `gb plot`, `gb verify`, `gbcli.load_run`): a path as given; else a path under `root`; else the
+    `--name` a run or sweep was given (as `gb runs` prints it in brackets); else a sweep's point by
+    its readable name or id, `SWEEP/NAME` (SWEEP a path or a name) or a NAME only one sweep under
+    `root` has. GbError naming `key` when nothing, or more than one run, answers to it."""
+    text = str(raw)
+    path, root = Path(text), Path(root)
+    if text == "":
+        raise GbError(f"{key}: an empty path")
+    if present(path) or path.is_absolute():
+        return path
+    if is_dir(root / path):
+        return root / path
+    runs = _labelled(root)
+    named = [p for p in runs if read_labels(p).get("name") == text]
+    if not named:   # SWEEP/POINT, the sweep by its path or name
+        parts = text.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            head, tail = "/".join(parts[:i]), "/".join(parts[i:])
+            sweeps = [p for p in (Path(head), root / head) if is_dir(p)] or \
+                [p for p in runs if read_labels(p).get("name") == head]
+            point = next((q for q in (_point_named(s, tail) for s in sweeps) if q is not None), None)
+            if point is not None:
+                return point
+        named = [q for q in (_point_named(p, text) for p in runs if (p / layout.POINTS).is_dir()) if q is not None]
+    if len(named) == 1:
+        return named[0]
+    where = shorten(str(root), 200)
+    if named:
+        raise GbError(f"{key}: {shorten(text, 100)} names {len(named)} runs under {where} "
+                      f"({', '.join(shorten(str(p), 80) for p in named[:4])}); give the path")
+    raise GbError(f"{key}: {shorten(text, 100)}: no such run directory, nor a run or sweep named so under {where} "
+                  f"(`gb runs` lists them; a sweep's point: SWEEP/NAME)")
 
 
 def _text(v: Any) -> str:
@@ -345,6 +460,7 @@ def show(path: str | Path) -> dict:
         out["results"] = results
     elif info.kind == "sweep":
         out["config"] = read_yaml_record(SweepDir(path).config)
+        out["points"] = sweep_points(path)   # id, readable name (what `gb runs show SWEEP/NAME` takes), the axes
         meta = read_record(SweepDir(path).record)
         out["provenance"] = {"sweep": meta.get("provenance") if meta else None}
     if marker is not None:

@@ -1,5 +1,8 @@
 """A finished run in a notebook: `gbcli.load_run(path)` gives its config, trained network, metrics,
-program records and tables, read through the store as untrusted data (never unpickled)."""
+program records and tables, read through the store as untrusted data (never unpickled). It takes
+what `gb runs show` takes: a run or sweep directory, its path under runs/, a `--name`, or a sweep's
+point by its readable name (`SWEEP/hidden_units=10,seed=1`); a sweep gives its base config, its
+points (what tells them apart) and its aggregated tables."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import pandas as pd
 
 from gbcli.config.loading import load_yaml_text, validate
 from gbcli.errors import GbError
-from gbcli.store.layout import RunDir
+from gbcli.store.layout import RunDir, SweepDir
 from gbcli.store.lock import dir_kind
 from gbcli.store.records import gd_status, stage_status
 from gbcli.store.safe import is_file, read_csv_untrusted, read_record, read_text_untrusted, subdirs
@@ -18,11 +21,15 @@ from gbcli.store.records import read_metrics
 from gbcli.store import layout
 
 
-@dataclass
+@dataclass(repr=False)
 class Run:
-    """What a run directory holds. `model` is the trained network (None when not trained);
-    `results` maps each solved program to its record, with `status` as gb computes it from the
-    record's own numbers (`gbcli.store.records`); `errors` / `inconsistency` are None before `gb compare`."""
+    """What a run (or sweep) directory holds. `model` is the trained network (None when not
+    trained); `results` maps each solved program to its record, with `status` as gb computes it
+    from the record's own numbers (`gbcli.store.records`); `errors` / `inconsistency` are None
+    before `gb compare`. A sweep (`kind` "sweep") has its base config as a dict (its `grid:` and
+    `zip:` included), `points` (one row per point: id, readable name, the keys that vary), `axes`
+    (each varying key with its values) and its aggregated tables; `gbcli.load_run(f"{sweep}/{name}")`
+    loads one point. `repr` is a few lines; the tables are the attributes."""
 
     path: Path
     config: object
@@ -32,22 +39,51 @@ class Run:
     results: dict[str, dict] = field(default_factory=dict)
     errors: pd.DataFrame | None = None
     inconsistency: pd.DataFrame | None = None
+    kind: str = "run"
+    name: str | None = None
+    points: pd.DataFrame | None = None
+    axes: dict[str, list] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        def rows(frame) -> str:
+            return "none" if frame is None else f"{len(frame)} rows"
+
+        head = f"Run({str(self.path)!r}, {self.kind}" + (f", name {self.name!r}" if self.name else "") + ")"
+        if self.kind == "sweep":
+            points = 0 if self.points is None else len(self.points)
+            axes = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in self.axes.items()) or "none"
+            body = [f"  {points} points; axes: {axes}"]
+        else:
+            stages = ([f"gd {self.summary['status']}"] if self.summary is not None else []) + \
+                [f"{k} {v.get('status')}" for k, v in self.results.items()]
+            body = [f"  stages: {', '.join(stages) or 'none'}; model: {'trained' if self.model is not None else 'none'}"
+                    f"; metrics: {rows(self.metrics)}"]
+        body.append(f"  tables: errors {rows(self.errors)}, inconsistency {rows(self.inconsistency)}")
+        return "\n".join([head, *body])
 
 
-def load_run(path: str | Path) -> Run:
-    """The run at `path` (a run directory, or one point of a sweep: `OUT/points/<id>`); GbError when
-    it is not one or holds no config."""
+def load_run(path: str | Path, root: str | Path = "runs") -> Run:
+    """The run or sweep at `path`, or named `path` (`gbcli.runs.index.resolve`: a path under `root`,
+    a `--name`, a sweep's point by its readable name or id); GbError when it names none, or a run
+    that holds no config."""
+    from gbcli.runs.index import resolve
+    from gbcli.store.labels import read_labels
+
+    path = resolve(path, root, "RUN")
+    kind = dir_kind(path, key="RUN")
+    if kind == "sweep":
+        return _load_sweep(path)
+    if kind != "run":
+        raise GbError(f"RUN: {path}: not a run directory, nor a sweep")
     from gbcli.runs.stages import load_trained, prepare
 
     run = RunDir(path)
-    if dir_kind(run.root, key="RUN") != "run":
-        raise GbError(f"RUN: {run.root}: not a run directory (a sweep's points are OUT/points/<id>)")
     configs = [run.gd_config, *(s / layout.CONFIG for s in subdirs(run.svm, hidden=False))]
     source = next((c for c in configs if is_file(c)), None)
     if source is None:
         raise GbError(f"RUN: {run.root}: holds no stage's config.yaml (nothing was run there)")
     cfg = validate(load_yaml_text(read_text_untrusted(source, 10_000_000)), str(source))
-    out = Run(run.root, cfg)
+    out = Run(run.root, cfg, name=read_labels(run.root).get("name"))
     summary = read_record(run.summary)
     if summary is not None:
         out.summary = {**summary, "status": gd_status(summary)}
@@ -62,4 +98,20 @@ def load_run(path: str | Path) -> Run:
     if is_file(run.errors) and is_file(run.tables / layout.INCONSISTENCY):
         out.errors = read_csv_untrusted(run.errors)
         out.inconsistency = read_csv_untrusted(run.tables / layout.INCONSISTENCY)
+    return out
+
+
+def _load_sweep(path: Path) -> Run:
+    """A sweep: its base config (a dict), points, axes and aggregated tables (None before they exist)."""
+    from gbcli.reports.tables import read_tables
+    from gbcli.runs.index import grid_axes, sweep_points
+    from gbcli.store.labels import read_labels
+    from gbcli.store.safe import read_yaml_record
+
+    sweep = SweepDir(path)
+    points = sweep_points(path)
+    out = Run(sweep.root, read_yaml_record(sweep.config), name=read_labels(path).get("name"), kind="sweep",
+              points=pd.DataFrame(points) if points else None, axes=grid_axes(path))
+    if is_file(RunDir(path).errors):
+        out.errors, out.inconsistency = read_tables(path)
     return out

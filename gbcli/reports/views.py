@@ -1,0 +1,76 @@
+"""What a view of many rows must show so that two rows that differ do not look the same: the keys
+that vary between a sweep's points (its grid axes: momentum, seeds, ...), as columns beside the
+results (`gb compare` on a sweep) and as one line (`gb runs`).
+
+The points come from the sweep's `tables/points.csv` (`gbcli.runs.index.sweep_points`: one dict per
+point, "point", "name" and each varying dotted config key); a table without them still shows the
+configuration columns of its own that vary.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# the configuration columns of the result tables (gbcli.reports.tables); shown when they vary
+CONFIG_COLUMNS = ("model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed", "init_seed",
+                  "median_init", "momentum")
+
+
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Each dotted key by its last part (`training.momentum` -> `momentum`), the whole key where two
+    keys end alike (`contexts.seed`, `dataset.seed`)."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (tail if last.count(tail) == 1 else k) for k, tail in zip(keys, last)}
+
+
+def axes_of(points: list[dict]) -> list[str]:
+    """The dotted config keys that vary between `points` (rows of points.csv), in the table's order."""
+    keys = list(dict.fromkeys(k for p in points for k in p if k not in ("point", "name")))
+    return [k for k in keys if len({repr(p.get(k)) for p in points}) > 1]
+
+
+def with_axes(table: pd.DataFrame, points: list[dict], shown: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """`table` with one column per grid axis (by its short name, the value from the point's own
+    config), and the columns to show: point, the axes, then `shown`, and any configuration column
+    of the table that varies and `shown` leaves out (so that no varying key is hidden)."""
+    axes = axes_of(points)
+    names = short_names(axes)
+    out = table
+    if axes and "point" in table.columns:
+        by_point = {str(p["point"]): p for p in points}
+        out = table.drop(columns=[names[k] for k in axes if names[k] in table.columns])
+        for k in axes:
+            out[names[k]] = [by_point.get(str(pid), {}).get(k) for pid in table["point"]]
+    lead = ["point"] if "point" in out.columns else []
+    axis_columns = [names[k] for k in axes if names[k] in out.columns]
+
+    def told(c: str) -> bool:   # a column the axes decide (contexts.seed decides context_seed) adds nothing
+        return bool(axis_columns) and bool((out.groupby(axis_columns, dropna=False)[c].nunique(dropna=False) <= 1).all())
+
+    def varies(c: str) -> bool:
+        return out[c].astype(str).nunique() > 1
+
+    varying = [c for c in CONFIG_COLUMNS if c in out.columns and c not in shown and c not in axis_columns
+               and varies(c) and not told(c)]
+    # in a sweep's view a configuration column that is one value for every row tells no row apart
+    rest = [c for c in shown if c not in lead and c not in axis_columns
+            and not (axis_columns and c in CONFIG_COLUMNS and not varies(c))]
+    return out, lead + axis_columns + varying + rest
+
+
+def _spelled(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def grid_line(axes: dict[str, list]) -> str:
+    """A sweep's axes as one line for a listing: `grid: seed 1,2; momentum 0,0.9`."""
+    names = short_names(list(axes))
+    return "grid: " + "; ".join(f"{names[k]} {','.join(_spelled(v) for v in values)}" for k, values in axes.items())
+
+
+def by_field(results: dict[str, dict]) -> list[dict]:
+    """A run's results ({stage: {field: value}}) as one row per field and one column per stage: a
+    handful of short stage names across, the field names down, so that no header is cut mid-word
+    at any terminal width (`gb runs show`)."""
+    fields = list(dict.fromkeys(k for rec in results.values() for k in rec))
+    return [{"": f, **{stage: rec.get(f) for stage, rec in results.items()}} for f in fields]
