@@ -8,6 +8,8 @@ on a separable problem moves towards the programs."""
 from __future__ import annotations
 
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -230,8 +232,9 @@ def test_the_long_runs_ask_for_a_gpu_in_one_line_where_there_is_none(tmp_path, n
     from pathlib import Path
 
     cfg = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
-    p = forked_gb.run(["sweep", cfg, "--out", "s", "--set", "training.device=cuda"], tmp_path, timeout=300,
-                      argv0=forked_gb.CLI)
+    (tmp_path / "no-data").mkdir()   # no MNIST: the device is refused before any data is looked for
+    p = forked_gb.run(["sweep", cfg, "--out", "s", "--set", "training.device=cuda"], tmp_path,
+                      {**os.environ, "GB_DATA_DIR": str(tmp_path / "no-data")}, timeout=300, argv0=forked_gb.CLI)
     assert p.returncode == 2 and "training.device" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "s").exists()
 
