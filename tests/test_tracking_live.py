@@ -155,6 +155,14 @@ def test_a_sweep_has_one_naming_and_one_parameter_set_live_or_exported(tmp_path)
         assert (params["model.hidden_units"], params["contexts.seed"]) == (str(h), str(s))
         assert a[name].data.tags["mlflow.parentRunId"] == a["sw"].info.run_id
         assert b[name].data.tags["mlflow.parentRunId"] == b["sw"].info.run_id
+    # the sweep run again, every point done, into a third store (as after an untracked sweep): the
+    # points are logged from their records under the same names, parameters and parent
+    again = f"sqlite:///{tmp_path / 'again.db'}"
+    p = ok(gb(["sweep", "sweep.yaml", "--set", f"tracking.mlflow={again}"], tmp_path))
+    assert "4 points finished earlier" in p.stdout, p.stdout
+    c = mlflow_runs(again)
+    assert set(c) == names and all(c[n].data.params == a[n].data.params for n in names), sorted(c)
+    assert all(c[n].data.tags["mlflow.parentRunId"] == c["sw"].info.run_id for n in names - {"sw"})
 
 
 def test_the_export_says_what_it_does_before_it_opens_the_store(tmp_path):

@@ -438,6 +438,9 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
             if progress:   # the tables and figures of many points take seconds: said before they start
                 echo(f"sweep {base.name}: aggregating the tables and figures of {len(points)} points")
             errors, incons, failures = aggregate(out, points, echo)
+            if live is not None:   # points done before tracking was asked for: logged from their records
+                ran = {point_id(p) for p in todo}
+                live.replay_points([d for pid, d in dirs.items() if pid not in ran], echo)
             # the last invocation of the sweep: how it was run (each point's records carry their own)
             write_json(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
                                             "failed": len(failures), "executor": executor, "jobs": jobs,

@@ -428,7 +428,7 @@ class Live:
             self.rid, have = keep.info.run_id, keep.data.params
             mlflow_client.update_run(self.rid, status="RUNNING")
         log_params(mlflow_client, self.rid, params, have)   # a value an earlier stage logged stays (MLflow keeps the first)
-        self.client = mlflow_client
+        self.client, self.exp_id = mlflow_client, exp_id
 
     def _parent(self, mlflow_client, exp_id: str) -> str | None:
         """A sweep point's parent: its sweep's MLflow run (`<sweep>/points/<id>`)."""
@@ -436,6 +436,23 @@ class Live:
             return None
         found = runs_of(mlflow_client, exp_id, self.path.parent.parent)
         return found[0].info.run_id if found else None
+
+    def replay_points(self, dirs: list[Path], say) -> None:
+        """A sweep's points that were finished before this run of it (a sweep run untracked, then again
+        with tracking): each replayed from its records as a child of this run (`replay`; nothing for
+        one already there). `say`: the line that says so first."""
+        if self.client is None or not dirs:
+            return
+        from gbcli.runs.index import read_any
+
+        say(f"tracking: {len(dirs)} points finished earlier: logging their records to MLflow {shorten(self.uri, 160)} "
+            f"(those already there are left as they are)")
+
+        def replay_all() -> None:
+            for d in dirs:
+                Live.replay(self.client, self.uri, self.experiment, self.exp_id, read_any(Path(d)), parent=self.rid)
+
+        self._guard("logging the points finished earlier", replay_all)
 
     def row(self, row: dict) -> None:
         """One logged row of metrics.csv, as it is logged (sent at most every FLUSH_SECONDS)."""
