@@ -73,6 +73,8 @@ def type_text(annotation: Any, metadata: tuple | list = ()) -> str:
         return "null"
     if annotation is Any:
         return "any"
+    if isinstance(annotation, type) and issubclass(annotation, Section):   # a nested mapping (training.adaptive_step)
+        return "mapping"
     if origin is Annotated:
         return type_text(args[0], (*metadata, *args[1:]))
     if origin is Literal:

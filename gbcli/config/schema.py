@@ -118,6 +118,21 @@ class ContextsConfig(Section):
 MAX_EPOCHS = 10 ** 12   # passes over the data: any more and steps overflow int64 at batch 1
 
 
+class AdaptiveStepConfig(Section):
+    """`training.adaptive_step`: the base step eta_0 of a normalized step_rule re-estimated along the
+    run (`gbcli.training.step.AdaptiveStep`): every `every` steps, eta_0 = fraction * 2 / lambda *
+    nu(w), lambda the sharpness of log R (power iteration on Hessian-vector products), nu(w) the
+    rule's normalizer (||w||^(2L-2), or 1 for loss-normalized)."""
+
+    every: StrictInt = Field(100, ge=1, le=10 ** 12, description="steps between two estimates of the sharpness")
+    power_iters: StrictInt = Field(10, ge=1, le=1000, description="power iterations (Hessian-vector products) per "
+                                                                 "estimate")
+    fraction: StrictFloat = Field(0.5, gt=0, lt=1, allow_inf_nan=False,
+                                  description="the step on log R as a fraction of its stability bound 2 / sharpness")
+    max_growth: StrictFloat = Field(2.0, ge=1, le=1e6, allow_inf_nan=False,
+                                    description="the most eta_0 may grow from one estimate to the next")
+
+
 class TrainingConfig(Section):
     """Gradient descent (protocol section 4). `paper` values are resolved from the train size."""
 
@@ -156,6 +171,11 @@ class TrainingConfig(Section):
                                 "loss; homogeneous-normalized lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model")
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
+    adaptive_step: Optional[AdaptiveStepConfig] = Field(
+        None, description="re-estimate the base step of a normalized step_rule along the run from the sharpness "
+                          "of log R (full batch, plain gradient descent only); null: the fixed lr. Keys: every (int >= "
+                          "1, 100: steps between estimates), power_iters (int >= 1, 10), fraction (float in (0, 1), "
+                          "0.5: of the stability bound 2 / sharpness), max_growth (float >= 1, 2.0: per estimate)")
     track: list[str] = Field(default_factory=list, description="instruments logged to metrics.csv (gbcli.instruments)")
     # a sweep point's id leaves it out (the results are the same), the gd manifest keeps it (metrics.csv differs)
     validation: Literal["logged", "final"] = Field(
@@ -181,6 +201,22 @@ class TrainingConfig(Section):
         if isinstance(v, int) and not 1 <= v <= MAX_EPOCHS:
             raise ValueError(f"must be in 1..{MAX_EPOCHS:,} (the step counter is a 64-bit integer), got {shorten(str(v))}")
         return v
+
+    @model_validator(mode="after")
+    def _adaptive_alone(self) -> "TrainingConfig":
+        """The adaptive step estimates the sharpness of the full batch's log R for plain gradient steps."""
+        if self.adaptive_step is not None:
+            for key, bad, why in (
+                    ("step_rule", self.step_rule == "constant", "is constant: the adaptive step sets a normalized "
+                                                                "rule's base step (loss- or homogeneous-normalized)"),
+                    ("batch_size", self.batch_size is not None, "must be null (full batch): the sharpness is the full "
+                                                                "training set's"),
+                    ("momentum", self.momentum != 0, "must be 0: the stability bound 2 / sharpness is plain GD's"),
+                    ("optimizer", self.optimizer != "sgd", "must be sgd"),
+                    ("descent", self.descent != "gradient", "must be gradient")):
+                if bad:
+                    raise ValueError(f"training.{key}: {why} (training.adaptive_step is set)")
+        return self
 
 
 class SvmConfig(Section):

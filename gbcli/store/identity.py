@@ -47,15 +47,16 @@ def _drop(d: dict, keys: frozenset[str]) -> dict:
 # Keys added after stage manifests were first written, hashed only when set: a config that does not
 # use one hashes as it did before the key existed, so its finished stages and training checkpoints
 # stay valid (adding `training.init_from` once restarted a 7-hour training from step 0).
-UNSET_SINCE = {"training.init_from": None}
+UNSET_SINCE = {"training.init_from": None, "training.adaptive_step": None}
 
 
 def section_hash(cfg, sections: tuple[str, ...]) -> str:
     d = cfg.to_dict()
     picked = {s: d.get(s) for s in sections}
     how = {k for k in execution_keys("execution") if k.partition(".")[0] in sections and "." in k}
-    flat = flatten(d)
-    how |= {k for k, unset in UNSET_SINCE.items() if flat.get(k, unset) == unset}
+    # looked up nested, not flattened: a mapping's value (training.adaptive_step) is set, not absent
+    how |= {k for k, unset in UNSET_SINCE.items()
+            if (d.get(k.partition(".")[0]) or {}).get(k.partition(".")[2], unset) == unset}
     for key in how:
         s, _, k = key.partition(".")
         if isinstance(picked.get(s), dict):

@@ -86,6 +86,8 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
     bufs: list[torch.Tensor] | None = None
     sched = Schedule.of(t, xt.shape[0])
     gen = torch.Generator().manual_seed(t.batch_seed)
+    full = sched.batch >= xt.shape[0]   # as `Step`: unpermuted, column-major where the network takes it
+    x_full = xt.T.contiguous().T if full and getattr(stacked, "column_major_input", False) else xt
 
     def log_all(step: int, epoch: float, lr: float, validate: bool | None = None) -> bool:
         stacked.unstack(models)
@@ -129,7 +131,7 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
                 changing = True
                 lr = epoch_lr(t, epoch)
                 gen_epoch, epoch_gen_state = epoch, gen.get_state()
-                perm = torch.randperm(xt.shape[0], generator=gen).to(device)
+                perm = torch.randperm(xt.shape[0], generator=gen).to(device)   # drawn even for the full batch (the generator)
                 changing = False
             for i in range(sched.per_epoch):
                 if interrupts.checkpoint_asked() or time.monotonic() >= next_save:   # a Slurm SIGTERM asks at once
@@ -137,10 +139,13 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
                     next_save = time.monotonic() + every
                 if step in sched.log_at and not log_all(step, epoch + i / sched.per_epoch, lr):
                     return None
-                idx = perm[i * sched.batch:(i + 1) * sched.batch]
-                # index_select: the rows of xt[idx], 3-5x faster than advanced indexing (issue 13)
-                yb = yt.index_select(0, idx)
-                out = stacked(xt.index_select(0, idx), ct.index_select(1, idx))
+                if full:   # the plain loop's full batch (gbcli.training.step.Step): the tensors themselves
+                    yb, out = yt, stacked(x_full, ct)
+                else:
+                    idx = perm[i * sched.batch:(i + 1) * sched.batch]
+                    # index_select: the rows of xt[idx], 3-5x faster than advanced indexing (issue 13)
+                    yb = yt.index_select(0, idx)
+                    out = stacked(xt.index_select(0, idx), ct.index_select(1, idx))
                 losses = torch.stack([loss_fn(yb * out[k], t.loss) for k in range(len(models))])
                 if not bool(torch.isfinite(losses).all()):
                     return None

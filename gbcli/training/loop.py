@@ -28,22 +28,9 @@ from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
 from gbcli.training.losses import log_mean_loss, loss_fn
 from gbcli.training.sgd import SGD
+from gbcli.training.step import AdaptiveStep, Step
 
 EXPLODED = 1e6   # a logged training loss this many times its value at step 0 counts as divergence
-
-
-def steepest_coordinate(model: nn.Module) -> None:
-    """Keep only the largest gradient coordinate: steepest descent in the l1 norm, i.e. greedy
-    coordinate descent (AdaBoost's update, whose limit is the l1 max-margin direction)."""
-    g = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-    keep = int(g.abs().argmax())
-    for p in model.parameters():
-        flat = p.grad.reshape(-1)
-        mask = torch.zeros_like(flat)
-        if 0 <= keep < flat.numel():
-            mask[keep] = 1.0
-        keep -= flat.numel()
-        p.grad.mul_(mask.reshape(p.grad.shape))
 
 
 @dataclass
@@ -258,7 +245,8 @@ def _check(ok: bool, what: str) -> None:
         raise ValueError(what)
 
 
-def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Schedule) -> None:
+def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Schedule, update: Step | None = None
+             ) -> None:
     """Load a checkpoint into the freshly built `model`, `opt` and `gen`, after checking every part
     of it against them (ValueError naming the part: nothing is changed then). A buffer may differ
     in shape (FReLU's frozen gates exist only once frozen); a parameter may not."""
@@ -299,7 +287,15 @@ def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Sc
                 _check(v is None or (isinstance(v, torch.Tensor) and v.layout == torch.strided
                                      and v.shape == plist[idx].shape and v.dtype == plist[idx].dtype), f"optimizer {k}")
 
+    adaptive = update.adaptive if update is not None else None
+    _check(("adaptive" in state) == (adaptive is not None), "adaptive step state")
+    if adaptive is not None:
+        probe = AdaptiveStep.__new__(AdaptiveStep)
+        probe.load(state["adaptive"])   # ValueError when it is not a finite positive step
+
     # everything checked: now load
+    if adaptive is not None:
+        adaptive.load(state["adaptive"])
     with torch.no_grad():
         for name, t in weights.items():
             if name not in params and t.shape != own[name].shape:   # a buffer that changes shape (FReLU's gates)
@@ -334,14 +330,12 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     n = xt.shape[0]
     sched = Schedule.of(t, n)
     batch, per_epoch, total, log_at = sched.batch, sched.per_epoch, sched.total, sched.log_at
-    normalized = t.step_rule != "constant"
-    objective = log_mean_loss if normalized else loss_fn   # lr * grad log R = (lr / R) * grad R
     if hasattr(model, "restrict"):   # shallow GLN: train only the contexts that hold training points
         model.restrict(ct, sparse_grad=t.momentum == 0)
     opt = (torch.optim.Adam(model.parameters(), lr=t.lr) if t.optimizer == "adam"
            else SGD(model.parameters(), lr=t.lr, momentum=t.momentum))
     gen = torch.Generator().manual_seed(t.batch_seed)
-    degree = cfg.model.homogeneity
+    update = Step(model, cfg, xt, yt, ct, opt, batch)
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker, on_row)
     rows, log, why_diverged = metrics.rows, partial(metrics.log, model), metrics.why_diverged
 
@@ -351,7 +345,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     if checkpoint is not None and checkpoint.resume is not None:
         state = checkpoint.resume
         try:
-            _restore(state, model, opt, gen, sched)
+            _restore(state, model, opt, gen, sched, update)
         except Exception as exc:   # checked before anything was loaded: the run starts from step 0
             gb_log.warning(f"{checkpoint.path}: does not fit this network ({exc}); training from step 0")
         else:
@@ -378,6 +372,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
             "batch_generator": epoch_gen_state if gen_epoch == e else gen.get_state(),
             "torch_generator": torch.get_rng_state(),
             "rows": [{k: plain(v) for k, v in r.items()} for r in rows if r["step"] < step],
+            **({"adaptive": update.adaptive.state()} if update.adaptive is not None else {}),
         }):
             checkpoint.saved += 1
 
@@ -397,29 +392,28 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                         g["lr"] = lr
                     spec.on_epoch(model, cfg, epoch)
                     gen_epoch, epoch_gen_state = epoch, gen.get_state()
-                    perm = torch.randperm(n, generator=gen).to(device)
+                    perm = torch.randperm(n, generator=gen)   # drawn even for the full batch: the generator's state
+                    if not update.full:                          # the full batch uses none: no copy to the device
+                        perm = perm.to(device)
                     changing = False
                 for i in range(first_i if epoch == first_epoch else 0, per_epoch):
                     if checkpoint is not None and (interrupts.checkpoint_asked() or time.monotonic() >= next_save):
                         save()
                         next_save = time.monotonic() + checkpoint.seconds
+                    why = update.adapt(step)   # the adaptive step's estimate, when due
+                    if why:
+                        diverged = why
+                        break
                     if step in log_at:
-                        if not log(step, epoch + i / per_epoch, lr):
+                        if not log(step, epoch + i / per_epoch, update.base_lr(lr)):
                             diverged = why_diverged(step)
                             break
                         note_row(bar, rows[-1])
-                    idx = perm[i * batch:(i + 1) * batch]
-                    loss = objective(yt[idx] * model(xt[idx], None if ct is None else ct[idx]), t.loss)
+                    loss = update.loss(perm, i)
                     if not bool(torch.isfinite(loss)):
                         diverged = f"the training loss is {float(loss.detach())} at step {step} (epoch {epoch})"
                         break
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if t.descent == "coordinate":
-                        steepest_coordinate(model)
-                    if t.step_rule == "homogeneous-normalized" and degree > 1:
-                        for g in opt.param_groups:
-                            g["lr"] = lr / weight_norm(model) ** (2 * degree - 2)
+                    update.prepare(loss, lr)
                     with interrupts.deferred():   # an interrupt waits for the step's end (a few microseconds)
                         changing = True
                         opt.step()
@@ -427,7 +421,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                         changing = False
                         bar.advance()
             if not (rows and rows[-1]["step"] == step):   # the last step (already logged when it diverged there)
-                if not log(step, step / per_epoch, lr, validate=True) and not diverged:
+                if not log(step, step / per_epoch, update.base_lr(lr), validate=True) and not diverged:
                     diverged = why_diverged(step)
             if rows:   # the final line shows the last row of metrics.csv, not the one before it
                 note_row(bar, rows[-1])

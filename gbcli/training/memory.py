@@ -24,6 +24,8 @@ def check_memory(cfg) -> None:
     except Exception:   # a network that cannot be built from this config says so when it is built
         return
     need = d.pool_bytes() + 4 * params * 4 + 4 * (n + m) * rows * 3
+    if cfg.training.batch_size is None and getattr(net, "column_major_input", False):
+        need += 4 * n * d.feature_dim()   # the full batch's column-major copy (gbcli.training.step)
     if need > ram:
         sizes = {f"model.{k}": v for k, v in cfg.model.model_dump().items()
                  if isinstance(v, int) and not isinstance(v, bool) and k != "init_seed"}

@@ -1,0 +1,162 @@
+"""One training step of the plain loop (`gbcli.training.loop.train`): the minibatch, the objective,
+its gradient and the step size; `loop.train` takes the optimizer's update itself (inside its
+interrupt guard). `benchmarks/step_time.py` times this very object.
+
+Where the time goes (issue 47, N = 48,000, H = 50, C = 2, full batch, one core): the two
+N x d x HC products of the forward and the backward pass are the floor. The full batch is the
+training tensors themselves: gathering `xt[perm]` copied the whole 150 MB design every step (a
+third of the step) for a sum that only changes its order. The permutation is still drawn each
+epoch (the batch generator's state, saved in checkpoints, stays the one it always was). A network
+that says it takes a column-major design (`column_major_input`: the GLN) gets the full batch as the
+transpose of a contiguous (d x N) copy (one more copy of the training set, kept for the run), on
+which both products run as (HC x d) @ (d x N) and (HC x N) @ (N x d): 1.3-1.5x faster on one core
+than the row-major (N x d) @ (d x HC) products. The gates of the fixed contexts are computed once
+(`DeepGLN.gates`).
+
+The adaptive step (`training.adaptive_step`, `AdaptiveStep`): the base step eta_0 of a normalized
+step rule re-estimated every K steps as `fraction * 2 / lambda * nu(w)`, lambda the sharpness (the
+largest Hessian eigenvalue in absolute value) of the objective log R at w, by power iteration on
+Hessian-vector products, and nu(w) the rule's normalizer (||w||^(2L-2) for the homogeneous rule, 1
+for loss-normalized): the step on log R is then `fraction` of the stability bound 2 / lambda at the
+estimate, and follows ||w|| between estimates as the fixed rule does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from gbcli.models.base import weight_norm
+from gbcli.training.losses import log_mean_loss, loss_fn
+
+
+def steepest_coordinate(model: nn.Module) -> None:
+    """Keep only the largest gradient coordinate: steepest descent in the l1 norm, i.e. greedy
+    coordinate descent (AdaBoost's update, whose limit is the l1 max-margin direction)."""
+    g = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    keep = int(g.abs().argmax())
+    for p in model.parameters():
+        flat = p.grad.reshape(-1)
+        mask = torch.zeros_like(flat)
+        if 0 <= keep < flat.numel():
+            mask[keep] = 1.0
+        keep -= flat.numel()
+        p.grad.mul_(mask.reshape(p.grad.shape))
+
+
+def normalizer(model: nn.Module, t, degree: int) -> float:
+    """nu(w): the step on log R is eta_0 / nu(w) (homogeneous-normalized: ||w||^(2L-2); else 1)."""
+    if t.step_rule == "homogeneous-normalized" and degree > 1:
+        return weight_norm(model) ** (2 * degree - 2)
+    return 1.0
+
+
+def sharpness(model: nn.Module, objective, iters: int, seed: int) -> float:
+    """The largest |eigenvalue| of the Hessian of `objective()` in the model's parameters, by `iters`
+    power iterations on Hessian-vector products (double backward) from a seeded random start (its own
+    generator: the global one is not drawn, so a resumed run estimates the same). NaN when not finite."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(objective(), params, create_graph=True)
+    gen = torch.Generator().manual_seed(seed)
+    v = [torch.randn(p.shape, generator=gen, dtype=p.dtype).to(p.device) for p in params]
+    lam = float("nan")
+    for k in range(iters):
+        norm = torch.sqrt(sum((u * u).sum() for u in v))
+        v = [u / norm for u in v]
+        hv = torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=k < iters - 1)
+        lam = float(sum((a * b).sum() for a, b in zip(v, hv)))   # the Rayleigh quotient v' H v
+        v = [h.detach() for h in hv]
+    return abs(lam) if math.isfinite(lam) else float("nan")
+
+
+class AdaptiveStep:
+    """The base step eta_0 of a normalized rule, re-estimated every `every` steps (module docstring).
+    `eta0` is state a checkpoint keeps (`state`, `load`); before the first estimate it is `lr`."""
+
+    def __init__(self, settings, lr: float):
+        self.every, self.iters, self.fraction = settings.every, settings.power_iters, settings.fraction
+        self.max_growth = settings.max_growth
+        self.eta0, self.estimated = lr, False
+
+    def due(self, step: int) -> bool:
+        return step % self.every == 0 or not self.estimated
+
+    def estimate(self, model: nn.Module, objective, nu: float, step: int) -> bool:
+        """Re-estimate eta_0 at this step; False when the sharpness is not finite and positive."""
+        lam = sharpness(model, objective, self.iters, seed=step)
+        if not (math.isfinite(lam) and lam > 0):
+            return False
+        new = self.fraction * 2.0 / lam * nu
+        self.eta0 = min(new, self.eta0 * self.max_growth) if self.estimated else new
+        self.estimated = True
+        return True
+
+    def state(self) -> dict:
+        return {"eta0": float(self.eta0), "estimated": bool(self.estimated)}
+
+    def load(self, state) -> None:
+        ok = (isinstance(state, dict) and isinstance(state.get("eta0"), float) and math.isfinite(state["eta0"])
+              and state["eta0"] > 0 and isinstance(state.get("estimated"), bool))
+        if not ok:
+            raise ValueError("adaptive step state")
+        self.eta0, self.estimated = state["eta0"], state["estimated"]
+
+
+class Step:
+    """The step of `loop.train` on `model` (already on its device) with the training tensors
+    `xt, yt, ct` and the optimizer `opt`: `loss(perm, i)` is the objective of the i-th minibatch of
+    the epoch's permutation (the full training set when the batch is all of it), `prepare(loss,
+    lr)` its gradient and the step size of the configured rule (the caller then takes `opt.step()`)."""
+
+    def __init__(self, model: nn.Module, cfg, xt: torch.Tensor, yt: torch.Tensor, ct: torch.Tensor | None, opt,
+                 batch: int):
+        self.model, self.t, self.degree, self.opt = model, cfg.training, cfg.model.homogeneity, opt
+        self.full = batch >= xt.shape[0]
+        if self.full and getattr(model, "column_major_input", False):   # the faster products (DeepGLN)
+            xt = xt.T.contiguous().T
+        self.xt, self.yt, self.ct, self.batch = xt, yt, ct, batch
+        t = self.t
+        self.objective = log_mean_loss if t.step_rule != "constant" else loss_fn  # lr grad log R = (lr / R) grad R
+        adaptive = getattr(t, "adaptive_step", None)
+        self.adaptive = AdaptiveStep(adaptive, t.lr) if adaptive is not None else None
+
+    def minibatch(self, perm: torch.Tensor, i: int):
+        """The i-th minibatch's rows (index_select: 3-5x faster than advanced indexing, issue 13)."""
+        if self.full:
+            return self.xt, self.yt, self.ct
+        idx = perm[i * self.batch:(i + 1) * self.batch]
+        return (self.xt.index_select(0, idx), self.yt.index_select(0, idx),
+                None if self.ct is None else self.ct.index_select(0, idx))
+
+    def full_objective(self) -> torch.Tensor:
+        return self.objective(self.yt * self.model(self.xt, self.ct), self.t.loss)
+
+    def loss(self, perm: torch.Tensor, i: int) -> torch.Tensor:
+        x, y, c = self.minibatch(perm, i)
+        return self.objective(y * self.model(x, c), self.t.loss)
+
+    def adapt(self, step: int) -> str:
+        """Re-estimate the adaptive base step when due; why it failed ("" when it did not)."""
+        if self.adaptive is None or not self.adaptive.due(step):
+            return ""
+        nu = normalizer(self.model, self.t, self.degree)
+        if not self.adaptive.estimate(self.model, self.full_objective, nu, step):
+            return f"the sharpness of log R is not finite and positive at step {step} (adaptive step)"
+        return ""
+
+    def base_lr(self, lr: float) -> float:
+        """The base step eta_0 this step: the schedule's `lr`, or the adaptive estimate."""
+        return self.adaptive.eta0 if self.adaptive is not None else lr
+
+    def prepare(self, loss: torch.Tensor, lr: float) -> None:
+        """The gradient of `loss` in the parameters, and the optimizer's step size for it."""
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.t.descent == "coordinate":
+            steepest_coordinate(self.model)
+        base = self.base_lr(lr)
+        if self.adaptive is not None or (self.t.step_rule == "homogeneous-normalized" and self.degree > 1):
+            for g in self.opt.param_groups:
+                g["lr"] = base / normalizer(self.model, self.t, self.degree)
