@@ -269,9 +269,10 @@ def test_momentum_has_its_own_fill_in_panels_a_and_b_and_one_legend_beside_the_d
         assert fills == {"full", "none"}, fills
         (legend,) = _legends(fig)
         texts = [t.get_text() for t in legend.get_texts()]
-        assert "momentum 0" in texts and "momentum 0.9" in texts, texts
+        assert "momentum 0 (filled markers)" in texts and "momentum 0.9 (hollow markers)" in texts, texts
         handles = dict(zip(texts, legend.legend_handles))
-        assert handles["momentum 0"].get_fillstyle() == "full" and handles["momentum 0.9"].get_fillstyle() == "none"
+        assert handles["momentum 0 (filled markers)"].get_fillstyle() == "full"
+        assert handles["momentum 0.9 (hollow markers)"].get_fillstyle() == "none"
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         FigureCanvasAgg(fig).draw()

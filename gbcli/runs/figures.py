@@ -163,8 +163,8 @@ def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
                 color=colour[group[key]] if key else style[name][0], fillstyle=fill.get(group.get("momentum"), "full"))
     handles = [Line2D([], [], color="0.35" if key else style[n][0], marker=style[n][1], ls="", label=n)
                for n in sorted(pairs["predictor_a"].unique())]
-    handles += [Line2D([], [], color="0.35", marker="o", ls="", fillstyle=fill[m], label=f"momentum {m:g}")
-                for m in momenta]
+    handles += [Line2D([], [], color="0.35", marker="o", ls="", fillstyle=fill[m],
+                       label=f"momentum {m:g} ({FILL_WORDS[fill[m]]} markers)") for m in momenta]
     handles += [Line2D([], [], color=colour[v], marker="s", ls="", label=f"{key}={v:g}" if isinstance(v, float) else
                        f"{key}={v}") for v in values]
     return handles
@@ -576,6 +576,8 @@ MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points
 
 LINE_STYLES = ("-", "--", ":", "-.")   # one per momentum value of a sweep (curves), in the grid's order
 FILL_STYLES = ("full", "none", "left", "bottom", "right", "top")   # a dot's fill per momentum value (panels a, b)
+FILL_WORDS = {"full": "filled", "none": "hollow", "left": "left-half", "bottom": "lower-half", "right": "right-half",
+              "top": "upper-half"}
 
 
 def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
