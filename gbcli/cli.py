@@ -508,6 +508,8 @@ def runs_show(run: str = typer.Argument(..., help="a run or sweep directory, or 
     import yaml
 
     _echo(f"{rec['path']}: {rec['kind']}, {rec['status']}" + (f" ({rec['note']})" if rec.get("note") else ""))
+    if rec.get("point_of"):
+        _echo(f"point {rec['point_of']['name']} of sweep {rec['point_of']['sweep']}")
     labels = rec.get("labels") or {}
     for key in ("name", "note"):
         if labels.get(key):

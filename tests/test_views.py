@@ -74,8 +74,9 @@ def test_a_run_is_named_by_its_name_and_a_point_by_its_readable_name_in_every_co
     shown = ok(gb(["runs", "show", "baseline"], work)).stdout
     assert shown.startswith("runs/views: run, complete") and "name: baseline" in shown
     for given in (f"grid/{name}", f"runs/grid/{name}", name, f"grid/{pid}"):
-        first = ok(gb(["runs", "show", given], work)).stdout.splitlines()[0]
+        first, second = ok(gb(["runs", "show", given], work)).stdout.splitlines()[:2]
         assert first.startswith(f"runs/grid/points/{pid}: run"), (given, first)
+        assert second == f"point {name} of sweep runs/grid", second
     diff = ok(gb(["runs", "diff", "baseline", f"grid/{name}", "--format", "csv"], work)).stdout
     keys = {r["key"] for r in csv.DictReader(io.StringIO(diff))}
     assert "training.momentum" in keys and "model.hidden_units" not in keys

@@ -436,6 +436,10 @@ def show(path: str | Path) -> dict:
         out["labels"] = info.labels
     run = RunDir(path)
     marker = read_record(run.marker)
+    if info.kind == "run" and path.parent.name == layout.POINTS:   # a sweep's point: its sweep and readable name
+        named = [r for r in sweep_points(path.parent.parent) if str(r["point"]) == path.name]
+        if named:
+            out["point_of"] = {"sweep": str(path.parent.parent), "name": named[0]["name"]}
     if info.kind == "run":
         cfg = read_yaml_record(run.gd_config) or next(
             (c for c in (read_yaml_record(s / layout.CONFIG) for s in subdirs(run.svm)) if c), None)
