@@ -139,7 +139,7 @@ def test_a_sweep_has_one_naming_and_one_parameter_set_live_or_exported(tmp_path)
     assert lines[0].startswith(f"exporting to {exported}") and lines[0].endswith(": 5 runs"), p.stdout
     assert lines[-1].startswith(f"exported to {exported}") and "1 sweeps with 4 points" in lines[-1], p.stdout
     # item 8: none of MLflow's own lines
-    assert all(line.startswith(("exporting", "exported")) for line in lines), p.stdout
+    assert all(line.startswith(("exporting", "exported", "creating the MLflow database")) for line in lines), p.stdout
     a, b = mlflow_runs(live), mlflow_runs(exported)
     names = {"sw", *(f"sw/hidden_units={h},seed={s}" for h in (2, 3) for s in (1, 2))}
     assert set(a) == set(b) == names, (sorted(a), sorted(b))
@@ -181,4 +181,8 @@ def test_the_export_says_what_it_does_before_it_opens_the_store(tmp_path):
 
     export(tmp_path / "runs", echo=echo)
     assert said[0] == (f"exporting to sqlite:///{db} (experiment gb): 1 runs", False), said
+    assert said[1] == (f"creating the MLflow database {db} (about 10 s)", False), said   # the longest wait, named
+    said.clear()
+    export(tmp_path / "runs", echo=echo)   # the store is there: no such line
+    assert not any("creating" in msg for msg, _ in said) and "1 unchanged" in said[-1][0], said
     assert said[-1][0].startswith(f"exported to sqlite:///{db}") and said[-1][1], said

@@ -152,6 +152,9 @@ def _export(todo: list, uri: str, experiment: str, echo) -> dict:
     total = sum(1 + len(points) for _, points in todo)
     with Progress(f"exporting to {shorten(uri, 160)} (experiment {experiment})", total, say=echo,
                   counter="{done}/{total} runs") as bar:
+        db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+        if db and not present(Path(db)):   # MLflow sets up a new database's tables: the longest wait
+            echo(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
         mlflow_client = client(uri)
         exp_id = experiment_id(mlflow_client, uri, experiment)
         for info, points in todo:
