@@ -89,8 +89,9 @@ def test_tracking_a_run_already_trained_logs_it_into_mlflow(tmp_path):
         ok(gb(cmd, tmp_path))
     uri = "sqlite:///runs/mlflow.db"
     p = ok(gb(["train-gd", "cfg.yaml", "--set", f"tracking.mlflow={uri}"], tmp_path))
-    said = p.stdout.splitlines()
-    assert len(said) == 1 and "already trained" in said[0] and "gb runs export mlflow" in said[0], p.stdout
+    said = p.stdout.splitlines()   # what it does, in one line, then the wait for a new database named
+    assert len(said) == 2 and "creating the MLflow database" in said[1] and "(about 10 s)" in said[1], p.stdout
+    assert "already trained" in said[0] and "gb runs export mlflow" in said[0], p.stdout
     assert "nothing to do" not in p.stdout and str(tmp_path / "runs" / "mlflow.db") in said[0]
     store = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     (run,) = mlflow_runs(store).values()

@@ -142,7 +142,7 @@ def _export(todo: list, uri: str, experiment: str, echo) -> dict:
     path, saying first what it does (before MLflow is imported and its store opened: seconds), then
     how far it is."""
     from gbcli.logs import Progress
-    from gbcli.runs.tracking import Live, client, experiment_id
+    from gbcli.runs.tracking import Live, client, experiment_id, say_new_store
 
     counts = {"runs": 0, "sweeps": 0, "points": 0, "unchanged": 0}
     for info, _ in todo:
@@ -152,9 +152,7 @@ def _export(todo: list, uri: str, experiment: str, echo) -> dict:
     total = sum(1 + len(points) for _, points in todo)
     with Progress(f"exporting to {shorten(uri, 160)} (experiment {experiment})", total, say=echo,
                   counter="{done}/{total} runs") as bar:
-        db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
-        if db and not present(Path(db)):   # MLflow sets up a new database's tables: the longest wait
-            echo(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
+        say_new_store(uri, echo)
         mlflow_client = client(uri)
         exp_id = experiment_id(mlflow_client, uri, experiment)
         for info, points in todo:

@@ -79,6 +79,14 @@ def client(tracking_uri: str, what: str = "gb runs export mlflow"):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+def say_new_store(uri: str, say) -> None:
+    """The longest wait of tracking, named before it starts: MLflow setting up a new SQLite
+    database's tables (about 10 s)."""
+    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    if db and not os.path.lexists(db):
+        say(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
+
+
 def experiment_id(mlflow_client, uri: str, name: str) -> str:
     """The id of experiment `name`, created when missing (with a SQLite store: its artifacts beside
     the database, `mlflow-artifacts/<name>/`)."""
@@ -352,6 +360,7 @@ class Live:
         live = cls(cfg.tracking.mlflow, cfg.tracking.experiment, Path(path), stage, flatten(cfg.to_dict()))
 
         def open_() -> None:
+            say_new_store(live.uri, log.info)
             mc = client(live.uri, "tracking.mlflow")
             earlier = runs_of(mc, exp := experiment_id(mc, live.uri, live.experiment), live.path)
             live._open(mc, exp, earlier, None if fresh or not earlier else earlier[0], kind)
@@ -523,6 +532,7 @@ def replay_done(cfg, run_dir: str | Path, lead: str) -> str | None:
     if uri in _DEAD:
         return line
     try:
+        say_new_store(uri, log.info)
         mc = client(uri, "tracking.mlflow")
         Live.replay(mc, uri, experiment, experiment_id(mc, uri, experiment), read_any(Path(run_dir)))
     except GbError:
