@@ -525,6 +525,7 @@ ALT_BY_SECTION = {
     "model.deep-linear.depth": 3, "model.residual.depth": 3,
     "model.leaky.hidden_units": 12, "model.gln3.hidden_units": 12,
     "dataset.points.x": [[1.0, 0.0], [0.0, 3.0]],
+    "training.adaptive_step": {"every": 50},
 }
 
 
@@ -558,6 +559,8 @@ def _base(section: str, key: str) -> dict:
         raw["model"]["output_bias"] = False   # the instruments need an exactly homogeneous model
     if section == "training" and key == "descent":
         raw["model"] = {"kind": "linear"}     # coordinate descent is for linear models
+    if section == "training" and key == "adaptive_step":   # it re-estimates a normalized full-batch step
+        raw["training"] = {"step_rule": "loss-normalized", "batch_size": None}
     if section == "svm" and key in ("restarts", "radii", "search_seed"):   # paper 003's programs' options
         raw["dataset"] = {"name": "points", "x": [[1.0, 0.25], [-1.0, 0.25]], "y": [1, 1]}
         raw["model"] = {"kind": "relu", "hidden_units": 2}

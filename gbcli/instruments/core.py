@@ -202,8 +202,7 @@ class Convergence(Instrument):
         import pandas as pd
 
         ds, problem = tracker.problem.dataset, tracker.problem
-        t = lambda a: torch.as_tensor(np.asarray(a))
-        cert = gln_certificate.certify(*_arrays(model, t(ds.x_train), t(ds.y_train), t(problem.ctx_train)))
+        cert = gln_certificate.certify(*_arrays(model, ds.x_train, ds.y_train, problem.ctx_train))
         if cert is None:
             return {}
         return {"units": pd.DataFrame({"unit": np.arange(len(cert.unit_norms)),
@@ -212,9 +211,11 @@ class Convergence(Instrument):
 
 
 def _arrays(model, x, y, ctx) -> tuple:
-    """(w1, w2, x, y, ctx) as float64 numpy arrays on the CPU (ctx: integers), for the certificate."""
-    arr = lambda a: a.detach().double().cpu().numpy()
-    return arr(model.w1), arr(model.w2).reshape(-1), arr(x), arr(y), ctx.cpu().numpy()
+    """(w1, w2, x, y, ctx) as float64 numpy arrays on the CPU (ctx: integers), for the certificate;
+    x, y and ctx may be tensors or (read-only) numpy arrays."""
+    arr = lambda a: a.detach().double().cpu().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=np.float64)
+    ints = lambda a: a.cpu().numpy() if torch.is_tensor(a) else np.asarray(a)
+    return arr(model.w1), arr(model.w2).reshape(-1), arr(x), arr(y), ints(ctx)
 
 
 def _cosine(ref: dict, z: np.ndarray, obj: float) -> float:

@@ -42,7 +42,7 @@ from gbcli.errors import GbError
 from gbcli.store import layout
 from gbcli.store.labels import read_labels
 from gbcli.store.layout import RunDir, SweepDir
-from gbcli.store.safe import (files_below, flatten, is_file, is_link, read_csv_untrusted, read_untrusted,
+from gbcli.store.safe import (files_below, flatten, is_file, is_link, present, read_csv_untrusted, read_untrusted,
                               read_yaml_record)
 from gbcli.text import shorten
 
@@ -83,7 +83,7 @@ def say_new_store(uri: str, say) -> None:
     """The longest wait of tracking, named before it starts: MLflow setting up a new SQLite
     database's tables (about 10 s)."""
     db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
-    if db and not os.path.lexists(db):
+    if db and not present(db):
         say(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
 
 
