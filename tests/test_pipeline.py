@@ -167,7 +167,8 @@ def test_sweep_runs_every_point_and_skips_finished_ones(tmp_path):
     assert sorted(set(zip(errors.context_seed, errors.hidden_units))) == [(1, 2), (1, 3), (2, 2), (2, 3)]
     lines.clear()
     errors2, _, _ = run_sweep(cfg, tmp_path / "out", progress=False, echo=lines.append)
-    assert "4 points, 4 done, running 0" in lines[0]
+    assert lines[0] == "checking the 4 point folders of an earlier run"   # the heal check is named first
+    assert "4 points, 4 done, running 0" in lines[1]
     pd.testing.assert_frame_equal(errors, errors2)
 
 
