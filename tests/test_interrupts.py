@@ -241,6 +241,6 @@ def test_a_signal_during_a_long_solver_call_ends_gb_after_the_grace(tmp_path, sh
     assert proc.poll() is None
     seconds, stdout, err = stopped(proc, signal.SIGTERM, group=False)
     assert proc.returncode == 130, (stdout, err)
-    assert seconds < GRACE + 8
+    assert seconds < GRACE + 30   # without the watchdog OSQP runs on for minutes; a loaded machine adds seconds
     one_line(err, "SIGTERM")
     assert not (tmp_path / "run" / "svm" / "svm-l2" / "result.json").exists()
