@@ -24,7 +24,8 @@ Layout (each package's docstring says more):
 - `programs`: designs, norms (one class each), certificates, registered solvers, estimators;
 - `training`: the gradient-descent loop and the losses;
 - `instruments`: theory instruments tracked during training;
-- `store`: the one owner of run and sweep directories (layout, safe file layer, records, identity);
+- `fs`: the floor every package may use: the safe file layer and the layout's names;
+- `store`: the one owner of run and sweep directories' records (records, identity, cache, locks);
 - `runs`: the stages of a run, sweeps and their executors (local pool, Slurm), figures, verify;
 - `reports`: tables and rendering;
 - `experiments`: the papers' own instruments and reports (built on the models, never the reverse);

@@ -18,9 +18,9 @@ from rich.console import Console
 
 from gbcli.errors import GbError
 from gbcli.programs.solvers import NAMES as SOLVERS_NAMED
-from gbcli.store import layout
-from gbcli.store.layout import RunDir
-from gbcli.store.safe import present
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import present
 
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -271,7 +271,7 @@ def plot_cmd(run_dir: str = RunDirArg,
     run_dir = _named(run_dir, "RUN_DIR")
     from gbcli.reports.tables import read_tables
     from gbcli.store.lock import dir_kind
-    from gbcli.store.safe import check_tree, staged_writes
+    from gbcli.fs.safe import check_tree, staged_writes
 
     check_tree(run_dir)   # it writes RUN_DIR/figures/: never through a symlink
     kind = dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused

@@ -41,8 +41,8 @@ class _Format(logging.Formatter):
 def run_log(run_dir: str | Path):
     """Append the `gbcli` logger's messages to RUN_DIR/log.txt while the block runs (re-entrant per
     file; never through a symlink: an OSError then, which the caller's checks prevent)."""
-    from gbcli.store.layout import RunDir
-    from gbcli.store.safe import open_append
+    from gbcli.fs.layout import RunDir
+    from gbcli.fs.safe import open_append
 
     path = str(RunDir(run_dir).log.absolute())
     if path in _OPEN:

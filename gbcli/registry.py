@@ -12,6 +12,7 @@ loads). The instruments and reports are measured and drawn with torch, pandas an
 from __future__ import annotations
 
 import functools
+from importlib.metadata import distributions
 from typing import TYPE_CHECKING
 
 from gbcli.errors import GbError
@@ -39,12 +40,20 @@ MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
 DEFAULT_KIND = gln.SPEC.kind   # a config without model.kind
 
 
+EXPERIMENTS = "gbcli.experiments"   # the entry-point group where the papers' modules register
+
+
 @functools.cache
 def experiments() -> tuple:
-    """The papers' modules: their instruments and reports (torch, pandas: imported on first use)."""
-    from gbcli.experiments import paper001, paper002, paper003, paper004
-
-    return (paper001, paper002, paper003, paper004)
+    """The papers' modules, each with its instruments and reports, in name order: the plugins
+    registered under the entry-point group `gbcli.experiments` (pyproject.toml), so the registry
+    imports no experiment and a separate package can add one (torch, pandas: loaded on first use).
+    Every installed distribution is asked, so a stale `gbcli.egg-info` in a source tree hides none."""
+    found = {ep.name: ep for dist in distributions() for ep in dist.entry_points.select(group=EXPERIMENTS)}
+    if not found:
+        raise GbError(f"no experiment is registered (entry points {EXPERIMENTS!r}): gbcli's installed metadata "
+                      f"is stale or missing; reinstall it (pip install -e .)")
+    return tuple(found[name].load() for name in sorted(found))
 
 
 @functools.cache

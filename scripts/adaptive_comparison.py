@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         a_row["speedup_gradients"] = f_row["steps_to_r"] / a_row["gradient_evaluations"]
         rows.extend([f_row, a_row])
     table = pd.DataFrame(rows)
-    from gbcli.store.safe import write_csv
+    from gbcli.fs.safe import write_csv
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_csv(args.out, table)

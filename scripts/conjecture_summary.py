@@ -48,9 +48,9 @@ import numpy as np
 import pandas as pd
 
 from gbcli.runs.sweep import expand
-from gbcli.store import layout
+from gbcli.fs import layout
 from gbcli.store.identity import point_id
-from gbcli.store.safe import atomic_write_bytes, atomic_write_text, read_json, write_csv
+from gbcli.fs.safe import atomic_write_bytes, atomic_write_text, read_json, write_csv
 from gbcli.training.loop import checkpoint_progress
 
 COLUMNS = ["inconsistency_svm_gln", "inconsistency_svm_l2", "train_inconsistency_svm_gln",

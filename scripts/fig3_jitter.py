@@ -40,7 +40,7 @@ from gbcli.programs.solvers import SOLVERS  # noqa: E402
 from gbcli.programs.solvers import default_solver  # noqa: E402
 from gbcli.registry import program_of, spec_of  # noqa: E402
 from gbcli.runs.stages import _record, load_checkpoint, prepare, solve_options  # noqa: E402
-from gbcli.store.safe import read_yaml_record, write_csv  # noqa: E402
+from gbcli.fs.safe import read_yaml_record, write_csv  # noqa: E402
 
 
 def jittered(model: torch.nn.Module, scale: float, seed: int) -> torch.nn.Module:

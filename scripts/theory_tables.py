@@ -26,9 +26,9 @@ from gbcli.experiments.paper004 import margin_bound_row
 from gbcli.experiments.paper003 import REMARK_RESTARTS, kkt_residual, thm32_premise, two_point_svm
 from gbcli.experiments.paper001 import point_names
 from gbcli.programs.nonconvex import Problem2
-from gbcli.store import layout
-from gbcli.store.layout import SweepDir
-from gbcli.store.safe import is_file, load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
+from gbcli.fs import layout
+from gbcli.fs.layout import SweepDir
+from gbcli.fs.safe import is_file, load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
 
 
 def _point_config(out_dir: Path, point: str) -> dict | None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gbcli.config import Config
-from gbcli.store.safe import read_json
+from gbcli.fs.safe import read_json
 from gbcli.store.cache import SolveCache
 from gbcli.store.solutions import read_compact
 from gbcli.runs.compare import compare_run

@@ -645,7 +645,7 @@ def test_a_key_left_at_its_default_is_not_part_of_the_point_id():
     from its real default would change the id of every existing sweep point that leaves it unset."""
     from gbcli.errors import GbError
     from gbcli.store.identity import id_defaults
-    from gbcli.store.safe import flatten
+    from gbcli.fs.safe import flatten
 
     checked = 0
     for kind in MODELS:
@@ -781,7 +781,7 @@ def test_offsets_are_the_medians_only_with_median_init(sampler):
 
 @pytest.mark.parametrize("bad", [-1, 4])
 def test_one_hot_refuses_a_context_out_of_range(bad):
-    from gbcli.models.gating import one_hot
+    from gbcli.programs.design import one_hot
 
     assert one_hot(np.array([[0, 3]]), 4).tolist() == [[1, 0, 0, 0, 0, 0, 0, 1]]
     with pytest.raises(ValueError, match="contexts must be in 0..3"):

@@ -7,7 +7,7 @@ import torch
 from sklearn.svm import SVC
 
 from gbcli.config import validate
-from gbcli.models.gating import one_hot
+from gbcli.programs.design import one_hot
 from gbcli.programs import solve_dual
 from gbcli.models.relu import ReLUNet
 from gbcli.runs.stages import build_design, prepare

@@ -12,7 +12,7 @@ from sklearn.datasets import make_moons
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from gbcli.models.gating import one_hot
+from gbcli.programs.design import one_hot
 from gbcli.programs.design import unit_groups
 from gbcli.programs.estimators import GroupNormSVM, KernelSVM, NotSeparableError, NotSeparableWarning
 

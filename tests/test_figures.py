@@ -159,7 +159,7 @@ def test_no_usable_results_is_a_note_not_a_crash(tmp_path):
 @pytest.mark.slow
 def test_gb_plot_redraws_the_panels_from_a_directorys_tables(tmp_path):
 
-    from gbcli.store.safe import write_csv
+    from gbcli.fs.safe import write_csv
 
     errors, incons = sweep_tables()
     write_csv(tmp_path / "tables" / "errors.csv", errors)

@@ -89,10 +89,10 @@ def test_import_gbcli_reaches_every_submodule_on_first_use_without_torch():
     code = ("import sys, gbcli\n"
             "assert 'torch' not in sys.modules, 'import gbcli imported torch'\n"
             "gbcli.runs.sweep.limit_threads(1)\n"
-            "print(gbcli.runs.verify.verify.__module__, gbcli.store.safe.__name__, gbcli.programs.solvers.SOLVERS['dual'].name)\n")
+            "print(gbcli.runs.verify.verify.__module__, gbcli.fs.safe.__name__, gbcli.programs.solvers.SOLVERS['dual'].name)\n")
     p = _python(code)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["gbcli.runs.verify", "gbcli.store.safe", "dual"]
+    assert p.stdout.split() == ["gbcli.runs.verify", "gbcli.fs.safe", "dual"]
 
 
 def test_every_module_of_the_package_is_an_attribute_path_from_gbcli():

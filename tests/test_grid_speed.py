@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gbcli.config import Config
-from gbcli.store.safe import read_json
+from gbcli.fs.safe import read_json
 from gbcli.runs.stages import train_gd, train_gd_group
 from gbcli.store.identity import point_id
 from gbcli.training.batched import batch_key

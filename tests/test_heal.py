@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 import forked_gb
-from gbcli.store import layout
+from gbcli.fs import layout
 from gbcli.store.integrity import heal_point
-from gbcli.store.layout import RunDir
+from gbcli.fs.layout import RunDir
 
 GRID = {"name": "heal", "dataset": {"name": "digits", "train_size": 120, "val_size": 200},
         "model": {"kind": "gln", "hidden_units": 3}, "contexts": {"count": 2, "seed": 1},

@@ -6,7 +6,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from gbcli.models.gating import one_hot
+from gbcli.programs.design import one_hot
 from gbcli.programs import (GatedDesign, context_mean, count_groups_matrix, decision, l2_root, norm_value,
                             reference_groups, reference_matrix, solve_primal, unit_groups)
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from gbcli.errors import GbError
-from gbcli.store import layout
-from gbcli.store.layout import RunDir, SweepDir
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.store.lock import dir_kind, run_lock
 from gbcli.store.records import gd_status, program_status
-from gbcli.store.safe import (check_tree, is_dir, is_file, open_append, present, read_record, read_yaml_record,
+from gbcli.fs.safe import (check_tree, is_dir, is_file, open_append, present, read_record, read_yaml_record,
                               remove, subdirs)
 
 import forked_gb
@@ -266,7 +266,7 @@ def test_staged_writes_land_together_or_not_at_all(tmp_path):
     first lands."""
     import contextlib
 
-    from gbcli.store.safe import atomic_write_text, is_file, read_text_untrusted, staged_writes
+    from gbcli.fs.safe import atomic_write_text, is_file, read_text_untrusted, staged_writes
 
     landed = []
 
@@ -296,14 +296,14 @@ def test_staged_writes_land_together_or_not_at_all(tmp_path):
 
 
 def test_the_one_reader_of_gbs_yaml_refuses_aliases_and_depth_before_building(tmp_path):
-    """store.safe.load_yaml, what every reader of a run's or sweep's YAML goes through (the refusal of
+    """fs.safe.load_yaml, what every reader of a run's or sweep's YAML goes through (the refusal of
     train-gd, compare, the reports, gb runs): an alias bomb of nested mappings is refused at once,
     not built and walked (issue 49, item 11); so is nesting deeper than MAX_YAML_DEPTH. What gb
     writes (dump_yaml) reads back, an object met twice included."""
     import yaml
 
     from gbcli.store.integrity import _saved_config
-    from gbcli.store.safe import MAX_YAML_DEPTH, dump_yaml, load_yaml
+    from gbcli.fs.safe import MAX_YAML_DEPTH, dump_yaml, load_yaml
 
     levels = ["l0: &l0 {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1}"]
     for i in range(1, 12):   # 9 ** 12 leaves

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from gbcli.errors import GbError, MissingInput
-from gbcli.store.safe import atomic_write_bytes
+from gbcli.fs.safe import atomic_write_bytes
 from gbcli.text import quoted
 
 DEFAULT_DATA_DIR = Path.home() / ".cache" / "gb" / "data"

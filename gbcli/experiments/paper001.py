@@ -29,10 +29,10 @@ import pandas as pd
 import torch
 
 from gbcli.instruments.base import Instrument, TrackContext, first_layer
-from gbcli.store.safe import is_file, read_csv_untrusted, write_csv
+from gbcli.fs.safe import is_file, read_csv_untrusted, write_csv
 from gbcli.reports.render import readable_log_ticks, save_png
-from gbcli.store import layout
-from gbcli.store.layout import SweepDir
+from gbcli.fs import layout
+from gbcli.fs.layout import SweepDir
 
 RANK_TOL = 0.05   # numerical rank: singular values above 5% of the largest
 

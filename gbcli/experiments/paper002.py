@@ -38,11 +38,11 @@ from torch import nn
 
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument, first_layer
-from gbcli.store.safe import load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
+from gbcli.fs.safe import load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
 from gbcli.store.records import read_metrics
 from gbcli.reports.render import readable_log_ticks, save_png
-from gbcli.store import layout
-from gbcli.store.layout import SweepDir
+from gbcli.fs import layout
+from gbcli.fs.layout import SweepDir
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:

@@ -29,13 +29,13 @@ from scipy.optimize import nnls
 
 from gbcli.experiments.paper001 import in_sweep_order, point_names
 from gbcli.instruments.base import Instrument
-from gbcli.store.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
+from gbcli.fs.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
 from gbcli.store.records import NOT_GBS, read_metrics
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
 from gbcli.reports.render import save_png
-from gbcli.store import layout
-from gbcli.store.layout import RunDir, SweepDir
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.errors import GbError
 from gbcli.text import quoted
 

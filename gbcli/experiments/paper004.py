@@ -43,13 +43,13 @@ from torch.func import functional_call
 
 from gbcli.experiments.paper001 import point_names
 from gbcli.instruments.base import Instrument
-from gbcli.store.safe import flatten, load_npz_untrusted, load_yaml, read_text_untrusted, write_csv
+from gbcli.fs.safe import flatten, load_npz_untrusted, load_yaml, read_text_untrusted, write_csv
 from gbcli.store.records import read_metrics
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.reports.render import save_png
 from gbcli.training.losses import log_mean_loss
-from gbcli.store import layout
+from gbcli.fs import layout
 
 
 def _float64(model: nn.Module, x, y, ctx):

@@ -197,13 +197,3 @@ def random_relu_gates(units: int, x_pool: np.ndarray, seed: int) -> Hyperplanes:
     normals = w.numpy()[:, None, :]
     offsets, pool_sides = median_offsets(normals, x_pool, inclusive=True)   # the published gates: [w.x >= median]
     return Hyperplanes(normals, offsets, pool_sides=pool_sides, inclusive=True)
-
-
-def one_hot(ctx: np.ndarray, count: int) -> np.ndarray:
-    """(N, H) local contexts -> (N, H*C) 0/1 matrix E with column h*C + c (the row order of zeta)."""
-    n, h = ctx.shape
-    if n and (ctx.min() < 0 or ctx.max() >= count):
-        raise ValueError(f"contexts must be in 0..{count - 1}, got values in {ctx.min()}..{ctx.max()}")
-    e = np.zeros((n, h * count))
-    e[np.arange(n)[:, None], np.arange(h) * count + ctx] = 1.0
-    return e

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import Field, StrictInt
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of
-from gbcli.models.gating import one_hot, published_hyperplanes, sample_hyperplanes
+from gbcli.models.gating import published_hyperplanes, sample_hyperplanes
+from gbcli.programs.design import one_hot
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign

@@ -12,7 +12,7 @@ from pydantic import Field
 from gbcli.errors import GbError
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of, sqrt_margin
 from gbcli.models.gln import hyperplane_problem
-from gbcli.models.gating import one_hot
+from gbcli.programs.design import one_hot
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign

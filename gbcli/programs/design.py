@@ -155,6 +155,16 @@ def margin_matrix(design: GatedDesign) -> "scipy.sparse.csr_matrix":
     return sp.csr_matrix((data.ravel(), (rows, cols.ravel())), shape=(n, design.rows * d))
 
 
+def one_hot(ctx: np.ndarray, count: int) -> np.ndarray:
+    """(N, H) local contexts -> (N, H*C) 0/1 matrix E with column h*C + c (the row order of zeta)."""
+    n, h = ctx.shape
+    if n and (ctx.min() < 0 or ctx.max() >= count):
+        raise ValueError(f"contexts must be in 0..{count - 1}, got values in {ctx.min()}..{ctx.max()}")
+    e = np.zeros((n, h * count))
+    e[np.arange(n)[:, None], np.arange(h) * count + ctx] = 1.0
+    return e
+
+
 def constant_gates(n: int) -> np.ndarray:
     """One always-on context: a plain linear predictor as a gated design."""
     return np.ones((n, 1))

@@ -52,7 +52,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from gbcli.programs.certify import certificate, relative_gap
-from gbcli.programs.design import GatedDesign, constant_gates, decision, singleton_groups, unit_groups
+from gbcli.programs.design import GatedDesign, constant_gates, decision, one_hot, singleton_groups, unit_groups
 from gbcli.programs.ipm import NOT_SEPARABLE, Kernel, interior_point
 
 SUPPORT = 1e-6   # a training point is a support vector when its multiplier exceeds this fraction of the largest
@@ -371,7 +371,6 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"count={count}: the one-hot gating of {ctx.shape[0]} rows x {ctx.shape[1]} units "
                                  f"x {count} contexts would hold {ctx.size * count:.3g} entries (at most "
                                  f"{MAX_GATE_ENTRIES:.3g}, {MAX_GATE_ENTRIES * 8 / 2 ** 30:.0f} GiB)")
-            from gbcli.models.gating import one_hot
             e = one_hot(ctx, count)
             units = ctx.shape[1]
         if e.shape[0] != n:

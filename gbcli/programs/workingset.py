@@ -42,7 +42,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gbcli.store.safe import is_file, is_link, load_npz_untrusted, write_npz
+from gbcli.fs.safe import is_file, is_link, load_npz_untrusted, write_npz
 from gbcli.programs.certify import PRECISE_ABOVE, input_radius
 from gbcli.programs.design import GatedDesign, Stop, combination, decision
 from gbcli.programs.ipm import TIGHTER, TIME_LIMITED

@@ -10,7 +10,7 @@ import pandas as pd
 
 from typing import TYPE_CHECKING
 
-from gbcli.store.safe import atomic_write_bytes
+from gbcli.fs.safe import atomic_write_bytes
 
 if TYPE_CHECKING:   # matplotlib loads when a figure is drawn, not with every command (0.2 s of CPU)
     from matplotlib.figure import Figure

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from gbcli.errors import GbError
-from gbcli.store import layout
-from gbcli.store.layout import RunDir
-from gbcli.store.safe import is_dir, is_file, present, read_csv_untrusted, write_csv
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import is_dir, is_file, present, read_csv_untrusted, write_csv
 from gbcli.text import printable, quoted
 
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",

@@ -16,14 +16,14 @@ from gbcli.errors import GbError
 from gbcli.metrics import expected_if_uncorrelated, inconsistency
 from gbcli.registry import MODELS
 from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS
-from gbcli.store import layout
-from gbcli.store.layout import RunDir
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir
 from gbcli.store.records import NOT_GBS, gd_status, stage_record, stage_status
 from gbcli.logs import run_log
 from gbcli.reports.tables import check_tables_dir, write_tables
 from gbcli.store.integrity import check_run
 from gbcli.store.lock import check_kind, run_lock
-from gbcli.store.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted, staged_writes
+from gbcli.fs.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted, staged_writes
 from gbcli.text import quoted
 
 

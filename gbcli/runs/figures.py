@@ -17,12 +17,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from gbcli.errors import GbError
-from gbcli.store.safe import flatten, is_file, load_yaml, read_text_untrusted, write_csv
+from gbcli.fs.safe import flatten, is_file, load_yaml, read_text_untrusted, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
-from gbcli.store import layout
-from gbcli.store.layout import RunDir, SweepDir
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.store.records import read_metrics as _read_metrics
 
 NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",

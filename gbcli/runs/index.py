@@ -1,6 +1,6 @@
 """Finding and reading runs: the index behind `gb runs` (list, show, diff) and the MLflow export.
 
-Everything is read from the run directories as untrusted data (`gbcli.store.safe.read_untrusted`: no
+Everything is read from the run directories as untrusted data (`gbcli.fs.safe.read_untrusted`: no
 symlink is followed, no FIFO can hang the reader, a corrupt file is reported, never raised). A
 stage's status is computed where it can be: a program's `optimal` is shown only when its record's
 certificate fields (relative gap, smallest margin, tolerance) bear it out, a stage whose manifest no
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from gbcli.errors import GbError
-from gbcli.store import layout
+from gbcli.fs import layout
 from gbcli.store.labels import read_labels
-from gbcli.store.layout import RunDir, SweepDir
+from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.store.records import gd_status, number, stage_status
-from gbcli.store.safe import flatten, is_dir, is_file, mtime, present, read_record, read_yaml_record, subdirs
+from gbcli.fs.safe import flatten, is_dir, is_file, mtime, present, read_record, read_yaml_record, subdirs
 from gbcli.text import shorten
 
 KEY_COLUMNS = ("dataset.name", "dataset.train_size", "model.kind", "model.hidden_units", "contexts.count",
@@ -116,7 +116,7 @@ def inconsistency_into(path: Path, numbers: dict[str, float]) -> None:
     try:
         import pandas as pd
 
-        from gbcli.store.safe import read_csv_untrusted
+        from gbcli.fs.safe import read_csv_untrusted
 
         table = read_csv_untrusted(RunDir(path).inconsistency)
         need = {"predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated"}
@@ -229,7 +229,7 @@ def read_sweep(path: str | Path) -> RunInfo:
     try:
         import pandas as pd
 
-        from gbcli.store.safe import read_csv_untrusted
+        from gbcli.fs.safe import read_csv_untrusted
 
         errors = read_csv_untrusted(RunDir(path).errors)
         if {"predictor", "val_error"} <= set(errors.columns):
@@ -302,7 +302,7 @@ def sweep_points(path: str | Path) -> list[dict]:
     if not is_file(table):
         return []
     try:
-        from gbcli.store.safe import read_csv_untrusted
+        from gbcli.fs.safe import read_csv_untrusted
 
         frame = read_csv_untrusted(table)
     except Exception:   # noqa: BLE001 (not gb's table: no points to name)

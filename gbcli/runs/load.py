@@ -13,12 +13,12 @@ import pandas as pd
 
 from gbcli.config.loading import load_yaml_text, validate
 from gbcli.errors import GbError
-from gbcli.store.layout import RunDir, SweepDir
+from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.store.lock import dir_kind
 from gbcli.store.records import gd_status, stage_status
-from gbcli.store.safe import is_file, read_csv_untrusted, read_record, read_text_untrusted, subdirs
+from gbcli.fs.safe import is_file, read_csv_untrusted, read_record, read_text_untrusted, subdirs
 from gbcli.store.records import read_metrics
-from gbcli.store import layout
+from gbcli.fs import layout
 
 
 @dataclass(repr=False)
@@ -106,7 +106,7 @@ def _load_sweep(path: Path) -> Run:
     from gbcli.reports.tables import read_tables
     from gbcli.runs.index import grid_axes, sweep_points
     from gbcli.store.labels import read_labels
-    from gbcli.store.safe import read_yaml_record
+    from gbcli.fs.safe import read_yaml_record
 
     sweep = SweepDir(path)
     points = sweep_points(path)

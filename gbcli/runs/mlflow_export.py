@@ -32,11 +32,11 @@ from pathlib import Path
 from gbcli.config.schema import EXPERIMENT_NAME, tracking_uri_problem
 from gbcli.errors import GbError
 from gbcli.text import quoted, shorten
-from gbcli.store.safe import check_tree, entries_below, is_file, is_link, present, subdirs
+from gbcli.fs.safe import check_tree, entries_below, is_file, is_link, present, subdirs
 from gbcli.runs.index import read_any, scan
 from gbcli.runs.tracking import fingerprint as _fingerprint  # noqa: F401 (the name tests and older callers use)
-from gbcli.store import layout
-from gbcli.store.layout import SweepDir
+from gbcli.fs import layout
+from gbcli.fs.layout import SweepDir
 
 
 def check_experiment(name: str) -> None:

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import io
 import os
+import pickle
 import stat
 import warnings
 import zipfile
@@ -35,7 +36,7 @@ from gbcli.data.sources import Dataset
 from gbcli.errors import GbError
 from gbcli.instruments.base import TrackContext
 from gbcli.instruments.core import Tracker
-from gbcli.store.safe import atomic_write_bytes, atomic_write_text, write_csv, write_json, write_npz
+from gbcli.fs.safe import atomic_write_bytes, atomic_write_text, write_csv, write_json, write_npz
 from gbcli.metrics import error
 from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import NOT_SEPARABLE, certificate
@@ -51,13 +52,13 @@ from gbcli.store.identity import gd_manifest, svm_manifest
 from gbcli.store.integrity import begin_gd, begin_svm, check_same_problem, check_trained, plan_gd, plan_svm
 from gbcli.store.lock import check_run_target, run_lock
 from gbcli.store.labels import write_labels
-from gbcli.store.layout import RunDir
+from gbcli.fs.layout import RunDir
 from gbcli.training.memory import check_memory
-from gbcli.store.safe import is_file, is_link, open_fd, present, remove
+from gbcli.fs.safe import is_file, is_link, open_fd, present, remove
 from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import Checkpointing, check_device, read_checkpoint, train
 from gbcli.runs.threads import threads_argument
-from gbcli.store import layout
+from gbcli.fs import layout
 from gbcli.runs import tracking
 from gbcli.runs.tracking import Live, tracked
 
@@ -136,7 +137,7 @@ def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
     except GbError:
         raise
     except Exception as exc:   # truncated, foreign, unreadable, or carrying code (pickle.UnpicklingError)
-        why = "holds objects other than tensors (refused, never loaded)" if "weights_only" in str(exc) \
+        why = "holds objects other than tensors (refused, never loaded)" if isinstance(exc, pickle.UnpicklingError) \
             else f"not a readable checkpoint ({type(exc).__name__})"
         raise GbError(f"{path}: {why}{remedy}") from None
     if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict) or \

@@ -35,7 +35,7 @@ from gbcli.errors import GbError
 from gbcli.models.base import Problem, check_weights
 from gbcli.provenance import Clock
 from gbcli.text import quoted, shorten
-from gbcli.store.safe import atomic_write_text, dump_yaml, flatten, read_json, staged_writes, write_csv, write_json
+from gbcli.fs.safe import atomic_write_text, dump_yaml, flatten, read_json, staged_writes, write_csv, write_json
 from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
@@ -44,9 +44,9 @@ from gbcli.store.records import NOT_GBS
 from gbcli.store.identity import PROBLEM_SECTIONS, gd_manifest, point_id, readable_names, section_hash
 from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
-from gbcli.store import layout
-from gbcli.store.layout import RunDir, SweepDir
-from gbcli.store.safe import check_tree, is_dir, is_file, open_append, present, read_record, remove
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir, SweepDir
+from gbcli.fs.safe import check_tree, is_dir, is_file, open_append, present, read_record, remove
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.compare import compare, compare_run

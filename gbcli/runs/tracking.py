@@ -39,10 +39,10 @@ from pathlib import Path
 
 from gbcli import interrupts
 from gbcli.errors import GbError
-from gbcli.store import layout
+from gbcli.fs import layout
 from gbcli.store.labels import read_labels
-from gbcli.store.layout import RunDir, SweepDir
-from gbcli.store.safe import (files_below, flatten, is_file, is_link, present, read_csv_untrusted, read_untrusted,
+from gbcli.fs.layout import RunDir, SweepDir
+from gbcli.fs.safe import (files_below, flatten, is_file, is_link, present, read_csv_untrusted, read_untrusted,
                               read_yaml_record)
 from gbcli.text import shorten
 

@@ -39,17 +39,17 @@ import numpy as np
 
 from gbcli.config.loading import _read_only, load_yaml_text, validate
 from gbcli.errors import GbError, MissingInput
-from gbcli.store.safe import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
+from gbcli.fs.safe import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
 from gbcli.metrics import error
 from gbcli.programs.certify import CERTIFY_TOL, certificate
 from gbcli.programs.design import GatedDesign, Solution, decision, train_outputs
 from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, MAX_SOLUTION_BYTES, RTOL, SOLVED,
                                   OBJECTIVE_ATOL, Unusable, _close, _compact_solution, _no_links, _read_npz,
                                   write_compact)
-from gbcli.store import layout
-from gbcli.store.layout import RunDir, SweepDir
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.logs import Progress
-from gbcli.store.safe import check_tree, is_dir, is_file, is_link, present, subdirs
+from gbcli.fs.safe import check_tree, is_dir, is_file, is_link, present, subdirs
 from gbcli.text import shorten
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gbcli.store.safe import atomic_write_bytes, open_fd, open_lock, present
+from gbcli.fs.safe import atomic_write_bytes, open_fd, open_lock, present
 from gbcli.programs.design import GatedDesign, Solution, Status, Stop
 
 NOT_SOLVED_FROM = ("x_val", "e_val", "classify")   # design fields no solver reads (predictions are recomputed)

@@ -22,8 +22,8 @@ from gbcli.config import Config
 from gbcli.config.schema import execution_keys
 from gbcli.errors import GbError
 from gbcli.registry import DEFAULT_KIND, MODELS
-from gbcli.store.layout import RunDir
-from gbcli.store.safe import flatten, read_untrusted
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import flatten, read_untrusted
 
 PROBLEM_SECTIONS = ("dataset", "model", "contexts")
 GD_SECTIONS = PROBLEM_SECTIONS + ("training",)   # what a trained network is computed from (its manifest's "config")

@@ -18,11 +18,11 @@ from pathlib import Path
 import yaml
 
 from gbcli.errors import GbError
-from gbcli.store import layout
+from gbcli.fs import layout
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
-from gbcli.store.layout import RunDir
+from gbcli.fs.layout import RunDir
 from gbcli.store.lock import write_marker
-from gbcli.store.safe import (_short, is_file, load_yaml, open_fd, present, read_csv_untrusted, read_json,
+from gbcli.fs.safe import (_short, is_file, load_yaml, open_fd, present, read_csv_untrusted, read_json,
                               read_record, read_text_untrusted, read_untrusted, remove)
 
 
@@ -52,7 +52,7 @@ def remove_reports(run_dir: Path) -> None:
 def differing_keys(saved: dict | None, cfg, sections: tuple[str, ...]) -> str:
     """The dotted keys of `sections` whose values differ between a saved config.yaml and `cfg`
     ("model.kind: gln here, relu in the config"), for the messages of refusals."""
-    from gbcli.store.safe import flatten
+    from gbcli.fs.safe import flatten
 
     if not isinstance(saved, dict):
         return ""

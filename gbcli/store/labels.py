@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 from gbcli.errors import GbError
-from gbcli.store.layout import RunDir
-from gbcli.store.safe import present, read_record, write_json
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import present, read_record, write_json
 from gbcli.text import quoted
 
 TAG_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

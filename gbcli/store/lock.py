@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 
 from gbcli.errors import GbError
-from gbcli.store import layout
-from gbcli.store.safe import (_short, check_tree, clean_temp_files, is_dir, is_file, is_link, open_lock, present,
+from gbcli.fs import layout
+from gbcli.fs.safe import (_short, check_tree, clean_temp_files, is_dir, is_file, is_link, open_lock, present,
                               read_untrusted, write_json)
 
 _HELD: dict[str, tuple[int, int]] = {}     # lock path -> (fd, depth) held by this process

@@ -13,8 +13,8 @@ from typing import Any
 
 from gbcli.errors import GbError
 from gbcli.programs.design import Status
-from gbcli.store.layout import THETA
-from gbcli.store.safe import load_npz_untrusted, read_csv_untrusted, read_json
+from gbcli.fs.layout import THETA
+from gbcli.fs.safe import load_npz_untrusted, read_csv_untrusted, read_json
 
 # what code that reads a received record as gb writes it raises when the record is not gb's (a missing
 # key, a text where a number goes, an empty or unparseable file, a link or a folder where a file goes)

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from gbcli.config.loading import load_yaml_text, validate
-from gbcli.store import layout
-from gbcli.store.layout import RunDir
-from gbcli.store.safe import atomic_write_bytes, is_dir, is_file, is_link, read_untrusted, remove, write_npz
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import atomic_write_bytes, is_dir, is_file, is_link, read_untrusted, remove, write_npz
 from gbcli.programs.certify import certificate, predictor_from, recovery_scales, scale_groups
 from gbcli.programs.design import GatedDesign, Solution, decision
 from gbcli.text import shorten

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import pickle
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,7 +23,7 @@ from torch import nn
 
 from gbcli import interrupts
 from gbcli.errors import GbError
-from gbcli.store.safe import atomic_write_bytes, present, read_untrusted
+from gbcli.fs.safe import atomic_write_bytes, present, read_untrusted
 from gbcli.metrics import error
 from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
@@ -194,8 +195,8 @@ def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
     try:
         state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
     except Exception as exc:   # truncated, foreign, or carrying code (refused by weights_only, never run)
-        unsafe = "weights_only" in str(exc) or "Unsupported global" in str(exc)
-        return None, ("holds objects other than tensors (refused, never loaded)" if unsafe
+        return None, ("holds objects other than tensors (refused, never loaded)"
+                      if isinstance(exc, pickle.UnpicklingError)   # what weights_only raises for any object
                       else f"not a readable checkpoint ({type(exc).__name__})")
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         return None, "not a gb training checkpoint of this version"

@@ -23,9 +23,9 @@ from typing import Callable
 
 from gbcli import interrupts
 from gbcli.logs import Progress, clock
-from gbcli.store import layout
-from gbcli.store.layout import RunDir
-from gbcli.store.safe import is_dir, is_file, mtime, write_json
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import is_dir, is_file, mtime, write_json
 
 
 class Executor(ABC):

@@ -20,9 +20,9 @@ import submitit
 from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.runs.executors.base import Executor, died
-from gbcli.store import layout
-from gbcli.store.layout import RunDir
-from gbcli.store.safe import is_dir, is_file, open_append, remove
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import is_dir, is_file, open_append, remove
 from gbcli.text import shorten
 
 SINFO_SECONDS = 10   # how long the Slurm controller gets to answer `sinfo -h`
