@@ -107,7 +107,7 @@ def main() -> int:
 def claims_under_jitter(jitter_csv: Path, folder: Path, out: Path) -> int:
     """Each claim whose numbers read fig3's svm-lc validation errors, evaluated on the committed
     tables and on each jittered draw (the draw's svm-lc val_error in place of the committed one)."""
-    from gbcli import claims as cl
+    import claims as cl   # scripts/claims.py (this script's folder is on the path)
 
     spec = cl.load(ROOT / "results/paper/claims.yaml")
     tables = cl.read_tables(spec, folder.parent)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from gbcli import claims
+import claims   # scripts/claims.py (scripts/ is on the path when run as a script)
 
 
 def md(df: pd.DataFrame, digits: int = 4) -> str:
@@ -259,7 +259,7 @@ def l2_reference_counts(sweep_dir: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Claims table for paper 000 (issue 27): every statement the paper makes about Figures 2-5 and in
-# its text, as data in results/paper/claims.yaml, evaluated on the committed tables by gbcli.claims.
+# its text, as data in results/paper/claims.yaml, evaluated on the committed tables by scripts/claims.py.
 # `python scripts/paper_summary.py --claims` prints it; `--claim ID` prints one claim's numbers
 # condition by condition.
 # ---------------------------------------------------------------------------------------------

@@ -21,14 +21,117 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gbcli.experiments.paper001 import _cos, classify_sectors, extremal_directions, in_sweep_order
-from gbcli.experiments.paper004 import margin_bound_row
-from gbcli.experiments.paper003 import REMARK_RESTARTS, kkt_residual, thm32_premise, two_point_svm
+from gbcli.experiments.paper001 import _cos, in_sweep_order
+from gbcli.experiments.paper003 import kkt_residual, thm32_premise
 from gbcli.experiments.paper001 import point_names
 from gbcli.programs.nonconvex import Problem2
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
 from gbcli.fs.safe import is_file, load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
+
+
+# ------------------------------------------------------------------ issue 36: Lemmas 1-2 and eq. (9)
+
+SECTOR_STARTS = 2000    # random starts of the search for the extremal directions (`extremal_directions`)
+SECTOR_ITERS = 3000     # its projected (sub)gradient steps
+SECTOR_LR = 0.02        # and their length
+
+
+def classify_sectors(w1: np.ndarray, a: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each neuron's activation pattern on the training points (Lemma 2): `dead` (inactive on every
+    point: it never moves again), `pos` (a_j > 0, active on exactly the positive points: sigma+),
+    `neg` (a_j < 0, active on exactly the negative points: sigma-), `other` (not, or not yet, in an
+    absorbing sector, or in one with the wrong output sign)."""
+    act = (x @ w1.T) > 0                           # (n, H)
+    pos, neg = y > 0, y < 0
+    dead = ~act.any(0)
+    on_pos = act[pos].all(0) & ~act[neg].any(0)
+    on_neg = act[neg].all(0) & ~act[pos].any(0)
+    return np.where(dead, "dead", np.where(on_pos & (a > 0), "pos", np.where(on_neg & (a < 0), "neg", "other")))
+
+
+def extremal_directions(x: np.ndarray, y: np.ndarray, starts: int = SECTOR_STARTS, steps: int = SECTOR_ITERS,
+                        lr: float = SECTOR_LR, seed: int = 0) -> pd.DataFrame:
+    """Lemma 2 (one positive and one negative extremal direction): the local maxima (`max`) and minima
+    (`min`) of G(w) = sum_i y_i relu(<w, x_i>) / n (eq. 12 up to the factor 1/2) on the unit sphere,
+    found by projected (sub)gradient steps from `starts` random points; per kind, how many starts
+    stayed in a dead sector (G = 0), the cosines of the others with their class mean, how many
+    distinct directions (3 decimals) they reached and the spread of G there."""
+    rng = np.random.default_rng(seed)
+    mu = {1: x[y > 0].mean(0), -1: x[y < 0].mean(0)}
+    rows = []
+    for sign in (1, -1):
+        w = rng.standard_normal((starts, x.shape[1]))
+        w /= np.linalg.norm(w, axis=1, keepdims=True)
+        for _ in range(steps):
+            act = (w @ x.T) > 0
+            g = sign * (act * y) @ x / len(x)
+            g -= (g * w).sum(1, keepdims=True) * w    # the tangent part
+            w = w + lr * g
+            w /= np.linalg.norm(w, axis=1, keepdims=True)
+        value = (np.maximum(w @ x.T, 0) * y).sum(1) / len(x)
+        moving = np.abs(value) > 1e-12                # starts that are not in a dead sector
+        c = _cos(w, mu[sign])
+        rows.append({"kind": "max" if sign > 0 else "min", "starts": starts, "dead_sector": int((~moving).sum()),
+                     "reached": int(moving.sum()), "min_cos_with_class_mean": float(c[moving].min()),
+                     "median_cos_with_class_mean": float(np.median(c[moving])),
+                     "distinct_directions": int(len(np.unique(np.round(w[moving], 3), axis=0))),
+                     "G_spread": float(np.ptp(value[moving]))})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ issue 36: Remarks 3.1 / 3.2 and Theorem 5.1, m = 4, 5
+
+REMARK_RESTARTS = 20   # local-search starts around the closed-form limit of Remark 3.2 (`write_remarks_table`)
+
+
+def two_point_svm(x: np.ndarray) -> np.ndarray:
+    """min ||u|| s.t. <u, x_i> >= 1 for two points x (rows): one constraint active when that point's
+    solution meets the other, else both."""
+    best = None
+    for i in range(2):
+        u = x[i] / (x[i] @ x[i])
+        if (x @ u).min() >= 1 - 1e-12:
+            best = u if best is None or u @ u < best @ best else best
+    if best is None:
+        best = np.linalg.solve(x, np.ones(2))
+    return best
+
+
+# ------------------------------------------------------------------ issue 36: the explicit margin bound
+
+BOUND_LATE_STEP = 3e4                                # `t_gap_*_late`: from this step on
+BOUND_SLOPES = ((1e3, 1e5), (3e4, 1e5))              # the ranges of step of the log-log slopes of the gap
+
+
+def _log_slope(t: np.ndarray, gap: np.ndarray, lo: float, hi: float) -> float:
+    """The least-squares slope of log gap against log t over lo <= t <= hi (nan below 3 points)."""
+    m = (t >= lo) & (t <= hi) & (gap > 0)
+    return float(np.polyfit(np.log(t[m]), np.log(gap[m]), 1)[0]) if m.sum() >= 3 else float("nan")
+
+
+def margin_bound_row(run: str, cfg: dict, m: pd.DataFrame) -> dict:
+    """One point's row of `write_margin_bound`: its logged gap(t) = gamma - margin(w_t) (`margin_gap`)
+    against the bound ln n / (t gamma); gamma from the logs (gap / (1 - margin_ratio))."""
+    m = m[m["step"] > 0].sort_values("step")
+    t, gap = m["step"].to_numpy(float), m["margin_gap"].to_numpy(float)
+    ratio_m = m["margin_ratio"].to_numpy(float)
+    gam = float(np.median((gap / (1 - ratio_m))[ratio_m != 1]))
+    n = int(cfg["dataset"]["train_size"])
+    bound = np.log(n) / (t * gam)
+    ratio = gap / bound
+    late = t >= BOUND_LATE_STEP
+    row = {"loss": cfg["training"].get("loss", "logistic"), "run": run, "gamma": gam,
+           "t_nontrivial": np.log(n) / gam ** 2, "logged_steps": len(t),   # the bound is below gamma from t_nontrivial on
+           "violations": int((ratio > 1).sum()), "max_gap_over_bound": float(ratio.max()),
+           "max_gap_over_bound_t": float(t[ratio.argmax()]),
+           "final_gap": float(gap[-1]), "final_bound": float(bound[-1]),
+           "final_margin_ratio": float(ratio_m[-1]),
+           "t_gap_final": float(t[-1] * gap[-1]), "t_gap_min_late": float((t * gap)[late].min()),
+           "t_gap_max_late": float((t * gap)[late].max())}
+    for lo, hi in BOUND_SLOPES:
+        row[f"slope_{lo:.0e}_{hi:.0e}".replace("e+0", "e")] = _log_slope(t, gap, lo, hi)
+    return row
 
 
 def _point_config(out_dir: Path, point: str) -> dict | None:

@@ -1,5 +1,5 @@
 """Issue 36: the claims tables of results/theory/paper-000.md ... paper-004.md give their verdicts in the
-vocabulary of gbcli/claims.py (VERDICTS, plus "not run" for a statement not tested), in bold, lower case.
+vocabulary of scripts/claims.py (VERDICTS, plus "not run" for a statement not tested), in bold, lower case.
 
 A row's verdicts are the bold phrases of its last cell (the 'here' column) that are one of those words.
 A bold phrase that reads like a verdict (it mentions reproduction, decision or contradiction) must be
@@ -8,9 +8,11 @@ exactly one of them, so a retired word such as **partly reproduced** or **Reprod
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
-from gbcli.claims import VERDICTS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # scripts/: the lab code, outside the package
+from claims import VERDICTS  # noqa: E402
 
 THEORY = Path(__file__).resolve().parents[1] / "results" / "theory"
 ALLOWED = (*VERDICTS, "not run")

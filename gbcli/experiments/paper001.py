@@ -421,55 +421,5 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     return [save_png(fig, out_dir / layout.FIGURES / "features.png")]
 
 
-# ------------------------------------------------------------------ issue 36: Lemmas 1-2 and eq. (9)
-
-SECTOR_STARTS = 2000    # random starts of the search for the extremal directions (`extremal_directions`)
-SECTOR_ITERS = 3000     # its projected (sub)gradient steps
-SECTOR_LR = 0.02        # and their length
-
-
-def classify_sectors(w1: np.ndarray, a: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Each neuron's activation pattern on the training points (Lemma 2): `dead` (inactive on every
-    point: it never moves again), `pos` (a_j > 0, active on exactly the positive points: sigma+),
-    `neg` (a_j < 0, active on exactly the negative points: sigma-), `other` (not, or not yet, in an
-    absorbing sector, or in one with the wrong output sign)."""
-    act = (x @ w1.T) > 0                           # (n, H)
-    pos, neg = y > 0, y < 0
-    dead = ~act.any(0)
-    on_pos = act[pos].all(0) & ~act[neg].any(0)
-    on_neg = act[neg].all(0) & ~act[pos].any(0)
-    return np.where(dead, "dead", np.where(on_pos & (a > 0), "pos", np.where(on_neg & (a < 0), "neg", "other")))
-
-
-def extremal_directions(x: np.ndarray, y: np.ndarray, starts: int = SECTOR_STARTS, steps: int = SECTOR_ITERS,
-                        lr: float = SECTOR_LR, seed: int = 0) -> pd.DataFrame:
-    """Lemma 2 (one positive and one negative extremal direction): the local maxima (`max`) and minima
-    (`min`) of G(w) = sum_i y_i relu(<w, x_i>) / n (eq. 12 up to the factor 1/2) on the unit sphere,
-    found by projected (sub)gradient steps from `starts` random points; per kind, how many starts
-    stayed in a dead sector (G = 0), the cosines of the others with their class mean, how many
-    distinct directions (3 decimals) they reached and the spread of G there."""
-    rng = np.random.default_rng(seed)
-    mu = {1: x[y > 0].mean(0), -1: x[y < 0].mean(0)}
-    rows = []
-    for sign in (1, -1):
-        w = rng.standard_normal((starts, x.shape[1]))
-        w /= np.linalg.norm(w, axis=1, keepdims=True)
-        for _ in range(steps):
-            act = (w @ x.T) > 0
-            g = sign * (act * y) @ x / len(x)
-            g -= (g * w).sum(1, keepdims=True) * w    # the tangent part
-            w = w + lr * g
-            w /= np.linalg.norm(w, axis=1, keepdims=True)
-        value = (np.maximum(w @ x.T, 0) * y).sum(1) / len(x)
-        moving = np.abs(value) > 1e-12                # starts that are not in a dead sector
-        c = _cos(w, mu[sign])
-        rows.append({"kind": "max" if sign > 0 else "min", "starts": starts, "dead_sector": int((~moving).sum()),
-                     "reached": int(moving.sum()), "min_cos_with_class_mean": float(c[moving].min()),
-                     "median_cos_with_class_mean": float(np.median(c[moving])),
-                     "distinct_directions": int(len(np.unique(np.round(w[moving], 3), axis=0))),
-                     "G_spread": float(np.ptp(value[moving]))})
-    return pd.DataFrame(rows)
-
-
 RUN_REPORTS = ()
 SWEEP_REPORTS = (plot_sweep_neurons, plot_sweep_layers, plot_sweep_features)

@@ -39,7 +39,6 @@ from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.errors import GbError
 from gbcli.text import quoted
 
-REMARK_RESTARTS = 20   # local-search starts around the closed-form limit of Remark 3.2 (`write_remarks_table`)
 KKT_TOL = 1e-3          # GD's limit counts as a KKT point when its relative KKT residual is below this
 SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's limit counts as the global optimum
 
@@ -432,22 +431,6 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=7)
     ax.legend(fontsize=7)
     return [save_png(fig, out_dir / layout.FIGURES / "layer_optimality.png")]
-
-
-# ------------------------------------------------------------------ issue 36: Remarks 3.1 / 3.2 and Theorem 5.1, m = 4, 5
-
-
-def two_point_svm(x: np.ndarray) -> np.ndarray:
-    """min ||u|| s.t. <u, x_i> >= 1 for two points x (rows): one constraint active when that point's
-    solution meets the other, else both."""
-    best = None
-    for i in range(2):
-        u = x[i] / (x[i] @ x[i])
-        if (x @ u).min() >= 1 - 1e-12:
-            best = u if best is None or u @ u < best @ best else best
-    if best is None:
-        best = np.linalg.solve(x, np.ones(2))
-    return best
 
 
 def kkt_residual(p2: Problem2, theta: np.ndarray) -> float:

@@ -336,41 +336,5 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     return [save_png(fig, out_dir / layout.FIGURES / "init_agreement.png")]
 
 
-# ------------------------------------------------------------------ issue 36: the explicit margin bound
-
-BOUND_LATE_STEP = 3e4                                # `t_gap_*_late`: from this step on
-BOUND_SLOPES = ((1e3, 1e5), (3e4, 1e5))              # the ranges of step of the log-log slopes of the gap
-
-
-def _log_slope(t: np.ndarray, gap: np.ndarray, lo: float, hi: float) -> float:
-    """The least-squares slope of log gap against log t over lo <= t <= hi (nan below 3 points)."""
-    m = (t >= lo) & (t <= hi) & (gap > 0)
-    return float(np.polyfit(np.log(t[m]), np.log(gap[m]), 1)[0]) if m.sum() >= 3 else float("nan")
-
-
-def margin_bound_row(run: str, cfg: dict, m: pd.DataFrame) -> dict:
-    """One point's row of `write_margin_bound`: its logged gap(t) = gamma - margin(w_t) (`margin_gap`)
-    against the bound ln n / (t gamma); gamma from the logs (gap / (1 - margin_ratio))."""
-    m = m[m["step"] > 0].sort_values("step")
-    t, gap = m["step"].to_numpy(float), m["margin_gap"].to_numpy(float)
-    ratio_m = m["margin_ratio"].to_numpy(float)
-    gam = float(np.median((gap / (1 - ratio_m))[ratio_m != 1]))
-    n = int(cfg["dataset"]["train_size"])
-    bound = np.log(n) / (t * gam)
-    ratio = gap / bound
-    late = t >= BOUND_LATE_STEP
-    row = {"loss": cfg["training"].get("loss", "logistic"), "run": run, "gamma": gam,
-           "t_nontrivial": np.log(n) / gam ** 2, "logged_steps": len(t),   # the bound is below gamma from t_nontrivial on
-           "violations": int((ratio > 1).sum()), "max_gap_over_bound": float(ratio.max()),
-           "max_gap_over_bound_t": float(t[ratio.argmax()]),
-           "final_gap": float(gap[-1]), "final_bound": float(bound[-1]),
-           "final_margin_ratio": float(ratio_m[-1]),
-           "t_gap_final": float(t[-1] * gap[-1]), "t_gap_min_late": float((t * gap)[late].min()),
-           "t_gap_max_late": float((t * gap)[late].max())}
-    for lo, hi in BOUND_SLOPES:
-        row[f"slope_{lo:.0e}_{hi:.0e}".replace("e+0", "e")] = _log_slope(t, gap, lo, hi)
-    return row
-
-
 RUN_REPORTS = ()
 SWEEP_REPORTS = (plot_init_agreement,)

@@ -1,5 +1,4 @@
-"""Findings of an independent re-check of gb's numbers and of a hostile pass over the theory
-experiments (2026-11-27), each answered as the rules say: a reference nobody certified is refused, a
+"""Config values and records refused as the rules say: a reference nobody certified is refused, a
 number a float32 network cannot hold is bad input (not a divergence), a float key takes numbers only
 (an exponent without a dot is a number, text and bools are not), a sweep's explicit weights are checked
 before any point runs, and one status for a paper-003 record whose point is not the one it claims."""

@@ -1,4 +1,5 @@
-"""Findings of a hostile review, each reproduced on a tiny digits run and answered as the project's
+"""The CLI's refusals on a tiny digits run (run folders gb does not own, an empty config, a tables file
+in the way, non-finite floats, a run another process is writing, a lock file's text), as the project's
 rule for bad input says: one line `gb: error: ...` naming the key or file and why, exit code 2, no
 traceback, nothing written; failures never reported as success; no raw Python warning on stderr.
 

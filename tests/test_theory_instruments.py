@@ -1,4 +1,4 @@
-"""Issue 27, the papers' results still missing, each on a tiny instance (seconds): paper 002's
+"""The theory instruments and sweep reports of gbcli.experiments, each on a tiny instance (seconds): paper 002's
 SGD-against-GD risk table (Theorem 4.1) and Figure 3's output-linearity instrument, paper 003's
 Theorem 3.2 activity pattern under random initializations."""
 

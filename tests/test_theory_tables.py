@@ -1,6 +1,5 @@
-"""Issue 36, statements that were untested: each experiment's verdict re-checked on a tiny instance
-(seconds) and against the committed tables it rests on: the sweep reports of gbcli.experiments
-(scripts/theory_tables.py: sectors, remarks, margin-bound) copied to
+"""scripts/theory_tables.py's statements (sectors, remarks, margin-bound): each experiment's verdict
+re-checked on a tiny instance (seconds) and against the committed tables it rests on, the tables copied to
 results/theory/{orthogonal-sectors,kkt-remarks,margin-rates,margin-rates-logistic,leaky-sgd-bias}/.
 
 - paper 001: Lemmas 1-2 (neurons end in the two extremal sectors; one extremal direction per sign, the
@@ -13,6 +12,7 @@ results/theory/{orthogonal-sectors,kkt-remarks,margin-rates,margin-rates-logisti
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +22,13 @@ import torch
 import yaml
 
 from gbcli.config import validate
-from gbcli.experiments.paper001 import classify_sectors
-from gbcli.experiments.paper001 import extremal_directions
 from gbcli.experiments.paper003 import kkt_residual
-from gbcli.experiments.paper003 import two_point_svm
 from gbcli.programs.nonconvex import Problem2, flat_theta
 from gbcli.runs.stages import build_model, dataset_of, train_gd
 from test_theory_papers import one_thread  # noqa: F401  (autouse: tiny nets run on one torch thread)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # scripts/: the lab code, outside the package
+from theory_tables import classify_sectors, extremal_directions, two_point_svm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "theory"
