@@ -133,7 +133,7 @@ MUTATIONS: list[Mutation] = [
     M("gate-side-ge", ("gbcli/models/gating.py",),
              "else proj > offsets", "else proj >= offsets",
              "a point on a hyperplane counted on its positive side ([w.x >= b] instead of [w.x > b])"),
-    M("one-hot-column-major", ("gbcli/models/gating.py",),
+    M("one-hot-column-major", ("gbcli/programs/design.py",),
              "np.arange(h) * count + ctx", "ctx * h + np.arange(h)",
              "the gates' columns ordered c*H + h instead of h*C + c"),
     M("median-offsets-mean", ("gbcli/models/gating.py",),

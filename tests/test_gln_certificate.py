@@ -21,9 +21,8 @@ import pytest
 import torch
 
 from gbcli.instruments.gln_certificate import COLUMNS, Limit, certify
-from gbcli.models.gating import one_hot
 from gbcli.programs.certify import certificate
-from gbcli.programs.design import GatedDesign, unit_groups
+from gbcli.programs.design import GatedDesign, one_hot, unit_groups
 from gbcli.programs.solvers import solve
 
 import forked_gb
