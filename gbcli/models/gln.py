@@ -14,7 +14,6 @@ from pydantic import Field, StrictInt
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of
 from gbcli.models.gating import published_hyperplanes, sample_hyperplanes
-from gbcli.programs.design import one_hot
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -48,7 +47,7 @@ def context_design(norm: str, reference_grouping: bool = False):
     published code's variant, in the groups {i, i+H, ...})."""
 
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:
-        from gbcli.programs.design import GatedDesign, reference_groups, unit_groups
+        from gbcli.programs.design import GatedDesign, one_hot, reference_groups, unit_groups
 
         ds, h, c = problem.dataset, cfg.model.hidden_units, cfg.contexts.count
         groups = reference_groups(h, c) if reference_grouping else unit_groups(h, c)

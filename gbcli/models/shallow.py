@@ -12,7 +12,6 @@ from pydantic import Field
 from gbcli.errors import GbError
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of, sqrt_margin
 from gbcli.models.gln import hyperplane_problem
-from gbcli.programs.design import one_hot
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -34,7 +33,7 @@ class Params(ModelParams):
 def shallow_design(cfg, problem: Problem, trained=None) -> GatedDesign:
     """One predictor per global context; a context without training points gets zero weights, so
     only the used ones are columns (C = 2^15 would make a 12000 x 32768 one-hot)."""
-    from gbcli.programs.design import GatedDesign
+    from gbcli.programs.design import GatedDesign, one_hot
 
     ds, c = problem.dataset, cfg.contexts.count
     used = np.unique(problem.ctx_train[:, 0])
