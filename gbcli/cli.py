@@ -33,9 +33,20 @@ config_app = typer.Typer(no_args_is_help=True,
                          help="A config as it runs (`show`), or every config key with its type, default and meaning "
                               "(`keys`).")
 app.add_typer(config_app, name="config")
-console = Console()
+
+
+class _StdoutConsole(Console):
+    """stdout's console: a closed pipe is `main`'s to judge, as for any write (rich's own handling
+    points stdout at /dev/null and exits 1, before `main` can see that the reader has gone)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True   # nothing more to write
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+console = _StdoutConsole()
 if not console.is_terminal:  # logs and pipes: wide enough that table headers are not cut
-    console = Console(width=160)
+    console = _StdoutConsole(width=160)
 err_console = Console(stderr=True)
 
 OutOpt = typer.Option(None, "--out", metavar="DIR", help="run directory (default: output.dir, else runs/<config name>)")

@@ -52,3 +52,23 @@ def test_panels_a_and_b_list_the_hidden_units_in_numeric_order():
         (legend,) = _legends(figs[stem])
         shown = [t.get_text() for t in legend.get_texts() if t.get_text().startswith("hidden_units=")]
         assert shown == [f"hidden_units={h}" for h in units], shown
+
+
+def test_a_reader_gone_before_the_first_write_is_no_error(tmp_path):
+    """Issue 49, item 10 (`gb runs --format csv | head -1` exited 1 with no message): a listing small
+    enough to sit in stdout's buffer meets the closed pipe only at gb's last flush, past click's own
+    handling (test_views covers a reader that goes after the first line): exit 0, nothing said."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "runs").mkdir()
+    for fmt in ("csv", "json"):
+        read, write = os.pipe()
+        os.close(read)   # the reader is gone before gb writes anything
+        try:
+            p = subprocess.run([str(Path(sys.executable).with_name("gb")), "runs", "--format", fmt], cwd=tmp_path,
+                               stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+        finally:
+            os.close(write)
+        assert (p.returncode, p.stderr) == (0, ""), (fmt, p.returncode, p.stderr)
