@@ -239,8 +239,11 @@ def test_a_sweep_written_to_a_file_reports_points_as_they_finish(tmp_path):
     until its one task (every point, trained as one computation) returned. The points of a running
     task are now reported as their folders show them done: the first progress line, naming the
     point, is in the file while later points of the same task are still solving."""
-    path = write(tmp_path, {"contexts.seed": [1, 2, 3, 4]}, dataset={"name": "digits", "train_size": 600,
-                                                                   "val_size": 300})
+    # programs large enough (N = 1400; H = 40, C = 8) that each point's solves take about a second, so the
+    # four points end seconds apart: at N = 600 all four could land between two looks at the folders (1 s)
+    path = write(tmp_path, {"contexts.seed": [1, 2, 3, 4]}, dataset={"name": "digits", "train_size": 1400,
+                                                                   "val_size": 300},
+                 model={"kind": "gln", "hidden_units": 40}, contexts={"count": 8, "seed": 1})
     assert len(group_points(expand(path)[1], 12)) == 1   # one task: its points end one after the other
     log = tmp_path / "out.txt"
     with log.open("w") as fh:
