@@ -126,3 +126,7 @@ class SweepDir(_Folder):
 
     def point(self, pid: str) -> RunDir:
         return RunDir(self.root / POINTS / pid)
+
+    def gd_files(self, name: str) -> dict[str, Path]:
+        """Each point's `gd/<name>` present, by point id (sorted; a link is listed, the readers refuse it)."""
+        return {f.parent.parent.name: f for f in sorted((self.root / POINTS).glob(f"*/{GD}/{name}"))}
