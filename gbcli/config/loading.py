@@ -384,18 +384,11 @@ def run_dir_for(cfg: Config, out: str | Path | None, overrides: list[str] | tupl
         writable = os.access(existing if existing.exists() else Path("."), os.W_OK | os.X_OK)
     except OSError as exc:
         raise GbError(f"{key}: {shorten(str(path))}: {exc.strerror or exc}") from None
-    if not writable or _read_only(existing):
+    from gbcli.fs.safe import read_only_fs   # numpy: not on a config error's path
+
+    if not writable or read_only_fs(existing):
         raise GbError(f"{key}: {shorten(str(path))}: cannot write here ({shorten(str(existing))} is not writable)")
     return path
-
-
-def _read_only(path: Path) -> bool:
-    """A directory on a read-only or virtual file system (root ignores permission bits, not these)."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return True
-    return bool(st.f_flag & os.ST_RDONLY) or str(path.resolve()).startswith(("/proc", "/sys"))
 
 
 def dump_config(cfg: Config) -> str:

@@ -442,3 +442,12 @@ def read_yaml_record(path: str | Path, limit: int = MAX_YAML_BYTES) -> dict | No
     except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
     return d if isinstance(d, dict) else None
+
+
+def read_only_fs(path: Path) -> bool:
+    """A directory on a read-only or virtual file system (root ignores permission bits, not these)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return True
+    return bool(st.f_flag & os.ST_RDONLY) or str(path.resolve()).startswith(("/proc", "/sys"))

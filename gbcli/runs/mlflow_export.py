@@ -67,13 +67,13 @@ def check_uri(uri: str, key: str = "--tracking-uri") -> None:
     rest = uri.split("://", 1)[1] if scheme == "sqlite" and "://" in uri else ""
     db = rest[1:].split("?", 1)[0] if rest.startswith("/") else ""
     if db and db != ":memory:":
-        from gbcli.config.loading import _read_only
+        from gbcli.fs.safe import read_only_fs
 
         path = Path(db)
         folder = path.parent
         try:   # SQLite writes its journal beside the database: the folder must take new files too
             why = ("its folder does not exist" if not folder.is_dir() else
-                   "its folder is not writable" if not os.access(folder, os.W_OK | os.X_OK) or _read_only(folder) else
+                   "its folder is not writable" if not os.access(folder, os.W_OK | os.X_OK) or read_only_fs(folder) else
                    "not a regular file" if present(path) and not is_file(path) else
                    "not readable and writable" if present(path) and not os.access(path, os.R_OK | os.W_OK)
                    else None)

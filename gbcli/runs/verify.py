@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gbcli.config.loading import _read_only, load_yaml_text, validate
+from gbcli.config.loading import load_yaml_text, validate
 from gbcli.errors import GbError, MissingInput
 from gbcli.fs.safe import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
 from gbcli.metrics import error
@@ -49,7 +49,7 @@ from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, M
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.logs import Progress
-from gbcli.fs.safe import check_tree, is_dir, is_file, is_link, present, subdirs
+from gbcli.fs.safe import check_tree, is_dir, is_file, is_link, present, read_only_fs, subdirs
 from gbcli.text import shorten
 
 
@@ -831,7 +831,7 @@ def _check_writable(dest: Path) -> None:
     system (/proc: root passes the permission check, then mkdir fails)."""
     try:
         existing = next((p for p in (dest, *dest.parents) if present(p)), Path("."))
-        writable = existing.is_dir() and os.access(existing, os.W_OK | os.X_OK) and not _read_only(existing)
+        writable = existing.is_dir() and os.access(existing, os.W_OK | os.X_OK) and not read_only_fs(existing)
     except OSError as exc:
         raise GbError(f"--export: {shorten(str(dest), 200)}: {exc.strerror or exc}") from None
     if not writable:
