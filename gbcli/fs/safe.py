@@ -218,6 +218,49 @@ def load_npz_untrusted(path: str | Path):
     return np.load(io.BytesIO(read_untrusted(path)), allow_pickle=False)
 
 
+class NotGbs(GbError):
+    """A file of a run directory that is not gb's to load: unreadable, not a regular file, too large,
+    foreign, or holding objects other than tensors. `why` says which, for a line naming `path`."""
+
+    def __init__(self, path: str | Path, why: str):
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why
+
+
+def load_tensors_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> Any:
+    """A torch file of a run directory (a network, a training checkpoint) as data, never through a
+    link: at most `limit` bytes, unpacked too (torch's zip members may be deflated), loaded with
+    torch.load(weights_only=True), which builds tensors, containers and numbers only: a pickle
+    payload that would run code is refused, never executed. NotGbs otherwise."""
+    import pickle
+    import warnings
+
+    import torch
+
+    try:
+        with os.fdopen(open_fd(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:   # a FIFO must not block the open
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise NotGbs(path, "not a regular file")
+            size = info.st_size
+            if size <= limit and zipfile.is_zipfile(fh):
+                with zipfile.ZipFile(fh) as archive:
+                    size = max(size, sum(i.file_size for i in archive.infolist()))
+            if size > limit:
+                raise NotGbs(path, f"{size / 2 ** 20:,.0f} MB, more than gb's limit of {limit / 2 ** 20:,.0f} MB "
+                                   f"for a network (not read)")
+            fh.seek(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # e.g. a pickle protocol torch did not write: loads as tensors or is refused
+                return torch.load(fh, weights_only=True, map_location="cpu")
+    except NotGbs:
+        raise
+    except pickle.UnpicklingError:   # what weights_only raises for any object other than tensors
+        raise NotGbs(path, "holds objects other than tensors (refused, never loaded)") from None
+    except Exception as exc:   # noqa: BLE001 (missing, a link, truncated, foreign)
+        raise NotGbs(path, f"not a readable checkpoint ({type(exc).__name__})") from None
+
+
 def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
     """An .npz as np.savez_compressed writes it, but at zlib level 1: float64 results barely
     compress, and level 6 cost 3% of a Figure 2 grid's CPU (issue 13) for a few percent of size."""

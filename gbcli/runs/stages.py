@@ -20,10 +20,6 @@ import contextlib
 import hashlib
 import io
 import os
-import pickle
-import stat
-import warnings
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +32,8 @@ from gbcli.data.sources import Dataset
 from gbcli.errors import GbError
 from gbcli.instruments.base import TrackContext
 from gbcli.instruments.core import Tracker
-from gbcli.fs.safe import atomic_write_bytes, atomic_write_text, write_csv, write_json, write_npz
+from gbcli.fs.safe import (NotGbs, atomic_write_bytes, atomic_write_text, is_file, is_link, load_tensors_untrusted,
+                           present, remove, write_csv, write_json, write_npz)
 from gbcli.metrics import error
 from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import NOT_SEPARABLE, certificate
@@ -54,7 +51,6 @@ from gbcli.store.lock import check_run_target, run_lock
 from gbcli.store.labels import write_labels
 from gbcli.fs.layout import RunDir
 from gbcli.training.memory import check_memory
-from gbcli.fs.safe import is_file, is_link, open_fd, present, remove
 from gbcli.training.batched import batch_key, train_batched
 from gbcli.training.loop import Checkpointing, check_device, read_checkpoint, train
 from gbcli.runs.threads import threads_argument
@@ -63,8 +59,6 @@ from gbcli.runs import tracking
 from gbcli.runs.tracking import Live, tracked
 
 CHECKPOINT_FORMAT = 2   # tensors only (hyperplanes as tensors): loaded with torch.load(weights_only=True)
-
-
 
 
 def dataset_of(cfg: Config) -> Dataset:
@@ -98,48 +92,16 @@ def check_single(cfg: Config, command: str) -> None:
                           f"with `gb sweep CONFIG`, or one point with --set and no grid/zip")
 
 
-def _numpy_globals() -> list:
-    """What a checkpoint of gb before format 2 (hyperplanes as numpy arrays) needs beyond tensors:
-    numpy's array reconstruction and dtypes, none of which runs code (allow_pickle-free arrays)."""
-    import numpy.core.multiarray as ma   # noqa: F401 (numpy 1.x and 2.x both expose it)
-
-    out = [np.ndarray, np.dtype, ma._reconstruct]
-    dtypes = getattr(np, "dtypes", None)
-    if dtypes is not None:
-        out += [getattr(dtypes, n) for n in ("Float64DType", "Float32DType", "Int64DType", "BoolDType")
-                if hasattr(dtypes, n)]
-    return out
-
-
 MAX_CHECKPOINT_BYTES = 2 ** 30   # gb's networks are megabytes; a larger file, or one that unpacks larger, is not read
 
 
 def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
-    """A `model.pt` as data: torch.load with weights_only=True (tensors, containers and numbers; a
-    checkpoint carrying any other object, e.g. a pickle payload that would run code, is refused
-    with one line and never executed). Read never through a link (`safe.open_fd`)."""
+    """A `model.pt` as data (`load_tensors_untrusted`: tensors only, never through a link), holding
+    a real, dense network's state dict; GbError naming the file otherwise."""
     try:
-        with os.fdopen(open_fd(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:   # a FIFO must not block the open
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise GbError(f"{path}: not a regular file{remedy}")
-            unpacked = info.st_size
-            if info.st_size <= MAX_CHECKPOINT_BYTES and zipfile.is_zipfile(fh):   # torch's format: members may be deflated
-                with zipfile.ZipFile(fh) as archive:
-                    unpacked = sum(i.file_size for i in archive.infolist())
-            if max(info.st_size, unpacked) > MAX_CHECKPOINT_BYTES:
-                raise GbError(f"{path}: {max(info.st_size, unpacked) / 2 ** 20:,.0f} MB, more than gb's limit of "
-                              f"{MAX_CHECKPOINT_BYTES / 2 ** 20:,.0f} MB for a network (not read){remedy}")
-            fh.seek(0)
-            with torch.serialization.safe_globals(_numpy_globals()), warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # e.g. a pickle protocol torch did not write: loads as tensors or is refused
-                state = torch.load(fh, weights_only=True, map_location="cpu")
-    except GbError:
-        raise
-    except Exception as exc:   # truncated, foreign, unreadable, or carrying code (pickle.UnpicklingError)
-        why = "holds objects other than tensors (refused, never loaded)" if isinstance(exc, pickle.UnpicklingError) \
-            else f"not a readable checkpoint ({type(exc).__name__})"
-        raise GbError(f"{path}: {why}{remedy}") from None
+        state = load_tensors_untrusted(path, MAX_CHECKPOINT_BYTES)
+    except NotGbs as exc:
+        raise GbError(f"{exc}{remedy}") from None
     if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict) or \
             not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["state_dict"].items()):
         raise GbError(f"{path}: not a gb checkpoint{remedy}")
@@ -155,8 +117,6 @@ def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "t
     check_trained(run_dir, cfg, needed_by)
     path = RunDir(run_dir).model
     state = load_checkpoint(path)
-    if not isinstance(state, dict) or "state_dict" not in state:
-        raise GbError(f"{path}: not a gb checkpoint; rerun `gb train-gd`")
     if state.get("kind") != cfg.model.kind:
         raise GbError(f"{path}: holds a gd-{state.get('kind')}, but the config's model.kind is {cfg.model.kind}")
     return spec_of(cfg).load(state, cfg, dim, path)

@@ -34,8 +34,8 @@ from torch import nn
 from gbcli import interrupts
 from gbcli.models.base import ModelSpec
 from gbcli.registry import spec_of
-from gbcli.training.loop import (CHECKPOINT_FORMAT, Checkpointing, MetricLog, Schedule, TrainResult, epoch_lr, plain,
-                                 tensors, write_checkpoint)
+from gbcli.training.loop import (Checkpointing, MetricLog, Schedule, TrainResult, epoch_lr, save_checkpoint,
+                                 tensors)
 from gbcli.training.losses import loss_fn
 from gbcli.training.sgd import SGD
 
@@ -104,11 +104,8 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
     def save() -> None:
         """Each network's plain-loop checkpoint at the boundary before step `step`."""
         stacked.unstack(models)
-        e = step // sched.per_epoch
-        shared = {"format": CHECKPOINT_FORMAT, "torch": str(torch.__version__), "step": step,
-                  "seconds": (time.perf_counter() - start) / len(models),
-                  "batch_generator": epoch_gen_state if gen_epoch == e else gen.get_state(),
-                  "torch_generator": torch.get_rng_state()}
+        gen_state = epoch_gen_state if gen_epoch == step // sched.per_epoch else gen.get_state()
+        seconds = (time.perf_counter() - start) / len(models)
         for k, (m, c, ck) in enumerate(zip(models, cfgs, keep)):
             if ck is None:
                 continue
@@ -116,11 +113,7 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
             if bufs is not None and c.training.momentum != 0:   # SGD keeps no buffer at momentum 0
                 for i, b in enumerate(bufs):
                     opt.state[i] = {"momentum_buffer": b[k].detach().clone()}
-            ck.saved += write_checkpoint(ck.path, {
-                **shared, "identity": ck.identity,
-                "model": {n: v.detach().cpu().clone() for n, v in m.state_dict().items()},
-                "optimizer": opt.state_dict(),
-                "rows": [{n: plain(v) for n, v in r.items()} for r in logs[k].rows if r["step"] < step]})
+            save_checkpoint(ck, step, seconds, m, opt, gen_state, logs[k].rows)
 
     start = time.perf_counter()
     step, lr = 0, t.lr

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import math
-import pickle
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -23,7 +22,8 @@ from torch import nn
 
 from gbcli import interrupts
 from gbcli.errors import GbError
-from gbcli.fs.safe import atomic_write_bytes, present, read_untrusted
+from gbcli.fs.safe import NotGbs, atomic_write_bytes, load_tensors_untrusted, present
+from gbcli.logs import Progress, log as gb_log
 from gbcli.metrics import error
 from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
@@ -152,25 +152,25 @@ class Checkpointing:
     saved: int = field(default=0, init=False)   # checkpoints written by this run (for the tests and the log)
 
 
-def plain(value):
-    """A metric value as a plain Python number (numpy scalars are not loadable with weights_only)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def write_checkpoint(path: Path, state: dict) -> bool:
-    """torch.save of tensors and plain containers only (it loads with weights_only=True), written
-    atomically: a process killed while writing leaves the previous checkpoint. A checkpoint that
-    cannot be written (a full disk) is warned about, not raised: the training itself goes on."""
-    from gbcli.logs import log as gb_log
-
+def save_checkpoint(ck: Checkpointing, step: int, seconds: float, model: nn.Module, opt, batch_generator,
+                    rows: list[dict], **extra) -> None:
+    """The training state at the boundary before `step` (rows logged at it are logged again) into
+    `ck.path`: tensors and plain containers only (it loads with weights_only=True; numpy scalars as
+    Python numbers), written atomically: a process killed while writing leaves the previous one. One
+    that cannot be written (a full disk) is warned about, not raised: the training goes on."""
     buf = io.BytesIO()
-    torch.save(state, buf)
+    torch.save({"format": CHECKPOINT_FORMAT, "identity": ck.identity, "torch": str(torch.__version__), "step": step,
+                "seconds": seconds, "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+                "optimizer": opt.state_dict(), "batch_generator": batch_generator,
+                "torch_generator": torch.get_rng_state(),
+                "rows": [{k: v.item() if isinstance(v, np.generic) else v for k, v in r.items()}
+                         for r in rows if r["step"] < step], **extra}, buf)
     try:
-        atomic_write_bytes(path, buf.getvalue())
+        atomic_write_bytes(ck.path, buf.getvalue())
     except OSError as exc:
-        gb_log.warning(f"{path}: checkpoint not written ({exc.strerror or exc}); training goes on")
-        return False
-    return True
+        gb_log.warning(f"{ck.path}: checkpoint not written ({exc.strerror or exc}); training goes on")
+        return
+    ck.saved += 1
 
 
 def note_row(bar, row: dict) -> None:
@@ -180,63 +180,53 @@ def note_row(bar, row: dict) -> None:
              **({"val_err": val} if val is not None and val == val else {}))
 
 
-def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
-    """The checkpoint at `path` when it is one of this computation: (state, ""); else (None, why),
-    `why` empty when there is none. A run directory is untrusted: the file is read without following
-    a link (the store's safe layer: a regular file only, size-bounded) and loaded with weights_only=True (no
-    object other than tensors and containers is ever built: a pickle payload is refused, not run).
-    The tensors are checked against the network when resuming (`_restore`)."""
+def _load(path: Path) -> tuple[dict | None, str]:
+    """A training checkpoint's state, of any identity: (state, ""), else (None, why), `why` empty
+    when there is none. The run directory is untrusted: `load_tensors_untrusted` (never through a
+    link, tensors only: a pickle payload is refused, not run)."""
     if not present(path):
         return None, ""
     try:
-        data = read_untrusted(path)
-    except (OSError, ValueError) as exc:
-        return None, f"unreadable ({exc.strerror if isinstance(exc, OSError) else 'not a regular file, or too large'})"
-    try:
-        state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except Exception as exc:   # truncated, foreign, or carrying code (refused by weights_only, never run)
-        return None, ("holds objects other than tensors (refused, never loaded)"
-                      if isinstance(exc, pickle.UnpicklingError)   # what weights_only raises for any object
-                      else f"not a readable checkpoint ({type(exc).__name__})")
+        state = load_tensors_untrusted(path)
+    except NotGbs as exc:
+        return None, exc.why
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         return None, "not a gb training checkpoint of this version"
-    if state.get("identity") != identity:
-        return None, "a checkpoint of another config or data"
     return state, ""
 
 
-def _peek(path: Path) -> dict | None:
-    """A training checkpoint's state, read as `read_checkpoint` reads (no link, tensors only), of
-    any identity; None when there is no usable one."""
-    if not present(path):
-        return None
-    try:
-        state = torch.load(io.BytesIO(read_untrusted(path)), weights_only=True, map_location="cpu")
-    except Exception:   # noqa: BLE001 (unreadable or foreign: the point starts over, as read_checkpoint says)
-        return None
-    return state if isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT else None
+def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
+    """The checkpoint at `path` when it is one of this computation, as `_load`. Its tensors are
+    checked against the network when resuming (`_restore`)."""
+    state, why = _load(path)
+    if state is not None and state.get("identity") != identity:
+        return None, "a checkpoint of another config or data"
+    return state, why
 
 
 def checkpoint_step(path: Path, config: str) -> int | None:
     """The step a training checkpoint of the config whose gd manifest hash is `config` was taken at
     (None when there is no usable one, or one of another config): what a resumed sweep says it
     resumes from."""
-    state = _peek(path) or {}
+    state = _load(path)[0] or {}
     step, identity = state.get("step"), state.get("identity")
     if not (isinstance(identity, dict) and identity.get("config") == config):
         return None
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
+def _plain_rows(rows) -> bool:
+    """Metric rows as a checkpoint must hold them: plain values keyed by column names."""
+    return isinstance(rows, list) and all(
+        isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items()) for r in rows)
+
+
 def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float, int] | None:
     """What a run still training has done so far: the metric rows before its last checkpoint, the
-    training seconds and the step at it (None without a usable checkpoint). Rows that are not
-    plain numbers keyed by column names are refused, as `_restore` refuses them."""
-    state = _peek(path) or {}
+    training seconds and the step at it (None without a usable checkpoint)."""
+    state = _load(path)[0] or {}
     rows, seconds, step = state.get("rows"), state.get("seconds"), state.get("step")
-    if not (isinstance(rows, list) and isinstance(seconds, float) and type(step) is int and all(
-            isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items())
-            for r in rows)):
+    if not (_plain_rows(rows) and isinstance(seconds, float) and type(step) is int):
         return None
     return pd.DataFrame(rows), seconds, step
 
@@ -253,9 +243,7 @@ def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Sc
     in shape (FReLU's frozen gates exist only once frozen); a parameter may not."""
     step, rows = state.get("step"), state.get("rows")
     _check(type(step) is int and 0 <= step <= sched.total, "step out of range")
-    _check(isinstance(rows, list) and all(isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, ROW_TYPES)
-                                                                         for k, v in r.items()) for r in rows),
-           "metric rows")
+    _check(_plain_rows(rows), "metric rows")
     _check([r.get("step") for r in rows] == sorted(s for s in sched.log_at if s < step), "metric rows' steps")
     elapsed = state.get("seconds")
     _check(isinstance(elapsed, float) and math.isfinite(elapsed) and elapsed >= 0, "elapsed time")
@@ -319,8 +307,6 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     about and the run starts from step 0); with a `tracker` only when it is `resumable` (the rows a
     resumed run logs are the ones an uninterrupted run logs).
     `on_row(row)` is called with each row of the metric log as it is logged."""
-    from gbcli.logs import Progress, log as gb_log
-
     spec = spec or spec_of(cfg)
     t = cfg.training
     device = check_device(cfg)
@@ -362,20 +348,10 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     start = time.perf_counter()
 
     def save() -> None:
-        """The state at the boundary before step `step` (rows logged at it are logged again)."""
-        e = step // per_epoch
-        if write_checkpoint(checkpoint.path, {
-            "format": CHECKPOINT_FORMAT, "identity": checkpoint.identity, "torch": str(torch.__version__),
-            "step": step, "seconds": elapsed + time.perf_counter() - start,
-            "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-            "optimizer": opt.state_dict(),
-            # at an epoch's boundary its permutation is not drawn yet: the generator is at its start
-            "batch_generator": epoch_gen_state if gen_epoch == e else gen.get_state(),
-            "torch_generator": torch.get_rng_state(),
-            "rows": [{k: plain(v) for k, v in r.items()} for r in rows if r["step"] < step],
-            **({"adaptive": update.adaptive.state()} if update.adaptive is not None else {}),
-        }):
-            checkpoint.saved += 1
+        # at an epoch's boundary its permutation is not drawn yet: the generator is at its start
+        save_checkpoint(checkpoint, step, elapsed + time.perf_counter() - start, model, opt,
+                        epoch_gen_state if gen_epoch == step // per_epoch else gen.get_state(), rows,
+                        **({"adaptive": update.adaptive.state()} if update.adaptive is not None else {}))
 
     next_save = time.monotonic() + (checkpoint.seconds if checkpoint else 0)
     diverged, lr = "", epoch_lr(t, min(first_epoch, t.epochs - 1))
