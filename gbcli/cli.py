@@ -256,7 +256,7 @@ def compare_cmd(run_dir: str = RunDirArg):
     from gbcli.store.lock import dir_kind
 
     kind = dir_kind(run_dir, key="RUN_DIR")   # before torch loads: a wrong path is answered at once
-    from gbcli.runs.compare import compare_run
+    from gbcli.runs.compare import write_run_tables
 
     if kind == "sweep":   # a sweep directory: its aggregated tables, read only
         from gbcli.runs.index import sweep_points
@@ -265,7 +265,7 @@ def compare_cmd(run_dir: str = RunDirArg):
         _print_tables(errors, incons, sweep_points(run_dir))
         _echo(f"a sweep: its aggregated tables are in {run_dir / 'tables'} (rerun `gb sweep` to update them)")
     else:
-        errors, incons = compare_run(run_dir)
+        errors, incons = write_run_tables(run_dir)
         _print_tables(errors, incons)
         _echo(f"tables -> {run_dir / 'tables'}")
     _exit_unless_results(errors, run_dir if kind == "sweep" else None)   # a failed point has no row: listed too

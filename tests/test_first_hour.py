@@ -5,7 +5,7 @@
 - the library API: every submodule reachable from `import gbcli` on first use, without torch at the
   import; `train_gd` and `fit_svm` on one thread unless told (`threads=`);
 - the commands that only read (`gb --help`, `gb runs`, `gb compare RUN`, `gb runs show NAME`, a
-  config error) import neither torch nor MLflow (their CPU time: benchmarks/startup.py);
+  config error) import neither torch, MLflow nor pandas (their CPU time: benchmarks/startup.py);
 - the bugs that the fast tests missed (item 13): a loss that turns non-finite mid-epoch is reported
   at its own step; each verdict rule of scripts/claims.py on both sides of its size and of 0.
 """
@@ -158,7 +158,7 @@ def test_the_library_trains_on_one_thread_unless_told(tmp_path, two_threads):
 # ----------------------------------------------------------------------------- item 7: reading commands
 
 PROBE = ("import atexit, sys\n"
-         "atexit.register(lambda: print('[heavy: ' + ','.join(m for m in ('torch', 'mlflow', 'matplotlib', 'cvxpy')"
+         "atexit.register(lambda: print('[heavy: ' + ','.join(m for m in ('torch', 'mlflow', 'matplotlib', 'cvxpy', 'pandas')"
          " if m in sys.modules) + ']', file=sys.stderr))\n"
          "sys.argv = ['gb', *sys.argv[1:]]\n"
          "from gbcli.cli import main\n"
@@ -179,7 +179,7 @@ def tour(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("args", [["--help"], ["runs"], ["compare", "runs/tiny"], ["runs", "show", "tiny"],
                                   ["train-gd", "typo.yaml"], ["fit-svm", "typo.yaml", "--solver", "dual"]],
                          ids=lambda a: " ".join(a))
-def test_the_commands_that_read_import_neither_torch_nor_mlflow(tour, args):
+def test_the_commands_that_read_import_neither_torch_nor_mlflow_nor_pandas(tour, args):
     p = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=tour, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "COLUMNS": "160"})
     assert p.returncode == (2 if "typo.yaml" in args else 0), p.stderr

@@ -276,3 +276,68 @@ def test_readme_sample_of_gb_runs_has_the_columns_gb_runs_prints(tmp_path):
     columns = list(RunInfo(tmp_path, "run", "complete", {}, {}, {}, "").brief(tmp_path))
     assert shown == columns, (shown, columns)
     assert "(baseline)" in block and "complete" in block
+
+
+# ------------------------------------------------------------------ item 7: tables without pandas
+
+
+def _random_rows(rng) -> tuple[list[dict], list[str]]:
+    """Rows as `gb compare` builds them, and worse: ints, floats (numpy's too), NaN, None, a key a
+    row lacks, flags, text that needs quoting, empty text; columns the rows do not hold."""
+    import numpy as np
+
+    pool = [lambda: int(rng.integers(-5, 50_000)), lambda: float(rng.normal() * 10.0 ** rng.integers(-8, 20)),
+            lambda: np.float64(rng.random()), lambda: np.float32(rng.random()), lambda: np.int64(rng.integers(9)),
+            lambda: float("nan"), lambda: None, lambda: bool(rng.integers(2)), lambda: "",
+            lambda: rng.choice(["svm-gln", "a,b", 'say "hi"', "two\nlines", "optimal"])]
+    columns = [f"c{i}" for i in range(int(rng.integers(1, 6)))]
+    kinds = {c: rng.choice(len(pool), size=int(rng.integers(1, 3))) for c in columns}
+    rows = [{c: pool[int(rng.choice(kinds[c]))]() for c in columns if rng.random() > 0.1}
+            for _ in range(int(rng.integers(0, 6)))]
+    return rows, columns + (["extra"] if rng.random() < 0.3 else [])
+
+
+def test_rows_write_the_csv_pandas_writes_and_print_as_pandas_typed_them():
+    """`gb compare` writes its tables without pandas (issue 49: half a CPU second to import): each
+    file must be the bytes `DataFrame(rows).reindex(columns).to_csv(index=False)` gives, over many
+    random tables; a whole-number column with a missing cell is a float column, as in pandas."""
+    import numpy as np
+
+    from gbcli.reports.tables import Rows, read_rows
+
+    rng = np.random.default_rng(49)
+    for _ in range(400):
+        rows, columns = _random_rows(rng)
+        expected = pd.DataFrame(rows).reindex(columns=columns).to_csv(index=False)
+        assert Rows(rows, columns).to_csv() == expected, (rows, columns)
+    table = Rows([{"n": 3200, "x": 0.1}, {"n": None, "x": 2}], ["n", "x"])
+    assert table.kind("n") == "float" and table.cells("n") == ["3200.0", ""] and table.kind("x") == "float"
+    assert Rows([{"n": 1}, {"n": 2}]).kind("n") == "int" and Rows([{"f": True}, {"f": 1}]).kind("f") == "object"
+
+
+def test_read_rows_reads_the_numbers_pandas_reads(tmp_path):
+    """The listings read a run's tables without pandas: each number of a table as pandas reads it."""
+    import numpy as np
+
+    from gbcli.reports.tables import Rows, mean_of, read_rows
+
+    rng = np.random.default_rng(7)
+    for i in range(100):
+        rows, columns = _random_rows(rng)
+        path = tmp_path / f"t{i}.csv"
+        path.write_text(Rows(rows, columns).to_csv())
+        try:
+            theirs = pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            continue
+        ours = read_rows(path)
+        assert ours.columns == list(theirs.columns) and len(ours) == len(theirs)
+        for c in ours.columns:
+            numeric = pd.to_numeric(theirs[c], errors="coerce")
+            mean = None if any(isinstance(v, bool) for v in ours[c]) else numeric.mean()   # a flag is no number here
+            if mean is not None and pd.notna(mean) and np.isfinite(mean):
+                assert mean_of(ours[c]) == pytest.approx(float(mean), rel=1e-12, abs=1e-300), (c, ours[c])
+    (tmp_path / "ragged.csv").write_text("a,b\n1,2,3\n")
+    with pytest.raises(ValueError):
+        read_rows(tmp_path / "ragged.csv")
+    assert mean_of(["x", None, float("nan"), True, 1, 2.0]) == 1.5

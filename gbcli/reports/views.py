@@ -9,7 +9,7 @@ configuration columns of its own that vary.
 
 from __future__ import annotations
 
-import pandas as pd
+from gbcli.reports.tables import Rows
 
 # the configuration columns of the result tables (gbcli.reports.tables); shown when they vary
 CONFIG_COLUMNS = ("model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed", "init_seed",
@@ -29,26 +29,31 @@ def axes_of(points: list[dict]) -> list[str]:
     return [k for k in keys if len({repr(p.get(k)) for p in points}) > 1]
 
 
-def with_axes(table: pd.DataFrame, points: list[dict], shown: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """`table` with one column per grid axis (by its short name, the value from the point's own
-    config), and the columns to show: point, the axes, then `shown`, and any configuration column
-    of the table that varies and `shown` leaves out (so that no varying key is hidden)."""
+def with_axes(table, points: list[dict], shown: list[str]) -> tuple[Rows, list[str]]:
+    """`table` (a Rows or DataFrame) as Rows with one column per grid axis (by its short name, the
+    value from the point's own config), and the columns to show: point, the axes, then `shown`, and
+    any configuration column of the table that varies and `shown` leaves out (so that no varying key
+    is hidden)."""
+    out = Rows.of(table)
     axes = axes_of(points)
     names = short_names(axes)
-    out = table
-    if axes and "point" in table.columns:
+    if axes and "point" in out.columns:
         by_point = {str(p["point"]): p for p in points}
-        out = table.drop(columns=[names[k] for k in axes if names[k] in table.columns])
-        for k in axes:
-            out[names[k]] = [by_point.get(str(pid), {}).get(k) for pid in table["point"]]
+        drop = {names[k] for k in axes}
+        out = Rows([{**{c: v for c, v in r.items() if c not in drop},
+                     **{names[k]: by_point.get(str(r["point"]), {}).get(k) for k in axes}} for r in out.rows],
+                   [c for c in out.columns if c not in drop] + [names[k] for k in axes])
     lead = ["point"] if "point" in out.columns else []
     axis_columns = [names[k] for k in axes if names[k] in out.columns]
 
     def told(c: str) -> bool:   # a column the axes decide (contexts.seed decides context_seed) adds nothing
-        return bool(axis_columns) and bool((out.groupby(axis_columns, dropna=False)[c].nunique(dropna=False) <= 1).all())
+        seen: dict[tuple, set] = {}
+        for r in out.rows:
+            seen.setdefault(tuple(repr(r[a]) for a in axis_columns), set()).add(repr(r[c]))
+        return bool(axis_columns) and all(len(v) <= 1 for v in seen.values())
 
     def varies(c: str) -> bool:
-        return out[c].astype(str).nunique() > 1
+        return len(set(out.cells(c))) > 1
 
     varying = [c for c in CONFIG_COLUMNS if c in out.columns and c not in shown and c not in axis_columns
                and varies(c) and not told(c)]

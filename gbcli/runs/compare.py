@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import yaml
 
 from gbcli.errors import GbError
 from gbcli.metrics import expected_if_uncorrelated, inconsistency
 from gbcli.registry import MODELS
-from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS
+from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
 from gbcli.store.records import NOT_GBS, gd_status, stage_record, stage_status
@@ -25,6 +26,9 @@ from gbcli.store.integrity import check_run
 from gbcli.store.lock import check_kind, run_lock
 from gbcli.fs.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted, staged_writes
 from gbcli.text import quoted
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _read(path: Path, parse):
@@ -114,8 +118,8 @@ class _Resolved:
         return _Resolved(v) if isinstance(v, dict) else v
 
 
-def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build both tables from a run directory's completed stages."""
+def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
+    """Both tables of a run directory's completed stages, as Rows (no pandas: `gb compare`)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise GbError(f"{run_dir}: no such run directory")
@@ -160,8 +164,13 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                           "gd_status": gd_state})   # a pair with a diverged network says so
     if not errors:
         raise GbError(f"{run_dir}: no results yet (run `gb train-gd` and/or `gb fit-svm` first)")
-    return (pd.DataFrame(errors).reindex(columns=ERROR_COLUMNS),
-            pd.DataFrame(pairs).reindex(columns=INCONSISTENCY_COLUMNS))
+    return Rows(errors, ERROR_COLUMNS), Rows(pairs, INCONSISTENCY_COLUMNS)
+
+
+def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both tables of a run directory's completed stages, as DataFrames."""
+    errors, incons = run_rows(run_dir)
+    return errors.frame(), incons.frame()
 
 
 def run_tables(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -197,6 +206,12 @@ def _drawn_and_reported(run_dir: Path) -> tuple:
 
 
 def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`write_run_tables`, the tables as DataFrames (the library API)."""
+    errors, incons = write_run_tables(run_dir)
+    return errors.frame(), incons.frame()
+
+
+def write_run_tables(run_dir: str | Path) -> tuple[Rows, Rows]:
     """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
     tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
     paper 003's tables/kkt.csv). errors.csv is written last: a sweep counts the point as done
@@ -205,7 +220,7 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     check_tables_dir(run_dir)   # a file where tables/ goes: refused before log.txt or a figure is written
     check_kind(run_dir, "run", key="RUN_DIR", command="compare_run")
     check_run(run_dir)
-    errors, incons = compare(run_dir)
+    errors, incons = run_rows(run_dir)
     with run_lock(run_dir, key="RUN_DIR"), run_log(run_dir), staged_writes():   # a failure writes none of it
         for report in _drawn_and_reported(run_dir):
             try:
