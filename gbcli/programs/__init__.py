@@ -35,8 +35,4 @@ def solve_primal(design, solver: str, max_iters: int | None = None, eps: float |
     return SOLVERS[solver].solve(design, max_iters, eps)
 
 
-__all__ = ["CERTIFY_TOL", "NOT_SEPARABLE", "NORMS", "SOLVERS", "GatedDesign", "Solution", "certificate",
-           "check_solver", "combination", "context_mean", "context_pinv", "count_groups_matrix", "decision",
-           "default_solver", "dual_bound", "input_radius", "l2_root", "margin_matrix", "norm_of", "norm_value",
-           "reference_groups", "reference_matrix", "reference_null_and_pinv", "relative_margin_bound", "solve",
-           "solve_dual", "solve_primal", "unit_groups"]
+__all__ = sorted([name for names in _HOME.values() for name in names] + ["solve_primal"])

@@ -1,5 +1,4 @@
-"""A primal-dual active-set method for the quadratic programs' dual (issue 26: the default solve
-against libsvm).
+"""A primal-dual active-set method for the quadratic programs' dual.
 
 A quadratic norm has one group with its gates folded into the kernel, Q = Ky (N x N, positive
 semidefinite), and its program min ||zeta||^2 s.t. y_n f(x_n) >= 1 has the dual of a hard-margin
@@ -12,21 +11,16 @@ F of the points with a_n > 0 (the support set), one Cholesky of Q_FF gives a_F =
 every margin of F exactly 1; then the points of F whose multiplier came out negative leave, the
 points outside F whose margin is below 1 join, and the step repeats until F does not change. At
 that fixed point a_F > 0 and every other margin is >= 1: the KKT conditions hold to the rounding
-of one solve (relative gaps of 1e-13 here, where the interior-point method stops at 1e-8), so the
+of one solve (relative gaps of 1e-13, where the interior-point method stops at 1e-8), so the
 answer is certified as the interior-point method's would be, by the same gap.
 
 This is the method of Hintermueller, Ito and Kunisch (2003) for bound-constrained QPs; for an
-M-matrix it converges in finitely many steps, in general it may cycle. Measured on MNIST's svm-l2
-programs (`benchmarks/default_vs_libsvm.py`): 6-8 steps from half of the points, each a Cholesky
-of the current support guess (900-1500 points at N = 2000) where the interior-point method takes
-12-15 Newton steps of the full N x N matrix. Whenever it does not reach its fixed point (a cycle, a
-singular Q_FF as for a kernel of rank below the support set's size, non-finite multipliers, no
+M-matrix it converges in finitely many steps, in general it may cycle (on MNIST's svm-l2: 6-8
+Cholesky steps where the interior-point method takes 12-15 Newton steps of the full N x N matrix).
+Whenever it does not reach its fixed point (a cycle, a singular Q_FF, non-finite multipliers, no
 positive margin, a gap above the tolerance, MAX_STEPS) it returns None and the caller runs the
-interior-point method, so it can cost time but never an answer.
-
-We wrote it ourselves (about 60 lines) because libsvm, the library for this dual, has a bias:
-solving the bias-free program with it needs the doubled set {(x, y), (-x, -y)}, which is the very
-libsvm run this method is measured against, and it stops uncertified at its tolerance.
+interior-point method, so it can cost time but never an answer. (libsvm, the library for this
+dual, has a bias, and stops uncertified at its tolerance.)
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@
 - An infeasibility is certified by a dual ray: an upper bound on every predictor's relative
   margin below NOT_SEPARABLE.
 - A failed solve that left multipliers gets the same two bounds (a lower bound on the optimum, an
-  upper bound on every predictor's relative margin), uncertified: facts about the program that say
-  how far from separable it is when the solver could not finish (issue 13, seed 3 at H = 10).
+  upper bound on every predictor's relative margin), uncertified: how far from separable the
+  program is when the solver could not finish.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gbcli.programs.ipm import NOT_SEPARABLE
 from gbcli.programs.norms import norm_of
 
 CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
-PRECISE_ABOVE = 1e4  # dual_bound: V summed exactly when its terms are this many times larger (ipm.EXACT_ABOVE)
+PRECISE_ABOVE = 1e4  # V summed exactly when its terms are this many times larger than it (ipm.EXACT_ABOVE)
 
 
 def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
@@ -28,8 +28,7 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
     With V = E' diag(lam o y) X, every feasible zeta has 1'lam <= <V, zeta> <= ||V||_* ||zeta||, so
     ||zeta|| >= 1'lam / ||V||_*, with ||.||_* the norm's dual norm; squared for the quadratic norms.
     The bound does not depend on the scale of lam, so any solver's multipliers can be checked.
-    When V is PRECISE_ABOVE times smaller than its terms (a nearly inseparable program, or a dual
-    ray), its float64 sum is noise: it is summed exactly instead (`design.combination(precise=True)`)."""
+    V is summed exactly when it cancels (`cancels`)."""
     lam = np.clip(lam, 0, None)
     norm = norm_of(design)
     dn = norm.dual(design, _combination_for(design, lam))
@@ -41,11 +40,18 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
     return float(bound ** 2 if norm.quadratic else bound)
 
 
+def cancels(lam: np.ndarray, v: np.ndarray, radius: float) -> bool:
+    """Whether V = combination(lam) cancels: its terms (up to 1'lam radius) PRECISE_ABOVE times larger
+    than V, as for a nearly inseparable program (1e6- to 1e8-fold) or a dual ray. Its float64 sum is
+    then noise and V must be summed exactly; below that, float64's error in the margins is under 1e-11.
+    radius: the design's `input_radius`."""
+    return float(np.clip(lam, 0, None).sum()) * radius > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300)
+
+
 def _combination_for(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
-    """V(lam) in float64; summed exactly and rounded once when it cancels (its terms PRECISE_ABOVE
-    times larger than it)."""
+    """V(lam) in float64, summed exactly and rounded once when it `cancels`."""
     v = combination(design, lam)
-    if lam.sum() * input_radius(design) > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300):
+    if cancels(lam, v, input_radius(design)):
         v = combination(design, lam, precise=True).astype(np.float64)
     return v
 
@@ -74,8 +80,8 @@ GAP_FLOOR = 1e-12   # of the problem's own objective scale: below it an optimum 
 def relative_gap(primal: float, dual: float, radius: float, quadratic: bool) -> float:
     """(primal - dual) / max(|primal|, floor), the floor GAP_FLOOR times the problem's own objective
     scale: the smallest norm a margin-1 predictor can have is 1 / radius (squared for a quadratic
-    norm), so the gap is the same number for inputs scaled by any factor. (A constant floor made any
-    optimum below it "certified" however far off the predictor was.)"""
+    norm), so the gap is the same number for inputs scaled by any factor (a constant floor would
+    certify any optimum below it)."""
     scale = (1.0 / radius) ** (2 if quadratic else 1) if radius > 0 and np.isfinite(radius) else 0.0
     floor = max(abs(primal), GAP_FLOOR * scale)
     if not floor > 0:
@@ -96,9 +102,10 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
                        certified=bool(sol.status == "infeasible" and rel <= NOT_SEPARABLE))
         return out
     margins = decision(sol.zeta, design.x_train, design.e_train) * design.y_train
-    primal = norm_of(design).value(design, sol.zeta)
+    norm = norm_of(design)
+    primal = norm.value(design, sol.zeta)
     dual = dual_bound(design, sol.lam) if sol.lam is not None else float("nan")
-    gap = relative_gap(primal, dual, input_radius(design), norm_of(design).quadratic)
+    gap = relative_gap(primal, dual, input_radius(design), norm.quadratic)
     out.update(primal_objective=primal, dual_objective=dual, rel_gap=gap, min_margin=float(margins.min()),
                certified=bool(abs(gap) <= tol and margins.min() >= 1 - tol))
     return out
@@ -123,9 +130,9 @@ def recovery_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray) -> n
     form, so storing (lam's support, s) instead of zeta loses only rounding. None when the norm has
     no recovery from multipliers (the l1 norm, the reference norm's null-space part)."""
     norm = norm_of(design)
-    groups = scale_groups(design)
     if norm.has_reduction:
         return np.zeros(0)
+    groups = scale_groups(design)
     try:
         w = norm.recover(design, _combination_for(design, np.clip(lam, 0, None)), np.ones(len(groups)))
     except NotImplementedError:
@@ -144,5 +151,5 @@ def predictor_from(design: GatedDesign, lam: np.ndarray, s: np.ndarray) -> np.nd
     norm = norm_of(design)
     if norm.has_reduction:
         return norm.complete(design, np.clip(lam, 0, None))
-    return np.asarray(norm_of(design).recover(design, _combination_for(design, np.clip(lam, 0, None)),
-                                              np.asarray(s, np.float64)), np.float64)
+    return np.asarray(norm.recover(design, _combination_for(design, np.clip(lam, 0, None)),
+                                   np.asarray(s, np.float64)), np.float64)

@@ -40,13 +40,8 @@ class GatedDesign:
         return self.e_train.shape[1]
 
 
-class Status(str, Enum):
-    """What a solve (or a record) says of its program. A str, so records and tables hold the word."""
-
-    OPTIMAL = "optimal"          # solved, certified within the tolerance
-    INACCURATE = "inaccurate"    # an answer whose certificate falls short of the tolerance
-    INFEASIBLE = "infeasible"    # no predictor separates the training data (a dual ray says so)
-    FAILED = "failed"            # no answer
+class _Word(str, Enum):
+    """An enum whose members are their words (in records, tables and f-strings)."""
 
     def __str__(self) -> str:
         return self.value
@@ -55,7 +50,16 @@ class Status(str, Enum):
         return format(self.value, spec)
 
 
-class Stop(str, Enum):
+class Status(_Word):
+    """What a solve (or a record) says of its program. A str, so records and tables hold the word."""
+
+    OPTIMAL = "optimal"          # solved, certified within the tolerance
+    INACCURATE = "inaccurate"    # an answer whose certificate falls short of the tolerance
+    INFEASIBLE = "infeasible"    # no predictor separates the training data (a dual ray says so)
+    FAILED = "failed"            # no answer
+
+
+class Stop(_Word):
     """Why a solve ended: decisions read this, never the message (which is for people)."""
 
     CONVERGED = "converged"              # met the tolerance
@@ -69,12 +73,6 @@ class Stop(str, Enum):
     ASKED = "asked"                      # stopped between working-set rounds as its caller asked
     SHARED_RAY = "shared-ray"            # answered by the certified ray of a program with the same constraints
     OTHER = "other"                      # a solver that does not say (the primal adapters, old cache entries)
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 @dataclass
@@ -122,9 +120,8 @@ def train_outputs(design: GatedDesign, zeta: np.ndarray) -> tuple[np.ndarray, np
 def combination(design: GatedDesign, lam: np.ndarray, precise: bool = False) -> np.ndarray:
     """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs. `precise`: its
     terms' products summed exactly (`exact.ExactProduct`) and returned in numpy's long double before
-    any rounding: on the nearly inseparable programs this sum cancels 1e6- to 1e8-fold, and the
-    margins of a predictor recovered from a float64 V are off by up to ~5e-6 at 1e6 (issue 13) and
-    by ~0.1 at 1e8. (lam's float64 values and binary gates make the terms E[n, r] lam_n y_n exact.)"""
+    any rounding, for a V that cancels (`certify.cancels`). (lam's float64 values and binary gates
+    make the terms E[n, r] lam_n y_n exact.)"""
     if precise:
         import torch   # torch is heavy to import and only the precise sums need it here
 

@@ -1,4 +1,5 @@
-"""scikit-learn estimators for the certified max-margin programs, on any data and without a config.
+"""scikit-learn estimators for the certified max-margin programs, on any data and without a config
+(docs/library-api.md).
 
 - `KernelSVM`: the hard-margin kernel SVM without bias, min ||w||^2 s.t. y_n f(x_n) >= 1, solved by
   our interior-point method (`gbcli.programs.ipm`) on Q = yy' o K and certified in kernel space.
@@ -7,33 +8,21 @@
   contexts (the svm-gln program of `gb fit-svm`), solved by a registered solver and certified by
   `gbcli.programs.certify`.
 
-Both take any two labels: classes_[1] plays +1.
+Both take any two labels: classes_[1] plays +1. Data that no predictor of the program separates
+(a hard-margin program without bias has no solution then) is a checkable outcome, chosen by
+`on_inseparable`:
+- "warn" (the default): fit warns one line of `NotSeparableWarning` (a UserWarning) naming the
+  number of training points and their classes, and sets `status_ = "infeasible"`, `objective_ = inf`,
+  `certificate_` (the dual ray's bound on the margin) and `majority_` (the more frequent class,
+  classes_[0] on a tie). score answers NaN, scikit-learn's default `error_score`, so an inseparable
+  cross-validation fold scores NaN with that one line, not a FitFailedWarning holding a traceback;
+  predict answers `majority_` and decision_function the constant +1 or -1, so other scorers run on.
+- "raise": fit raises `NotSeparableError`, a ValueError; cross-validation then treats the fold as
+  a failed fit (its error_score applies).
 
-Data that no predictor of the program separates (a hard-margin program without bias has no solution
-then) is a checkable outcome, chosen by the constructor parameter `on_inseparable`:
-- "warn" (the default): fit succeeds, warns one line of `NotSeparableWarning` (a UserWarning
-  subclass) naming the number of training points and their classes, and sets
-  `status_ = "infeasible"`, `objective_ = inf`, `certificate_` (the dual ray's bound on the margin,
-  `certified` when it proves the data inseparable) and `majority_`. The fitted estimator has no
-  predictor: score answers NaN, the value of scikit-learn's default `error_score`, so a
-  cross-validation fold whose training part is not separable scores NaN (GridSearchCV ranks it
-  last) with that one line, not a FitFailedWarning holding a traceback per fold. predict still
-  answers `majority_` (the training set's more frequent class, classes_[0] on a tie) for every
-  point and decision_function the constant +1 (majority_ is classes_[1]) or -1, so a pipeline or
-  a scorer other than the default (e.g. scoring="accuracy") runs on: it scores that constant.
-- "raise": fit raises `NotSeparableError`, a ValueError subclass; cross-validation then treats the
-  fold as a failed fit (its error_score, a number or "raise", applies, with scikit-learn's
-  FitFailedWarning and the traceback it formats).
-
-Model selection (cross_val_score, GridSearchCV, Pipeline): KernelSVM needs nothing more. GroupNormSVM's
-gates travel with the points in either of two ways:
-- in X: `GroupNormSVM(context_columns=H, count=C)` reads the last H columns of X as the points'
-  local contexts (integers in [0, C)), `gate_columns=R` the last R columns as their gate matrix, so
-  that slicing the rows of X slices the gates with them; fit, decision_function, predict and score
-  split them off (n_features_in_ counts them);
-- as metadata: fit(X, y, contexts=..., count=...), predict / decision_function / score(X, ...,
-  contexts=...), routed by scikit-learn's metadata routing (`sklearn.set_config(enable_metadata_routing=True)`
-  and `est.set_fit_request(contexts=True, count=True).set_score_request(contexts=True)`).
+GroupNormSVM's gates travel with the points either in X (`context_columns=H` / `gate_columns=R`:
+X's last columns, sliced with the rows by cross-validation) or as metadata (fit(X, y, contexts=...,
+count=...), routed by scikit-learn's metadata routing).
 """
 
 from __future__ import annotations
@@ -57,9 +46,8 @@ from gbcli.programs.ipm import NOT_SEPARABLE, Kernel, interior_point
 
 SUPPORT = 1e-6   # a training point is a support vector when its multiplier exceeds this fraction of the largest
 ON_INSEPARABLE = ("raise", "warn")
-
-
 MAX_GATE_ENTRIES = 2 ** 31   # one-hot gate entries an estimator may build (16 GiB of float64)
+
 
 class NotSeparableError(ValueError):
     """fit's answer, with on_inseparable="raise", to training data that no predictor of the
@@ -99,7 +87,7 @@ def _inseparable(est, message: str, classes, ypm, certificate_: dict, lam) -> No
 
 
 def _score(est, y, predicted, sample_weight) -> float:
-    """Mean accuracy; NaN for an estimator fitted without a predictor (see the module docstring)."""
+    """Mean accuracy; NaN for an estimator fitted without a predictor."""
     if _no_predictor(est):
         return float("nan")
     return float(accuracy_score(y, predicted, sample_weight=sample_weight))
@@ -137,21 +125,21 @@ def _is_real(value) -> bool:
 
 
 def _check_tol(est, tol) -> float:
-    """A certificate's tolerance is a finite number in (0, 1): a relative gap and a margin shortfall
-    below 1 is the least an answer needs, so tol >= 1 (or inf) would certify anything (tol=inf
-    certified a relative gap of 0.99), and tol <= 0 (or NaN) nothing."""
+    """A certificate's tolerance is a finite number in (0, 1): tol >= 1 (or inf) would certify
+    anything, tol <= 0 (or NaN) nothing."""
     if not _is_real(tol) or not math.isfinite(float(tol)) or not 0 < float(tol) < 1:
         raise ValueError(f"{type(est).__name__}: tol must be a finite number in (0, 1), got {tol!r}")
     return float(tol)
 
 
-def _check_max_iter(est, max_iter) -> int | None:
-    """max_iter: None (the method's default) or a positive integer (not a bool or a float)."""
-    if max_iter is None:
+def _check_count(est, param: str, value, optional: bool = True) -> int | None:
+    """None (when `optional`) or a positive integer (not a bool or a float); ValueError naming `param`."""
+    if value is None and optional:
         return None
-    if not isinstance(max_iter, numbers.Integral) or isinstance(max_iter, (bool, np.bool_)) or max_iter < 1:
-        raise ValueError(f"{type(est).__name__}: max_iter must be None or a positive integer, got {max_iter!r}")
-    return int(max_iter)
+    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)) or value < 1:
+        raise ValueError(f"{type(est).__name__}: {param} must be {'None or ' if optional else ''}a positive integer, "
+                         f"got {value!r}")
+    return int(value)
 
 
 class KernelSVM(ClassifierMixin, BaseEstimator):
@@ -190,21 +178,18 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         return tags
 
     def _check_params(self) -> tuple[float, int | None]:
-        """(tol, max_iter), validated at fit as scikit-learn does (the constructor stores them
-        unchanged); ValueError naming the parameter otherwise."""
+        """(tol, max_iter), every parameter validated at fit as scikit-learn does; ValueError naming it."""
         name = type(self).__name__
         if not isinstance(self.kernel, str) or self.kernel not in ("linear", "rbf", "poly", "precomputed"):
             raise ValueError(f"{name}: kernel must be 'linear', 'rbf', 'poly' or 'precomputed', got {self.kernel!r}")
         if self.gamma is not None and (not _is_real(self.gamma) or not math.isfinite(float(self.gamma))
                                        or not float(self.gamma) > 0):
             raise ValueError(f"{name}: gamma must be None or a finite positive number, got {self.gamma!r}")
-        if not isinstance(self.degree, numbers.Integral) or isinstance(self.degree, (bool, np.bool_)) \
-                or self.degree < 1:
-            raise ValueError(f"{name}: degree must be a positive integer, got {self.degree!r}")
+        _check_count(self, "degree", self.degree, optional=False)
         if not _is_real(self.coef0) or not math.isfinite(float(self.coef0)):
             raise ValueError(f"{name}: coef0 must be a finite number, got {self.coef0!r}")
         _check_on_inseparable(self)
-        return _check_tol(self, self.tol), _check_max_iter(self, self.max_iter)
+        return _check_tol(self, self.tol), _check_count(self, "max_iter", self.max_iter)
 
     def _gram(self, x, z):
         if self.kernel == "precomputed":
@@ -215,11 +200,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                 degree=self.degree, coef0=self.coef0)
 
     def fit(self, X, y):
-        """Solve the program on (X, y). Data not separable by this kernel: a one-line
-        NotSeparableWarning and status_ "infeasible" (on_inseparable="warn", the default), or
-        NotSeparableError, a ValueError (on_inseparable="raise").
-        ValueError when a parameter is out of range (tol a finite number in (0, 1), max_iter a
-        positive integer)."""
+        """Solve the program on (X, y); inseparable data as `on_inseparable` says."""
         tol, max_iter = self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
@@ -235,9 +216,11 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         q = gram * np.outer(ypm, ypm)
         status, message, lam, s, it, _ = interior_point(Kernel(torch.as_tensor(q, dtype=torch.float64)), True,
                                                         tol, max_iter)
+        if s is None and status != "infeasible":
+            raise ValueError(f"the interior-point method failed: {message}")
+        qlam = float(lam @ q @ lam)
+        radius = math.sqrt(max(float(np.max(np.diag(gram))), 0.0))
         if status == "infeasible":
-            qlam = float(lam @ q @ lam)
-            radius = math.sqrt(max(float(np.max(np.diag(gram))), 0.0))
             bound = 0.0 if radius == 0 or lam.sum() <= 0 else math.sqrt(max(qlam, 0.0)) / (lam.sum() * radius)
             cert = {"primal_objective": float("inf"), "dual_objective": float(lam.sum() ** 2 / qlam) if qlam > 0
                     else float("inf"), "rel_gap": float("nan"), "min_margin": float("nan"),
@@ -248,17 +231,14 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                          "margin and no bias: the program has no solution", classes, ypm, cert, lam)
             self.X_fit_ = X
             return self
-        if s is None:
-            raise ValueError(f"the interior-point method failed: {message}")
         alpha = s[0] * lam * ypm
         margins = ypm * (gram @ alpha)
         if margins.min() > 0:   # rescale to smallest margin exactly 1 (as the dual solver does)
             alpha = alpha / margins.min()
             margins = margins / margins.min()
         primal = float(alpha @ gram @ alpha)
-        qlam = float(lam @ q @ lam)
         dual = float(lam.sum() ** 2 / qlam) if qlam > 0 else float("nan")
-        gap = relative_gap(primal, dual, math.sqrt(max(float(np.max(np.diag(gram))), 0.0)), True)
+        gap = relative_gap(primal, dual, radius, True)
         self.certificate_ = {"primal_objective": primal, "dual_objective": dual, "rel_gap": gap,
                              "min_margin": float(margins.min()), "iterations": it, "tolerance": tol,
                              "certified": bool(abs(gap) <= tol and margins.min() >= 1 - tol)}
@@ -381,13 +361,10 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
 
     def _columns(self) -> tuple[str | None, int]:
         """("contexts" | "gates" | None, k): which gates travel in the last k columns of X."""
-        name = type(self).__name__
         for param in ("context_columns", "gate_columns"):
-            k = getattr(self, param)
-            if k is not None and (not isinstance(k, numbers.Integral) or isinstance(k, (bool, np.bool_)) or k < 1):
-                raise ValueError(f"{name}: {param} must be None or a positive integer, got {k!r}")
+            _check_count(self, param, getattr(self, param))
         if self.context_columns is not None and self.gate_columns is not None:
-            raise ValueError(f"{name}: set context_columns or gate_columns, not both")
+            raise ValueError(f"{type(self).__name__}: set context_columns or gate_columns, not both")
         if self.context_columns is not None:
             return "contexts", int(self.context_columns)
         if self.gate_columns is not None:
@@ -422,18 +399,14 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return groups
 
     def fit(self, X, y, gates=None, contexts=None, count=None):
-        """Solve the program on (X, y) with the points' gates (arguments, or X's last columns). Data
-        no predictor separates: a one-line NotSeparableWarning and status_ "infeasible"
-        (on_inseparable="warn", the default), or NotSeparableError, a ValueError (on_inseparable="raise"). ValueError when a parameter is out of range
-        (tol a finite number in (0, 1), max_iter a positive integer)."""
+        """Solve the program on (X, y) with the points' gates (arguments, or X's last columns);
+        inseparable data as `on_inseparable` says."""
         from gbcli.programs.solvers import SOLVERS
 
-        tol, max_iter = _check_tol(self, self.tol), _check_max_iter(self, self.max_iter)
+        tol, max_iter = _check_tol(self, self.tol), _check_count(self, "max_iter", self.max_iter)
         _check_on_inseparable(self)
         self._columns()
-        if self.count is not None and (not isinstance(self.count, numbers.Integral)
-                                       or isinstance(self.count, (bool, np.bool_)) or self.count < 1):
-            raise ValueError(f"{type(self).__name__}: count must be None or a positive integer, got {self.count!r}")
+        _check_count(self, "count", self.count)
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
         if not isinstance(self.solver, str) or self.solver not in SOLVERS \
@@ -451,8 +424,8 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         groups = self._group_list(e.shape[1], units, count, mode)
         design = GatedDesign(X, ypm, e, X[:0], e[:0], "group", groups, units, count)
         sol = SOLVERS[self.solver].solve(design, max_iter, tol)
-        self.__dict__.pop("zeta_", None)
-        self.__dict__.pop("majority_", None)
+        for name in ("zeta_", "majority_"):   # a previous fit's, which this fit may not set
+            self.__dict__.pop(name, None)
         self.gate_mode_, self.groups_, self.count_, self.n_gates_ = mode, groups, count, e.shape[1]
         if sol.zeta is None:
             if sol.status == "infeasible":

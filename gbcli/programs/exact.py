@@ -1,10 +1,9 @@
-"""Products A'B whose only rounding is the final one, on float64 BLAS (issue 13: seed 3 at H = 10).
+"""Products A'B whose only rounding is the final one, on float64 BLAS.
 
-On a nearly inseparable program the multipliers' combination V = sum_n lam_n y_n phi_n cancels: at
-N = 48,000, H = 10, seed 3 the terms are ~4e8 times larger than V, so a float64 product carries an
-error of ~4e-8 |V|, and the margins the interior-point method derives from V (scaled by a primal of
-norm ~1.4e7) carry noise of order 1: the method cannot tell a positive margin from a negative one.
-numpy's long double gains only 11 bits and has no BLAS.
+On a nearly inseparable program the multipliers' combination V = sum_n lam_n y_n phi_n cancels (its
+terms ~4e8 times larger than V at N = 48,000, H = 10), so a float64 product carries an error of
+~4e-8 |V|, and the margins derived from V carry noise of order 1. numpy's long double gains only
+11 bits and has no BLAS; mpmath is 100-1000x slower at these sizes.
 
 The split (Ozaki's error-free scheme): every column of A and of B is cut into SLICES slices of
 `beta` bits on a grid fixed by the column's largest entry, with 2 beta + log2(N) <= 53, so every
@@ -13,12 +12,7 @@ product of two slices and every partial sum over N is an integer multiple of one
 FMA. What is left below the last slice (2^-54 of the column's largest entry and less) enters
 through two ordinary float64 products whose rounding is relative to that remainder. The SLICES^2
 + 2 partial products are then summed with Neumaier's compensation: the result's error is about
-eps |A'B| + eps^2 |A||B| (double-double's).
-
-We wrote it ourselves: no library on the package registries offers an exact or double-double
-matrix product over BLAS for numpy or torch (mpmath and long double are exact enough but 100-1000x
-slower at these sizes). Cost: 11 float64 products instead of one; at 10,000 points, 11 context
-columns and 785 inputs that is ~0.1 s, against ~40 s of Cholesky and Newton matrix per iterate."""
+eps |A'B| + eps^2 |A||B| (double-double's). Cost: 11 float64 products instead of one."""
 
 from __future__ import annotations
 

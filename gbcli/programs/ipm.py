@@ -6,20 +6,18 @@ on dense float64 N x N algebra in torch (GPU when available). This module is the
 it knows kernels and groups, not designs or norms (`gbcli.programs.solvers.dual` builds the kernel
 from a design's norm and recovers the primal).
 
-We wrote it ourselves because no library exploits the structure that makes it cheap:
-sum_g a_g Q_g = Ky o (E diag(a) E') is one N x R x N product, so a Newton step costs that product
-plus one Cholesky, and memory stays at three N x N arrays, never G*N*N.
+No library exploits the structure that makes it cheap: sum_g a_g Q_g = Ky o (E diag(a) E') is one
+N x R x N product, so a Newton step costs that product plus one Cholesky, and memory stays at three
+N x N arrays, never G*N*N.
 
-Nearly inseparable programs (issue 13: seed 3 at H = 10, N = 48,000, relative margin ~2.5e-9)
-take three more things once the dual's scale passes EXACT_ABOVE, when the products are formed in
-feature space: V(lam) = E' diag(lam) features rounded once (`exact.ExactProduct`), so the margins
-and lam'Q_g lam are right although V cancels 1e8-fold; lam kept as a double-double (hi + lo),
-because at the optimum V is smaller than float64's resolution of lam's terms; and Newton
-directions refined by GMRES on the Newton matrix applied with those products, preconditioned by
-the float64 Cholesky factor, whose smallest eigen-directions (~(relative margin)^2 of the largest)
-float64 cannot resolve. Each alone is not enough: on a family of nearly inseparable programs (tests/test_exact.py) the
-plain method certifies down to a relative margin of ~3e-7, the products and double-doubles to
-~3e-8, all three to 3e-11.
+Nearly inseparable programs (relative margins ~1e-9) take three more things once the dual's scale
+passes EXACT_ABOVE, when the products are formed in feature space: V(lam) = E' diag(lam) features
+rounded once (`exact.ExactProduct`), so the margins and lam'Q_g lam are right although V cancels
+1e8-fold; lam kept as a double-double (hi + lo), because at the optimum V is smaller than float64's
+resolution of lam's terms; and Newton directions refined by GMRES on the Newton matrix applied with
+those products, preconditioned by the float64 Cholesky factor, whose smallest eigen-directions
+float64 cannot resolve. On tests/test_exact.py's family the plain method certifies down to a
+relative margin of ~3e-7, the products and double-doubles to ~3e-8, all three to 3e-11.
 """
 
 from __future__ import annotations
@@ -37,8 +35,8 @@ MAX_ITERS = 100
 
 
 class Outcome(NamedTuple):
-    """What the interior-point method (and the active set, and the polish) ends with: `stop` says why,
-    for the callers' decisions; `message` says it for people."""
+    """What the interior-point method, the active set and the polish end with: `stop` says why, for
+    the callers' decisions; `message` says it for people."""
 
     status: str
     message: str
@@ -49,10 +47,8 @@ class Outcome(NamedTuple):
 
 TIGHTER = 1e-2          # iterate to a gap 100x below the tolerance, so the support set is resolved too
 STALL = 8               # stop when the best gap has not improved for this many iterations,
-STALL_MET = 3           # ... or for this many once the best gap meets the caller's tolerance. Near a nearly
-                        # inseparable program's rounding floor no later iterate comes back to the best
-                        # (H = 10, N = 48,000: from 4e-8 the gap goes up to 1e-3 over the next 8), and those
-                        # iterates were a quarter of a stalled working-set round (BENCHMARKS.md)
+STALL_MET = 3           # ... or for this many once the best gap meets the caller's tolerance (near a
+                        # rounding floor no later iterate comes back to the best)
 STALLED = f"no progress in the last {STALL} iterations"
 STALLED_MET = f"no progress in the last {STALL_MET} iterations"   # an optimal answer's message when it stalled
 TIME_LIMITED = "stopped at the time limit"   # svm.time_limit reached (the deadline of `interior_point`)
@@ -60,19 +56,14 @@ POLISHED = "polished on the active set"   # how an answer finished by `polish` b
 NOT_SEPARABLE = 1e-9    # relative margin below which the data counts as not separable (certified infeasible)
 WARM_SHIFT = 0.1        # a warm start's distance from the boundary lam, s >= 0 (relative to the largest lam, s),
 WARM_MU = 0.3           # from mu >= 0 (margin slacks, absolute), and its lam is scaled to
-WARM_F = 0.8            # max_g lam'Q_g lam = WARM_F: ~20% fewer Newton steps over a working set's
-                        # rounds on digits (a scan of these three; smaller shifts were slower than cold)
+WARM_F = 0.8            # max_g lam'Q_g lam = WARM_F (a scan of these three on digits: ~20% fewer Newton steps)
 ACTIVE = 1e-6           # polish: a multiplier above this fraction of the largest is active (a point or a group)
 SLACK = 1e-3            # ... and a point whose margin is above 1 + SLACK is not
-EXACT_ABOVE = 1e4       # feature-space products V = E' diag(lam) features rounded once (exact.ExactProduct,
-                        # `Kernel(round_once=True)`, the default) once dual x radius passes this, with lam a
-                        # double-double: V's terms are then ~that much larger than V, and float64 margins err
-                        # by ~(dual radius)^2 eps > 1e-8 (tol x TIGHTER); below it the plain products stay
-                        # (11 products instead of 1: +20% a Newton step at N = 2000)
-GMRES_STEPS = 12        # Newton directions are then refined by GMRES (`gmres`, interior_point(refine=True), the
-                        # default) on the Newton matrix applied with them: at most this many steps a direction
+EXACT_ABOVE = 1e4       # products rounded once (`Kernel.accurate`), lam a double-double, once dual x radius
+                        # passes this: float64 margins then err by ~(dual radius)^2 eps > 1e-8 (tol x TIGHTER)
+GMRES_STEPS = 12        # ... and Newton directions refined by at most this many GMRES steps (`gmres`)
 PATIENCE = 2            # polish: Newton steps without a smaller residual before it stops (one step can
-                        # overshoot and the next recover: 1e-6, 7e-4, 7e-9 on seed 2's svm-l2 at 48,000)
+                        # overshoot and the next recover)
 
 
 class Kernel:
@@ -82,18 +73,16 @@ class Kernel:
     computed in feature space, (Q_g lam)_n = sum_{r in g} E[n, r] <y_n x_n, V_r> with
     V = E' diag(lam) features: 2 N R D operations instead of the N^2 R of Ky (E diag(lam)), used when
     that is cheaper (N > 2 D). Once the caller's `scale` (dual x radius) passes EXACT_ABOVE, V is
-    computed with one rounding (`exact.ExactProduct`): the margins and lam'Q_g lam of a nearly
-    inseparable program, whose V cancels ~1e8-fold, are then exact to float64's precision of V
-    instead of of its terms (the Newton matrix keeps Ky's rounding: it only steers).
-    Single-group kernels with folded gates, Ky o (E M E'), use the feature space through
+    computed with one rounding (`exact.ExactProduct`), so the margins and lam'Q_g lam are exact to
+    float64's precision of V instead of its terms (the Newton matrix keeps Ky's rounding: it only
+    steers). Single-group kernels with folded gates, Ky o (E M E'), use the feature space through
     `fold` = (E, M): (Q lam)_n = e_n' M V y_n x_n.
 
     One-hot groups (every group's columns hold exactly one 1 per row, as a GLN unit's C contexts):
-    E_g E_g' = [same context] = (11' + Phi_g Phi_g') / C_g with Phi_g = E_g B_g, B_g the C_g x (C_g - 1)
-    columns of a Hadamard-type basis (entries +-1 when C_g is a power of two: exact), so
-    sum_g a_g Q_g = Ky (sum_g a_g / C_g) + Ky o (Phi diag(a) Phi') and Q_g lam share the term Ky lam:
-    the N x N x R products become N x N x (R - G) (+ N^2), half of them at C = 2 (issue 13: the
-    Newton floor). Other groups (the published grouping, one column per group) use E itself."""
+    E_g E_g' = (11' + Phi_g Phi_g') / C_g with Phi_g = E_g B_g, B_g the C_g x (C_g - 1) columns of a
+    Hadamard-type basis (entries +-1 when C_g is a power of two: exact), so sum_g a_g Q_g =
+    Ky (sum_g a_g / C_g) + Ky o (Phi diag(a) Phi') and Q_g lam share the term Ky lam: the N x N x R
+    products become N x N x (R - G) (+ N^2), half of them at C = 2. Other groups use E itself."""
 
     def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None,
                  features: torch.Tensor | None = None, fold: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -132,10 +121,8 @@ class Kernel:
 
     def u(self, lam: torch.Tensor) -> torch.Tensor:
         """U[:, g] = Q_g lam (N x G). A folded single-group kernel goes through its feature space
-        (2 N R D operations) only when that is cheaper than its one N^2 product (2 R D < N: few
-        features, as the low-dimensional theory programs, where it is also the more accurate), and
-        always for the products rounded once (`products` when accurate); on MNIST's svm-l2 at
-        N = 2000 the feature space took a quarter of the solve (issue 26: the Newton floor)."""
+        (2 N R D operations) only when that is cheaper than its one N^2 product (2 R D < N), and
+        always for the products rounded once (`products` when accurate)."""
         if self.e is None and not (self.features is not None and 2 * self.fold[0].shape[1]
                                    * self.features.shape[1] < self.ky.shape[0]):
             return (self.ky @ lam)[:, None]
@@ -185,8 +172,8 @@ class Kernel:
         return self.features is not None and self.round_once and self.scale > EXACT_ABOVE
 
     def _combine(self, a: torch.Tensor) -> torch.Tensor:
-        """a' features (K x D): the cancelling sums, rounded once when round_once and scale > EXACT_ABOVE."""
-        if not (self.round_once and self.scale > EXACT_ABOVE):
+        """a' features (K x D): the cancelling sums, rounded once when `accurate`."""
+        if not self.accurate():
             return a.T @ self.features
         if self.exact is None:   # the features' slices, once
             self.exact = ExactProduct(self.features)
@@ -222,9 +209,8 @@ class Kernel:
 
     def newton_lower(self, a: torch.Tensor, left: torch.Tensor, right: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """The lower triangle (with the diagonal) of sum_g a_g Q_g + left right' in `out`, block by
-        block; the upper triangle is left as it was. The Cholesky factorization reads only the lower
-        triangle, so the blocks above it are not computed: 10 of 16 blocks at N >= 1500, 40% less
-        than the full products (issue 13: the Newton floor)."""
+        block; the upper triangle is left as it was (the Cholesky factorization reads only the lower
+        triangle: 10 of 16 blocks at N >= 1500)."""
         n = out.shape[0]
         b = 4 if n >= 1500 else 2 if n >= 600 else 1
         cuts = [i * n // b for i in range(b + 1)]
@@ -331,11 +317,9 @@ def duality_gap(margins: np.ndarray, f: np.ndarray, lam: np.ndarray, s: np.ndarr
     return 1 - (1 - gap) ** 2 if quadratic else gap
 
 
-def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, passes: int = 6, steps: int = 12,
-           dtype=np.longdouble, trace=None):
+def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, passes: int = 6, steps: int = 12):
     """Newton's method on the optimality conditions of the active set of an interior-point answer
-    that stopped short (issue 13: the nearly inseparable H = 10 programs at N = 48,000 stall at a
-    relative gap of 1e-6 to 4e-6).
+    that stopped short (nearly inseparable programs stall at relative gaps of 1e-6 to 4e-6).
 
     On the active points S (lam_n > ACTIVE max lam and margin below 1 + SLACK) and the active
     groups A (s_g > ACTIVE max s):
@@ -344,30 +328,20 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     with lam = 0 outside S and s = 0 outside A. Each Newton step factors the |S| x |S| matrix
     sum_g s_g Q_g (the interior-point method's, without the barrier terms), with a |A| x |A| Schur
     complement for the groups, and the steps stop when the residuals stop shrinking. The residuals
-    come from `exact(lam, s) -> (margins, f)`: on those programs the margins of the kernel products
-    sum_g s_g Q_g lam are off by up to 1.3e-6 (sums of ~6000 terms about 1e9 times larger than the
-    result; against a long-double reference), about where the interior-point method stalls, and
-    those through the primal (V(lam), then each point's product with zeta) by up to 1.3e-7 (the
-    caller passes those: `gbcli.programs.solvers.dual.primal_products`). A point whose multiplier turns negative
-    leaves S, one outside S whose margin falls below 1 joins it, and the conditions are solved again.
-    The iterate (lam, s) is kept in numpy's long double: those margins are sums about 1e9 times
-    larger than the result, so rounding lam to float64 alone moves them by ~5e-7 (seed 2's svm-l2,
-    H = 10, N = 48,000: float64 iterates wander at residuals of 5e-7 to 1.4e-6 and a gap of 1.0e-6,
-    long double ones reach 5e-9 and 1e-8). Only the Newton matrix and its solves are float64.
-    (`dtype` and `trace(pass, step, residual)` let a caller measure it.)
+    come from `exact(lam, s) -> (margins, f)`, through the primal (`solvers.dual.primal_products`):
+    the kernel products' margins are sums ~1e9 times larger than the result. A point whose
+    multiplier turns negative leaves S, one outside S whose margin falls below 1 joins it, and the
+    conditions are solved again. The iterate (lam, s) is kept in numpy's long double (rounding lam
+    to float64 alone moves those margins by ~5e-7); only the Newton matrix and its solves are
+    float64.
     Returns (lam, s, gap), lam and s long double arrays (pass them on to `Norm.predictor(...,
     precise=True)` before rounding), when it ends with lam, s >= 0 and a smaller gap than the
-    start's; else None (the caller keeps the interior-point answer).
-
-    Measured: on digits from a gap of 1e-3 to below 1e-15 (tests/test_dual.py); on the stored answers of
-    stalled 48,000-point solves (one thread, long-double residuals), seed 1's svm-l2 from 3.6e-6 to
-    3.6e-8 in 21 s and seed 2's svm-gln from 6.2e-5 to 5.6e-7 in 80 s, both certified; seed 2's svm-l2
-    (optimum 6.57e8) from 1.02e-6, where float64 iterates stopped, to 1.1e-8 in 111 s with long double ones."""
+    start's; else None (the caller keeps the interior-point answer)."""
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
     lo = getattr(lam, "lo", None)   # a double-double from the interior-point method: both halves
-    lam, s = np.asarray(lam, dtype=dtype), np.asarray(s, dtype=dtype)
+    lam, s = np.asarray(lam, dtype=np.longdouble), np.asarray(s, dtype=np.longdouble)
     if lo is not None:
-        lam = lam + lo.astype(dtype)
+        lam = lam + lo.astype(np.longdouble)
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a, dtype=np.float64), **opts)
@@ -377,7 +351,7 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     on = (lam > ACTIVE * lam.max()) & (margins < 1 + SLACK)
     a = np.flatnonzero(s > ACTIVE * s.max())
     best = None
-    for pas in range(passes):
+    for _ in range(passes):
         idx = np.flatnonzero(on)
         sub = grp.restrict(torch.as_tensor(idx, device=grp.ky.device))
         x = np.zeros_like(lam)
@@ -387,13 +361,11 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
         mat = torch.empty(len(idx), len(idx), **opts)
         zero = torch.zeros(len(idx), 0, **opts)
         least, kept, worse = float("inf"), (x.copy(), sv.copy()), 0
-        for step in range(steps):
+        for _ in range(steps):
             margins, f = exact(x, sv)
             f1 = tensor(margins[idx] - 1)
             f2 = tensor(0.5 * (f[a] - 1))
             size = max(float(f1.abs().max()), float(f2.abs().max()))
-            if trace is not None:
-                trace(pas, step, size)
             if size < least:
                 least, kept, worse = size, (x.copy(), sv.copy()), 0
             else:   # the residuals stopped shrinking: at the rounding floor after PATIENCE steps
@@ -425,18 +397,15 @@ def polish(grp: Kernel, lam: np.ndarray, s: np.ndarray, quadratic: bool, exact, 
     return best
 
 
-def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | None = None,
-                   not_separable: float = NOT_SEPARABLE, start=None, deadline: float | None = None,
-                   refine: bool = True, trace=None) -> Outcome:
-    """Mehrotra predictor-corrector on the dual; returns (status, message, lam, s, iterations) with
-    lam, s as numpy arrays (s None when infeasible, lam then being the unbounded dual ray; s None
-    when failed, lam then the last iterate, whose dual bound still holds). lam is an
-    `exact.DoubleDouble` when it was kept as one (see the module's docstring): pass it whole to
-    `Norm.predictor(..., precise=True)`. start: None (a cold start) or (lam, mu, s) near a solution of a nearby problem
-    (the working set's previous round), shifted strictly inside. deadline: a time.monotonic() after
-    which no iteration starts (svm.time_limit): the answer is then the best iterate so far, its
-    message saying TIME_LIMITED. refine: GMRES-refined Newton directions once products are rounded once
-    (False: to compare). trace: an optional callable given each iterate's numbers (a dict)."""
+def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | None = None, start=None,
+                   deadline: float | None = None, trace=None) -> Outcome:
+    """Mehrotra predictor-corrector on the dual; an `Outcome` with lam, s as numpy arrays (s None when
+    infeasible, lam then the unbounded dual ray; s None when failed, lam then the last iterate, whose
+    dual bound still holds). lam is an `exact.DoubleDouble` when it was kept as one: pass it whole to
+    `Norm.predictor(..., precise=True)`. start: None (cold) or (lam, mu, s) near a solution of a
+    nearby problem (the working set's previous round), shifted strictly inside. deadline: a
+    time.monotonic() after which no iteration starts (svm.time_limit): the answer is then the best
+    iterate so far, its message saying TIME_LIMITED. trace: a callable given each iterate's numbers."""
     max_iters = MAX_ITERS if max_iters is None else max_iters
     n, g = grp.ky.shape[0], grp.count
     opts = dict(dtype=grp.ky.dtype, device=grp.ky.device)
@@ -489,10 +458,10 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
                 message, stop = "", Stop.CONVERGED
                 break
         grp.scale = max(grp.scale, dual * radius)   # V's cancellation: products rounded once above EXACT_ABOVE
-        if dual * radius > 1 / (not_separable * TIGHTER):   # 100x past the certificate's threshold, as for the gap
+        if dual * radius > 1 / (NOT_SEPARABLE * TIGHTER):   # 100x past the certificate's threshold, as for the gap
             status, stop = "infeasible", Stop.UNBOUNDED
             message = ("the training data is not separable under this program's architecture (the dual is "
-                       f"unbounded: any separating predictor has normalized margin below {not_separable:g})")
+                       f"unbounded: any separating predictor has normalized margin below {NOT_SEPARABLE:g})")
             break
         # Newton matrix: sum_g s_g Q_g + U diag(s/w) U' + diag(mu/lam), one Cholesky per iteration
         rd = -1 + margins - mu
@@ -516,7 +485,7 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             half = torch.linalg.solve_triangular(chol, rhs[:, None], upper=False)
             return torch.linalg.solve_triangular(chol.T, half, upper=True)[:, 0]
 
-        refining, refined = refine and grp.accurate(), []   # refined: GMRES steps of this iterate's directions
+        refining, refined = grp.accurate(), []   # refined: GMRES steps of this iterate's directions
         if refining:   # the Newton matrix applied with its cancelling sums rounded once
             sw, diag = s / w, mu / lam
             ut = ExactProduct(u)

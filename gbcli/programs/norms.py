@@ -16,6 +16,7 @@ from the dual. Solvers ask `NORMS[design.norm]`; nothing branches on a norm's na
 
 from __future__ import annotations
 
+import contextlib
 from typing import ClassVar
 
 import numpy as np
@@ -68,6 +69,16 @@ def reference_null_and_pinv(units: int, count: int) -> tuple[np.ndarray, np.ndar
     return vec[:, zero], (vec[:, ~zero] / ev[~zero]) @ vec[:, ~zero].T
 
 
+def _metric_norm(v: np.ndarray, m: np.ndarray) -> float:
+    """sqrt(<V, M V>) for a positive semidefinite M (rounding below 0 clipped)."""
+    return float(np.sqrt(max(float(np.sum(v * (m @ v))), 0.0)))
+
+
+def _metric_norm_rows(e: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """sqrt(e_n' M e_n) for each row e_n of E."""
+    return np.sqrt(np.clip(((e @ m) * e).sum(1), 0, None))
+
+
 # ------------------------------------------------------------------ the norms
 
 
@@ -116,9 +127,9 @@ class Norm:
 
     def predictor(self, design: GatedDesign, lam: np.ndarray, s: np.ndarray, precise: bool = False) -> np.ndarray:
         """zeta = recover(V(lam), s) in float64. `precise`: V summed exactly and the recovery in long
-        double, for the working set's rounds and an answer finished by the active-set polish: a
-        nearly inseparable program's V cancels 1e6- to 1e8-fold and the margins of a float64
-        recovery are then off by ~5e-6 to ~0.1 (issue 13). It costs 11 float64 products instead of one."""
+        double (11 float64 products instead of one), for a V that cancels: a nearly inseparable
+        program's V cancels 1e6- to 1e8-fold and the margins of a float64 recovery are then off by
+        ~5e-6 to ~0.1."""
         if not precise:
             return self.recover(design, combination(design, lam), s)
         v = combination(design, lam, precise=True)
@@ -167,11 +178,10 @@ class ContextL2(Norm):
         return float(s @ s + c * (dev ** 2).sum())
 
     def dual(self, design, v):
-        return float(np.sqrt(max(float(np.sum(v * (context_pinv(design.units, design.count) @ v))), 0.0)))
+        return _metric_norm(v, context_pinv(design.units, design.count))
 
     def gate_radius(self, design):
-        pinv = context_pinv(design.units, design.count)
-        return np.sqrt(np.clip(((design.e_train @ pinv) * design.e_train).sum(1), 0, None))
+        return _metric_norm_rows(design.e_train, context_pinv(design.units, design.count))
 
     def cvxpy(self, design, z, zm):
         import cvxpy as cp
@@ -265,11 +275,10 @@ class ReferenceL2(Norm):
         null, pinv = reference_null_and_pinv(design.units, design.count)
         if np.linalg.norm(null.T @ v) > 1e-9 * max(np.linalg.norm(v), 1e-300):
             return float("nan")
-        return float(np.sqrt(max(float(np.sum(v * (pinv @ v))), 0.0)))
+        return _metric_norm(v, pinv)
 
     def gate_radius(self, design):
-        pinv = reference_null_and_pinv(design.units, design.count)[1]
-        return np.sqrt(np.clip(((design.e_train @ pinv) * design.e_train).sum(1), 0, None))
+        return _metric_norm_rows(design.e_train, reference_null_and_pinv(design.units, design.count)[1])
 
     def cvxpy(self, design, z, zm):
         import cvxpy as cp
@@ -292,41 +301,53 @@ class ReferenceL2(Norm):
         linearly independent (checked: a Cholesky), the optimum is a kernel SVM on the constrained
         points, with kernel <x,x'> e'(A'A)^+ e'. The program does not determine the rest of the
         predictor; we take the minimum-norm null part that lifts each free point's margin to
-        max(1, its margin). Returns (zeta, status, message, lam, iterations, stop), or None when the
+        max(1, its margin). Returns (status, message, zeta, lam, iterations, stop), or None when the
         reduction does not apply.
 
         Computed on one BLAS and one torch thread, whatever the caller uses: the program leaves
-        the predictor to rounding, so the rounding must not depend on the machine's threads (with
-        numpy on 2 OpenBLAS threads instead of 1, 6 of 48 Figure 2 points got another svm-l2-reference
-        predictor, 1-2 validation points apart; issue 13)."""
-        threads = torch.get_num_threads()
-        try:
-            torch.set_num_threads(1)
-            with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
-                return self._solve_reduced(design, tol, max_iters, device)
-        finally:
-            torch.set_num_threads(threads)
+        the predictor to rounding, so the rounding must not depend on the machine's threads (on 2
+        OpenBLAS threads, 6 of 48 Figure 2 points got another predictor)."""
+        with _one_thread():
+            x, y, e = design.x_train, design.y_train, design.e_train
+            null, pinv, cn, free = self._split(design)
+            fixed = ~free
+            gram = x @ x.T
+            lam = np.zeros(len(y))
+            status, message, it, stop = "optimal", "", 0, Stop.CONVERGED
+            if fixed.any():
+                ky = gram[np.ix_(fixed, fixed)] * (e[fixed] @ pinv @ e[fixed].T) * np.outer(y[fixed], y[fixed])
+                got = interior_point(Kernel(torch.as_tensor(ky, device=device)), True, tol, max_iters)
+                status, message, it, stop = got.status, got.message, got.iterations, got.stop
+                if got.s is None:
+                    return status, message, None, None, it, stop
+                lam[fixed] = got.s[0] * got.lam
+            zeta = self._complete(design, lam, gram)
+            if zeta is None:   # rare on images (D large): the caller solves the primal instead
+                return None
+            note = (f"the objective constrains {int(fixed.sum())} of {len(y)} training points; the rest of the "
+                    "predictor is the minimum-norm null-space part, which the program does not determine")
+            return status, f"{message}; {note}" if message else note, zeta, lam, it, stop
 
     def complete(self, design: GatedDesign, lam: np.ndarray) -> np.ndarray | None:
         """The predictor `solve_reduced` returns for the multipliers lam of its constrained points
         (a deterministic function of lam: `gb verify` rebuilds it from stored multipliers), or None
-        when the free points' null-space features are dependent. One BLAS and one torch thread, as
-        `solve_reduced`."""
-        threads = torch.get_num_threads()
-        try:
-            torch.set_num_threads(1)
-            with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
-                return self._complete(design, np.asarray(lam, np.float64), design.x_train @ design.x_train.T)
-        finally:
-            torch.set_num_threads(threads)
+        when the free points' null-space features are dependent. One thread, as `solve_reduced`."""
+        with _one_thread():
+            return self._complete(design, np.asarray(lam, np.float64), design.x_train @ design.x_train.T)
+
+    @staticmethod
+    def _split(design):
+        """(B, (A'A)^+, c = E B, free): the null space, the pseudo-inverse, each point's null-space
+        gates and the points they leave free."""
+        null, pinv = reference_null_and_pinv(design.units, design.count)
+        cn = design.e_train @ null
+        return null, pinv, cn, np.abs(cn).max(1) > 1e-9
 
     def _complete(self, design, lam, gram):
         """zeta = (A'A)^+ V(lam), scaled to margin 1 on the constrained points, plus the minimum-norm
         null-space part that lifts each free point's margin to max(1, its margin)."""
         x, y, e = design.x_train, design.y_train, design.e_train
-        null, pinv = reference_null_and_pinv(design.units, design.count)
-        cn = e @ null
-        free = np.abs(cn).max(1) > 1e-9
+        null, pinv, cn, free = self._split(design)
         fixed = ~free
         zeta = pinv @ combination(design, lam)
         if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
@@ -345,28 +366,17 @@ class ReferenceL2(Norm):
             zeta = zeta / m.min()
         return zeta
 
-    def _solve_reduced(self, design, tol, max_iters, device):
-        x, y, e = design.x_train, design.y_train, design.e_train
-        null, pinv = reference_null_and_pinv(design.units, design.count)
-        cn = e @ null
-        free = np.abs(cn).max(1) > 1e-9
-        fixed = ~free
-        gram = x @ x.T
-        lam = np.zeros(len(y))
-        status, message, it, stop = "optimal", "", 0, Stop.CONVERGED
-        if fixed.any():
-            ky = gram[np.ix_(fixed, fixed)] * (e[fixed] @ pinv @ e[fixed].T) * np.outer(y[fixed], y[fixed])
-            got = interior_point(Kernel(torch.as_tensor(ky, device=device)), True, tol, max_iters)
-            status, message, it, stop = got.status, got.message, got.iterations, got.stop
-            if got.s is None:
-                return None, status, message, None, it, stop
-            lam[fixed] = got.s[0] * got.lam
-        zeta = self._complete(design, lam, gram)
-        if zeta is None:   # rare on images (D large): the caller solves the primal instead
-            return None
-        note = (f"the objective constrains {int(fixed.sum())} of {len(y)} training points; the rest of the "
-                "predictor is the minimum-norm null-space part, which the program does not determine")
-        return zeta, status, f"{message}; {note}" if message else note, lam, it, stop
+
+@contextlib.contextmanager
+def _one_thread():
+    """One BLAS and one torch thread inside, the caller's count restored after."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 NORMS: dict[str, Norm] = {n.name: n for n in (SquaredL2(), ContextL2(), GroupNorm(), L1(), ReferenceL2())}

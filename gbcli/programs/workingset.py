@@ -1,5 +1,5 @@
-"""A certified working-set method for the kernel dual (issue 13): programs with more training points
-than the N x N interior-point method can hold.
+"""A certified working-set method for the kernel dual: programs with more training points than the
+N x N interior-point method can hold (peak memory O(|W|^2 + N D): the sub-design's kernel and the data).
 
 The support set grows much more slowly than N (830 points at N = 2000, 2215 at 10,000 for
 `svm-gln`, H = 50, C = 2), so the dual is solved on a working set W of training points:
@@ -11,25 +11,16 @@ The support set grows much more slowly than N (830 points at N = 2000, 2215 at 1
    been clearly above 1 for DROP_AFTER rounds in a row (a point that comes back after a drop is
    never dropped again, so W cannot cycle), and repeat until no point violates.
 
-Every round is solved to the requested tolerance: a loose first pass saves a few Newton steps
-per round but costs a round of its own at the end (measured: slower at N = 2000 and 10,000).
+Every round is solved to the requested tolerance (a loose first pass costs a round of its own at the end).
+The certificate is the full solver's: the primal objective and all N margins of the returned zeta,
+and the weak-duality bound of W's multipliers padded with zeros (any lam >= 0 gives one).
+Infeasibility on W is infeasibility of the whole: a dual ray on a subset of the points is a ray of the full dual.
 
-The certificate is the one of the full solver: the primal objective and every one of the N
-margins of the returned zeta, and the weak-duality bound of W's multipliers padded with zeros
-(any lam >= 0 gives one). Infeasibility on W is infeasibility of the whole: a dual ray on a subset
-of the points is a ray of the full dual.
-
-Peak memory is O(|W|^2 + N D): the sub-design's kernel and the data.
-
-Checkpoints and time limits (issue 26): with `checkpoint=(path, fingerprint)` the state that starts
-the next round (its working set, the drop counters, the warm start, the rounds so far) is written
-atomically after every round, and a solve of the same program (`fingerprint`: the solve cache's key
-of the design and solver options) finds it and resumes at that round, so a killed, preempted or
-timed-out solve loses at most the round it was in. The file is untrusted input: loaded without
-pickles, every array checked (shape, index range, finiteness), and ignored with a warning when it
-does not fit. With a `deadline` (time.monotonic()), no round starts after it and the interior-point
-method stops at it; the solve then ends `inaccurate`, with the dual bound of the last finished
-round's multipliers, its checkpoint kept for the next attempt.
+With `checkpoint=(path, fingerprint)` the state that starts the next round is written atomically
+after every round, and a solve of the same program (`fingerprint`: the solve cache's key) resumes
+there. The file is untrusted: loaded without pickles, every array checked, ignored with a warning
+when it does not fit. With a `deadline` (time.monotonic()) no round starts after it; the solve then
+ends `inaccurate` with the dual bound of the last finished round's multipliers, its checkpoint kept.
 """
 
 from __future__ import annotations
@@ -42,8 +33,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from gbcli.fs.safe import is_file, is_link, load_npz_untrusted, write_npz
-from gbcli.programs.certify import PRECISE_ABOVE, input_radius
+from gbcli.fs.safe import load_npz_untrusted, present, write_npz
+from gbcli.programs.certify import cancels, input_radius
 from gbcli.programs.design import GatedDesign, Stop, combination, decision
 from gbcli.programs.ipm import TIGHTER, TIME_LIMITED
 from gbcli.programs.norms import norm_of
@@ -59,7 +50,6 @@ MAX_ROUNDS = 40
 STOPPED = "stopped by its caller"   # solve_working_set(stop=...): the message of a solve ended that way
 SEED = 0                   # of the first working set
 LOG = logging.getLogger(__name__)   # one line per round (a long solve's progress; `gb fit-svm` and sweeps show it)
-WARM = True                # start each round's interior-point method from the previous round's solution
 
 
 class Answer(NamedTuple):
@@ -89,42 +79,32 @@ def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndar
 ROUNDS_FORMAT = 1
 
 
-def cancels(sub: GatedDesign, lam_w, radius: float) -> bool:
-    """Whether V(lam) cancels so far that the predictor must be summed exactly (`Norm.predictor`'s
-    `precise`): lam kept as a double-double, or V at least PRECISE_ABOVE times smaller than its
-    terms (the nearly inseparable programs: 1e6- to 1e8-fold, issue 13). Below that, float64's
-    error in the margins is under 1e-11 and the exact sum (half of a working-set round's time at
-    N = 2000) buys nothing. radius: the design's `input_radius` (at least the sub-design's)."""
+def precise(sub: GatedDesign, lam_w, radius: float) -> bool:
+    """Whether the predictor of W's multipliers must be summed exactly (`Norm.predictor`'s `precise`):
+    lam kept as a double-double, or V(lam) `cancels` (the exact sum is half of a round's time at
+    N = 2000, so only then). radius: the whole design's `input_radius`."""
     if getattr(lam_w, "lo", None) is not None:
         return True
     lam = np.asarray(lam_w, np.float64)
-    v = combination(sub, lam)
-    return float(np.clip(lam, 0, None).sum()) * radius > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300)
-
+    return cancels(lam, combination(sub, lam), radius)
 
 
 def save_rounds(path: Path, fingerprint: str, state: dict) -> None:
-    """The state that starts round `state['round']` (written atomically; see the module docstring)."""
-    warm = state["warm"]
-    arrays = {"format": np.array(ROUNDS_FORMAT), "fingerprint": np.array(fingerprint), "n": np.array(state["n"]),
-              "round": np.array(state["round"]), "iterations": np.array(state["iterations"]),
-              "w": state["w"], "above": state["above"], "dropped": state["dropped"], "sizes": np.array(state["sizes"], dtype=str),
-              "seconds": np.array(state["seconds"])}
-    if warm is not None:
-        arrays.update(warm_lam=np.asarray(warm[0], np.float64), warm_mu=np.asarray(warm[1], np.float64),
-                      warm_s=np.asarray(warm[2], np.float64))
-    write_npz(path, **arrays)
+    """The state that starts round `state['round']`, written atomically."""
+    lam, mu, s = (np.asarray(a, np.float64) for a in state["warm"])
+    write_npz(path, format=np.array(ROUNDS_FORMAT), fingerprint=np.array(fingerprint), n=np.array(state["n"]),
+              round=np.array(state["round"]), iterations=np.array(state["iterations"]), w=state["w"],
+              above=state["above"], dropped=state["dropped"], sizes=np.array(state["sizes"], dtype=str),
+              seconds=np.array(state["seconds"]), warm_lam=lam, warm_mu=mu, warm_s=s)
 
 
 def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
     """The saved state of this program's solve, or None (no file, another program's, or unusable:
     every array is checked before it is trusted)."""
     path = Path(path)
-    if not is_file(path):
-        if is_link(path):
-            LOG.warning("  %s is a symbolic link: not followed, the solve starts from round 1", path)
+    if not present(path):
         return None
-    try:
+    try:   # a link is refused by the file layer (ELOOP), a folder or FIFO as not a regular file
         with load_npz_untrusted(path) as z:
             a = {k: z[k] for k in z.files}
         if int(a["format"]) != ROUNDS_FORMAT or str(a["fingerprint"]) != fingerprint or int(a["n"]) != n:
@@ -153,19 +133,14 @@ def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
 def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finish: Callable | None = None,
                       checkpoint: tuple[Path, str] | None = None, deadline: float | None = None,
                       through: int | None = None, stop: Callable[[], str | None] | None = None):
-    """Solve the program through the dual on a growing working set.
+    """Solve the program through the dual on a growing working set; returns an `Answer`.
 
-    solve_on(sub_design, tol, start) -> ipm.Outcome, the interior-point method on a sub-design (lam
-    the ray when infeasible) from `start` (None: cold; or (lam, mu, s) of the previous round on the
-    new working set's points). finish(sub_design, outcome, tol) -> Outcome or None: the polish of a
-    final round whose interior-point method met the tolerance only on its rounding floor
-    (`Stop.STALLED_MET`), where its own gap is least reliable (H = 10, N = 48,000: 1e-6 by its
-    count, 1.016e-6 by the certificate). Returns an `Answer`. checkpoint=(path, fingerprint), deadline: see the module
-    docstring (solve_on then takes the deadline as a fourth argument). through: stop after this round
-    (as a time limit would; a rerun resumes from the checkpoint), for tracing a long solve. stop:
-    asked before every round after the first; a reason (not None) ends the solve there, `inaccurate`,
-    its message starting with STOPPED (the stage stops a program another program's certified ray
-    has answered meanwhile, `gbcli.runs.stages`)."""
+    solve_on(sub_design, tol, start[, deadline]) -> ipm.Outcome on a sub-design, from `start` (None:
+    cold; or (lam, mu, s) of the previous round on the new working set's points). finish(sub_design,
+    outcome, tol) -> Outcome or None: the polish of a final round that met the tolerance only on its
+    rounding floor (`Stop.STALLED_MET`), where its own gap is least reliable. through: stop after this
+    round (a rerun resumes from the checkpoint). stop: asked before every round after the first; a
+    reason ends the solve there, `inaccurate`, its message starting with STOPPED."""
     n = len(design.y_train)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
@@ -196,8 +171,8 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
 
     def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
         """zeta from W's multipliers scaled to margin 1 on W, all N margins, and the scale; None when
-        no margin on W is positive. V is summed exactly: it cancels up to 1e8-fold (exact.py)."""
-        zeta = norm.predictor(sub, lam_w, s, precise=cancels(sub, lam_w, radius))
+        no margin on W is positive."""
+        zeta = norm.predictor(sub, lam_w, s, precise=precise(sub, lam_w, radius))
         m = margins(design, zeta)
         scale = float(m[w].min())
         return None if scale <= 0 else (zeta / scale, m / scale, scale)
@@ -258,7 +233,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
                        if first_round > 1 else ""))
             return Answer(status, f"{message}; {note}" if message else note, zeta, lam, total_it, ended)
         add = violating[np.argsort(m[violating], kind="stable")[:most]]
-        warm_next = (lam, np.maximum(m * scale - 1, 0), s) if WARM else None   # the IPM's lam, margin slack, s
+        warm_next = (lam, np.maximum(m * scale - 1, 0), s)   # the next round's warm start: lam, margin slack, s
         above[w] = np.where(m[w] > 1 + DROP_MARGIN, above[w] + 1, 0)
         returning = add[dropped[add]]
         above[add] = 0
@@ -266,7 +241,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         leaving = w[above[w] >= DROP_AFTER]
         dropped[leaving] = True
         w = np.union1d(np.setdiff1d(w, leaving, assume_unique=True), add)
-        warm = None if warm_next is None else (warm_next[0][w], warm_next[1][w], warm_next[2])
+        warm = (warm_next[0][w], warm_next[1][w], warm_next[2])
         last_lam = lam
         if checkpoint is not None:
             try:

@@ -32,17 +32,15 @@ from gbcli.programs.ipm import POLISHED, Kernel, Outcome, interior_point, polish
 from gbcli.programs.norms import NORMS, norm_of
 from gbcli.programs import workingset
 from gbcli.programs.active_set import active_set
-from gbcli.programs.solvers.base import Solver
+from gbcli.programs.solvers import Solver
 from gbcli.programs.solvers.primal import Clarabel
 
 POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl / svm-gates (H <= 100)
 
 
 def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
-    """The interior-point method's kernel: Ky = yy' o XX' passed through the norm's kernel form
-    ((Ky, E, col_group), E = None for the single-group quadratic programs, whose gates are folded
-    into Ky), with the features y_n x_n for the feature-space products (and the folded gates E, M
-    of a single-group norm's Ky o (E M E'))."""
+    """The interior-point method's kernel: Ky = yy' o XX' through the norm's kernel form, with the
+    features y_n x_n for the feature-space products (and the folded gates E, M of Ky o (E M E'))."""
     t = lambda a: torch.as_tensor(np.array(a, dtype=np.float64, order="C"), device=device)   # a copy: inputs may be read-only
     e = t(design.e_train)
     xy, ky = _linear_kernel(design.x_train, design.y_train, device)
@@ -58,10 +56,7 @@ def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
 def primal_products(design: GatedDesign, grp: Kernel):
     """(lam, s) -> (margins, lam'Q_g lam per group) through the primal in long double, V =
     combination(lam) and then each point's product with zeta = recover(V, s): the polish's residuals
-    (`ipm.polish`). On the nearly inseparable H = 10 programs at N = 48,000 the kernel products'
-    margins are off by up to 1.3e-6 and float64 ones through the primal by up to 1.3e-7; with
-    these the polish of seed 2's svm-gln reaches a gap of 5.6e-7 (certified) where float64 residuals
-    stop at 3.4e-6."""
+    (`ipm.polish`), 10x more accurate on the nearly inseparable programs than the kernel products."""
     norm = norm_of(design)
 
     def products(lam: np.ndarray, s: np.ndarray):
@@ -78,9 +73,8 @@ KERNEL_CACHE_MAX = 6000   # points: a kept N x N kernel costs 8 N^2 bytes (288 M
 
 def _linear_kernel(x: np.ndarray, y: np.ndarray, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(xy, Ky) = (diag(y) X, yy' o XX'); Ky is the caller's to change. The programs of one point
-    (svm-gln, svm-l2, their reference variants) share the training set: for read-only inputs (a
-    sweep worker's cached split) the last kernel is kept and copied, not recomputed (the product
-    took 6% of a Figure 2 point's solving; issue 13)."""
+    share the training set: for read-only inputs (a sweep worker's cached split) the last kernel is
+    kept and copied, not recomputed."""
     if _KERNEL:
         rx, ry, dev, xy, ky = _KERNEL[0]
         if rx() is x and ry() is y and dev == device:
@@ -105,10 +99,8 @@ def dual_memory(n: int, norm: str) -> int:
 
 def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
     """Sharpen an infeasibility ray: min ||sum_n lam_n y_n phi_n|| over lam >= 0, 1'lam = 1, by NNLS
-    in feature space (phi_n = e_n (x) x_n). The interior-point method sees the ray through the
-    quadratic form lam'Q lam, whose rounding error (eps |lam|'|Q||lam|) hides how small V(lam) is;
-    computed in feature space, V of an exactly conflicting set (e.g. equal gate patterns with
-    opposite labels) comes out at rounding level. Returns the better of the two rays."""
+    in feature space (phi_n = e_n (x) x_n), where V of an exactly conflicting set comes out at
+    rounding level (lam'Q lam's rounding hides how small it is). Returns the better of the two rays."""
     n, r = design.e_train.shape
     if r * design.x_train.shape[1] > POLISH_MAX_FEATURES:
         return lam
@@ -160,6 +152,12 @@ class DualSolver(Solver):
         deadline = None if time_limit is None else time.monotonic() + time_limit
         norm = norm_of(design)
         start = time.perf_counter()
+
+        def answer(status, message, zeta, lam, iterations, stop) -> Solution:   # in `workingset.Answer`'s order
+            seconds = time.perf_counter() - start
+            value = float("nan") if zeta is None else norm.value(design, zeta)
+            return Solution(zeta, status, value, seconds, "dual", message, iterations=iterations, lam=lam, stop=stop)
+
         if norm.has_reduction:   # an exact route of the norm's own (svm-l2-reference)
             reduced = norm.solve_reduced(design, tol, max_iters, device)
             if reduced is None:   # the reduction does not apply: the general program, in primal form
@@ -167,12 +165,7 @@ class DualSolver(Solver):
                 sol.message = ("the free points' null-space features are dependent, so the reduction does not "
                                "apply: solved in primal form with Clarabel" + (f"; {sol.message}" if sol.message else ""))
                 return sol
-            zeta, status, message, lam, it, stop = reduced
-            seconds = time.perf_counter() - start
-            if zeta is None:
-                return Solution(None, status, float("nan"), seconds, "dual", message, iterations=it, stop=stop)
-            return Solution(zeta, status, norm.value(design, zeta), seconds, "dual", message, iterations=it, lam=lam,
-                            stop=stop)
+            return answer(*reduced)
 
         def finish(sub: GatedDesign, got: Outcome, sub_tol: float, grp: Kernel | None = None) -> Outcome | None:
             """The active-set polish of an interior-point answer that stalled, or None when it does not
@@ -205,17 +198,12 @@ class DualSolver(Solver):
         if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
             working_set = len(design.y_train) > workingset.WORKING_SET_ABOVE
         if working_set:
-            ws = workingset.solve_working_set(design, solve_on, tol, finish, checkpoint, deadline, through, stop)
-            seconds = time.perf_counter() - start
-            value = float("nan") if ws.zeta is None else norm.value(design, ws.zeta)
-            return Solution(ws.zeta, ws.status, value, seconds, "dual", ws.message, iterations=ws.iterations,
-                            lam=ws.lam, stop=ws.stop)
+            return answer(*workingset.solve_working_set(design, solve_on, tol, finish, checkpoint, deadline, through,
+                                                        stop))
         got = solve_on(design, tol)
-        seconds = time.perf_counter() - start
         if got.s is None:   # infeasible (lam is the dual ray that certifies it) or failed
-            return Solution(None, got.status, float("nan"), seconds, "dual", got.message, iterations=got.iterations,
-                            lam=got.lam, stop=got.stop)
-        return recover(design, got, seconds)
+            return answer(got.status, got.message, None, got.lam, got.iterations, got.stop)
+        return recover(design, got, time.perf_counter() - start)
 
 
 def solve_dual(design: GatedDesign, tol: float | None = None, max_iters: int | None = None,

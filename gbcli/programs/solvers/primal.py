@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 import warnings
+from typing import ClassVar
 
 import numpy as np
 
 from gbcli.programs.design import GatedDesign, Solution, margin_matrix
 from gbcli.programs.norms import norm_of
-from gbcli.programs.solvers.base import Solver
+from gbcli.programs.solvers import Solver
 
 ALL_NORMS = frozenset({"sq", "l2", "group", "l2-reference", "l1"})
 QUADRATIC_NORMS = frozenset({"sq", "l2", "l2-reference"})
@@ -23,10 +24,14 @@ STATUS = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
 
 
 class CvxpySolver(Solver):
-    """A cvxpy back end; subclasses name it and map `max_iters` / `eps` to its own options."""
+    """A cvxpy back end; subclasses name it and its options for `max_iters` and for `eps`."""
+
+    iters_option: ClassVar[str]
+    eps_options: ClassVar[tuple[str, ...]]
 
     def options(self, max_iters: int | None, eps: float | None) -> dict:
-        raise NotImplementedError
+        return {self.iters_option: max_iters or self.default_max_iters,
+                **({key: eps for key in self.eps_options} if eps else {})}
 
     def solve(self, design: GatedDesign, max_iters: int | None = None, eps: float | None = None) -> Solution:
         import cvxpy as cp   # slow to import; only the primal solvers need it
@@ -59,35 +64,25 @@ class CvxpySolver(Solver):
 
 class Ecos(CvxpySolver):
     name, norms, default_max_iters = "ecos", ALL_NORMS, 200
+    iters_option, eps_options = "max_iters", ("abstol", "reltol", "feastol")
     description = "ECOS interior point on the primal (cvxpy)"
-
-    def options(self, max_iters, eps):
-        return {"max_iters": max_iters or self.default_max_iters,
-                **({"abstol": eps, "reltol": eps, "feastol": eps} if eps else {})}
 
 
 class Osqp(CvxpySolver):
     """OSQP solves quadratic programs only: no group norm, no l1."""
 
     name, norms, default_max_iters = "osqp", QUADRATIC_NORMS, 10_000
+    iters_option, eps_options = "max_iter", ("eps_abs", "eps_rel")
     description = "OSQP (ADMM) on the primal, quadratic norms only (cvxpy)"
-
-    def options(self, max_iters, eps):
-        return {"max_iter": max_iters or self.default_max_iters, **({"eps_abs": eps, "eps_rel": eps} if eps else {})}
 
 
 class Clarabel(CvxpySolver):
     name, norms, default_max_iters = "clarabel", ALL_NORMS, 200
+    iters_option, eps_options = "max_iter", ("tol_gap_abs", "tol_gap_rel", "tol_feas")
     description = "Clarabel interior point on the primal (cvxpy)"
-
-    def options(self, max_iters, eps):
-        return {"max_iter": max_iters or self.default_max_iters,
-                **({"tol_gap_abs": eps, "tol_gap_rel": eps, "tol_feas": eps} if eps else {})}
 
 
 class Scs(CvxpySolver):
     name, norms, default_max_iters = "scs", ALL_NORMS, 100_000
+    iters_option, eps_options = "max_iters", ("eps_abs", "eps_rel")
     description = "SCS (ADMM) on the primal (cvxpy)"
-
-    def options(self, max_iters, eps):
-        return {"max_iters": max_iters or self.default_max_iters, **({"eps_abs": eps, "eps_rel": eps} if eps else {})}

@@ -1,16 +1,13 @@
-"""The registry of solvers (`gbcli.programs.solvers` resolves these names on first use).
-
-`SOLVERS` maps a name to a solver instance; each declares the norms it can solve. `solve` runs a
-design through a named solver (or its norm's default) and `check_solver` refuses an impossible
-solver/objective pair before any work.
-"""
+"""The registry of solvers (`gbcli.programs.solvers` resolves these names on first use): `SOLVERS`
+maps a name to a solver instance, `solve` runs a design through one, `check_solver` refuses an
+impossible solver/objective pair before any work."""
 
 from __future__ import annotations
 
 from gbcli.errors import GbError
 from gbcli.programs.design import GatedDesign, Solution
 from gbcli.programs.norms import NORMS
-from gbcli.programs.solvers.base import Solver
+from gbcli.programs.solvers import Solver
 from gbcli.programs.solvers.dual import DualSolver
 from gbcli.programs.solvers.primal import Clarabel, Ecos, Osqp, Scs
 
