@@ -1,23 +1,19 @@
 """Ctrl-C and SIGTERM: every gb command stops promptly, says so in one line and exits 130.
 
-The main process (`install`, called first thing by the CLI) turns SIGINT and SIGTERM into one
-exception, `Interrupted`, carrying the signal's name. It is a BaseException, so that the
-`except Exception` that records a failure (a sweep point, a solver fallback) never swallows it,
-but not a KeyboardInterrupt, which typer turns into a silent exit 130. Whoever started work that
-outlives the exception stops it on the way out (a sweep: its pool workers, its Slurm jobs) and may
-add a note for the line. A second signal while the first is being handled exits at once.
+The main process (`install`, called first by the CLI) turns SIGINT and SIGTERM into `Interrupted`,
+a BaseException (the `except Exception` that records a failure never swallows it) but not a
+KeyboardInterrupt (which typer turns into a silent exit 130). Whoever started work that outlives it
+stops that work on the way out (a sweep: its pool workers, its Slurm jobs) and may add a note for
+the line. A second signal while the first is being handled exits at once.
 
-The exception can only be raised between Python bytecodes of the main thread: a long call into C
-(a solver, a torch kernel) would keep it waiting. A watchdog thread, woken by the signal itself
-(`signal.set_wakeup_fd`), therefore gives the main thread GRACE seconds to take it; if it has not
-(it is inside such a call), the watchdog prints the line and ends the process (exit 130): results
-are written atomically, and a rerun removes the temporary files a cut write leaves.
+The exception is raised only between bytecodes of the main thread: a long call into C (a solver, a
+torch kernel) would keep it waiting. A watchdog thread, woken by the signal (`signal.set_wakeup_fd`),
+gives the main thread GRACE seconds to take it, else prints the line and ends the process (results
+are written atomically; a rerun removes the temporary files a cut write leaves).
 
-A sweep's pool workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group: the
-parent decides, and terminates them); they are started with both signals blocked (`deferred`) so
-that a Ctrl-C while a worker is still starting up is not a KeyboardInterrupt traceback in it, and
-`worker_init` (their pool initializer; the pool spawns fresh interpreters, so handlers are set
-there) ignores SIGINT and unblocks them.
+A sweep's pool workers are started with both signals blocked (`deferred`: a Ctrl-C while one starts
+up is no traceback in it); their initializer `worker_init` ignores SIGINT (a terminal's Ctrl-C
+reaches the whole process group: the parent decides, and terminates them) and unblocks them.
 """
 
 from __future__ import annotations
@@ -175,7 +171,7 @@ def _worker_term(signum: int, frame) -> None:
 @contextlib.contextmanager
 def raising_in_worker():
     """In a pool worker: while the block runs (a task), SIGTERM raises `Interrupted`; outside it
-    the worker ends at once, as it did before it ran anything."""
+    the worker ends at once."""
     _state["armed"] = True
     try:
         yield
@@ -184,10 +180,9 @@ def raising_in_worker():
 
 
 def worker_init() -> None:
-    """In a pool worker (its initializer): SIGINT ignored (the parent terminates its workers),
-    SIGTERM raised as `Interrupted` once (`_worker_term`; the parent kills a worker that has not
-    ended STOP_SECONDS later, e.g. inside a long solver call); then both unblocked (`deferred`). A
-    Ctrl-C that arrived while the worker was starting is discarded by the ignore."""
+    """In a pool worker (its initializer): SIGINT ignored, SIGTERM raised as `Interrupted` once
+    (`_worker_term`; the parent kills a worker that has not ended STOP_SECONDS later); then both
+    unblocked. A Ctrl-C that arrived while the worker was starting is discarded by the ignore."""
     _state.update(signal=None, announced=True, exiting=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_term)

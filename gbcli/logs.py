@@ -6,11 +6,8 @@ can follow on a terminal or in a file.
   messages with `logging.basicConfig(level=logging.INFO)`.
 - Every stage that writes a run directory appends its messages to `RUN_DIR/log.txt` while it runs
   (`run_log`), opened without following a symlink.
-- `Progress`, the one reporter of long work (training steps, a sweep's points, programs verified):
-  a rich bar on a terminal, updated in place; elsewhere (a Slurm log, nohup, CI) a first line that
-  says what it is doing, then a plain line about every `LINE_SECONDS` seconds or `LINE_FRACTION` of
-  the work but never within `MIN_SECONDS` of the last (work of a few seconds: two lines), with the
-  count, the latest numbers, the elapsed time and an ETA, and a last line.
+- `Progress`, the one reporter of long work: a rich bar on a terminal; elsewhere (a Slurm log,
+  nohup, CI) plain lines with the count, the latest numbers, the elapsed time and an ETA.
 """
 
 from __future__ import annotations
@@ -89,13 +86,12 @@ def clock(seconds: float) -> str:
 
 
 class Progress:
-    """Progress of `total` units of work, the one reporter of gb's long waits (training steps, a
-    sweep's points, programs verified): `advance(n)`, `note(**values)` (e.g. loss, errors, failed,
-    running; shown with the next update). A rich bar when `show` and stderr is a terminal; plain
+    """Progress of `total` units of work (training steps, a sweep's points, programs verified):
+    `advance(n)`, `note(**values)` (e.g. loss, errors, failed, running; shown with the next update).
+    A rich bar when `show` and stderr is a terminal; else, when `show`, a first line, then plain
     lines (`say`, default the `gbcli.progress` logger) about every `LINE_SECONDS` or `LINE_FRACTION`
-    of the work, never within `MIN_SECONDS` of the last, and a last one, when `show` and it is not;
-    nothing when not `show`. `counter` is how a line counts: "step {done}/{total}" or "{done}/{total}
-    points". `clock`: the seconds it measures with (time.perf_counter)."""
+    of the work, never within `MIN_SECONDS` of the last, and a last one. `counter` is how a line
+    counts: "step {done}/{total}" or "{done}/{total} points"; `clock`, the seconds it measures with."""
 
     def __init__(self, what: str, total: int, show: bool = True, logger: logging.Logger | None = None,
                  counter: str = "step {done}/{total}", say=None, describe=None, clock=time.perf_counter):

@@ -17,6 +17,7 @@ import errno
 import io
 import json
 import os
+import shutil
 import stat
 import tempfile
 import zipfile
@@ -73,7 +74,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
     try:
-        os.fchmod(fd, 0o666 & ~current_umask())   # mkstemp creates 0600; results are for colleagues too
+        mask = os.umask(0o022)   # reading the umask means setting it: set straight back
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)   # mkstemp creates 0600; results are for colleagues too
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -102,13 +105,6 @@ def fsync_folder(folder: str | Path) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def current_umask() -> int:
-    """The process umask (reading it means setting it; set straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 MAX_DEPTH = 64   # folder levels below a run or sweep directory: gb makes at most 5 (shutil.rmtree recurses)
@@ -202,7 +198,6 @@ def read_text_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> str:
 
 
 def read_json(path: str | Path) -> Any:
-    """A JSON file of a run directory (read as `read_untrusted`)."""
     return json.loads(read_untrusted(path))
 
 
@@ -219,8 +214,8 @@ def load_npz_untrusted(path: str | Path):
 
 
 class NotGbs(GbError):
-    """A file of a run directory that is not gb's to load: unreadable, not a regular file, too large,
-    foreign, or holding objects other than tensors. `why` says which, for a line naming `path`."""
+    """A file of a run directory that is not gb's to load (unreadable, not a regular file, too large,
+    foreign, holding objects other than tensors): `why` says which."""
 
     def __init__(self, path: str | Path, why: str):
         super().__init__(f"{path}: {why}")
@@ -229,9 +224,8 @@ class NotGbs(GbError):
 
 def load_tensors_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> Any:
     """A torch file of a run directory (a network, a training checkpoint) as data, never through a
-    link: at most `limit` bytes, unpacked too (torch's zip members may be deflated), loaded with
-    torch.load(weights_only=True), which builds tensors, containers and numbers only: a pickle
-    payload that would run code is refused, never executed. NotGbs otherwise."""
+    link, at most `limit` bytes unpacked (torch's zip members may be deflated), by torch.load with
+    weights_only=True: tensors, containers and numbers only, a pickle payload is refused, never run."""
     import pickle
     import warnings
 
@@ -277,12 +271,10 @@ MAX_YAML_DEPTH = 64   # nesting levels of a YAML file gb reads back (its own are
 
 def load_yaml(text: str) -> Any:
     """The one reader of YAML that gb wrote and reads back (a run's config.yaml, a sweep's config):
-    safe types only, with libyaml's parser when PyYAML has it (10x faster: every result table reads
-    each stage's config.yaml back). Such files are received data: an alias (`*name`) is refused,
-    as is nesting deeper than MAX_YAML_DEPTH (yaml.YAMLError), before anything is built. A few
-    lines of aliases can stand for billions of nodes (an alias bomb): the parsed document is small,
-    but every walk of it (a comparison of keys, a hash, a copy) would never end. gb writes no aliases
-    (`dump_yaml`)."""
+    safe types only, with libyaml's parser when PyYAML has it (10x faster). Such files are received
+    data: an alias (`*name`; a few lines of them can stand for billions of nodes, which every walk of
+    the document would visit) or nesting deeper than MAX_YAML_DEPTH is refused (yaml.YAMLError)
+    before anything is built. gb writes no aliases (`dump_yaml`)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
@@ -324,17 +316,12 @@ def dump_yaml(data: Any) -> str:
 
 
 def write_csv(path: str | Path, frame) -> None:
-    """Write a pandas DataFrame as CSV, atomically."""
     atomic_write_text(path, frame.to_csv(index=False))
 
 
 def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
+    if isinstance(obj, (np.integer, np.floating, np.ndarray)):
+        return obj.tolist()   # Python ints and floats
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
@@ -394,8 +381,6 @@ def open_fd(path: str | Path, flags: int, mode: int = 0o666) -> int:
 def open_lock(path: str | Path, key: str = "") -> int:
     """A lock file opened read-write (created when absent), never through a link: GbError naming
     the file when it is one (a received lock that links elsewhere must not be truncated)."""
-    import errno
-
     try:
         fd = open_fd(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
@@ -425,9 +410,7 @@ def check_tree(root: str | Path, foreign: frozenset[str] = frozenset({"slurm"}))
     below it (gb would write, truncate or remove through it: a received `svm/` linked to another
     folder would have that folder's contents removed). The directory itself may be a link: the user
     named it. The top-level folders in `foreign` belong to other programs (submitit's `slurm/`
-    holds a link to its job script) and are not walked. Walks without following links and without
-    recursion (a received tree thousands of folders deep is walked like a flat one); a sweep of 600
-    points (~10,000 entries) takes ~0.1 s."""
+    holds a link to its job script) and are not walked (`entries_below`)."""
     for p, mode in entries_below(root, foreign):
         if stat.S_ISLNK(mode):
             try:
@@ -444,8 +427,6 @@ def check_tree(root: str | Path, foreign: frozenset[str] = frozenset({"slurm"}))
 def remove(path: str | Path) -> None:
     """Remove a file or folder of gb's; a symlink is removed itself, never followed (shutil.rmtree
     on Linux works through directory descriptors, so a link that appears inside is not followed either)."""
-    import shutil
-
     path = Path(path)
     if os.path.islink(path) or (path.exists() and not path.is_dir()):
         path.unlink(missing_ok=True)
@@ -472,16 +453,11 @@ def read_record(path: str | Path, limit: int = RECORD_LIMIT) -> dict | None:
 MAX_YAML_BYTES = 10_000_000
 
 
-def load_yaml_untrusted(text: str) -> Any:
-    """YAML received with a run directory: `load_yaml` (safe types only, no aliases)."""
-    return load_yaml(text)
-
-
 def read_yaml_record(path: str | Path, limit: int = MAX_YAML_BYTES) -> dict | None:
     """A YAML mapping of a run directory (a stage's config.yaml); None when it is missing, a link,
     unreadable, not YAML (or holding aliases) or not a mapping."""
     try:
-        d = load_yaml_untrusted(read_text_untrusted(path, limit))
+        d = load_yaml(read_text_untrusted(path, limit))
     except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
     return d if isinstance(d, dict) else None

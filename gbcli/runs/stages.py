@@ -7,11 +7,9 @@ These functions are what the CLI calls, and what a notebook calls (also through 
     fit_svm(cfg, "runs/quickstart")
     errors, inconsistency = compare_run("runs/quickstart")   # gbcli.runs.compare
 
-Run directory layout: `gd/` (config.yaml, metrics.csv, model.pt, predictions.npz,
-summary.json; checkpoint.pt while the training is unfinished) and `svm/<objective>/` (config.yaml,
-result.json, predictions.npz, solution.npz). `summary.json` / `result.json` are written last: a
-stage is complete exactly when that file exists. Everything model-specific is asked of the model's
-spec (`gbcli.registry`).
+A stage writes its record (`gd/summary.json`, `svm/<objective>/result.json`; the layout:
+`gbcli.fs.layout`) last: it is complete exactly when that file exists. Everything model-specific is
+asked of the model's spec (`gbcli.registry`).
 """
 
 from __future__ import annotations
@@ -157,6 +155,12 @@ def warm_start(cfg: Config, model: nn.Module, problem: Problem) -> None:
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in theirs.items()})
 
 
+def _refuse_lost(run_dir: Path, lost: list[str], what: str, remedy: str) -> None:
+    if lost:
+        raise GbError(f"--out {run_dir}: holds finished results that {what} would replace: {'; '.join(lost[:4])}"
+                      f"{f' and {len(lost) - 4} more' if len(lost) > 4 else ''}; use another --out, or --force to "
+                      f"{remedy}")
+
 
 def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | None:
     """Everything `train_gd` refuses, before any work or write: a sweep config, an unusable device, a
@@ -170,22 +174,17 @@ def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | No
     same, lost = plan_gd(run_dir, cfg)
     if force:
         return None
-    if same is not None:
-        return same
-    if lost:
-        raise GbError(f"--out {run_dir}: holds finished results that training this config would replace: "
-                      f"{'; '.join(lost[:4])}{f' and {len(lost) - 4} more' if len(lost) > 4 else ''}; use another "
-                      f"--out, or --force to replace them")
-    return None
+    if same is None:
+        _refuse_lost(run_dir, lost, "training this config", "replace them")
+    return same
 
 
 def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool = False,
                      tracker: Tracker | None = None) -> Checkpointing | None:
     """The checkpoints of the training of `cfg` in `run_dir/gd/` (None: `training.checkpoint_seconds`
-    is 0, or tracked instruments that a resume would change: `Tracker.resumable`), with the checkpoint to resume from when one of this very
-    config and data is there. One that is not (another config, truncated, not tensors only) is
-    warned about and removed: the training starts from step 0. `discard` (--force): not resumed.
-    Under the run lock, after `check_tree` (no symlink anywhere in the run directory)."""
+    is 0, or tracked instruments that a resume would change: `Tracker.resumable`), with the checkpoint
+    to resume from when one of this very config and data is there. One that is not is warned about
+    and removed: the training starts from step 0. `discard` (--force): not resumed. Under the run lock."""
     path = RunDir(run_dir).checkpoint
     if cfg.training.checkpoint_seconds <= 0 or (cfg.training.track and (tracker is None or not tracker.resumable)):
         return None
@@ -215,7 +214,8 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     whose network was trained from this very config is left as it is (its summary is returned, with
     `skipped: True`) unless `force`; one holding other finished results is refused unless `force`
     (`check_gd`). `labels`: the run's name, tags and note (`gbcli.store.labels`), kept once every
-    check has passed. `cache`: where `training.track` looks up and keeps its reference programs. With `tracking.mlflow`, the training is logged live (`gbcli.runs.tracking`)."""
+    check has passed. `cache`: where `training.track` looks up and keeps its reference programs. With
+    `tracking.mlflow`, the training is logged live (`gbcli.runs.tracking`)."""
     same = check_gd(cfg, run_dir, force)
     if same is not None:   # nothing to train; tracked, the records are logged as `gb runs export mlflow` does
         tracking.check(cfg)
@@ -436,10 +436,7 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
             done[o] = {**same, "skipped": True}
         elif loss is not None and not force:
             lost.append(loss)
-    if lost:
-        raise GbError(f"--out {run_dir}: holds finished results that this fit-svm would replace: {'; '.join(lost[:4])}"
-                      f"{f' and {len(lost) - 4} more' if len(lost) > 4 else ''}; use another --out, or --force to "
-                      f"solve again")
+    _refuse_lost(run_dir, lost, "this fit-svm", "solve again")
     todo = {o: p for o, p in programs.items() if o not in done}
     if not todo:   # nothing to solve; tracked, the records are logged as `gb runs export mlflow` does
         tracking.check(cfg)
@@ -458,8 +455,7 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
             solved = _solve_all(cfg, run_dir, todo, solver, problem, _teller(echo), cache or SolveCache(), trained, defer)
     if len(solved) < len(todo):
         raise Deferred([o for o in todo if o not in solved])
-    by_name = solved
-    return [done.get(o) or by_name[o] for o in programs]
+    return [done.get(o) or solved[o] for o in programs]
 
 
 def _teller(echo):
@@ -556,8 +552,22 @@ class _ProgramSolve:
         return hit or self.shared_ray()
 
     def shared_ray(self) -> tuple[Solution, str] | None:
-        return _shared_ray(self.obj, self.cfg, self.design, self.problem, self.manifest, self.cache, self.ckey,
-                           self.echo)
+        """A dual ray stored for these constraints by another program (`SolveCache.constraints_key`),
+        as this program's answer when it certifies this program infeasible on its own design and norm."""
+        found = self.cache.get(self.ckey, self.design, warn=self.echo)
+        if found is None or found[0].status != "infeasible" or found[0].lam is None:
+            return None
+        ray, origin = found
+        sol = Solution(None, "infeasible", float("nan"), 0.0, ray.solver,
+                       f"the dual ray of {origin}, a program with the same constraints (training inputs, labels "
+                       f"and gates): {ray.message}", ray.iterations, ray.lam, Stop.SHARED_RAY)
+        r = self.record(sol, origin, write=False)
+        if not (r["certified"] and r["status"] == "infeasible"):
+            self.echo(f"  the dual ray of {origin} (the same constraints) does not certify this program "
+                      f"(relative margin bound {r.get('relative_margin_bound')}); solving it")
+            return None
+        self.echo(f"  certified infeasible by the dual ray of {origin}, a program with the same constraints")
+        return sol, origin
 
     def solve(self) -> tuple[Solution, None]:
         """The solver's answer. The working set's round checkpoint, which a rerun resumes from, is
@@ -615,27 +625,6 @@ class _ProgramSolve:
                  + (f"; {r['message']}" if r["message"] else ""))
 
 
-def _shared_ray(obj: str, cfg: Config, design: GatedDesign, problem: Problem, manifest: dict, cache: SolveCache,
-                ckey: str, echo) -> tuple[Solution, str] | None:
-    """A dual ray stored for these constraints by another program (`SolveCache.constraints_key`),
-    as this program's answer when it certifies this program infeasible on its own design and norm,
-    else None."""
-    found = cache.get(ckey, design, warn=echo)
-    if found is None or found[0].status != "infeasible" or found[0].lam is None:
-        return None
-    ray, origin = found
-    sol = Solution(None, "infeasible", float("nan"), 0.0, ray.solver,
-                   f"the dual ray of {origin}, a program with the same constraints (training inputs, labels "
-                   f"and gates): {ray.message}", ray.iterations, ray.lam, Stop.SHARED_RAY)
-    r = _record(obj, cfg, design, sol, Path("."), problem.dataset, manifest, origin, write=False)
-    if not (r["certified"] and r["status"] == "infeasible"):
-        echo(f"  the dual ray of {origin} (the same constraints) does not certify this program "
-             f"(relative margin bound {r.get('relative_margin_bound')}); solving it")
-        return None
-    echo(f"  certified infeasible by the dual ray of {origin}, a program with the same constraints")
-    return sol, origin
-
-
 def _adopt_rounds(local: Path, shared: Path | None) -> Path:
     """The round checkpoint a solve uses: `shared` (the cache folder's, keyed by the program) when
     there is one, taking over the point's own `local` checkpoint (written by a version of gb that
@@ -675,9 +664,7 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         result["message"] = f"{why}; {result['message']}" if result["message"] else why
     elif result["status"] == "inaccurate" and result["certified"]:
         # the solver's own stopping test fell short, but the certificate (every margin, the dual
-        # bound) proves the solution within svm.certify_tol: it is optimal in the only sense the
-        # word has here (a 48,000-point working-set solve stalled at a gap of 1.1e-6 by the solver's
-        # measure, 9.9e-7 by the certificate; issue 13)
+        # bound) proves the solution within svm.certify_tol: optimal in the only sense the word has here
         result["status"] = "optimal"
         result["message"] = (f"certified at svm.certify_tol = {cfg.svm.certify_tol:g} (relative gap "
                              f"{result['rel_gap']:.1e}) although the solver stopped short: {result['message']}")

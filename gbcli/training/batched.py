@@ -1,24 +1,19 @@
 """Batched training: the networks of a sweep that share their data and batch order (same model
 kind and architecture, training set and schedule; any context seeds, inits or momenta) trained as
-one torch computation, with the trajectories of the plain loop (`gbcli.training.loop.train`).
+one torch computation, with the trajectories of the plain loop (`gbcli.training.loop.train`): K
+networks in one step pay its Python and dispatch overhead once (4x the matmul floor on the Figure 2
+grid at H = 10, N = 500).
 
-The model kind stacks its networks (`ModelSpec.Stacked`, e.g. `gbcli.models.gln.StackedGLN`); the
-minibatch order, learning-rate schedule and logged steps are the ones `train` uses, and each
-network's step is the SGD step `torch.optim.SGD` takes (its own momentum buffer, `buf = mu buf +
-g`, `w -= lr buf`), elementwise on the stacked weights. The metrics are logged by the plain loop's
-`MetricLog` on each network. Any network whose training fails (a non-finite loss, divergence)
-sends the whole group back to the plain loop (`None`), which then records it as it does.
+The model kind stacks its networks (`ModelSpec.Stacked`); the minibatch order, learning-rate
+schedule and logged steps are `train`'s, and each network's step is `torch.optim.SGD`'s (its own
+momentum buffer, `buf = mu buf + g`, `w -= lr buf`), elementwise on the stacked weights; the
+metrics are logged by `MetricLog` on each network. Any network whose training fails sends the
+whole group back to the plain loop (`None`), which then records it.
 
-Why not one process per network: on the Figure 2 grid the per-step Python and dispatch overhead
-was 4x the matmul floor at H = 10, N = 500 (issue 13); K networks in one step pay it once.
-
-Checkpoints: the group writes no checkpoint of its own. At the plain loop's interval (and when
-interrupted) it writes each network's own checkpoint, the one the plain loop would have written at
-that step but for the time spent (the network's weights, the SGD state holding its momentum
-buffer, in `torch.optim.SGD`'s format, the shared batch generator, its metric rows). A group is never resumed as a group: when any of its
-networks has a checkpoint, `gbcli.runs.stages.train_gd_group` trains each network with the plain
-loop, which resumes from it; the trajectories being the same, the results are bit-identical to an
-uninterrupted batched run. This keeps one resume path (the plain loop's) instead of two.
+Checkpoints: at the plain loop's interval (and when interrupted) the group writes each network's
+own plain-loop checkpoint. A group is never resumed as a group: when any of its networks has one,
+`gbcli.runs.stages.train_gd_group` trains each with the plain loop, which resumes from it (one
+resume path, not two), bit-identical to an uninterrupted batched run.
 """
 
 from __future__ import annotations
@@ -62,9 +57,8 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
                   checkpoints: list[Checkpointing | None] | None = None, on_rows: list | None = None,
                   ) -> list[TrainResult] | None:
     """Train `models` (built from `cfgs`, gated as `problems`; one `batch_key`) in place; their
-    results, or None when one of them failed (train them with the plain loop then). `checkpoints`:
-    each network's (the plain loop's format, written every `seconds` of the first and when
-    interrupted; see the module docstring); nothing is resumed here. `on_rows`: each network's
+    results, or None when one of them failed. `checkpoints`: each network's, written every
+    `seconds` of the first and when interrupted; nothing is resumed here. `on_rows`: each network's
     `on_row` (as `train`'s)."""
     if len({batch_key(c) for c in cfgs}) != 1 or batch_key(cfgs[0]) is None:
         raise ValueError("train_batched: the networks do not share a batch key")
@@ -136,7 +130,6 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
                     yb, out = yt, stacked(x_full, ct)
                 else:
                     idx = perm[i * sched.batch:(i + 1) * sched.batch]
-                    # index_select: the rows of xt[idx], 3-5x faster than advanced indexing (issue 13)
                     yb = yt.index_select(0, idx)
                     out = stacked(xt.index_select(0, idx), ct.index_select(1, idx))
                 losses = torch.stack([loss_fn(yb * out[k], t.loss) for k in range(len(models))])

@@ -2,16 +2,11 @@
 its gradient and the step size; `loop.train` takes the optimizer's update itself (inside its
 interrupt guard). `benchmarks/step_time.py` times this very object.
 
-Where the time goes (issue 47, N = 48,000, H = 50, C = 2, full batch, one core): the two
-N x d x HC products of the forward and the backward pass are the floor. The full batch is the
-training tensors themselves: gathering `xt[perm]` copied the whole 150 MB design every step (a
-third of the step) for a sum that only changes its order. The permutation is still drawn each
-epoch (the batch generator's state, saved in checkpoints, stays the one it always was). A network
-that says it takes a column-major design (`column_major_input`: the GLN) gets the full batch as the
-transpose of a contiguous (d x N) copy (one more copy of the training set, kept for the run), on
-which both products run as (HC x d) @ (d x N) and (HC x N) @ (N x d): 1.3-1.5x faster on one core
-than the row-major (N x d) @ (d x HC) products. The gates of the fixed contexts are computed once
-(`DeepGLN.gates`).
+The full batch is the training tensors themselves, unpermuted: gathering `xt[perm]` copied the whole
+design every step for a sum that only changes its order (the permutation is still drawn each epoch:
+the batch generator's state stays the one checkpoints keep). A network that takes a column-major
+design (`column_major_input`: the GLN) gets it as the transpose of a contiguous (d x N) copy, on
+which its two products run 1.3-1.5x faster on one core.
 
 The adaptive step (`training.adaptive_step`, `AdaptiveStep`): the base step eta_0 of a normalized
 step rule re-estimated every K steps as `fraction * 2 / lambda * nu(w)`, lambda the sharpness (the
@@ -123,7 +118,7 @@ class Step:
         self.adaptive = AdaptiveStep(adaptive, t.lr) if adaptive is not None else None
 
     def minibatch(self, perm: torch.Tensor, i: int):
-        """The i-th minibatch's rows (index_select: 3-5x faster than advanced indexing, issue 13)."""
+        """The i-th minibatch's rows (index_select: 3-5x faster than advanced indexing)."""
         if self.full:
             return self.xt, self.yt, self.ct
         idx = perm[i * self.batch:(i + 1) * self.batch]
