@@ -23,7 +23,7 @@ from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.store.labels import read_labels
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.store.records import gd_status, number, stage_status
+from gbcli.store.records import gd_status, number, stage_status, sweep_state
 from gbcli.fs.safe import flatten, is_dir, is_file, mtime, present, read_record, read_yaml_record, subdirs
 from gbcli.text import shorten
 
@@ -205,25 +205,9 @@ def read_sweep(path: str | Path) -> RunInfo:
     """A sweep directory: its points (done, failed, interrupted, not run), base config and means."""
     path = Path(path)
     sweep = SweepDir(path)
-    points = subdirs(sweep.points)
-    counts = {"done": 0, "failed": 0, "interrupted": 0, "not run": 0}
-    for p in points:
-        if is_file(RunDir(p).errors):
-            counts["done"] += 1
-        elif present(RunDir(p).failed):
-            rec = read_record(RunDir(p).failed)
-            counts["interrupted" if rec and rec.get("status") == "interrupted" else "failed"] += 1
-        else:
-            counts["not run"] += 1
     meta = read_record(sweep.record) or {}
-    total = meta.get("points") if isinstance(meta.get("points"), int) else len(points)
-    counts["not run"] += max(0, total - len(points))
+    status, counts, total = sweep_state(path, meta.get("points") if isinstance(meta.get("points"), int) else None)
     stages = {k: str(v) for k, v in counts.items() if v}
-    status = "complete" if counts["done"] == total and total else "failed" if counts["failed"] else \
-        "partial" if counts["done"] else "empty"
-    if status == "complete" and not all(is_file(sweep.tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY,
-                                                                           layout.FAILURES)):
-        status = "unaggregated"   # every point done, the sweep's own tables not (yet) written: `gb sweep` writes them
     config = flatten(read_yaml_record(sweep.config) or {})
     numbers: dict[str, float] = {}
     try:

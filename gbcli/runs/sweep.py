@@ -40,13 +40,13 @@ from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
-from gbcli.store.records import NOT_GBS
+from gbcli.store.records import NOT_GBS, PointState, is_result, point_state, resumable
 from gbcli.store.identity import PROBLEM_SECTIONS, gd_manifest, point_id, readable_names, section_hash
 from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import check_tree, is_dir, is_file, open_append, present, read_record, remove
+from gbcli.fs.safe import check_tree, is_dir, is_file, open_append, read_record, remove
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.compare import compare, compare_run
@@ -182,7 +182,7 @@ def done_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """A done point's tables (`point_tables`), or None: no tables yet, or tables that no longer agree
     with its records. A point that is not done is run (again): its finished stages are kept, and its
     tables written anew from them."""
-    if not is_file(RunDir(run_dir).errors):
+    if point_state(run_dir) != PointState.DONE:
         return None
     try:
         return point_tables(run_dir)
@@ -192,12 +192,6 @@ def done_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
 
 def is_done(run_dir: Path) -> bool:
     return done_tables(run_dir) is not None
-
-
-def _time_limited(record: Path) -> bool:
-    """A program stopped by svm.time_limit: a rerun solves it again, from its last round."""
-    rec = read_json(record)
-    return isinstance(rec, dict) and rec.get("time_limited") is True and rec.get("status") != "optimal"
 
 
 def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, problem: Problem | None = None,
@@ -233,10 +227,10 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             train_gd(cfg, run_dir, progress=False, problem=problem,
                      cache=SolveCache(cache_dir) if cache_dir else None)
         summary = read_json(run.summary)
-        if summary["status"] != "ok":
+        if not is_result(summary["status"], gd=True):
             raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
         stage = "fit-svm"
-        todo = [o for o in cfg.svm.objectives if not is_file(run.result(o)) or _time_limited(run.result(o))]
+        todo = [o for o in cfg.svm.objectives if not is_file(run.result(o)) or resumable(read_json(run.result(o)))]
         if todo:
             try:
                 fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
@@ -247,7 +241,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         bad = []
         for o in cfg.svm.objectives:
             r = read_json(run.result(o))
-            if not (r["status"] in ("optimal", "infeasible") and r["certified"]):
+            if not is_result(r["status"], r["certified"]):
                 bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
                            + (f" ({r['message']})" if r["message"] else ""))
         if bad:
@@ -257,7 +251,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             compare_run(run_dir)
         remove(run.failed)
         echo(f"done in {time.time() - start:.1f} s")
-        return {"status": "done", "seconds": time.time() - start}
+        return {"status": PointState.DONE, "seconds": time.time() - start}
     except Exception as exc:  # record and go on: one bad point must not stop a grid
         if isinstance(exc, PointFailure):
             stage, message = exc.stage, exc.message
@@ -267,7 +261,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
             echo(traceback.format_exc())
         echo(f"FAILED at {stage}: {message}")
-        record = {"status": "failed", "stage": stage, "message": message,
+        record = {"status": PointState.FAILED, "stage": stage, "message": message,
                   "log": str(log_path.resolve()) if is_file(log_path) else "", "seconds": time.time() - start}
         try:
             write_json(run.failed, record)
@@ -599,13 +593,11 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
             except (OSError, ValueError) as exc:
                 echo(f"warning: point {pid}: its solutions were not copied into {out / layout.SOLUTIONS} ({exc})")
         else:
-            failed = RunDir(d).failed
-            rec = {"status": "not run", "stage": "", "message": "", "log": ""}
-            if present(failed):
-                rec = read_record(failed) or {"message": f"{failed}: unreadable or not a record"}
-                # the status word is gb's, never the file's: a point with a failure record failed or was interrupted
-                rec["status"] = "interrupted" if rec.get("status") == "interrupted" else "failed"
-            fails.append({"point": pid, **{k: str(rec.get(k, "")) for k in ("status", "stage", "message", "log")}})
+            state, failed = point_state(d, done=False), RunDir(d).failed
+            rec = {} if state == PointState.NOT_RUN else \
+                read_record(failed) or {"message": f"{failed}: unreadable or not a record"}
+            fails.append({"point": pid, "status": str(state),
+                          **{k: str(rec.get(k, "")) for k in ("stage", "message", "log")}})
     errors = pd.concat(errs, ignore_index=True) if errs else pd.DataFrame()
     incons = pd.concat(incs, ignore_index=True) if incs else pd.DataFrame()
     failures = pd.DataFrame(fails, columns=["point", "status", "stage", "message", "log"])

@@ -38,6 +38,7 @@ import numpy as np
 
 from gbcli.fs.safe import atomic_write_bytes, open_fd, open_lock, present
 from gbcli.programs.design import GatedDesign, Solution, Status, Stop
+from gbcli.store.records import is_result
 
 NOT_SOLVED_FROM = ("x_val", "e_val", "classify")   # design fields no solver reads (predictions are recomputed)
 FORMAT = 1
@@ -179,7 +180,7 @@ class SolveCache:
         for k, t in types.items():
             if not isinstance(meta.get(k), t):
                 raise _Unusable(f"metadata without a valid {k!r}")
-        if meta["status"] not in ("optimal", "infeasible"):
+        if not is_result(meta["status"]):
             raise _Unusable(f"status {meta['status'][:40]!r} is not a certified answer")
         for k in ("value", "seconds"):
             if not isinstance(meta.get(k), (int, float)) or isinstance(meta.get(k), bool):

@@ -22,6 +22,7 @@ from gbcli.fs import layout
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
 from gbcli.fs.layout import RunDir
 from gbcli.store.lock import write_marker
+from gbcli.store.records import GdStatus, is_result, resumable
 from gbcli.fs.safe import (_short, is_file, load_yaml, open_fd, present, read_csv_untrusted, read_json,
                               read_record, read_text_untrusted, read_untrusted, remove)
 
@@ -128,8 +129,8 @@ def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[d
         if m.get("upstream") and m.get("upstream") != mine["upstream"]:
             return None, None    # stale: its network is gone
         if m.get("config") == mine["config"] and m.get("upstream") == mine["upstream"]:
-            if rec.get("time_limited") is True and rec.get("status") != "optimal":
-                return None, None   # stopped by svm.time_limit: solving again resumes it (a forged flag costs a solve)
+            if resumable(rec):
+                return None, None
             return rec, None
     diff = differing_keys(_saved_config(run.program_config(objective)), cfg, ("svm",))
     return None, f"svm/{objective} (solved with other svm options{': ' + diff if diff else ''})"
@@ -192,7 +193,7 @@ def check_trained(run_dir: Path, cfg, needed_by: str) -> Path:
         raise GbError(f"{summary}: unreadable or corrupt; rerun `gb train-gd`") from None
     if not isinstance(rec, dict):
         raise GbError(f"{summary}: not a gb stage record; rerun `gb train-gd`")
-    if rec.get("status", "ok") != "ok":
+    if not is_result(rec.get("status", GdStatus.OK), gd=True):
         raise GbError(f"{summary}: the training {rec.get('status')} ({rec.get('message', '')}); {needed_by} "
                       f"need a trained network")
     return summary

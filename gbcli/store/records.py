@@ -8,20 +8,117 @@ its status word is taken only when its own numbers bear it out, so every view (`
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from gbcli.errors import GbError
 from gbcli.programs.design import Status
-from gbcli.fs.layout import THETA
-from gbcli.fs.safe import load_npz_untrusted, read_csv_untrusted, read_json
+from gbcli.fs.layout import ERRORS, FAILURES, INCONSISTENCY, THETA, RunDir, SweepDir
+from gbcli.fs.safe import is_file, load_npz_untrusted, present, read_csv_untrusted, read_json, read_record, subdirs
 
 # what code that reads a received record as gb writes it raises when the record is not gb's (a missing
 # key, a text where a number goes, an empty or unparseable file, a link or a folder where a file goes)
 NOT_GBS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError)
-GD_WORDS = ("ok", "diverged")
-SVM_WORDS = tuple(s.value for s in Status)
 CERTIFY_TOL = 1e-6   # the tolerance a record is held to when it names none (svm.certify_tol's default)
+
+
+class GdStatus(StrEnum):
+    """The status word of a GD stage's record (a program's is `Status`)."""
+
+    OK = "ok"                # trained, with a finite training loss
+    DIVERGED = "diverged"    # the loss left the finite numbers
+
+
+class Verdict(StrEnum):
+    """What the views say of a stage when its record's own word cannot stand."""
+
+    FOREIGN = "foreign"           # not a record gb wrote
+    UNCERTIFIED = "uncertified"   # an infeasibility without its certificate
+    UNVERIFIED = "unverified"     # certificate fields that contradict its status
+    STALE = "stale"               # its problem or network changed since it was computed
+    UNFINISHED = "unfinished"     # a stage folder without its record (interrupted, failed or running)
+
+
+class RunState(StrEnum):
+    """A run directory's state (`gb runs`)."""
+
+    COMPLETE = "complete"      # every stage a result, and its tables
+    SOLVED = "solved"          # trained and solved, no tables yet
+    TRAINED = "trained"        # the GD stage alone
+    PARTIAL = "partial"        # an unfinished stage, or programs without a GD stage
+    EMPTY = "empty"
+    FAILED = "failed"          # a stage that is no result (diverged, inaccurate, failed, uncertified)
+    FOREIGN = "foreign"
+    STALE = "stale"
+    UNVERIFIED = "unverified"
+
+
+class PointState(StrEnum):
+    """A sweep point's state (`point_state`)."""
+
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"   # stopped with its sweep: a rerun runs it again
+    NOT_RUN = "not run"
+
+
+class SweepState(StrEnum):
+    """A sweep directory's state (`sweep_state`)."""
+
+    COMPLETE = "complete"
+    UNAGGREGATED = "unaggregated"   # every point done, the sweep's own tables not (yet) written
+    FAILED = "failed"
+    PARTIAL = "partial"
+    EMPTY = "empty"
+
+
+RESULTS = (Status.OPTIMAL, Status.INFEASIBLE)
+
+
+def is_result(status: Any, certified: Any = True, gd: bool = False) -> bool:
+    """Whether a stage's status word is a result: a GD stage's `ok`; a program's `optimal` or
+    `infeasible` with its certificate (`certified` true)."""
+    return status == GdStatus.OK if gd else certified is True and status in RESULTS
+
+
+def resumable(rec: Any) -> bool:
+    """The rerun rule: a program stopped by svm.time_limit short of its optimum is solved again (its
+    working set resumes from its last round); a forged flag costs a solve, never a wrong result."""
+    return isinstance(rec, dict) and rec.get("time_limited") is True and rec.get("status") != Status.OPTIMAL
+
+
+def point_state(point_dir: str | Path, done: bool | None = None) -> PointState:
+    """A sweep point's state from its files: done when its tables/errors.csv (written last) is there,
+    or as `done` says (the sweep's verdict after checking those tables against the records); else
+    failed or interrupted as its failed.json says (the word is gb's, never the file's: any failure
+    record but an interrupted one is a failure); else not run."""
+    run = RunDir(point_dir)
+    if is_file(run.errors) if done is None else done:
+        return PointState.DONE
+    if not present(run.failed):
+        return PointState.NOT_RUN
+    rec = read_record(run.failed)
+    return PointState.INTERRUPTED if rec is not None and rec.get("status") == PointState.INTERRUPTED \
+        else PointState.FAILED
+
+
+def sweep_state(sweep_dir: str | Path, total: int | None = None) -> tuple[SweepState, dict[str, int], int]:
+    """A sweep's state, its points counted by state (`point_state`) and their number (`total`: the
+    points its record names, those without a folder not run; None: its folders)."""
+    points = subdirs(SweepDir(sweep_dir).points)
+    counts = dict.fromkeys(map(str, PointState), 0)
+    for p in points:
+        counts[point_state(p)] += 1
+    total = len(points) if total is None else total
+    counts[PointState.NOT_RUN] += max(0, total - len(points))
+    done = counts[PointState.DONE]
+    state = SweepState.COMPLETE if done == total and total else SweepState.FAILED if counts[PointState.FAILED] \
+        else SweepState.PARTIAL if done else SweepState.EMPTY
+    tables = SweepDir(sweep_dir).tables
+    if state == SweepState.COMPLETE and not all(is_file(tables / f) for f in (ERRORS, INCONSISTENCY, FAILURES)):
+        state = SweepState.UNAGGREGATED
+    return state, counts, total
 
 
 def number(v: Any) -> float | None:
@@ -38,16 +135,14 @@ def number(v: Any) -> float | None:
 def gd_status(rec: dict | None) -> str:
     """The GD stage's status from its record: `ok` only with a finite training loss; `foreign` for
     anything that is not a gb record."""
-    if rec is None:
-        return "foreign"
-    status = rec.get("status")
-    if status not in GD_WORDS:
-        return "foreign"
-    if status == "ok" and number(rec.get("train_loss")) is None:
-        return "diverged"   # a non-finite loss is no trained network
-    if status == "ok" and any(rec.get(k) is not None and not (number(rec[k]) is not None and 0 <= number(rec[k]) <= 1)
-                              for k in ("train_error", "val_error")):
-        return "foreign"   # an error rate no network has: not a record gb wrote
+    if rec is None or rec.get("status") not in tuple(GdStatus):
+        return Verdict.FOREIGN
+    status = GdStatus(rec["status"])
+    if status == GdStatus.OK and number(rec.get("train_loss")) is None:
+        return GdStatus.DIVERGED   # a non-finite loss is no trained network
+    rates = [number(v) for k in ("train_error", "val_error") if (v := rec.get(k)) is not None]
+    if status == GdStatus.OK and any(r is None or not 0 <= r <= 1 for r in rates):
+        return Verdict.FOREIGN   # an error rate no network has: not a record gb wrote
     return status
 
 
@@ -57,25 +152,23 @@ def program_status(rec: dict | None) -> str:
     names; `infeasible` needs certified = true. A record that claims more than its numbers bear is
     `inaccurate` (an optimum not certified), `uncertified` (infeasibility not certified) or
     `unverified` (certified fields that contradict its status); `foreign` when it is not gb's."""
-    if rec is None:
-        return "foreign"
-    status = rec.get("status")
-    if status not in SVM_WORDS:
-        return "foreign"
+    if rec is None or rec.get("status") not in tuple(Status):
+        return Verdict.FOREIGN
+    status = Status(rec["status"])
     if rec.get("certified") is not True:
-        return {"optimal": "inaccurate", "infeasible": "uncertified"}.get(status, status)
+        return {Status.OPTIMAL: Status.INACCURATE, Status.INFEASIBLE: Verdict.UNCERTIFIED}.get(status, status)
     if rec.get("convex") is False:   # a non-convex program: `certified` says its point is feasible, no more
-        return status if status in ("optimal", "failed") else "unverified"
-    if status == "optimal":
+        return status if status in (Status.OPTIMAL, Status.FAILED) else Verdict.UNVERIFIED
+    if status == Status.OPTIMAL:
         gap, margin = number(rec.get("rel_gap")), number(rec.get("min_margin"))
         tol = number(rec.get("tolerance"))
         tol = CERTIFY_TOL if tol is None or not 0 < tol < 1 else tol
         objective = number(rec.get("objective"))
         if gap is None or margin is None or not abs(gap) <= tol or not margin >= 1 - tol \
                 or objective is None or objective < 0:   # an optimum is a finite norm
-            return "unverified"
-    elif status in ("inaccurate", "failed"):
-        return "unverified"   # a certified record with an uncertified status: not gb's
+            return Verdict.UNVERIFIED
+    elif status in (Status.INACCURATE, Status.FAILED):
+        return Verdict.UNVERIFIED   # a certified record with an uncertified status: not gb's
     return status
 
 
@@ -85,18 +178,18 @@ def stage_status(record: Path, rec: dict | None) -> str:
     objective, or the record is `unverified` (the search's other claims are checked by `gb verify`,
     which reruns it)."""
     status = program_status(rec)
-    if status != "optimal" or rec.get("convex") is not False:
+    if status != Status.OPTIMAL or rec.get("convex") is not False:
         return status
     import numpy as np
 
     try:
         theta = np.asarray(load_npz_untrusted(record.parent / THETA)["theta"], dtype=np.float64)
     except Exception:   # noqa: BLE001 (missing, a link, not an npz, no theta: no point to stand on)
-        return "unverified"
+        return Verdict.UNVERIFIED
     objective = number(rec.get("objective"))
     if theta.ndim != 1 or not np.isfinite(theta).all() or objective is None \
             or not np.isclose(float(theta @ theta), objective, rtol=1e-9, atol=0):
-        return "unverified"
+        return Verdict.UNVERIFIED
     return status
 
 
@@ -117,9 +210,9 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
     def bad(why: str):
         raise GbError(f"{path}: not a gb stage record ({why}); rerun the stage")
 
-    status = rec.get("status")
-    if not isinstance(status, str) or status not in (GD_WORDS if gd else SVM_WORDS):
-        bad(f"status {str(status)[:40]!r} is not one of {', '.join(GD_WORDS if gd else SVM_WORDS)}")
+    status, words = rec.get("status"), tuple(GdStatus if gd else Status)
+    if not isinstance(status, str) or status not in words:
+        bad(f"status {str(status)[:40]!r} is not one of {', '.join(words)}")
     if not isinstance(rec.get("predictor"), str):
         bad("predictor is not a name")
     for k in ("train_error", "val_error"):
@@ -129,7 +222,7 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
         if v != v:   # NaN: no predictor (a failed solve); a result has its errors
-            if status in ("ok", "optimal"):
+            if status in (GdStatus.OK, Status.OPTIMAL):
                 bad(f"{k} is NaN in a record whose status is {status}")
             continue
         if number(v) is None or not 0 <= number(v) <= 1:
@@ -143,7 +236,7 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
                 bad(f"{k} {str(v)[:40]!r} is not a number")
             if isinstance(v, int) and not isinstance(v, bool) and number(v) is None:
                 bad(f"{k} is an integer no float holds")
-        if status == "optimal" and rec.get("convex") is not False and \
+        if status == Status.OPTIMAL and rec.get("convex") is not False and \
                 not (number(rec.get("objective")) is not None and number(rec["objective"]) >= 0):
             bad(f"objective {str(rec.get('objective'))[:40]!r} of an optimum is not a finite norm (>= 0)")
     return rec

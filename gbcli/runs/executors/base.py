@@ -26,6 +26,7 @@ from gbcli.logs import Progress, clock
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
 from gbcli.fs.safe import is_dir, is_file, mtime, write_json
+from gbcli.store.records import PointState, point_state
 
 
 class Executor(ABC):
@@ -93,13 +94,14 @@ class Executor(ABC):
                 nonlocal failed, said
                 reported.add(d)
                 name = f" ({names[d]})" if names.get(d) else ""
-                if record is not None and record["status"] != "done":
+                done = record is None or record["status"] == PointState.DONE
+                if not done:
                     failed += 1
                     echo(f"point {Path(d).name}{name} FAILED at {record['stage']}: {record['message']}"
                          + (f" (log: {record['log']})" if record.get("log") else ""))
                     said = time.monotonic()
                 last[0] = "" if len(reported) == total else \
-                    f"{Path(d).name}{name} {'done' if record is None or record['status'] == 'done' else 'failed'}"
+                    f"{Path(d).name}{name} {PointState.DONE if done else PointState.FAILED}"
                 lines = bar.last_line
                 bar.note(failed=failed)
                 bar.advance()
@@ -181,9 +183,9 @@ def stopped(dirs: list[str], exc: BaseException, started: Callable[[str], bool])
     for d in map(Path, dirs):
         try:
             run = RunDir(d)
-            if not is_dir(d) or is_file(run.errors) or not started(str(d)):
+            if not is_dir(d) or point_state(d) == PointState.DONE or not started(str(d)):
                 continue
-            write_json(run.failed, {"status": "interrupted", "stage": _stage(d),
+            write_json(run.failed, {"status": PointState.INTERRUPTED, "stage": _stage(d),
                                     "message": f"{why}; rerun the sweep to run it again",
                                     "log": str(run.log.resolve()) if is_file(run.log) else "",   # only a file that exists
                                     "at": time.strftime("%Y-%m-%d %H:%M:%S")})
@@ -193,7 +195,7 @@ def stopped(dirs: list[str], exc: BaseException, started: Callable[[str], bool])
 
 def died(dirs: list[str], stage: str, log: str, message: str) -> list[dict]:
     """The record of each point of a task that died, written to its failed.json when possible."""
-    result = {"status": "failed", "stage": stage, "log": log, "message": message.splitlines()[0] if message else ""}
+    result = {"status": PointState.FAILED, "stage": stage, "log": log, "message": message.splitlines()[0] if message else ""}
     for d in dirs:
         try:
             write_json(RunDir(d).failed, result)

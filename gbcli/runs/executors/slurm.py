@@ -22,7 +22,8 @@ from gbcli.errors import GbError
 from gbcli.runs.executors.base import Executor, died
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
-from gbcli.fs.safe import is_dir, is_file, open_append, remove
+from gbcli.fs.safe import is_dir, open_append, remove
+from gbcli.store.records import PointState, point_state
 from gbcli.text import shorten
 
 SINFO_SECONDS = 10   # how long the Slurm controller gets to answer `sinfo -h`
@@ -158,7 +159,7 @@ class SlurmTask(submitit.helpers.Checkpointable):
         job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "?"))
         task = os.environ.get("SLURM_ARRAY_TASK_ID")
         for d in map(Path, dirs):   # a line in each unfinished point's log (best effort)
-            if is_dir(d) and not is_file(RunDir(d).errors):
+            if is_dir(d) and point_state(d) != PointState.DONE:
                 try:
                     with open_append(RunDir(d).log) as log:
                         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} Slurm task {job}"
