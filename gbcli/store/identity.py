@@ -10,6 +10,9 @@
   stage of a run shares; `config`: those plus the stage's own section) and, for a program that
   uses the trained network, a hash of the `gd/summary.json` it used (`upstream`).
 - A grid point's id: a hash of its resolved config's values that differ from the defaults.
+
+The config schema and the registry are imported on first use (their model classes take ~40 ms to
+build): reading a run's records (`gb runs`) needs only `file_hash`.
 """
 
 from __future__ import annotations
@@ -18,15 +21,24 @@ import hashlib
 import json
 from pathlib import Path
 
-from gbcli.config import Config
-from gbcli.config.schema import execution_keys
+from typing import TYPE_CHECKING
+
 from gbcli.errors import GbError
-from gbcli.registry import DEFAULT_KIND, MODELS
 from gbcli.fs.layout import RunDir
 from gbcli.fs.safe import flatten, read_untrusted
 
+if TYPE_CHECKING:
+    from gbcli.config import Config
+
 PROBLEM_SECTIONS = ("dataset", "model", "contexts")
 GD_SECTIONS = PROBLEM_SECTIONS + ("training",)   # what a trained network is computed from (its manifest's "config")
+
+
+def execution_keys(*roles: str) -> frozenset[str]:
+    """`gbcli.config.schema.execution_keys`, the schema imported on first use."""
+    from gbcli.config.schema import execution_keys as keys
+
+    return keys(*roles)
 
 
 def _drop(d: dict, keys: frozenset[str]) -> dict:
@@ -107,11 +119,12 @@ def _non_default(values: dict, defaults: dict) -> dict:
 # The defaults that point ids were hashed against before the config became per-kind sections: a
 # key keeps the default it had then, so every point valid under both schemas keeps its id (and
 # existing sweep directories stay resumable); keys added since compare with their own default.
+# (model.kind's was the registry's DEFAULT_KIND: `id_defaults` adds it, the registry imported then.)
 ID_DEFAULTS = {
     "dataset": {"name": "digits", "train_size": 500, "val_size": None, "data_seed": 1, "data_dir": None,
                 "positive_classes": [0, 1, 2, 3, 4], "classes": None, "n_samples": 500, "dim": 20,
                 "synthetic_seed": 0, "margin": 0.0, "bias": False, "x": None, "y": None, "max_norm": None},
-    "model": {"kind": DEFAULT_KIND, "hidden_units": 10, "output_bias": True, "init": None, "init_seed": None,
+    "model": {"hidden_units": 10, "output_bias": True, "init": None, "init_seed": None,
               "init_scale": 1.0, "freeze_gates_after": 0, "depth": 2, "activation": "relu", "patches": 2,
               "weights": None, "leaky_alpha": 0.2, "output_weight": 1.0},
     "contexts": {"count": 2, "seed": 1, "median_init": True, "normal_std": 36.0, "offset_std": 9.0},
@@ -126,12 +139,16 @@ ID_DEFAULTS = {
 def id_defaults(cfg: Config) -> dict:
     """The defaults a point's values are compared with: ID_DEFAULTS, then the current defaults of
     the point's model kind and dataset (for keys added since)."""
+    from gbcli.config import Config
+    from gbcli.registry import DEFAULT_KIND, MODELS
+
     current = Config.model_construct().model_dump(mode="json")
     current["model"] = MODELS[cfg.model.kind].Params.model_construct().model_dump(mode="json")
     current["dataset"] = type(cfg.dataset).model_construct().model_dump(mode="json")
     out = {}
-    for section in set(current) | set(ID_DEFAULTS):
-        cur, old = current.get(section), ID_DEFAULTS.get(section)
+    frozen = {**ID_DEFAULTS, "model": {"kind": DEFAULT_KIND, **ID_DEFAULTS["model"]}}
+    for section in set(current) | set(frozen):
+        cur, old = current.get(section), frozen.get(section)
         out[section] = {**cur, **old} if isinstance(cur, dict) and isinstance(old, dict) else (old if old is not None else cur)
     return out
 
