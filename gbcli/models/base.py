@@ -55,8 +55,9 @@ class ModelParams(Section):
 
     @property
     def homogeneity(self) -> int:
-        """Degree L of the network in its trained weights (an output bias aside)."""
-        raise NotImplementedError
+        """Degree L of the network in its trained weights (an output bias aside): its `depth`, unless
+        the kind sets a class attribute."""
+        return self.depth
 
 
 # torch-default: what torch's nn.Linear / nn.Conv2d draw when built, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
@@ -118,8 +119,8 @@ class ModelSpec:
 
     # ---- identity and sizes
     def units(self, params: ModelParams) -> int:
-        """Number of gated units H (1 when the model has none)."""
-        return 1
+        """Number of gated units H (`hidden_units`; 1 when the model has none)."""
+        return getattr(params, "hidden_units", 1)
 
     def default_init_seed(self, cfg) -> int:
         return 1

@@ -1,13 +1,8 @@
-"""Paper 003's small networks (Vardi, Shamir & Srebro), the pieces their model modules share
-(`diagonal`, `conv`, and the two-neuron construction of `relu`):
-
-- the activations of the small networks (`activate`) and their derivatives as 0/1 gates (`gate`);
-- Problem 2, min ||theta||^2 s.t. y_i f_theta(x_i) >= 1, and its local searches as programs of a
-  model (`programs()`, names in `NONCONVEX`; solved by `gbcli.programs.nonconvex`);
-- `ConstructionSpec`: explicit initial weights, those programs, a construction as the contract
-  test's example (`example`).
-
-The paper's tables and figure are in `gbcli.experiments.paper003`.
+"""Paper 003's small networks (Vardi, Shamir & Srebro): what `diagonal`, `conv` and the two-neuron
+construction of `relu` share: the activations (`activate`) and their 0/1 derivatives (`gate`),
+Problem 2, min ||theta||^2 s.t. y_i f_theta(x_i) >= 1, and its local searches as programs (`NONCONVEX`,
+solved by `gbcli.programs.nonconvex`), and `ConstructionSpec`. The paper's tables and figure are in
+`gbcli.experiments.paper003`.
 """
 
 from __future__ import annotations
@@ -20,8 +15,6 @@ from gbcli.models.base import ModelSpec, Program, set_weights
 
 if TYPE_CHECKING:
     import torch
-
-NONCONVEX = ("nonconvex-global", "local-search", "local-search-global")
 
 
 # ------------------------------------------------------------------ activations of the small networks
@@ -47,23 +40,24 @@ def fit_nonconvex(*args, **kwargs):
     return fit(*args, **kwargs)
 
 
-def programs() -> dict:
-    """Problem 2 and the local searches, as programs of a model (gbcli.models.base.Program)."""
-    options = ("restarts", "radii", "search_seed")
-    return {
-        "nonconvex-global": Program("nonconvex-global", fit=fit_nonconvex, options=options,
-                                    description="Problem 2: the best of svm.restarts SLSQP solves"),
-        "local-search": Program("local-search", fit=fit_nonconvex, options=options, needs_trained=True,
-                                description="Problem 2 within eps of GD's limit"),
-        "local-search-global": Program("local-search-global", fit=fit_nonconvex, options=options,
-                                       description="Problem 2 within eps of the best global point (a control)"),
-    }
+_OPTIONS = ("restarts", "radii", "search_seed")
+PROGRAMS = {
+    "nonconvex-global": Program("nonconvex-global", fit=fit_nonconvex, options=_OPTIONS,
+                                description="Problem 2: the best of svm.restarts SLSQP solves"),
+    "local-search": Program("local-search", fit=fit_nonconvex, options=_OPTIONS, needs_trained=True,
+                            description="Problem 2 within eps of GD's limit"),
+    "local-search-global": Program("local-search-global", fit=fit_nonconvex, options=_OPTIONS,
+                                   description="Problem 2 within eps of the best global point (a control)"),
+}
+NONCONVEX = tuple(PROGRAMS)
 
 
 class ConstructionSpec(ModelSpec):
     """The paper's small networks (diagonal, conv): explicit initial weights, Problem 2 as their
     programs, and a construction as the contract test's example (`example_model`, `example_x`)."""
 
+    programs = PROGRAMS
+    instruments = ("kkt", "layer_optimality")
     example_x: list[list[float]] = []
 
     def build(self, cfg, dim):

@@ -4,7 +4,7 @@ Problem 2 (gbcli.models.construction)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, StrictInt
@@ -21,17 +21,12 @@ class Params(ModelParams):
     patches: StrictInt = Field(2, ge=1, le=10_000, description="disjoint patches the input is split into")
     activation: Literal["linear", "relu"] = Field("relu", description="the hidden activation")
     weights: dict[str, Any] = Field(description="explicit initial weights by parameter name (w: the filter, v)")
-
-    @property
-    def homogeneity(self) -> int:
-        return 2
+    homogeneity: ClassVar[int] = 2
 
 
 class Spec(construction.ConstructionSpec):
     kind, Params = "conv", Params
     description = "paper 003: shared-filter convolution over disjoint patches, explicit initial weights"
-    programs = construction.programs()
-    instruments = ("kkt", "layer_optimality")
 
     example_model = {"activation": "relu", "weights": {"w": [0.0, 1.0], "v": [0.7, 0.7]}}
     example_x = [[4.0, 0.7, -4.0, 0.7]]

@@ -26,10 +26,6 @@ class Params(ModelParams):
     width: StrictInt = Field(10, ge=1, le=10_000, description="hidden width of the layers between input and output")
     init: Optional[InitScheme] = Field(None, description="default: normal (std 1/sqrt(fan-in)) times init_scale")
 
-    @property
-    def homogeneity(self) -> int:
-        return self.depth
-
 
 class Spec(ModelSpec):
     kind, Params = "deep-linear", Params

@@ -21,37 +21,10 @@ class Params(ModelParams):
     activation: Literal["linear", "relu"] = Field("relu", description="the hidden activation")
     weights: dict[str, Any] = Field(description="explicit initial weights by parameter name (w: m x d)")
 
-    @property
-    def homogeneity(self) -> int:
-        return self.depth
-
-
-def diagonal_margins(activation: str):
-    """f = sum_k x_k w_mk prod_{j<m} w_jk, times the gates of the prefix products, and its Jacobian."""
-
-    def margins(theta_parts: list[np.ndarray], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        (w,) = theta_parts
-        m = w.shape[0]
-        gates = np.ones_like(x)
-        h = x.copy()
-        for j in range(m - 1):
-            z = w[j] * h
-            gates = gates * construction.gate(z, activation)
-            h = z * construction.gate(z, activation)
-        f = h @ w[-1]
-        jac = np.empty((len(x), m, w.shape[1]))
-        for j in range(m):
-            jac[:, j, :] = x * gates * np.prod(np.delete(w, j, axis=0), axis=0)
-        return f, jac.reshape(len(x), -1)
-
-    return margins
-
 
 class Spec(construction.ConstructionSpec):
     kind, Params = "diagonal", Params
     description = "paper 003: depth-m diagonal network, explicit initial weights"
-    programs = construction.programs()
-    instruments = ("kkt", "layer_optimality")
     rows_are_layers = True   # each depth's diagonal factor is a layer of paper 003's per-layer problem
 
     example_model = {"depth": 2, "activation": "linear", "weights": {"w": [[1.0, 0.0], [1.0, 0.0]]}}
@@ -63,7 +36,19 @@ class Spec(construction.ConstructionSpec):
         return DiagonalNet(cfg.model.depth, dim, cfg.model.activation)
 
     def numpy_margins(self, theta_parts, x, cfg):
-        return diagonal_margins(cfg.model.activation)(theta_parts, x)
+        """f = sum_k x_k w_mk prod_{j<m} w_jk, times the gates of the prefix products, and its Jacobian."""
+        (w,) = theta_parts
+        m, activation = w.shape[0], cfg.model.activation
+        gates = np.ones_like(x)
+        h = x.copy()
+        for j in range(m - 1):
+            z = w[j] * h
+            gates = gates * construction.gate(z, activation)
+            h = z * construction.gate(z, activation)
+        jac = np.empty((len(x), m, w.shape[1]))
+        for j in range(m):
+            jac[:, j, :] = x * gates * np.prod(np.delete(w, j, axis=0), axis=0)
+        return h @ w[-1], jac.reshape(len(x), -1)
 
 
 SPEC = Spec()

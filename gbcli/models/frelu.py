@@ -36,9 +36,7 @@ class Spec(relu.Spec):
 
     def matching_ready(self, cfg, model):
         """The program is defined once the gates are frozen: at init, or after the warm-up."""
-        if model is None:
-            return False
-        return bool(model.frozen)
+        return model is not None and bool(model.frozen)
 
     def best_normalized_margin(self, cfg, optimum):
         # min ||w||^2 at margin 1 = 2 x the FReLU-norm optimum (balanced layers), as for the deep GLN

@@ -8,7 +8,7 @@ predictors), plus the published code's variants `svm-gln-reference` and `svm-l2-
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
@@ -27,19 +27,31 @@ class Params(ModelParams):
     hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="H: hidden units")
     output_bias: bool = Field(True, description="scalar output bias (published runs kept it)")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
-
-    @property
-    def homogeneity(self) -> int:
-        return 2
+    homogeneity: ClassVar[int] = 2
 
 
-def hyperplane_problem(cfg, dataset, units: int) -> Problem:
-    """Sample `units` x k hyperplanes (C = 2^k contexts per unit; `contexts.draws` says how) and gate the data."""
-    c = cfg.contexts
-    draw = published_hyperplanes if c.draws == "published" else sample_hyperplanes
-    hp = draw(units, c.count, dataset.x_pool, c.seed, c.median_init, c.normal_std, c.offset_std)
-    return Problem(dataset, hp, hp.local_contexts(dataset.x_train, dataset.train_idx),
-                   hp.local_contexts(dataset.x_val, dataset.val_idx))
+class HyperplaneSpec(ModelSpec):
+    """A kind gated by random hyperplanes (`contexts`: the GLNs), seeded by contexts.seed unless
+    model.init_seed is set."""
+
+    def gated_units(self, params) -> int:
+        """How many units get their own k hyperplanes."""
+        return self.units(params)
+
+    def default_init_seed(self, cfg):
+        return cfg.contexts.seed
+
+    def homogeneous(self, params):
+        return not getattr(params, "output_bias", False)
+
+    def gating(self, cfg, dataset):
+        """Sample the hyperplanes (C = 2^k contexts per unit; `contexts.draws` says how) and gate the data."""
+        c = cfg.contexts
+        draw = published_hyperplanes if c.draws == "published" else sample_hyperplanes
+        hp = draw(self.gated_units(cfg.model), c.count, dataset.x_pool, c.seed, c.median_init, c.normal_std,
+                  c.offset_std)
+        return Problem(dataset, hp, hp.local_contexts(dataset.x_train, dataset.train_idx),
+                       hp.local_contexts(dataset.x_val, dataset.val_idx))
 
 
 def context_design(norm: str, reference_grouping: bool = False):
@@ -57,7 +69,7 @@ def context_design(norm: str, reference_grouping: bool = False):
     return design
 
 
-class Spec(ModelSpec):
+class Spec(HyperplaneSpec):
     kind, Params = "gln", Params
     description = "H units x C contexts, hyperplane gating"
     programs = {
@@ -76,18 +88,6 @@ class Spec(ModelSpec):
         from gbcli.models.networks.gln import StackedGLN
 
         return StackedGLN
-
-    def units(self, params):
-        return params.hidden_units
-
-    def default_init_seed(self, cfg):
-        return cfg.contexts.seed
-
-    def homogeneous(self, params):
-        return not params.output_bias
-
-    def gating(self, cfg, dataset):
-        return hyperplane_problem(cfg, dataset, cfg.model.hidden_units)
 
     def network(self, cfg, dim):
         from gbcli.models.networks.gln import DeepGLN

@@ -11,12 +11,12 @@ the first H columns of the local contexts gate layer 1, the last H layer 2.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks_of
-from gbcli.models.gln import hyperplane_problem
+from gbcli.models.base import InitScheme, ModelParams, networks_of
+from gbcli.models.gln import HyperplaneSpec
 
 __getattr__ = networks_of(__name__, "GLN3")   # gbcli.models.networks.gln3 (torch)
 
@@ -25,26 +25,17 @@ class Params(ModelParams):
     kind: Literal["gln3"] = Field("gln3", description="three-layer GLN: H x C contexts at both hidden layers")
     hidden_units: StrictInt = Field(5, ge=1, le=10_000, description="H: units at each of the two hidden layers")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
-
-    @property
-    def homogeneity(self) -> int:
-        return 3
+    homogeneity: ClassVar[int] = 3
 
 
-class Spec(ModelSpec):
+class Spec(HyperplaneSpec):
     kind, Params = "gln3", Params
     description = "three-layer GLN: H x C contexts at both hidden layers (degree 3)"
     instruments = ("kkt",)
     example_model = {"hidden_units": 3}
 
-    def units(self, params):
-        return params.hidden_units
-
-    def default_init_seed(self, cfg):
-        return cfg.contexts.seed
-
-    def gating(self, cfg, dataset):
-        return hyperplane_problem(cfg, dataset, 2 * cfg.model.hidden_units)
+    def gated_units(self, params):
+        return 2 * params.hidden_units   # H per hidden layer
 
     def network(self, cfg, dim):
         from gbcli.models.networks.gln3 import GLN3

@@ -6,7 +6,7 @@ limit is `svm-par`; `svm-shallow` (the plain linear SVM) checks that the data is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import Field, StrictFloat, StrictInt, field_validator
@@ -35,10 +35,7 @@ class Params(ModelParams):
         if v % 2:
             raise ValueError(f"a leaky net has 2k units (k per output sign), got {v}")
         return v
-
-    @property
-    def homogeneity(self) -> int:
-        return 1   # only the first layer is trained
+    homogeneity: ClassVar[int] = 1   # only the first layer is trained
 
 
 def par_design(cfg, problem: Problem, trained=None) -> GatedDesign:
@@ -62,9 +59,6 @@ class Spec(ModelSpec):
     instruments = ("margin", "kkt", "agreement", "rank", "clusters", "output_linearity")
     default_init = "normal"
     example_model = {"hidden_units": 4}
-
-    def units(self, params):
-        return params.hidden_units
 
     def network(self, cfg, dim):
         from gbcli.models.networks.leaky import LeakyNet

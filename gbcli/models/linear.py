@@ -3,8 +3,9 @@ context) under gradient descent, the l1 max-margin program `svm-l1` under coordi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
+import numpy as np
 from pydantic import Field
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of, sqrt_margin
@@ -18,21 +19,22 @@ __getattr__ = networks_of(__name__, "Linear")   # gbcli.models.networks.linear (
 class Params(ModelParams):
     kind: Literal["linear"] = Field("linear", description="a linear predictor <w, x>")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
+    homogeneity: ClassVar[int] = 1
 
-    @property
-    def homogeneity(self) -> int:
-        return 1
+
+def feature_design(ft: np.ndarray, y: np.ndarray, fv: np.ndarray, norm: str = "sq") -> GatedDesign:
+    """A linear predictor on training / validation features `ft` / `fv` as a gated design: one
+    always-on context."""
+    from gbcli.programs.design import GatedDesign, constant_gates
+
+    return GatedDesign(ft, y, constant_gates(len(ft)), fv, constant_gates(len(fv)), norm)
 
 
 def linear_design(norm: str):
-    """A linear predictor as a gated design: one always-on context."""
+    """The linear predictor on the inputs."""
 
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:
-        from gbcli.programs.design import GatedDesign, constant_gates
-
-        ds = problem.dataset
-        return GatedDesign(ds.x_train, ds.y_train, constant_gates(len(ds.x_train)), ds.x_val,
-                           constant_gates(len(ds.x_val)), norm)
+        return feature_design(problem.dataset.x_train, problem.dataset.y_train, problem.dataset.x_val, norm)
 
     return design
 

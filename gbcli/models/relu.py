@@ -8,7 +8,7 @@ hidden layer), `svm-gates` (a linear SVM on the gate pattern); paper 001's `svm-
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import Field, StrictInt
@@ -17,11 +17,9 @@ from gbcli.errors import GbError
 from gbcli.models import construction, one_class
 from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks_of, set_weights
 from gbcli.models.gating import random_relu_gates
+from gbcli.models.linear import feature_design
 
 if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
     from gbcli.models.networks.relu import ReLUNet
     from gbcli.programs.design import GatedDesign
 
@@ -36,17 +34,15 @@ class Params(ModelParams):
                           "||w1_j|| with random signs; torch-default (paper 001's experiments): nn.Linear's "
                           "U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both layers")
     weights: Optional[dict[str, Any]] = Field(None, description="explicit initial weights by parameter name (w1, w2)")
-
-    @property
-    def homogeneity(self) -> int:
-        return 2
+    homogeneity: ClassVar[int] = 2
 
 
-def _gates(net: ReLUNet, x: np.ndarray) -> np.ndarray:
+def _numpy(method, x: np.ndarray) -> np.ndarray:
+    """A trained network's `method` (gates, hidden) on the inputs `x`, in float64, as an array."""
     import torch
 
     with torch.no_grad():
-        return net.gates(torch.tensor(x, dtype=torch.float64)).numpy()
+        return method(torch.tensor(x, dtype=torch.float64)).numpy()
 
 
 def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem, always_on: bool) -> GatedDesign:
@@ -73,37 +69,26 @@ def random_gates_design(cfg, problem: Problem, trained=None) -> GatedDesign:
 def learned_gates_design(always_on: bool):
     """svm-lc: exactly the trained network's H gates [w_h . x >= 0] (the GLN paper's eq. 22 and the
     published code): infeasible when, e.g., a training point has every gate off. The variant
-    svm-lc-always-on adds an always-on unit (what this project called svm-lc before), which makes
-    such points separable by a linear part."""
+    svm-lc-always-on adds an always-on unit, which makes such points separable by a linear part."""
 
     def design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
         ds = problem.dataset
-        return frelu_design(_gates(trained, ds.x_train), _gates(trained, ds.x_val), problem, always_on)
+        return frelu_design(_numpy(trained.gates, ds.x_train), _numpy(trained.gates, ds.x_val), problem, always_on)
 
     return design
 
 
 def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     """svm-hl: a linear SVM on the trained hidden layer's outputs."""
-    import torch
-
-    from gbcli.programs.design import GatedDesign, constant_gates
-
     ds = problem.dataset
-    with torch.no_grad():
-        to = lambda a: torch.tensor(a, dtype=torch.float64)
-        ft, fv = trained.hidden(to(ds.x_train)).numpy(), trained.hidden(to(ds.x_val)).numpy()
-    return GatedDesign(ft, ds.y_train, constant_gates(len(ft)), fv, constant_gates(len(fv)), "sq")
+    return feature_design(_numpy(trained.hidden, ds.x_train), ds.y_train, _numpy(trained.hidden, ds.x_val))
 
 
 def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     """svm-gates: a linear SVM on the trained network's 0/1 gate pattern."""
-    from gbcli.programs.design import GatedDesign, constant_gates
-
     ds = problem.dataset
-    gt, gv = _gates(trained, ds.x_train), _gates(trained, ds.x_val)
-    return GatedDesign(gt.astype(float), ds.y_train, constant_gates(len(gt)), gv.astype(float),
-                       constant_gates(len(gv)), "sq")
+    gt, gv = _numpy(trained.gates, ds.x_train), _numpy(trained.gates, ds.x_val)
+    return feature_design(gt.astype(float), ds.y_train, gv.astype(float))
 
 
 GATE_PROGRAMS = {
@@ -119,30 +104,10 @@ GATE_PROGRAMS = {
 }
 
 
-def relu_margins(theta_parts: list[np.ndarray], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """f(x) = sum_h v_h relu(<w_h, x>) and its Jacobian in (w1, w2), in closed form (the ReLU with
-    derivative 0 at 0, as torch), for paper 003's Problem 2."""
-    w1, w2 = theta_parts
-    pre = x @ w1.T
-    g = (pre > 0).astype(float)
-    f = (pre * g) @ w2[0]
-    jw = (g * w2[0])[:, :, None] * x[:, None, :]           # (n, H, d)
-    return f, np.hstack([jw.reshape(len(x), -1), pre * g])
-
-
-def balance(model: nn.Module, gen: torch.Generator) -> None:
-    """Paper 001's balanced init: |w2_j| = ||w1_j||, with random signs."""
-    import torch
-
-    with torch.no_grad():
-        sign = torch.where(torch.rand(model.w2.shape[1], generator=gen) < 0.5, -1.0, 1.0)
-        model.w2.copy_((sign * model.w1.norm(dim=1))[None])
-
-
 class Spec(ModelSpec):
     kind, Params = "relu", Params
     description = "x -> H -> 1 ReLU, no biases"
-    programs = {**GATE_PROGRAMS, **one_class.PROGRAMS, **construction.programs()}
+    programs = {**GATE_PROGRAMS, **one_class.PROGRAMS, **construction.PROGRAMS}
     instruments = ("kkt", "rank", "alignment", "layer_rank", "relu_pattern", "layer_optimality")
     default_init = "kaiming"
     example_model = {"hidden_units": 4}
@@ -157,9 +122,6 @@ class Spec(ModelSpec):
         cfg["svm"]["restarts"] = 20   # random starts often stall at a dead neuron
         return cfg
 
-    def units(self, params):
-        return params.hidden_units
-
     def network(self, cfg, dim):
         from gbcli.models.networks.relu import ReLUNet
 
@@ -169,8 +131,12 @@ class Spec(ModelSpec):
         return "normal" if cfg.model.init == "balanced" else super().init_scheme(cfg)
 
     def after_init(self, model, cfg, gen):
-        if cfg.model.init == "balanced":   # paper 001: |w2_j| = ||w1_j||, signs from the same generator
-            balance(model, gen)
+        if cfg.model.init == "balanced":   # paper 001: |w2_j| = ||w1_j||, random signs from the same generator
+            import torch
+
+            with torch.no_grad():
+                sign = torch.where(torch.rand(model.w2.shape[1], generator=gen) < 0.5, -1.0, 1.0)
+                model.w2.copy_((sign * model.w1.norm(dim=1))[None])
         if cfg.model.weights is not None:   # explicit initial weights (paper 003's 2-neuron ReLU net)
             set_weights(model, cfg.model.weights)
 
@@ -189,7 +155,13 @@ class Spec(ModelSpec):
         return net.double()
 
     def numpy_margins(self, theta_parts, x, cfg):
-        return relu_margins(theta_parts, x)
+        """f(x) = sum_h v_h relu(<w_h, x>) and its Jacobian in (w1, w2), in closed form (the ReLU with
+        derivative 0 at 0, as torch), for paper 003's Problem 2."""
+        w1, w2 = theta_parts
+        pre = x @ w1.T
+        g = (pre > 0).astype(float)
+        jw = (g * w2[0])[:, :, None] * x[:, None, :]           # (n, H, d)
+        return (pre * g) @ w2[0], np.hstack([jw.reshape(len(x), -1), pre * g])
 
 
 SPEC = Spec()

@@ -32,10 +32,6 @@ class Params(ModelParams):
     width: StrictInt = Field(100, ge=1, le=10_000, description="p: the width of every hidden layer")
     init: Optional[InitScheme] = Field(None, description="default: torch-default (nn.Linear's) times init_scale")
 
-    @property
-    def homogeneity(self) -> int:
-        return self.depth
-
 
 class Spec(ModelSpec):
     kind, Params = "residual", Params

@@ -4,14 +4,14 @@ linear predictor; its max-margin limit is `svm-shallow`, one linear SVM per cont
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import Field
 
 from gbcli.errors import GbError
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of, sqrt_margin
-from gbcli.models.gln import hyperplane_problem
+from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks_of, sqrt_margin
+from gbcli.models.gln import HyperplaneSpec
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -24,10 +24,7 @@ class Params(ModelParams):
     hidden_units: Literal[1] = Field(1, description="a shallow GLN has exactly one unit (set contexts.count)")
     output_bias: bool = Field(True, description="scalar output bias (published runs kept it)")
     init: Optional[InitScheme] = Field(None, description="default: orthogonal")
-
-    @property
-    def homogeneity(self) -> int:
-        return 1
+    homogeneity: ClassVar[int] = 1
 
 
 def shallow_design(cfg, problem: Problem, trained=None) -> GatedDesign:
@@ -46,22 +43,13 @@ def shallow_design(cfg, problem: Problem, trained=None) -> GatedDesign:
     return GatedDesign(ds.x_train, ds.y_train, et, ds.x_val, ev, "sq", [], 1, c)
 
 
-class Spec(ModelSpec):
+class Spec(HyperplaneSpec):
     kind, Params = "shallow", Params
     description = "one unit, C = 2^k global contexts"
     programs = {"svm-shallow": Program("svm-shallow", "sq", shallow_design, description="one linear SVM per context")}
     instruments = ("margin", "kkt", "agreement")
     figure_axis = "hyperplanes"
     example_model = {"output_bias": False}
-
-    def default_init_seed(self, cfg):
-        return cfg.contexts.seed
-
-    def homogeneous(self, params):
-        return not params.output_bias
-
-    def gating(self, cfg, dataset):
-        return hyperplane_problem(cfg, dataset, 1)
 
     def network(self, cfg, dim):
         from gbcli.models.networks.shallow import ShallowGLN
