@@ -324,7 +324,8 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return tags
 
     def _gates(self, n, gates, contexts, count, fitting):
-        """(E, H, C): the gate matrix of n points, the number of units and of contexts per unit."""
+        """(E, H, C, mode): the gate matrix of n points, the number of units and of contexts per unit, and
+        where the gates came from ("gates", "contexts" or "constant")."""
         if gates is not None and contexts is not None:
             raise ValueError("pass gates or contexts, not both")
         if fitting and count is not None and contexts is None:
@@ -334,7 +335,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__} was fitted with {self.gate_mode_} gating, "
                              f"so decision_function needs the same ({mode} given)")
         if mode == "constant":
-            return constant_gates(n), 1, 1
+            return constant_gates(n), 1, 1, mode
         if mode == "gates":
             e = check_array(gates, dtype=np.float64, input_name="gates")
             units, count = e.shape[1], 1
@@ -357,7 +358,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{mode} has {e.shape[0]} rows but X has {n}")
         if not fitting and e.shape[1] != self.n_gates_:
             raise ValueError(f"{mode} gives {e.shape[1]} gate columns, the fit had {self.n_gates_}")
-        return e, units, count
+        return e, units, count, mode
 
     def _columns(self) -> tuple[str | None, int]:
         """("contexts" | "gates" | None, k): which gates travel in the last k columns of X."""
@@ -419,8 +420,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
             count = self.count
         elif count is None and self.count is not None:
             raise ValueError("count is the number of contexts per unit: it goes with contexts")
-        e, units, count = self._gates(len(X), gates, contexts, count, fitting=True)
-        mode = "gates" if gates is not None else "contexts" if contexts is not None else "constant"
+        e, units, count, mode = self._gates(len(X), gates, contexts, count, fitting=True)
         groups = self._group_list(e.shape[1], units, count, mode)
         design = GatedDesign(X, ypm, e, X[:0], e[:0], "group", groups, units, count)
         sol = SOLVERS[self.solver].solve(design, max_iter, tol)
@@ -447,7 +447,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         X, gates, contexts = self._split(X, gates, contexts)
-        e, _, _ = self._gates(len(X), gates, contexts, None, fitting=False)
+        e = self._gates(len(X), gates, contexts, None, fitting=False)[0]
         if _no_predictor(self):
             return np.full(X.shape[0], self._constant)
         return decision(self.zeta_, X, e)

@@ -106,8 +106,9 @@ class Norm:
         """max_n of the dual norm of point n's gated input."""
         return float((np.linalg.norm(design.x_train, axis=1) * self.gate_radius(design)).max())
 
-    def cvxpy(self, design: GatedDesign, z, zm):
-        """The objective as a cvxpy expression of the flat variable z (zm: its R x D reshape)."""
+    def cvxpy(self, cp, design: GatedDesign, z, zm):
+        """The objective as a cvxpy expression of the flat variable z (zm: its R x D reshape); cp is
+        the cvxpy module, which only the primal solvers import (it is slow to import)."""
         raise NotImplementedError
 
     def kernel(self, design: GatedDesign, ky: torch.Tensor, e: torch.Tensor):
@@ -149,9 +150,7 @@ class SquaredL2(Norm):
     def dual(self, design, v):
         return float(np.linalg.norm(v))
 
-    def cvxpy(self, design, z, zm):
-        import cvxpy as cp   # cvxpy is slow to import and only the primal solvers need it
-
+    def cvxpy(self, cp, design, z, zm):
         return cp.sum_squares(z)
 
     def kernel(self, design, ky, e):
@@ -183,9 +182,7 @@ class ContextL2(Norm):
     def gate_radius(self, design):
         return _metric_norm_rows(design.e_train, context_pinv(design.units, design.count))
 
-    def cvxpy(self, design, z, zm):
-        import cvxpy as cp
-
+    def cvxpy(self, cp, design, z, zm):
         h, c = design.units, design.count
         # zeta' M zeta = ||s||^2 + C ||(I - P) zeta||^2, with s the sum of all rows
         dev = (sp.identity(design.rows, format="csr") - context_mean(h, c)) @ zm
@@ -218,9 +215,7 @@ class GroupNorm(Norm):
         e = design.e_train
         return np.max([np.linalg.norm(e[:, g], axis=1) for g in design.groups], axis=0)
 
-    def cvxpy(self, design, z, zm):
-        import cvxpy as cp
-
+    def cvxpy(self, cp, design, z, zm):
         return sum(cp.norm(cp.hstack([zm[i] for i in g])) if len(g) > 1 else cp.norm(zm[int(g[0])])
                    for g in design.groups)
 
@@ -255,9 +250,7 @@ class L1(Norm):
     def input_radius(self, design):
         return float((np.abs(design.x_train).max(1) * np.abs(design.e_train).max(1)).max())
 
-    def cvxpy(self, design, z, zm):
-        import cvxpy as cp
-
+    def cvxpy(self, cp, design, z, zm):
         return cp.norm1(z)
 
 
@@ -280,9 +273,7 @@ class ReferenceL2(Norm):
     def gate_radius(self, design):
         return _metric_norm_rows(design.e_train, reference_null_and_pinv(design.units, design.count)[1])
 
-    def cvxpy(self, design, z, zm):
-        import cvxpy as cp
-
+    def cvxpy(self, cp, design, z, zm):
         h, c = design.units, design.count
         # ||A_ref zeta||^2 = ||(C I - T) zeta||^2 + ||s||^2 / (HC): the cross term vanishes
         # because every column of T sums to C.

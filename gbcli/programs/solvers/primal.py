@@ -41,7 +41,7 @@ class CvxpySolver(Solver):
         zm = cp.reshape(z, (r, d), order="C")
         norm = norm_of(design)
         margins = margin_matrix(design) @ z >= 1
-        problem = cp.Problem(cp.Minimize(norm.cvxpy(design, z, zm)), [margins])
+        problem = cp.Problem(cp.Minimize(norm.cvxpy(cp, design, z, zm)), [margins])
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():  # cvxpy's "may be inaccurate" warning: we record the status instead
