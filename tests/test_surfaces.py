@@ -168,7 +168,7 @@ def test_a_half_written_export_is_taken_up_again(solved, tmp_path):
     mlflow = pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    from gbcli.runs.mlflow_export import _fingerprint
+    from gbcli.runs.tracking import fingerprint as _fingerprint
 
     runs = tmp_path / "runs"
     shutil.copytree(solved / "runs" / "q", runs / "q")

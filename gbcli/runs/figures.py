@@ -9,6 +9,7 @@ Figures are plain matplotlib Figure objects rendered with Agg, so no display is 
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from gbcli.errors import GbError
-from gbcli.fs.safe import flatten, is_file, load_yaml, read_text_untrusted, write_csv
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir, SweepDir
+from gbcli.fs.safe import flatten, is_file, read_yaml_record, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
-from gbcli.fs import layout
-from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.store.records import read_metrics as _read_metrics
 
 NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",
@@ -82,30 +83,24 @@ def _no_data(ax, what: str) -> None:
 def predictor_order() -> list[str]:
     """Every predictor name gb knows, in a fixed order (each model kind's GD network, then its
     programs, in registry order): a predictor's colour is its place here, whatever else a figure shows."""
-    from gbcli.registry import MODELS as kinds
-
     names: list[str] = []
-    for kind, spec in kinds.items():
+    for kind, spec in MODELS.items():
         for name in (f"gd-{kind}", *spec.programs):
             if name not in names:
                 names.append(name)
     return names
 
 
-def _palette() -> list:
-    from matplotlib import colormaps
-
-    # tab10 first (the strongest colours go to the first kinds' predictors), then tab20b / tab20c
-    return [*colormaps["tab10"].colors, *colormaps["tab20b"].colors, *colormaps["tab20c"].colors]
-
-
 def predictor_style(label: str) -> tuple:
     """(colour, marker) of a legend label, the same in every figure of every run and sweep: the
     colour is the predictor's (`predictor_order`); a GD network's momentum variant ("gd-gln (momentum
     0.9)") keeps its predictor's hue, darkened, with its own marker."""
+    from matplotlib import colormaps
+
     base, _, rest = label.partition(" (")
     order = predictor_order()
-    palette = _palette()
+    # tab10 first (the strongest colours go to the first kinds' predictors), then tab20b / tab20c
+    palette = [*colormaps["tab10"].colors, *colormaps["tab20b"].colors, *colormaps["tab20c"].colors]
     i = order.index(base) if base in order else len(order) + sum(map(ord, base))
     colour = palette[i % len(palette)]
     marker = MARKERS[i % len(MARKERS)]
@@ -118,11 +113,6 @@ def predictor_style(label: str) -> tuple:
             colour = tuple(0.6 * c for c in colour[:3])
             marker = MARKERS[(i + 3 + int(round(10 * m))) % len(MARKERS)]
     return colour, marker
-
-
-def _style(labels) -> dict:
-    """One colour and marker per legend label, stable across panels and figures (`predictor_style`)."""
-    return {s: predictor_style(s) for s in set(labels)}
 
 
 def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
@@ -201,13 +191,13 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     if pairs.empty:
         return _no_data(ax, "panel (b)")
     handles = _scatter(ax, pairs, style, "inconsistency")
+    ax.set_xlabel("GD validation error p")
+    ax.set_ylabel("inconsistency with GD")
+    _readable_limits(ax, "x", pairs["gd_val_error"])
     lo, hi = pairs["gd_val_error"].min(), pairs["gd_val_error"].max()
     mid, half = (lo + hi) / 2, max((hi - lo) * 0.55, 0.02)   # at least the readable span of the x axis
     p = np.linspace(max(0.0, mid - half), min(1.0, mid + half), 200)
     line, = ax.plot(p, 2 * p * (1 - p), "k--", lw=1, label="2p(1-p), uncorrelated")
-    ax.set_xlabel("GD validation error p")
-    ax.set_ylabel("inconsistency with GD")
-    _readable_limits(ax, "x", pairs["gd_val_error"])
     _legend_beside(ax, handles + [line])
 
 
@@ -268,11 +258,11 @@ def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
                 label=f"{name}, N={n}" if several_n else name)
     if by_k:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    elif one:
-        ax.set_xticks(sorted(rows["x"].unique()), [f"{x:g}" for x in sorted(rows["x"].unique())])
     else:
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(rows["x"].unique()), [f"{x:g}" for x in sorted(rows["x"].unique())])
+        if not one:
+            ax.set_xscale("log", base=2)
+        xs = sorted(rows["x"].unique())
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
         ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylabel("mean validation error")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -281,7 +271,7 @@ def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
 def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None = None) -> dict[str, Figure]:
     """All five figures (the four panels, then the 2x2 "panels"), keyed by file stem, unsaved."""
     ok, pairs = usable(errors), usable_pairs(errors, incons)
-    style = _style(list(series(errors)) + list(errors["predictor"]))
+    style = {s: predictor_style(s) for s in {*series(errors), *errors["predictor"]}}
     best = best_configurations(errors, incons)
     hyper = by_hyperplanes(ok)
     kinds = [k for k in (False, True) if (hyper == k).any()] or [False]
@@ -341,8 +331,7 @@ def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, 
 
 # ------------------------------------------------------------ training curves (gbcli.theory)
 
-# tracked column, axis label, y scale; x is the step on a log axis
-def tracked_columns() -> tuple:   # noqa: N802 -- reads like the constant it replaces
+def tracked_columns() -> tuple:
     """Every registered instrument's columns."""
     return tuple(c for ins in INSTRUMENTS.values() for c in ins.columns)
 
@@ -374,6 +363,16 @@ FEW_POINTS = 12              # a line with fewer logged values marks each of the
 RUN_STYLES = ("-", "--", "-.")   # runs 11-20 dashed, 21-30 dash-dotted: ten colours are not enough
 
 
+def _panel_grid(n: int, height: float) -> tuple[Figure, list]:
+    """A figure of `n` panels, three a row (the places left blank), and their axes."""
+    ncols = min(n, 3)
+    fig = Figure(figsize=(5.2 * ncols, height * -(-n // ncols)), layout="constrained")
+    grid = fig.subplots(-(-n // ncols), ncols, squeeze=False).ravel()
+    for ax in grid[n:]:
+        ax.set_axis_off()
+    return fig, grid[:n]
+
+
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
     """One panel per tracked metric against the step (log axis), one line per run; None when no
     run has tracked columns. The inconsistency panel also shows each run's GD validation error.
@@ -385,45 +384,35 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     cols = [p for p in training_panels() if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
     if not cols:
         return None
-    ncols = min(len(cols), 3)
-    nrows = -(-len(cols) // ncols)
-    fig = Figure(figsize=(5.2 * ncols, 4.0 * nrows), layout="constrained")
-    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax in grid[len(cols):]:
-        ax.set_axis_off()
-    axes = grid[:len(cols)]
+    fig, axes = _panel_grid(len(cols), 4.0)
     runs = {label: m[m["step"] > 0] for label, m in runs.items()}   # step 0 has no place on a log axis
-    scales = {}
-    for col, _, scale in cols:
+    steps = pd.concat([m["step"] for m in runs.values()])
+    first, last = (float(steps.min()), float(steps.max())) if len(steps) else (1.0, 10.0)
+    pad = (last / first) ** 0.03 if last > first else 2.0   # matplotlib's usual 3% margin, on a log axis
+    for ax, (col, ylabel, scale) in zip(axes, cols):
         values = pd.concat([pd.to_numeric(m[col], errors="coerce") for m in runs.values() if col in m])
-        scales[col] = "log" if scale == "log" and spans_decades(values[values > 0], TRAINING_LOG_DECADES) else "linear"
-    for i, (label, m) in enumerate(runs.items()):
-        for ax, (col, _, _) in zip(axes, cols):
+        log = scale == "log" and spans_decades(values[values > 0], TRAINING_LOG_DECADES)
+        for i, (label, m) in enumerate(runs.items()):
             if col not in m:
                 continue
             name = label
             if col == "margin_gap" and np.isfinite(slope := gap_slope(m)):
                 name = f"{label} (slope {slope:.2f})"
             y = pd.to_numeric(m[col], errors="coerce")
-            ok = np.isfinite(y) & ((y > 0) if scales[col] == "log" else True)
+            ok = np.isfinite(y) & ((y > 0) if log else True)
             if not ok.any():
                 continue
             ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", ls=RUN_STYLES[i // 10 % 3], label=name, lw=1.4,
                     marker="." if ok.sum() < FEW_POINTS else None)
             if col == "inconsistency":
                 ax.plot(m["step"], m["val_error"], color=f"C{i % 10}", ls=":", lw=1, label=f"{label}: GD val error")
-    steps = pd.concat([m["step"] for m in runs.values()])
-    first, last = (float(steps.min()), float(steps.max())) if len(steps) else (1.0, 10.0)
-    pad = (last / first) ** 0.03 if last > first else 2.0   # matplotlib's usual 3% margin, on a log axis
-    for ax, (col, _, _) in zip(axes, cols):   # a quantity defined only late reads as late, and says why
-        note = late_note(runs, col)
+        note = late_note(runs, col)   # a quantity defined only late reads as late, and says why
         if note:
             ax.text(0.02, 0.97, note, transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.3",
                     bbox={"boxstyle": "round", "fc": "white", "ec": "0.8", "alpha": 0.9})
-    for ax, (col, ylabel, _) in zip(axes, cols):
         ax.set_xscale("log")
         ax.set_xlim(first / pad, last * pad)   # the whole logged history, in every panel
-        ax.set_yscale(scales[col])
+        ax.set_yscale("log" if log else "linear")
         ax.set_xlabel("step")
         ax.set_title(ylabel, fontsize=9)
         if col == "margin_ratio":
@@ -433,7 +422,7 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
             lo, hi = (min(values.min(), 0.0), max(values.max(), 1.0)) if len(values) else (0.0, 1.0)
             ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))   # the whole curve (it may start far below 0)
         readable_log_ticks(ax.xaxis)
-        if scales[col] == "log":
+        if log:
             readable_log_ticks(ax.yaxis)
     shared = len(runs) > 3 or max(map(len, runs), default=0) > 30
     if shared:   # many runs or long names: one legend under the panels, never over the curves
@@ -444,8 +433,8 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
         if any(c[0] == "inconsistency" for c in cols):
             handles.append(Line2D([], [], color="0.3", ls=":", lw=1, label="dotted: GD val error"))
         longest = max(len(h.get_label()) for h in handles)
-        ncol = max(1, min(len(handles), int(5.2 * ncols * 17 // (longest + 6))))   # ~17 characters an inch at 7 pt
         width, height = fig.get_size_inches()
+        ncol = max(1, min(len(handles), int(width * 17 // (longest + 6))))   # ~17 characters an inch at 7 pt
         fig.set_size_inches(width, height + 0.17 * -(-len(handles) // ncol) + 0.3)   # the legend's rows below
         fig.legend(handles=handles, loc="outside lower center", fontsize=7, ncol=ncol)
     for ax in axes:
@@ -495,12 +484,9 @@ def short_value(v, width: int = 40) -> str:
 
 
 def _config(path: Path) -> dict:
-    try:
-        d = load_yaml(read_text_untrusted(path, 10_000_000))
-    except Exception as exc:   # noqa: BLE001
-        raise GbError(f"{path}: not a readable gb config ({type(exc).__name__}); rerun the stage") from None
-    if not isinstance(d, dict):
-        raise GbError(f"{path}: not a gb config; rerun the stage")
+    d = read_yaml_record(path)
+    if d is None:
+        raise GbError(f"{path}: not a readable gb config; rerun the stage")
     return d
 
 
@@ -510,7 +496,7 @@ def plot_run_training(run_dir: str | Path) -> Path | None:
     if not path.is_file():
         return None
     fig = training_figure({Path(run_dir).name: read_metrics(path)}, title=str(run_dir))
-    return None if fig is None else save_png(fig, Path(run_dir) / layout.FIGURES / "training.png")
+    return None if fig is None else save_png(fig, RunDir(run_dir).figures / "training.png")
 
 
 def _sortable(v) -> tuple:
@@ -522,14 +508,30 @@ def _naming_keys(varied: list[str], runs: dict) -> list[str]:
     """The fewest varied keys that tell the points apart (zip axes vary together), the step rule
     and the descent first, then the given order."""
     order = sorted(varied, key=lambda k: k not in ("training.step_rule", "training.descent"))
+    seen = lambda ks: len({tuple(repr(c.get(x)) for x in ks) for _, c in runs.values()})  # noqa: E731
     keys: list[str] = []
     for k in order:
-        seen = lambda ks: len({tuple(repr(c.get(x)) for x in ks) for _, c in runs.values()})
         if seen(keys + [k]) > seen(keys):
             keys.append(k)
         if seen(keys) == len(runs):
             break
     return keys
+
+
+def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFrame, dict]]:
+    """Each sweep point's metrics (those `keep` takes) and its flattened config, by point id."""
+    sweep, runs = SweepDir(out_dir), {}
+    for p, path in sweep.gd_files(layout.METRICS).items():
+        m = read_metrics(path) if is_file(path) else None
+        if m is not None and keep(m):
+            runs[p] = (m, flatten(_config(sweep.point(p).gd_config)))
+    return runs
+
+
+def _varied(runs: dict) -> list[str]:
+    """The config keys whose values differ between the points (sorted)."""
+    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
+    return [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
 
 
 def plot_sweep_training(out_dir: str | Path) -> list[Path]:
@@ -538,16 +540,10 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     the fitted margin-gap slope of each point). Points are labelled by the config values that differ
     between them."""
     out_dir = Path(out_dir)
-    runs = {}
-    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
-        m = read_metrics(metrics)
-        if len(m) and any(c in m for c in tracked_columns()):
-            cfg = flatten(_config(metrics.parent / layout.CONFIG))
-            runs[metrics.parent.parent.name] = (m, cfg)
+    runs = _sweep_runs(out_dir, lambda m: len(m) and any(c in m for c in tracked_columns()))
     if not runs:
         return []
-    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
-    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    varied = _varied(runs)
     label = {p: ", ".join(f"{k.split('.')[-1]}={short_value(c.get(k))}" for k in _naming_keys(varied, runs)) or p
              for p, (_, c) in runs.items()}
     rows, summary = [], []
@@ -557,10 +553,11 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
         summary.append({"point": p, "run": label[p], **{k: cfg.get(k) for k in varied}, "steps": int(last["step"]),
                         "val_error": last["val_error"], "normalized_margin": last["normalized_margin"],
                         **{c: last[c] for c in tracked_columns() if c in m}, "gap_slope": gap_slope(m)})
-    write_csv(out_dir / layout.TABLES / "training.csv", pd.concat(rows, ignore_index=True))
-    write_csv(out_dir / layout.TABLES / "training_summary.csv", pd.DataFrame(summary))
+    sweep = SweepDir(out_dir)
+    write_csv(sweep.tables / "training.csv", pd.concat(rows, ignore_index=True))
+    write_csv(sweep.tables / "training_summary.csv", pd.DataFrame(summary))
     fig = training_figure({label[p]: m for p, (m, _) in runs.items()}, title=out_dir.name)
-    return [save_png(fig, out_dir / layout.FIGURES / "training.png")]
+    return [save_png(fig, sweep.figures / "training.png")]
 
 
 # ------------------------------------------------------------ training curves of every run (`gb plot`)
@@ -594,12 +591,7 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
     panels = list(dict.fromkeys(panels))
     if not panels:
         return None
-    ncols = min(len(panels), 3)
-    nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(5.2 * ncols, 3.8 * nrows), layout="constrained")
-    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax in grid[len(panels):]:
-        ax.set_axis_off()
+    fig, grid = _panel_grid(len(panels), 3.8)
     many = len(runs) > MAX_LABELLED
     for ax, (col, label, scale) in zip(grid, panels):
         if scale == "auto":   # log when the values are positive and span more than two decades
@@ -646,19 +638,14 @@ def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame],
     """A sweep's training curves: the figure (one line per point in the grid's order, one legend
     beside the panels, line style by momentum when it varies, a title naming the sweep), each
     point's metrics and its label (what tells it apart); (None, {}, {}) without metrics."""
-    runs = {}
-    for metrics in sorted(out_dir.glob("points/*/gd/metrics.csv")):
-        if not is_file(metrics):
-            continue
-        runs[metrics.parent.parent.name] = (read_metrics(metrics), flatten(_config(metrics.parent / layout.CONFIG)))
+    runs = _sweep_runs(out_dir)
     if not runs:
         return None, {}, {}
     from gbcli.runs.index import grid_axes, sweep_points
 
     grid = [str(r["point"]) for r in sweep_points(out_dir)]   # the grid's order (tables/points.csv)
     axes = list(grid_axes(out_dir))
-    keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
-    varied = [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    varied = _varied(runs)
     naming = [k for k in axes if k in varied] + [k for k in _naming_keys(varied, runs) if k not in axes]
     naming = _naming_keys(naming, runs) if naming else []
     runs = dict(sorted(runs.items(), key=lambda kv: (grid.index(kv[0]) if kv[0] in grid else len(grid),
@@ -678,22 +665,17 @@ def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
     what tells them apart); with `per_point`, also each sweep point's own `figures/curves.png`.
     (`gb plot` holds its writes in `staged_writes` and lands them under the directory's lock.)"""
     out_dir = Path(out_dir)
-    paths: list[Path] = []
-    single = RunDir(out_dir).metrics
-    if single.is_file():
+    run = RunDir(out_dir)
+    if run.metrics.is_file():
         from gbcli.runs.index import headline
 
         said = headline(out_dir)
-        fig = curves_figure({out_dir.name: read_metrics(single)}, title=f"{out_dir}" + (f"\n{said}" if said else ""))
-        if fig is not None:
-            paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
-        return paths
-    fig, runs, label = sweep_curves(out_dir)
-    if fig is not None:
-        paths.append(save_png(fig, out_dir / layout.FIGURES / "curves.png"))
-    if per_point:
-        for p, m in runs.items():
-            fig = curves_figure({label[p]: m}, title=f"{out_dir.name}/points/{p}: {label[p]}")
-            if fig is not None:
-                paths.append(save_png(fig, SweepDir(out_dir).point(p).figures / "curves.png"))
-    return paths
+        figs = [(run, curves_figure({out_dir.name: read_metrics(run.metrics)},
+                                    title=f"{out_dir}" + (f"\n{said}" if said else "")))]
+    else:
+        fig, runs, label = sweep_curves(out_dir)
+        title = {p: f"{out_dir.name}/{layout.POINTS}/{p}: {label[p]}" for p in runs}
+        points = ((SweepDir(out_dir).point(p), curves_figure({label[p]: m}, title=title[p]))
+                  for p, m in runs.items() if per_point)
+        figs = itertools.chain([(run, fig)], points)   # drawn and written one at a time
+    return [save_png(fig, d.figures / "curves.png") for d, fig in figs if fig is not None]

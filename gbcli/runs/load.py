@@ -14,11 +14,13 @@ import pandas as pd
 from gbcli.config.loading import load_yaml_text, validate
 from gbcli.errors import GbError
 from gbcli.fs.layout import RunDir, SweepDir
+from gbcli.fs.safe import (MAX_YAML_BYTES, is_file, read_csv_untrusted, read_record, read_text_untrusted,
+                           read_yaml_record, subdirs)
+from gbcli.reports.tables import read_tables
+from gbcli.runs.index import grid_axes, resolve, sweep_points
+from gbcli.store.labels import read_labels
 from gbcli.store.lock import dir_kind
-from gbcli.store.records import gd_status, stage_status
-from gbcli.fs.safe import is_file, read_csv_untrusted, read_record, read_text_untrusted, subdirs
-from gbcli.store.records import read_metrics
-from gbcli.fs import layout
+from gbcli.store.records import gd_status, read_metrics, stage_status
 
 
 @dataclass(repr=False)
@@ -66,9 +68,6 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
     """The run or sweep at `path`, or named `path` (`gbcli.runs.index.resolve`: a path under `root`,
     a `--name`, a sweep's point by its readable name or id); GbError when it names none, or a run
     that holds no config."""
-    from gbcli.runs.index import resolve
-    from gbcli.store.labels import read_labels
-
     path = resolve(path, root, "RUN")
     kind = dir_kind(path, key="RUN")
     if kind == "sweep":
@@ -78,11 +77,11 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
     from gbcli.runs.stages import load_trained, prepare
 
     run = RunDir(path)
-    configs = [run.gd_config, *(s / layout.CONFIG for s in subdirs(run.svm, hidden=False))]
+    configs = [run.gd_config, *(run.program_config(s.name) for s in subdirs(run.svm, hidden=False))]
     source = next((c for c in configs if is_file(c)), None)
     if source is None:
         raise GbError(f"RUN: {run.root}: holds no stage's config.yaml (nothing was run there)")
-    cfg = validate(load_yaml_text(read_text_untrusted(source, 10_000_000)), str(source))
+    cfg = validate(load_yaml_text(read_text_untrusted(source, MAX_YAML_BYTES)), str(source))
     out = Run(run.root, cfg, name=read_labels(run.root).get("name"))
     summary = read_record(run.summary)
     if summary is not None:
@@ -95,19 +94,13 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
         rec = read_record(record)
         if rec is not None:
             out.results[record.parent.name] = {**rec, "status": stage_status(record, rec)}
-    if is_file(run.errors) and is_file(run.tables / layout.INCONSISTENCY):
-        out.errors = read_csv_untrusted(run.errors)
-        out.inconsistency = read_csv_untrusted(run.tables / layout.INCONSISTENCY)
+    if is_file(run.errors) and is_file(run.inconsistency):
+        out.errors, out.inconsistency = read_csv_untrusted(run.errors), read_csv_untrusted(run.inconsistency)
     return out
 
 
 def _load_sweep(path: Path) -> Run:
     """A sweep: its base config (a dict), points, axes and aggregated tables (None before they exist)."""
-    from gbcli.reports.tables import read_tables
-    from gbcli.runs.index import grid_axes, sweep_points
-    from gbcli.store.labels import read_labels
-    from gbcli.fs.safe import read_yaml_record
-
     sweep = SweepDir(path)
     points = sweep_points(path)
     out = Run(sweep.root, read_yaml_record(sweep.config), name=read_labels(path).get("name"), kind="sweep",

@@ -1,24 +1,9 @@
 """Export runs and sweeps to an MLflow tracking store (`gb runs export mlflow`; the optional extra
-`pip install 'gbcli[mlflow]'`).
-
-Each run directory becomes an MLflow run; a sweep becomes a parent run with one child run per
-point. Each is replayed through the live tracking path (`gbcli.runs.tracking.Live.replay`), so a
-directory has the same MLflow run, name, parameters and tags whether it was tracked live or
-exported. An MLflow run carries:
-
-- parameters: the resolved config, flattened (`model.hidden_units`, ...); a sweep's: its axes
-  (`grid.model.hidden_units`) and the keys its points share;
-- metrics: the training curves of `gd/metrics.csv` (one value per logged step) and the results
-  (`<predictor>.val_error`, `<objective>.objective`, ...);
-- tags: the provenance of the training (`gb.provenance.*`: version, commit, host, times, ...), the
-  stages' statuses as the index computes them (`gb.stage.*`), the run's path and kind;
-- artifacts: the stage records and configs, metrics.csv, the tables and the figures.
-
-The default store is SQLite, `<dir>/mlflow.db`, with artifacts in `<dir>/mlflow-artifacts/`, so
-`mlflow ui --backend-store-uri sqlite:///runs/mlflow.db` browses it. Exporting again skips runs whose
-records did not change (a fingerprint tag) and replaces the MLflow run of one that did. Files are
-read as untrusted data; symlinks are never followed. The export says what it is doing before it
-opens the store, then how far it is (`gbcli.logs.Progress`), on a terminal or in a file.
+`pip install 'gbcli[mlflow]'`): each directory replayed through the live tracking path
+(`gbcli.runs.tracking.Live.replay`), a sweep as the parent run of its points, into SQLite in DIR by
+default (`DIR/mlflow.db`, artifacts in `DIR/mlflow-artifacts/`). What a run carries, and how an
+export again skips or replaces it: docs/mlflow-and-runs.md. Input is refused before the store is
+touched; files are read as untrusted data, and symlinks are never followed.
 """
 
 from __future__ import annotations
@@ -31,12 +16,11 @@ from pathlib import Path
 
 from gbcli.config.schema import EXPERIMENT_NAME, tracking_uri_problem
 from gbcli.errors import GbError
-from gbcli.text import quoted, shorten
-from gbcli.fs.safe import check_tree, entries_below, is_file, is_link, present, subdirs
-from gbcli.runs.index import read_any, scan
-from gbcli.runs.tracking import fingerprint as _fingerprint  # noqa: F401 (the name tests and older callers use)
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
+from gbcli.fs.safe import check_tree, entries_below, is_file, present, read_only_fs, subdirs
+from gbcli.runs.index import read_any, scan
+from gbcli.text import quoted, shorten
 
 
 def check_experiment(name: str) -> None:
@@ -67,8 +51,6 @@ def check_uri(uri: str, key: str = "--tracking-uri") -> None:
     rest = uri.split("://", 1)[1] if scheme == "sqlite" and "://" in uri else ""
     db = rest[1:].split("?", 1)[0] if rest.startswith("/") else ""
     if db and db != ":memory:":
-        from gbcli.fs.safe import read_only_fs
-
         path = Path(db)
         folder = path.parent
         try:   # SQLite writes its journal beside the database: the folder must take new files too
@@ -93,33 +75,25 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     if not root.is_dir():
         raise GbError(f"--dir: {root}: not a directory")
     check_experiment(experiment)
-    for path in (root / layout.MLFLOW_DB, root / layout.MLFLOW_ARTIFACTS):   # the store gb writes in DIR
-        if is_link(path):
-            raise GbError(f"--dir: {shorten(str(path), 200)}: is a symlink; gb never writes through one (replace it "
-                          f"by the file or folder itself)")
-    check_tree(root / layout.MLFLOW_ARTIFACTS)
-    for _ in entries_below(root):   # a tree deeper than gb makes is refused before the store is touched
-        pass
-    if tracking_uri is not None:
-        check_uri(tracking_uri)
-    uri = tracking_uri or default_uri(root)
-    if tracking_uri is None:
-        check_uri(uri, "--dir")   # a read-only DIR: refused now, not after MLflow's retries
+    # a tree deeper than gb makes is refused before the store is touched; the store gb writes in DIR
+    # never through a link (its two entries are walked, the rest is not gb's to refuse)
+    top = {p.name for p, _ in entries_below(root) if p.parent == root}
+    check_tree(root, foreign=frozenset(top - {layout.MLFLOW_DB, layout.MLFLOW_ARTIFACTS}))
+    uri = default_uri(root) if tracking_uri is None else tracking_uri
+    check_uri(uri, "--dir" if tracking_uri is None else "--tracking-uri")   # a read-only DIR: refused now
     # A config key MLflow refuses as a parameter name (MLflow's rule; a sweep's config.yaml keeps the
     # user's model.weights names as given) would stop the export partway: refused before the store
-    # is touched, naming the directory. The keys are those `log_params` logs.
+    # is touched, naming the directory. The keys are those the tracking logs.
     todo = [(info, [read_any(p) for p in subdirs(SweepDir(info.path).points)] if info.kind == "sweep" else [])
             for info in scan(root)]
-    for info, points in todo:
-        for one in [info, *points]:
-            for key in map(str, one.config):
-                if key == "name" or key.startswith("tracking."):
-                    continue
-                if (not re.fullmatch(r"[/\w.\- :]{1,250}", key) or posixpath.normpath(key) != key
-                        or key.startswith(("/", ".."))):
-                    raise GbError(f"--dir: {shorten(str(one.path), 200)}: its config key {quoted(key, 80)} is not a name "
-                                  f"MLflow takes for a parameter (letters, digits, _ - . : / and space, at most 250 "
-                                  f"characters, no empty or '..' part)")
+    for one in [d for info, points in todo for d in (info, *points)]:
+        for key in map(str, one.config):
+            if key != "name" and not key.startswith("tracking.") and (
+                    not re.fullmatch(r"[/\w.\- :]{1,250}", key) or posixpath.normpath(key) != key
+                    or key.startswith(("/", ".."))):
+                raise GbError(f"--dir: {shorten(str(one.path), 200)}: its config key {quoted(key, 80)} is not a name "
+                              f"MLflow takes for a parameter (letters, digits, _ - . : / and space, at most 250 "
+                              f"characters, no empty or '..' part)")
     try:
         return _export(todo, uri, experiment, echo)
     except GbError:
@@ -142,7 +116,7 @@ def _export(todo: list, uri: str, experiment: str, echo) -> dict:
     path, saying first what it does (before MLflow is imported and its store opened: seconds), then
     how far it is."""
     from gbcli.logs import Progress
-    from gbcli.runs.tracking import Live, client, experiment_id, say_new_store
+    from gbcli.runs.tracking import Live, open_store
 
     counts = {"runs": 0, "sweeps": 0, "points": 0, "unchanged": 0}
     for info, _ in todo:
@@ -152,9 +126,7 @@ def _export(todo: list, uri: str, experiment: str, echo) -> dict:
     total = sum(1 + len(points) for _, points in todo)
     with Progress(f"exporting to {shorten(uri, 160)} (experiment {experiment})", total, say=echo,
                   counter="{done}/{total} runs") as bar:
-        say_new_store(uri, echo)
-        mlflow_client = client(uri)
-        exp_id = experiment_id(mlflow_client, uri, experiment)
+        mlflow_client, exp_id = open_store(uri, experiment, echo)
         for info, points in todo:
             rid, created = Live.replay(mlflow_client, uri, experiment, exp_id, info)
             counts["sweeps" if info.kind == "sweep" else "runs"] += created

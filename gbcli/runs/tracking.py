@@ -1,29 +1,13 @@
 """The MLflow run of a run or sweep directory: the one home of how gb writes into MLflow, live while
 a stage works (config `tracking: {mlflow: URI}`) and replayed from the records afterwards (`gb runs
-export mlflow`, or a tracked stage with nothing left to do). The optional extra:
-`pip install 'gbcli[mlflow]'`.
-
-One run directory is one MLflow run, found by the directory's path (the tag `gb.path_id`), so an
-export finds a run tracked live up to date, and a run exported earlier is continued rather than
-doubled:
-
-- `train-gd` starts it (a new one, unless the training resumes from its checkpoint): the config
-  as parameters, then each logged row of metrics.csv as it is logged, with the time it was
-  measured;
-- `fit-svm` (and a sweep point's `compare`) continue it;
-- at the end of each stage the results, tables and figures are logged and the run ends FINISHED,
-  or FAILED as the records say (KILLED when the stage was interrupted);
-- a replay (`Live.replay`) opens the run the same way, with the records' own start time, and logs
-  the training curves from metrics.csv at its end (their points spread over the training's wall
-  time), unless the run was tracked live with the same training (its curves have their real times);
-- a sweep is the parent run of its points (a point finds its sweep's run by the sweep's path). The
-  parent's parameters are the sweep's axes (`grid.model.hidden_units: [5, 10, 20]`) and the keys
-  every point shares; a point is named `<sweep>/<what differs>` (`hs/hidden_units=10,seed=1`),
-  live or replayed.
+export mlflow`, or a tracked stage with nothing left to do), with one naming and one parameter set
+either way (docs/mlflow-and-runs.md). One run directory is one MLflow run, found by the directory's
+path (the tag `gb.path_id`): an export finds a run tracked live up to date, and a run exported
+earlier is continued or replaced, never doubled; a sweep is the parent run of its points.
 
 Live tracking never costs a run: a store that does not answer or refuses something costs one
-warning line, and the stage goes on untracked. (gb writes its own records first; MLflow is a view of
-them.) MLflow's own lines (its database being created, "View run ... at") never reach the terminal.
+warning line, and the stage goes on untracked (gb writes its own records first; MLflow is a view of
+them). MLflow's own lines (its database being created, "View run ... at") never reach the terminal.
 """
 
 from __future__ import annotations
@@ -40,10 +24,9 @@ from pathlib import Path
 from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.fs import layout
-from gbcli.store.labels import read_labels
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import (files_below, flatten, is_file, is_link, present, read_csv_untrusted, read_untrusted,
-                              read_yaml_record)
+from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted, read_yaml_record
+from gbcli.store.labels import read_labels
 from gbcli.text import shorten
 
 log = logging.getLogger("gbcli")
@@ -79,24 +62,19 @@ def client(tracking_uri: str, what: str = "gb runs export mlflow"):
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def say_new_store(uri: str, say) -> None:
-    """The longest wait of tracking, named before it starts: MLflow setting up a new SQLite
-    database's tables (about 10 s)."""
+def open_store(uri: str, experiment: str, say, what: str = "gb runs export mlflow") -> tuple:
+    """(`client`, the id of `experiment`, created when missing: with a SQLite store, its artifacts
+    beside the database, `mlflow-artifacts/<name>/`). The longest wait of tracking, MLflow setting
+    up a new SQLite database's tables (about 10 s), is named (`say`) before it starts."""
     db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
     if db and not present(db):
         say(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
-
-
-def experiment_id(mlflow_client, uri: str, name: str) -> str:
-    """The id of experiment `name`, created when missing (with a SQLite store: its artifacts beside
-    the database, `mlflow-artifacts/<name>/`)."""
-    exp = mlflow_client.get_experiment_by_name(name)
+    mlflow_client = client(uri, what)
+    exp = mlflow_client.get_experiment_by_name(experiment)
     if exp is not None:
-        return exp.experiment_id
-    where = None
-    if uri.startswith("sqlite:///"):
-        where = (Path(uri[len("sqlite:///"):]).parent / layout.MLFLOW_ARTIFACTS / name).resolve().as_uri()
-    return mlflow_client.create_experiment(name, artifact_location=where)
+        return mlflow_client, exp.experiment_id
+    where = (Path(db).parent / layout.MLFLOW_ARTIFACTS / experiment).resolve().as_uri() if db else None
+    return mlflow_client, mlflow_client.create_experiment(experiment, artifact_location=where)
 
 
 def absolute(uri: str) -> str:
@@ -105,6 +83,20 @@ def absolute(uri: str) -> str:
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
     return uri
+
+
+def _warn(uri: str, what: str, exc: Exception, then: str = "") -> None:
+    """A store that failed: one warning line, and this process tracks no more to it."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    log.warning(f"tracking: {shorten(uri, 120)}: {what} failed ({type(exc).__name__}: {shorten(first, 160)}){then}")
+    _DEAD.add(uri)
+
+
+def _log(mlflow_client, rid: str, metrics: list = (), params: list = (), tags: list = ()) -> None:
+    """Into MLflow run `rid`, in batches MLflow takes (at most 1000 metrics, 100 parameters or tags)."""
+    for key, items, size in (("metrics", metrics, 1000), ("params", params, 100), ("tags", tags, 100)):
+        for i in range(0, len(items), size):
+            mlflow_client.log_batch(rid, **{key: items[i:i + size]})
 
 
 def path_id(path: Path) -> str:
@@ -145,26 +137,20 @@ def is_point(path: Path) -> bool:
     return Path(path).parent.name == layout.POINTS
 
 
-def run_name(path: Path, labels: dict | None = None) -> str:
+def run_name(path: Path, labels: dict) -> str:
     """An MLflow run's name, live or replayed: the directory's `--name`; a sweep point, its sweep's
     folder and what tells it from the other points (`hs/hidden_units=10,seed=1`, from the sweep's
     points.csv; its id when that table is missing); else the folder's name."""
-    path = Path(path)
-    labels = read_labels(path) if labels is None else labels
     if labels.get("name"):
         return str(labels["name"])
     if is_point(path):
         sweep = path.parent.parent
-        return f"{sweep.name}/{read_point_names(SweepDir(sweep).points_table).get(path.name, path.name)}"
+        return f"{sweep.name}/{_point_rows(SweepDir(sweep).points_table).get(path.name, {}).get('name', path.name)}"
     return path.name
 
 
-def read_point_names(table: Path) -> dict[str, str]:
-    """point id -> readable name, from a sweep's points.csv (empty when it is missing or not gb's)."""
-    return {p: str(row.get("name", p)) for p, row in _point_rows(table).items()}
-
-
 def _point_rows(table: Path) -> dict[str, dict]:
+    """point id -> its row of a sweep's points.csv (empty when the table is missing or not gb's)."""
     if not is_file(table):
         return {}
     try:
@@ -192,32 +178,6 @@ def sweep_params(path: Path) -> dict:
             **{k: json.dumps(v, default=str) for k, v in axes.items()}}
 
 
-def log_params(mlflow_client, rid: str, config: dict, have: dict | None = None) -> None:
-    """The flattened config as parameters (those not in `have`: MLflow refuses a changed value)."""
-    from mlflow.entities import Param
-
-    params = [Param(k, str(v)[:MAX_PARAM]) for k, v in config.items()   # tracking.*: where, not what (a URI may hold a secret)
-              if k != "name" and not k.startswith("tracking.") and k not in (have or {})]
-    for i in range(0, len(params), 100):   # MLflow takes at most 100 parameters a batch
-        mlflow_client.log_batch(rid, params=params[i:i + 100])
-
-
-# ------------------------------------------------------------------ what a directory's records give its run
-
-
-def run_tags(info, parent: str | None = None) -> dict[str, str]:
-    """The tags of a directory's MLflow run: where it is, its statuses, provenance and labels."""
-    tags = {**_own_tags(info.path, info.kind, info.labels), "gb.status": info.status,
-            "gb.fingerprint": fingerprint(info.path), "gb.fingerprint.gd": fingerprint(info.path, layout.GD),
-            **{f"gb.stage.{k}": v for k, v in info.stages.items()}}
-    for k, v in _provenance(info.path).items():
-        if isinstance(v, (str, int, float, bool)) or v is None:
-            tags[f"gb.provenance.{k}"] = str(v)[:5000]
-    if parent is not None:
-        tags["mlflow.parentRunId"] = parent
-    return tags
-
-
 def _own_tags(path: Path, kind: str, labels: dict) -> dict[str, str]:
     """Where the run is, its kind and labels: the tags it is created with."""
     path = Path(path).resolve()
@@ -230,26 +190,38 @@ def _own_tags(path: Path, kind: str, labels: dict) -> dict[str, str]:
     return tags
 
 
-def _provenance(path: Path, which: str | None = None) -> dict:
-    from gbcli.runs.index import show
-
-    prov = show(path).get("provenance") or {}
-    if which == "all":
-        return prov
-    main = prov.get("gd") or prov.get("sweep") or prov.get("created") or {}
-    return main if isinstance(main, dict) else {}
+# ------------------------------------------------------------------ what a directory's records give its run
 
 
 def seal(mlflow_client, rid: str, info, curves: bool) -> None:
-    """Log a directory's results, artifacts and tags into its MLflow run (the training curves from
-    metrics.csv too when `curves`) and end it, FINISHED or FAILED as its records say; the tags
-    `gb.fingerprint` and `gb.exported` then tell a later export that the run is up to date."""
-    prov = _provenance(info.path, "all")
-    _, end = _times(prov)
-    _log_contents(mlflow_client, rid, info, end, _times({"gd": prov.get("gd")}), curves)
-    from mlflow.entities import RunTag
+    """Log a directory's results (at the time the run ended), artifacts and tags (where it is, its
+    statuses, the training's provenance, its labels) into its MLflow run, the training curves from
+    metrics.csv too when `curves` (their points spread over the training's own wall time in
+    proportion to their step: metrics.csv holds steps, not times), and end it, FINISHED or FAILED
+    as its records say; the tags `gb.fingerprint` and `gb.exported`, logged last, then tell a later
+    export that the run is up to date."""
+    from mlflow.entities import Metric, RunTag
 
-    mlflow_client.log_batch(rid, tags=[RunTag(k, v) for k, v in {**run_tags(info), "gb.exported": "yes"}.items()])
+    from gbcli.runs.index import show
+
+    prov = show(info.path).get("provenance") or {}
+    end = _times(prov)[1]
+    now = end or int(time.time() * 1000)
+    points = _curves(info.path) if curves else []
+    last = max((step for _, _, step in points), default=0) or 1
+    t0, t1 = (t or now for t in _times({"gd": prov.get("gd")}))
+    _log(mlflow_client, rid, metrics=[Metric(k, v, now, 0) for k, v in info.numbers.items()]
+         + [Metric(k, v, t0 + (t1 - t0) * step // last, step) for k, v, step in points])
+    for f, folder in _artifacts(info.path, info.kind):
+        mlflow_client.log_artifact(rid, str(f), artifact_path=folder or None)
+    tags = {**_own_tags(info.path, info.kind, info.labels), "gb.status": info.status,
+            "gb.fingerprint": fingerprint(info.path), "gb.fingerprint.gd": fingerprint(info.path, layout.GD),
+            **{f"gb.stage.{k}": v for k, v in info.stages.items()}}
+    main = prov.get("gd") or prov.get("sweep") or prov.get("created") or {}
+    for k, v in (main if isinstance(main, dict) else {}).items():
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            tags[f"gb.provenance.{k}"] = str(v)[:5000]
+    _log(mlflow_client, rid, tags=[RunTag(k, v) for k, v in {**tags, "gb.exported": "yes"}.items()])
     mlflow_client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved", "trained") else "FAILED",
                                  end_time=end)
 
@@ -268,70 +240,43 @@ def _times(prov: dict) -> tuple[int | None, int | None]:
                     into.append(int(dt.datetime.fromisoformat(value).timestamp() * 1000))
     start = min(starts) if starts else None
     end = max(ends) if ends else None
-    if start is not None and end is not None and end < start:
-        end = start
-    return start, end
-
-
-def _log_contents(mlflow_client, rid: str, info, end: int | None, training: tuple[int | None, int | None],
-                  curves: bool = True) -> None:
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    points = _curves(info.path) if curves else []
-    # the results at the time the run ended; the training curve's points spread over the training's
-    # own wall time in proportion to their step (metrics.csv holds steps, not times)
-    last = max((step for _, _, step in points), default=0) or 1
-    t0, t1 = training[0] or end or now, training[1] or end or now
-    metrics = [Metric(k, v, end or now, 0) for k, v in info.numbers.items()]
-    metrics += [Metric(k, v, t0 + (t1 - t0) * step // last, step) for k, v, step in points]
-    for i in range(0, len(metrics), 1000):
-        mlflow_client.log_batch(rid, metrics=metrics[i:i + 1000])
-    for f, folder in _artifacts(info.path, info.kind):
-        mlflow_client.log_artifact(rid, str(f), artifact_path=folder or None)
+    return start, (start if start is not None and end is not None and end < start else end)
 
 
 def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
-    """(file, folder in the artifact store) of a run or sweep directory; never a symlink."""
-    L = layout
-    pats = ([L.MARKER, L.CONFIG, L.SWEEP, f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"] if kind == "sweep" else
-            [L.MARKER, L.LOG, f"{L.GD}/{L.CONFIG}", f"{L.GD}/{L.SUMMARY}", f"{L.GD}/{L.METRICS}", f"{L.SVM}/*/{L.RESULT}",
-             f"{L.SVM}/*/{L.CONFIG}", f"{L.TABLES}/*.csv", f"{L.FIGURES}/*.png"])
+    """(file, folder in the artifact store) of a directory's records, configs, log (a run's), tables
+    and figures; never a link, nor a file below one (`files_below` follows none)."""
+    run, sweep = RunDir(path), SweepDir(path)
+    named = {sweep.marker, sweep.config, sweep.record} if kind == "sweep" else \
+        {run.marker, run.log, run.gd_config, run.summary, run.metrics}
     out = []
-    for pat in pats:
-        for f in sorted(path.glob(pat)):
-            if is_file(f) and not any(is_link(path / p) for p in f.relative_to(path).parents if str(p) != "."):
-                parent = str(f.parent.relative_to(path))
-                out.append((f, "" if parent == "." else parent))
+    for f in sorted(files_below(path)):
+        if f in named or (f.parent, f.suffix) in ((run.tables, ".csv"), (run.figures, ".png")) or \
+                (kind != "sweep" and f.parent.parent == run.svm and f.name in (layout.RESULT, layout.CONFIG)):
+            out.append((f, "" if f.parent == run.root else str(f.parent.relative_to(path))))
     return out
 
 
 def _curves(path: Path) -> list[tuple[str, float, int]]:
-    metrics = RunDir(path).metrics
-    if not is_file(metrics):
-        return []
-    try:
-        frame = read_csv_untrusted(metrics)
-    except Exception:   # noqa: BLE001 (a corrupt table: the export goes on without its curves)
-        return []
+    """(column, value, step) of each finite value of gd/metrics.csv ([] when it is missing or
+    unreadable). A row without a usable step (an empty cell, text, a fraction, out of MLflow's range)
+    cannot be placed on a curve: it is left out; without a step column, the rows in order."""
     import pandas as pd
 
-    out = []
-    # a row without a usable step (an empty cell, text, a fraction, out of MLflow's range) cannot be
-    # placed on a curve: it is left out, the other rows and the run are exported; no step column: the
-    # rows in order
+    try:
+        frame = read_csv_untrusted(RunDir(path).metrics) if is_file(RunDir(path).metrics) else pd.DataFrame()
+    except Exception:   # noqa: BLE001 (a corrupt table: the export goes on without its curves)
+        return []
     steps = (pd.to_numeric(frame["step"], errors="coerce") if "step" in frame.columns
              else pd.Series(range(len(frame)), dtype=float))
-    for col in frame.columns:
-        if col in ("step", "epoch"):
-            continue
+    out = []
+    for col in [c for c in frame.columns if c not in ("step", "epoch")]:
         try:
             values = frame[col].astype(float)
         except (TypeError, ValueError):
             continue
-        for step, v in zip(steps, values):
-            if math.isfinite(v) and math.isfinite(step) and step == int(step) and 0 <= step < 2 ** 53:
-                out.append((col, float(v), int(step)))
+        out += [(col, float(v), int(step)) for step, v in zip(steps, values)
+                if math.isfinite(v) and math.isfinite(step) and step == int(step) and 0 <= step < 2 ** 53]
     return out
 
 
@@ -360,9 +305,8 @@ class Live:
         live = cls(cfg.tracking.mlflow, cfg.tracking.experiment, Path(path), stage, flatten(cfg.to_dict()))
 
         def open_() -> None:
-            say_new_store(live.uri, log.info)
-            mc = client(live.uri, "tracking.mlflow")
-            earlier = runs_of(mc, exp := experiment_id(mc, live.uri, live.experiment), live.path)
+            mc, exp = open_store(live.uri, live.experiment, log.info, "tracking.mlflow")
+            earlier = runs_of(mc, exp, live.path)
             live._open(mc, exp, earlier, None if fresh or not earlier else earlier[0], kind)
 
         live._guard("start", open_)
@@ -381,14 +325,14 @@ class Live:
         done = next((r for r in earlier if r.data.tags.get("gb.fingerprint") == now
                      and r.data.tags.get("gb.exported") == "yes"), None)
         if done is not None:
-            for r in earlier:
-                if r is not done:
-                    mlflow_client.delete_run(r.info.run_id)
+            _drop(mlflow_client, earlier, done)
             return done.info.run_id, False
         live = next((r for r in earlier if r.data.tags.get("gb.live") == "yes"
                      and r.data.tags.get("gb.fingerprint.gd") == training), None)
+        from gbcli.runs.index import show
+
         one = cls(uri, experiment, info.path, "replay", info.config)
-        start, _ = _times(_provenance(info.path, "all"))
+        start, _ = _times(show(info.path).get("provenance") or {})
         one._open(mlflow_client, exp_id, earlier, live, info.kind, parent=parent, start=start, live=False)
         try:
             one._finish(info)
@@ -408,27 +352,23 @@ class Live:
         try:
             return fn(*args)
         except Exception as exc:   # noqa: BLE001 (MLflow's own errors, a server that does not answer, a full disk)
-            first = (str(exc).strip().splitlines() or [""])[0]
-            log.warning(f"tracking: {shorten(self.uri, 120)}: {what} failed ({type(exc).__name__}: "
-                        f"{shorten(first, 160)}); {self.stage} goes on without tracking")
-            self.client = None
-            _DEAD.add(self.uri)   # this process's later stages stay silent: one line, not one per stage
+            self.client = None   # this process's later stages stay silent: one line, not one per stage
+            _warn(self.uri, what, exc, f"; {self.stage} goes on without tracking")
             return None
 
     def _open(self, mlflow_client, exp_id: str, earlier: list, keep, kind: str, parent: str | None = None,
               start: int | None = None, live: bool = True) -> None:
-        """Continue `keep` (one of the directory's `earlier` runs) or create its run; the others are
-        deleted (records started anew, or a second run of it: replaced, never doubled)."""
-        for r in earlier:
-            if r is not keep:
-                mlflow_client.delete_run(r.info.run_id)
+        """Continue `keep` (one of the directory's `earlier` runs) or create its run, a sweep point's
+        the child of its sweep's; the others are deleted (records started anew, or a second run of
+        it: replaced, never doubled)."""
+        _drop(mlflow_client, earlier, keep)
         params = sweep_params(self.path) if kind == "sweep" else self.params
         if keep is None:
             labels = read_labels(self.path)
-            tags = _own_tags(self.path, kind, labels)
-            if live:
-                tags["gb.live"] = "yes"
-            parent = parent or self._parent(mlflow_client, exp_id)
+            tags = {**_own_tags(self.path, kind, labels), **({"gb.live": "yes"} if live else {})}
+            if parent is None and is_point(self.path):
+                found = runs_of(mlflow_client, exp_id, self.path.parent.parent)
+                parent = found[0].info.run_id if found else None
             if parent is not None:
                 tags["mlflow.parentRunId"] = parent
             run = mlflow_client.create_run(exp_id, run_name=run_name(self.path, labels), tags=tags, start_time=start)
@@ -436,15 +376,13 @@ class Live:
         else:
             self.rid, have = keep.info.run_id, keep.data.params
             mlflow_client.update_run(self.rid, status="RUNNING")
-        log_params(mlflow_client, self.rid, params, have)   # a value an earlier stage logged stays (MLflow keeps the first)
-        self.client, self.exp_id = mlflow_client, exp_id
+        from mlflow.entities import Param
 
-    def _parent(self, mlflow_client, exp_id: str) -> str | None:
-        """A sweep point's parent: its sweep's MLflow run (`<sweep>/points/<id>`)."""
-        if not is_point(self.path):
-            return None
-        found = runs_of(mlflow_client, exp_id, self.path.parent.parent)
-        return found[0].info.run_id if found else None
+        # a value an earlier stage logged stays (MLflow refuses a changed one); tracking.*: where, not
+        # what (a URI may hold a secret)
+        _log(mlflow_client, self.rid, params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items() if
+                                              k != "name" and not k.startswith("tracking.") and k not in have])
+        self.client, self.exp_id = mlflow_client, exp_id
 
     def replay_points(self, dirs: list[Path], say) -> None:
         """A sweep's points that were finished before this run of it (a sweep run untracked, then again
@@ -477,20 +415,19 @@ class Live:
 
     def _flush(self) -> None:
         pending, self.pending = self.pending, []
-        for i in range(0, len(pending), 1000):
-            self.client.log_batch(self.rid, metrics=pending[i:i + 1000])
+        _log(self.client, self.rid, metrics=pending)
         self.flushed = time.monotonic()
 
     def finish(self) -> None:
-        """The stage ended: the rows left, then what its records hold (`_finish`)."""
+        """The stage ended: the rows left, then what its records hold."""
         from gbcli.runs.index import read_any
 
         self._guard("logging the metrics", self._flush)
         self._guard("logging the results", lambda: self._finish(read_any(self.path)))
 
     def _finish(self, info) -> None:
-        """The results, tables and figures of the records, and the training curves from metrics.csv
-        when this stage began the run and is not the training (whose rows were logged as measured)."""
+        # the training curves from metrics.csv when this stage began the run and is not the training
+        # (whose rows were logged as measured)
         seal(self.client, self.rid, info, curves=self.created and self.stage != "train-gd")
 
     def ended(self, status: str) -> None:
@@ -498,6 +435,13 @@ class Live:
         continues the run."""
         self._guard("logging the metrics", self._flush)
         self._guard("ending the run", lambda: self.client.set_terminated(self.rid, status=status))
+
+
+def _drop(mlflow_client, runs: list, keep) -> None:
+    """Delete the MLflow runs of a directory but `keep`: it has one, never two."""
+    for r in runs:
+        if r is not keep:
+            mlflow_client.delete_run(r.info.run_id)
 
 
 @contextlib.contextmanager
@@ -532,14 +476,10 @@ def replay_done(cfg, run_dir: str | Path, lead: str) -> str | None:
     if uri in _DEAD:
         return line
     try:
-        say_new_store(uri, log.info)
-        mc = client(uri, "tracking.mlflow")
-        Live.replay(mc, uri, experiment, experiment_id(mc, uri, experiment), read_any(Path(run_dir)))
+        mc, exp = open_store(uri, experiment, log.info, "tracking.mlflow")
+        Live.replay(mc, uri, experiment, exp, read_any(Path(run_dir)))
     except GbError:
         raise
     except Exception as exc:   # noqa: BLE001 (as a live stage: one warning line, never the run)
-        first = (str(exc).strip().splitlines() or [""])[0]
-        log.warning(f"tracking: {shorten(uri, 120)}: logging the records failed ({type(exc).__name__}: "
-                    f"{shorten(first, 160)})")
-        _DEAD.add(uri)
+        _warn(uri, "logging the records", exc)
     return line
