@@ -17,6 +17,7 @@ Jacobian in closed form, `numpy_margins`, the ReLU taken with derivative 0 at 0,
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -27,6 +28,18 @@ from gbcli.errors import GbError
 
 FEASIBLE_TOL = 1e-9     # a solve's point counts as feasible when every margin is >= 1 - this (then rescaled to 1)
 IMPROVE_TOL = 1e-9      # relative decrease of ||theta||^2 that counts as "smaller"
+
+
+def slsqp(margins_jac: Callable, start: np.ndarray, center: np.ndarray | None = None, radius: float | None = None,
+          max_iter: int = 300) -> np.ndarray:
+    """SLSQP's last point on min ||t||^2 s.t. margins(t) >= 1 (and ||t - center|| <= radius when a
+    center is given), margins_jac(t) -> (margins, their Jacobian); unchecked."""
+    cons = [{"type": "ineq", "fun": lambda t: margins_jac(t)[0] - 1, "jac": lambda t: margins_jac(t)[1]}]
+    if center is not None:
+        cons.append({"type": "ineq", "fun": lambda t: np.atleast_1d(radius ** 2 - np.sum((t - center) ** 2)),
+                     "jac": lambda t: -2 * (t - center)[None, :]})
+    return minimize(lambda t: (float(t @ t), 2 * t), start, jac=True, method="SLSQP", constraints=cons,
+                    options={"maxiter": max_iter, "ftol": 1e-15}).x
 
 
 class Problem2:
@@ -64,13 +77,7 @@ class Problem2:
               max_iter: int = 300) -> np.ndarray | None:
         """One SLSQP solve of Problem 2 (within the ball around `center` when given). Returns the
         solution scaled to margin exactly 1, or None when it is not feasible (or leaves the ball)."""
-        cons = [{"type": "ineq", "fun": lambda t: self.margins_jac(t)[0] - 1, "jac": lambda t: self.margins_jac(t)[1]}]
-        if center is not None:
-            cons.append({"type": "ineq", "fun": lambda t: np.atleast_1d(radius ** 2 - np.sum((t - center) ** 2)),
-                         "jac": lambda t: -2 * (t - center)[None, :]})
-        res = minimize(lambda t: (float(t @ t), 2 * t), start, jac=True, method="SLSQP", constraints=cons,
-                       options={"maxiter": max_iter, "ftol": 1e-15})
-        t = res.x
+        t = slsqp(self.margins_jac, start, center, radius, max_iter)
         if not np.all(np.isfinite(t)) or self.margins(t).min() < 1 - FEASIBLE_TOL:
             return None
         t = self.to_margin_one(t)
