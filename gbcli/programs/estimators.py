@@ -9,20 +9,10 @@
   `gbcli.programs.certify`.
 
 Both take any two labels: classes_[1] plays +1. Data that no predictor of the program separates
-(a hard-margin program without bias has no solution then) is a checkable outcome, chosen by
-`on_inseparable`:
-- "warn" (the default): fit warns one line of `NotSeparableWarning` (a UserWarning) naming the
-  number of training points and their classes, and sets `status_ = "infeasible"`, `objective_ = inf`,
-  `certificate_` (the dual ray's bound on the margin) and `majority_` (the more frequent class,
-  classes_[0] on a tie). score answers NaN, scikit-learn's default `error_score`, so an inseparable
-  cross-validation fold scores NaN with that one line, not a FitFailedWarning holding a traceback;
-  predict answers `majority_` and decision_function the constant +1 or -1, so other scorers run on.
-- "raise": fit raises `NotSeparableError`, a ValueError; cross-validation then treats the fold as
-  a failed fit (its error_score applies).
-
-GroupNormSVM's gates travel with the points either in X (`context_columns=H` / `gate_columns=R`:
-X's last columns, sliced with the rows by cross-validation) or as metadata (fit(X, y, contexts=...,
-count=...), routed by scikit-learn's metadata routing).
+is a checkable outcome (`on_inseparable`: "warn", the default, fits without a predictor, status_
+"infeasible", scoring NaN; "raise" raises `NotSeparableError`), and GroupNormSVM's gates travel
+with the points in X's last columns or as routed metadata: docs/library-api.md says how each works
+with cross-validation.
 """
 
 from __future__ import annotations
