@@ -97,13 +97,9 @@ class Progress:
                  counter: str = "step {done}/{total}", say=None, describe=None, clock=time.perf_counter):
         self.what, self.total, self.show, self.counter = what, max(int(total), 1), show, counter
         self.describe = describe   # numbers -> the text of a plain line (default: "name value, ...")
-        self.logger = logger or logging.getLogger(f"{LOGGER}.progress")
-        self.say = say or self.logger.info
-        self.done = 0
+        self.say = say or (logger or logging.getLogger(f"{LOGGER}.progress")).info
+        self.done, self.bar, self.clock, self.start = 0, None, clock, clock()
         self.numbers: dict[str, float] = {}
-        self.bar = None
-        self.clock = clock
-        self.start = clock()
         self.last_line, self.last_fraction = self.start, 0.0
 
     def __enter__(self):

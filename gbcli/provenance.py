@@ -1,15 +1,8 @@
-"""How a record was made: gb's version, the code's commit, the libraries, the machine, the command
-and the times. Every stage record (`gd/summary.json`, `svm/<objective>/result.json`), every run and
-sweep marker (`gb-run.json`) and every sweep point carries one under `provenance`.
-
-    clock = Clock()            # when the work starts
-    ...
-    record["provenance"] = clock.stamp()   # environment, command, start/end (UTC), wall and CPU seconds
-
-The version comes from the installed package's metadata (pyproject.toml is its one source); the
-commit from `git` when gb runs from a checkout (with `dirty: true` when tracked files differ from
-it). Nothing here imports torch: the torch version is recorded only when torch is already loaded
-by the work being recorded (it always is for training and solving).
+"""How a record was made, under `provenance` in every stage record, run and sweep marker and sweep
+point: `Clock()` when the work starts, `clock.stamp()` when its record is written (gb's version,
+the code's commit from `git` when gb runs from a checkout, the libraries, the machine, the command,
+start and end in UTC, wall and CPU seconds). Nothing here imports torch: its version is recorded
+when the work being recorded loaded it (training and solving always do).
 """
 
 from __future__ import annotations
@@ -29,8 +22,7 @@ SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def version() -> str:
-    """gb's version, from the installed package's metadata ("unknown" when it is not installed):
-    `gbcli.__version__`, read there once."""
+    """gb's version (`gbcli.__version__`, from the installed package's metadata)."""
     import gbcli
 
     return gbcli.__version__

@@ -80,8 +80,7 @@ def build_design(objective: str, cfg: Config, problem: Problem, trained: nn.Modu
 
 
 def check_single(cfg: Config, command: str) -> None:
-    """`train-gd` / `fit-svm` run one configuration: a sweep config (grid or zip axes) is refused
-    rather than silently run at its base values."""
+    """A sweep config (grid or zip axes) is refused rather than silently run at its base values."""
     for key in ("grid", "zip"):
         axes = getattr(cfg, key)
         if axes:
@@ -124,9 +123,9 @@ def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "t
 
 
 def warm_start(cfg: Config, model: nn.Module, problem: Problem) -> None:
-    """`training.init_from`: load another run's trained weights into the freshly built `model`. The file
-    is untrusted (`load_checkpoint`: tensors only, never through a link); it must hold a network of this
-    kind with exactly this model's parameter names and shapes, gated by the same hyperplanes."""
+    """`training.init_from`: another run's trained weights into the freshly built `model`. The file
+    (untrusted: `load_checkpoint`) must hold a network of this kind with exactly this model's
+    parameter names and shapes, gated by the same hyperplanes."""
     if cfg.training.init_from is None:
         return
     path = Path(cfg.training.init_from)
@@ -163,12 +162,11 @@ def _refuse_lost(run_dir: Path, lost: list[str], what: str, remedy: str) -> None
 
 
 def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | None:
-    """Everything `train_gd` refuses, before any work or write: a sweep config, an unusable device, a
-    run directory that is a sweep's or holds a symlink, and finished results the training would
-    remove (unless `force`). Returns the finished record of this very config (nothing to do), or None."""
+    """Everything `train_gd` refuses, before any work or write; the finished record of this very
+    config (nothing to do), or None."""
     check_single(cfg, "train-gd")
     check_device(cfg)
-    check_memory(cfg)   # the data and the network fit this machine (sized on the meta device)
+    check_memory(cfg)
     run_dir = Path(run_dir)
     check_run_target(run_dir, "train-gd")   # never a folder of the user's: gb would remove its tables/ and figures/
     same, lost = plan_gd(run_dir, cfg)
@@ -210,12 +208,11 @@ def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool
 @threads_argument   # threads=: torch's and BLAS's count for the call (default 1, as gb train-gd)
 def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
              force: bool = False, labels: dict | None = None, cache: SolveCache | None = None) -> dict:
-    """Train the configured network and write `run_dir/gd/`; returns the summary. A run directory
-    whose network was trained from this very config is left as it is (its summary is returned, with
-    `skipped: True`) unless `force`; one holding other finished results is refused unless `force`
-    (`check_gd`). `labels`: the run's name, tags and note (`gbcli.store.labels`), kept once every
-    check has passed. `cache`: where `training.track` looks up and keeps its reference programs. With
-    `tracking.mlflow`, the training is logged live (`gbcli.runs.tracking`)."""
+    """Train the configured network and write `run_dir/gd/`; returns the summary. A network already
+    trained from this very config is left as it is (its summary returned with `skipped: True`)
+    unless `force`; other finished results are refused unless `force` (`check_gd`). `labels`: the
+    run's name, tags and note (`gbcli.store.labels`). `cache`: where `training.track` looks up and
+    keeps its reference programs. With `tracking.mlflow`, the training is logged live."""
     same = check_gd(cfg, run_dir, force)
     if same is not None:   # nothing to train; tracked, the records are logged as `gb runs export mlflow` does
         tracking.check(cfg)
@@ -250,11 +247,9 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
 def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None,
                    force: bool = False) -> list[dict]:
     """Train networks that share a batch key (`gbcli.training.batched`) as one computation and write
-    each `run_dir/gd/` exactly as `train_gd` would; when the batched run fails (a network diverged),
-    each is trained by `train_gd`, which records it. Returns the summaries. Every directory is checked
-    as `train_gd` checks it, before any training. The group writes each network's own checkpoint;
-    a group in which any network has one (an interrupted run) is trained network by network, each
-    resuming from its checkpoint (`gbcli.training.batched`)."""
+    each `run_dir/gd/` exactly as `train_gd` would (checked as it checks them, before any training).
+    When the batched run fails (a network diverged), or when any network has a checkpoint (an
+    interrupted run, which resumes network by network), each is trained by `train_gd`."""
     for cfg, d in zip(cfgs, run_dirs):
         if check_gd(cfg, d, force) is not None:   # a finished network of this config: train each alone (skips)
             return [train_gd(c, d, progress=False, problem=p, force=force)
@@ -331,11 +326,10 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
 
 def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
                  origin: str = "track") -> Tracker | None:
-    """The instruments of `training.track` (in registry order); those that need the matching
-    program share one solve of it, here. With `cache` (a sweep's `solves/`), a program that does not
-    depend on the training is looked up there first and a certified solve is stored there under
-    fit-svm's key (`origin`: the run that solved it), so a resumed or twin point, and the fit-svm stage
-    after training, do not solve it again."""
+    """The instruments of `training.track` (in registry order), sharing one solve of each program
+    they need. With `cache` (a sweep's `solves/`), a program that does not depend on the training is
+    looked up there and a certified solve kept there under fit-svm's key (`origin`: this run), so a
+    resumed or twin point, and the fit-svm stage after training, do not solve it again."""
     if not cfg.training.track:
         return None
     spec = spec_of(cfg)
@@ -346,8 +340,7 @@ def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
         if cache is None or trained is not None:   # a program of the trained network is this run's own
             sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps, **solve_options(cfg, use))
         else:   # the key fit-svm uses: a reference solved here is fit-svm's answer too, and the reverse
-            key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
-                            solve_options(cfg, use).get("device", "cpu"))
+            key = _solve_key(cfg, cache, design, use)
             with cache.claim(key):   # a twin point solving it now: wait, then take its answer
                 hit = cache.get(key, design)
                 sol = hit[0] if hit is not None else None
@@ -405,20 +398,24 @@ def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None, sto
     return {k: v for k, v in wanted.items() if k in SOLVERS[solver].honours}
 
 
+def _solve_key(cfg: Config, cache: SolveCache, design: GatedDesign, solver: str) -> str:
+    """fit-svm's key of the program `design` solved by `solver` in the solve cache."""
+    return cache.key(design, solver, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
+                     solve_options(cfg, solver).get("device", "cpu"))
+
+
 @threads_argument   # as train_gd
 def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = None, solver: str | None = None,
             progress: bool = True, problem: Problem | None = None, echo=None,
             cache: SolveCache | None = None, force: bool = False, defer: bool = False,
             labels: dict | None = None) -> list[dict]:
     """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised.
-    A program identical to one in `cache` (default: the programs of this call) is not solved again
-    (`gbcli.store.cache`): its result says `cached_from`. A program already solved in `run_dir` from
-    this very config and network is not solved again (its record is returned with `skipped: True`);
-    one solved with other svm options is refused unless `force`. Every refusal comes before any write.
-    Messages go to the `gbcli` logger (and RUN_DIR/log.txt), and to `echo` when one is given.
-    `defer` (a sweep's worker): a program that another process is solving right now (its claim in
-    `cache`) is left for later: the others are solved, then `Deferred` names the ones left.
-    `labels`: as `train_gd`'s. With `tracking.mlflow`, the run's MLflow run is continued."""
+    A program identical to one in `cache` (default: the programs of this call) is not solved again:
+    its result says `cached_from`. One already solved in `run_dir` from this very config and network
+    is returned with `skipped: True`; one solved with other svm options is refused unless `force`,
+    before any write. Messages go to the `gbcli` logger and to `echo`. `defer` (a sweep's worker): a
+    program another process is solving now is left for later, and `Deferred` names it once the others
+    are solved. `labels`: as `train_gd`'s. With `tracking.mlflow`, the run's MLflow run is continued."""
     run_dir = Path(run_dir)
     objectives = list(objectives or cfg.svm.objectives)
     solver = solver or cfg.svm.solver
@@ -451,16 +448,20 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     with run_lock(run_dir), run_log(run_dir):
         write_labels(run_dir, labels or {})
         live = Live.start(cfg, run_dir, "fit-svm")
+        echo, cache, solved = _teller(echo), cache or SolveCache(), {}
         with tracked(live):
-            solved = _solve_all(cfg, run_dir, todo, solver, problem, _teller(echo), cache or SolveCache(), trained, defer)
+            for obj, prog in todo.items():
+                try:
+                    solved[obj] = _solve_one(cfg, run_dir, obj, prog, solver, problem, echo, cache, trained, defer)
+                except Busy:   # with `defer`: its claim is held elsewhere; nothing of it written
+                    echo(f"  {obj}: the same program is being solved by another point; this point comes back to "
+                         f"it later")
     if len(solved) < len(todo):
         raise Deferred([o for o in todo if o not in solved])
     return [done.get(o) or solved[o] for o in programs]
 
 
 def _teller(echo):
-    """The stage's messages: to the `gbcli` logger (the console of `gb`, RUN_DIR/log.txt) and to
-    `echo` when the caller gave one (a notebook's print, a test's list)."""
     def say(msg: str) -> None:
         log.info(msg)
         if echo is not None:
@@ -475,19 +476,6 @@ class Deferred(Exception):
     def __init__(self, objectives: list[str]):
         super().__init__(", ".join(objectives))
         self.objectives = objectives
-
-
-def _solve_all(cfg: Config, run_dir: Path, programs: dict[str, Program], solver: str | None, problem: Problem,
-               echo, cache: SolveCache, trained: nn.Module | None, defer: bool = False) -> dict[str, dict]:
-    """Each program's record, by objective; with `defer`, a program whose claim is held elsewhere is
-    skipped (left out of the answer, nothing of it written)."""
-    results = {}
-    for obj, prog in programs.items():
-        try:
-            results[obj] = _solve_one(cfg, run_dir, obj, prog, solver, problem, echo, cache, trained, defer)
-        except Busy:
-            echo(f"  {obj}: the same program is being solved by another point; this point comes back to it later")
-    return results
 
 
 def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str | None, problem: Problem,
@@ -529,8 +517,7 @@ class _ProgramSolve:
                  cache: SolveCache, out: Path, echo, use: str):
         self.cfg, self.obj, self.design, self.problem, self.manifest = cfg, obj, design, problem, manifest
         self.cache, self.out, self.echo, self.use = cache, out, echo, use
-        self.key = cache.key(design, use, cfg.svm.max_iters, cfg.svm.eps, cfg.svm.certify_tol,
-                             solve_options(cfg, use).get("device", "cpu"))
+        self.key = _solve_key(cfg, cache, design, use)
         self.ckey = cache.constraints_key(design)
         self.arrived: list = []   # a ray another worker certified while this program was solved
         self.rounds = out / layout.ROUNDS

@@ -124,8 +124,7 @@ def tensors(device, *arrays, dtype=torch.float32):
 
 
 def check_device(cfg) -> torch.device:
-    """The configured training device, refused when torch cannot use it (called before a run
-    directory is created, and again by `train`)."""
+    """The configured training device, refused when torch cannot use it."""
     device = torch.device(cfg.training.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise GbError("training.device: cuda was asked for, but torch sees no CUDA device (use cpu)")
@@ -149,7 +148,7 @@ class Checkpointing:
     identity: dict
     seconds: float
     resume: dict | None = None
-    saved: int = field(default=0, init=False)   # checkpoints written by this run (for the tests and the log)
+    saved: int = field(default=0, init=False)   # checkpoints written by this run
 
 
 def save_checkpoint(ck: Checkpointing, step: int, seconds: float, model: nn.Module, opt, batch_generator,
@@ -300,13 +299,11 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
           x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True,
           tracker=None, spec=None, checkpoint: Checkpointing | None = None, on_row=None) -> TrainResult:
     """Train `model` in place as configured; returns the metric log and the final outputs.
-    `tracker` (gbcli.instruments) adds its instruments' columns at every logged step; `spec` (the
-    model's spec, default: from the registry) gets its per-epoch hook (FReLU freezes its gates).
-    `checkpoint`: save the training state there every `checkpoint.seconds` and when interrupted,
-    and resume from `checkpoint.resume` (a checkpoint that does not fit this network is warned
-    about and the run starts from step 0); with a `tracker` only when it is `resumable` (the rows a
-    resumed run logs are the ones an uninterrupted run logs).
-    `on_row(row)` is called with each row of the metric log as it is logged."""
+    `tracker` (gbcli.instruments) adds its instruments' columns at every logged step; `spec` (default:
+    the registry's) gets its per-epoch hook (FReLU freezes its gates). `checkpoint`: save the state
+    there every `checkpoint.seconds` and when interrupted, and resume from `checkpoint.resume` (one
+    that does not fit this network is warned about: step 0); with a `tracker` only when it is
+    `resumable`. `on_row(row)` is called with each row of the metric log as it is logged."""
     spec = spec or spec_of(cfg)
     t = cfg.training
     device = check_device(cfg)

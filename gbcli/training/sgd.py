@@ -1,12 +1,9 @@
-"""SGD with heavy-ball momentum: the step of `torch.optim.SGD`, without `torch.optim`.
-
-Written here, not taken from torch, for speed: building any `torch.optim` optimizer imports
-`torch._dynamo` (1.3 CPU seconds on the 2-core machine, a quarter of a short `gb train-gd` and of
-every training test) for an update of two lines. This class takes the step of torch's CPU path in
-the same floating-point order (the first momentum buffer is the gradient itself, then
-`buf = mu * buf + grad`; `p -= lr * buf`, or `p -= lr * grad` at momentum 0, sparse gradients
-included) and reads and writes torch's `state_dict` format, so a checkpoint written by either
-resumes in the other. `tests/test_sgd.py` compares the two bit for bit.
+"""SGD with heavy-ball momentum: the step of `torch.optim.SGD`, without `torch.optim`, whose first
+use imports `torch._dynamo` (1.3 CPU seconds, a quarter of a short `gb train-gd`) for an update of
+two lines. The step is torch's CPU path in the same floating-point order (the first momentum buffer
+is the gradient itself, then `buf = mu * buf + grad`; `p -= lr * buf`, or `p -= lr * grad` at
+momentum 0, sparse gradients included), in torch's `state_dict` format: a checkpoint written by
+either resumes in the other (`tests/test_sgd.py` compares the two bit for bit).
 """
 
 from __future__ import annotations
