@@ -302,7 +302,7 @@ def test_the_one_reader_of_gbs_yaml_refuses_aliases_and_depth_before_building(tm
     writes (dump_yaml) reads back, an object met twice included."""
     import yaml
 
-    from gbcli.store.integrity import _saved_config
+    from gbcli.fs.safe import read_yaml_record as _saved_config   # integrity's reader of a stage's config
     from gbcli.fs.safe import MAX_YAML_DEPTH, dump_yaml, load_yaml
 
     levels = ["l0: &l0 {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1}"]

@@ -15,16 +15,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
-
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
 from gbcli.fs.layout import RunDir
 from gbcli.store.lock import write_marker
 from gbcli.store.records import GdStatus, is_result, resumable
-from gbcli.fs.safe import (_short, is_file, load_yaml, open_fd, present, read_csv_untrusted, read_json,
-                              read_record, read_text_untrusted, read_untrusted, remove)
+from gbcli.fs.safe import (_short, is_file, open_fd, present, read_csv_untrusted, read_json, read_record,
+                           read_untrusted, read_yaml_record, remove)
 
 
 def manifest_of(record_path: Path) -> dict | None:
@@ -35,12 +33,6 @@ def manifest_of(record_path: Path) -> dict | None:
 
 
 # ------------------------------------------------------------------ before a stage writes
-
-
-def _remove_stage(stage_dir: Path, record: str) -> None:
-    """Remove a stage: its record first (it is then unfinished, never mixed), then the rest."""
-    remove(stage_dir / record)
-    remove(stage_dir)
 
 
 def remove_reports(run_dir: Path) -> None:
@@ -67,20 +59,12 @@ def differing_keys(saved: dict | None, cfg, sections: tuple[str, ...]) -> str:
     return "; ".join(shown) + more
 
 
-def _saved_config(path: Path) -> dict | None:
-    try:
-        d = load_yaml(read_text_untrusted(path, 10_000_000))
-    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    return d if isinstance(d, dict) else None
-
-
 def _check_saved_config(path: Path, record: Path, manifest: dict, key: str, sections: tuple[str, ...]) -> None:
     """A stage's config.yaml must be the config its record was computed from (the record's manifest
     hashes it): an edited or swapped config would label the record's numbers with other settings."""
     from gbcli.config import validate   # pydantic only (no torch)
 
-    saved = _saved_config(path)
+    saved = read_yaml_record(path)
     try:
         got = section_hash(validate(saved, str(path)), sections) if saved is not None else None
     except GbError as exc:
@@ -88,6 +72,12 @@ def _check_saved_config(path: Path, record: Path, manifest: dict, key: str, sect
     if got is None or got != manifest.get(key):
         raise GbError(f"{path}: not the config {record} was computed from (edited, replaced or missing); rerun "
                       f"the stage")
+
+
+def _outdated(run: RunDir, problem: str) -> list[Path]:
+    """The program records a retraining makes stale: of another problem, or that used the network."""
+    return [r for r in run.results()
+            if (m := manifest_of(r)) is None or m.get("problem") != problem or m.get("upstream")]
 
 
 def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
@@ -98,19 +88,15 @@ def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
     run = RunDir(run_dir)
     rec = read_record(run.summary)
     manifest = gd_manifest(cfg)
-    if rec is not None and isinstance(rec.get("manifest"), dict) and rec["manifest"].get("config") == manifest["config"]:
+    if rec is not None and isinstance(m := rec.get("manifest"), dict) and m.get("config") == manifest["config"]:
         return rec, []
     lost = []
     if present(run.summary):
-        saved = _saved_config(run.gd_config)
+        saved = read_yaml_record(run.gd_config)
         diff = differing_keys(saved, cfg, GD_SECTIONS) if saved is not None else \
             f"its {layout.CONFIG} is unreadable or not gb's, e.g. YAML aliases"
         lost.append(f"gd/ (a network trained with another config{': ' + diff if diff else ''})")
-    for record in run.results():
-        m = manifest_of(record)
-        if m is None or m.get("problem") != manifest["problem"] or m.get("upstream"):
-            lost.append(f"svm/{record.parent.name}")
-    return None, lost
+    return None, lost + [f"svm/{record.parent.name}" for record in _outdated(run, manifest["problem"])]
 
 
 def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[dict | None, str | None]:
@@ -132,7 +118,7 @@ def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[d
             if resumable(rec):
                 return None, None
             return rec, None
-    diff = differing_keys(_saved_config(run.program_config(objective)), cfg, ("svm",))
+    diff = differing_keys(read_yaml_record(run.program_config(objective)), cfg, ("svm",))
     return None, f"svm/{objective} (solved with other svm options{': ' + diff if diff else ''})"
 
 
@@ -141,11 +127,9 @@ def begin_gd(run_dir: Path, cfg) -> None:
     used the old network or another problem are removed, and so are the reports."""
     run = RunDir(run_dir)
     remove(run.summary)
-    problem = gd_manifest(cfg)["problem"]
-    for record in run.results():
-        m = manifest_of(record)
-        if m is None or m.get("problem") != problem or m.get("upstream"):
-            _remove_stage(record.parent, layout.RESULT)
+    for record in _outdated(run, gd_manifest(cfg)["problem"]):
+        remove(record)   # its record first: the stage is then unfinished, never mixed
+        remove(record.parent)
     for stage in sorted(run.svm.glob("*")):
         if stage.is_dir() and not present(stage / layout.RESULT):   # unfinished programs
             remove(stage)
@@ -174,7 +158,7 @@ def check_same_problem(run_dir: Path, cfg) -> None:
             raise GbError(f"{record}: not a finished stage of this gb (unreadable, or no manifest); use another "
                           f"--out, or rerun `gb train-gd` with this config and --force")
         if m.get("problem") != problem:
-            diff = differing_keys(_saved_config(record.parent / layout.CONFIG), cfg, PROBLEM_SECTIONS)
+            diff = differing_keys(read_yaml_record(record.parent / layout.CONFIG), cfg, PROBLEM_SECTIONS)
             raise GbError(f"{record}: computed from another dataset, model or contexts than this config"
                           f"{' (' + diff + ')' if diff else ''}; use another --out, or rerun `gb train-gd` with "
                           f"this config and --force")
@@ -249,14 +233,13 @@ def _torn(path: Path) -> bool:
         return read_record(path) is None
     if path.suffix == ".csv":
         return not _whole_csv(path)
+    if path.suffix == ".yaml":
+        return read_yaml_record(path) is None
     try:
-        if path.suffix == ".yaml":
-            return not isinstance(load_yaml(read_text_untrusted(path, 10_000_000)), dict)
         if path.suffix in (".npz", ".pt"):   # zip archives (torch.save writes one): every member's CRC
             with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh, zipfile.ZipFile(fh) as archive:
                 return archive.testzip() is not None
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError, EOFError, yaml.YAMLError, zipfile.BadZipFile,
-            NotImplementedError):
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError):
         return True
     return False
 
