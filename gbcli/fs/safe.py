@@ -257,7 +257,7 @@ def load_tensors_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> Any
 
 def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
     """An .npz as np.savez_compressed writes it, but at zlib level 1: float64 results barely
-    compress, and level 6 cost 3% of a Figure 2 grid's CPU (issue 13) for a few percent of size."""
+    compress, and level 6 cost 3% of a Figure 2 grid's CPU for a few percent of size."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for name, a in arrays.items():

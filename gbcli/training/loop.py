@@ -29,7 +29,7 @@ from gbcli.models.base import weight_norm
 from gbcli.registry import spec_of
 from gbcli.training.losses import log_mean_loss, loss_fn
 from gbcli.training.sgd import SGD
-from gbcli.training.step import AdaptiveStep, Step
+from gbcli.training.step import Step
 
 EXPLODED = 1e6   # a logged training loss this many times its value at step 0 counts as divergence
 
@@ -277,12 +277,7 @@ def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Sc
 
     adaptive = update.adaptive if update is not None else None
     _check(("adaptive" in state) == (adaptive is not None), "adaptive step state")
-    if adaptive is not None:
-        probe = AdaptiveStep.__new__(AdaptiveStep)
-        probe.load(state["adaptive"])   # ValueError when it is not a finite positive step
-
-    # everything checked: now load
-    if adaptive is not None:
+    if adaptive is not None:   # the last check: ValueError, nothing loaded, when not a finite positive step
         adaptive.load(state["adaptive"])
     with torch.no_grad():
         for name, t in weights.items():
