@@ -72,9 +72,9 @@ def _message(raw: dict) -> str:
 
 def _live_sections() -> dict[str, type]:
     """Every section class of the live schema: the top level, each section, every model kind's
-    Params (the registry) and every dataset kind (gbcli.data.datasets)."""
+    Params (the registry) and every dataset kind (gbcli.data.sources)."""
     from gbcli.config.schema import Config
-    from gbcli.data.datasets import DATASETS
+    from gbcli.data.sources import DATASETS
     from gbcli.registry import MODELS
     from gbcli.schema import Section
 
@@ -97,7 +97,7 @@ def test_every_key_has_a_description():
 
 
 def test_the_reference_has_every_kind_and_every_key():
-    from gbcli.data.datasets import DATASETS
+    from gbcli.data.sources import DATASETS
     from gbcli.registry import MODELS
 
     secs = listing.sections()

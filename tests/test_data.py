@@ -243,7 +243,7 @@ def test_missing_files_give_a_hint(tmp_path):
     [
         (dict(train_size=0, val_size=10), "dataset.train_size"),
         (dict(train_size=10, val_size=0), "dataset.val_size"),
-        (dict(train_size=10.5, val_size=10), "dataset.train_size must be an integer"),
+        (dict(train_size=10.5, val_size=10), "dataset.train_size: input should be a valid integer"),
         (
             dict(train_size=70000, val_size=5000),
             r"dataset.train_size \+ dataset.val_size = 75000 exceeds the 60000 images of mnist",

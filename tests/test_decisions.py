@@ -36,7 +36,7 @@ import torch
 import yaml
 
 from gbcli.config import Config, apply_preset, validate
-from gbcli.data.datasets import DATASETS
+from gbcli.data.sources import DATASETS
 from gbcli.data.sources import load_dataset
 from gbcli.metrics import error, expected_if_uncorrelated, inconsistency
 from gbcli.models.gating import Hyperplanes
@@ -847,7 +847,7 @@ def test_median_hyperplanes_halve_an_odd_pool_and_its_median_image_takes_the_rul
     products the median came from: each hyperplane has exactly (N - 1) / 2 (svm-rc: (N + 1) / 2) pool
     images on side 1, and a training or validation image is gated as it is in the pool (gating it
     with another product put one validation image of 400 on the other side)."""
-    from gbcli.data.datasets import ImageSet
+    from gbcli.data.sources import ImageSet
     from gbcli.models.gating import published_hyperplanes, random_relu_gates, sample_hyperplanes
 
     ds = ImageSet(name="digits", train_size=300, val_size=400, data_seed=3).load()

@@ -2,7 +2,7 @@
 
 The `model` section is a union over the registered model kinds, discriminated by `model.kind`
 (each kind's keys are declared in its own module, `gbcli.models.<kind>.Params`); the `dataset`
-section is a union discriminated by `dataset.name` (`gbcli.data.datasets`). A key that the chosen
+section is a union discriminated by `dataset.name` (`gbcli.data.sources`). A key that the chosen
 kind does not have is refused. Validators only check: values derived from others (the `paper`
 schedule, the default validation size) are resolved by `gbcli.config.loading.validate`, which
 validates the resolved values again.
@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Discriminator, Field, StrictFloat, StrictInt, Tag, field_validator, model_validator
 
-from gbcli.data.datasets import DATASETS
+from gbcli.data.sources import DATASETS
 from gbcli.registry import DEFAULT_KIND, MODELS, instruments, kinds_with_instrument, programs
 from gbcli.schema import Section
 from gbcli.text import quoted, shorten

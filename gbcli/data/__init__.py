@@ -1,4 +1,4 @@
-"""Data: the dataset files and loaders (`sources`) and the config's dataset kinds (`datasets`)."""
+"""Data: the config's dataset kinds, each with its pool and split, and the dataset files (`sources`)."""
 
 from gbcli.lazy import attach
 

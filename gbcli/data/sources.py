@@ -1,37 +1,40 @@
-"""Datasets for binary classification: MNIST, Fashion-MNIST, scikit-learn digits, synthetic sets.
+"""Datasets for binary classification: MNIST, Fashion-MNIST, scikit-learn digits, synthetic sets,
+explicit points.
 
-Every set becomes a `Dataset` with labels in {-1, +1}, split into train and validation parts by
-the same seeded permutation as `torch.utils.data.random_split`, so runs are reproducible and
-comparable with torch-based code. Image files are read from a local data directory and verified
-by the md5 of their decompressed bytes; only `fetch` downloads or writes anything there.
+Each kind of set is a parameter class (the config's `dataset` section, discriminated by `name`)
+that owns its pool and its split: every set becomes a `Dataset` with labels in {-1, +1}, split
+into train and validation parts by the same seeded permutation as `torch.utils.data.random_split`,
+so runs are reproducible and comparable with torch-based code. Image files are read from a local
+data directory and verified by the md5 of their decompressed bytes; only `fetch` downloads or
+writes anything there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import http.client
 import io
 import math
-import numbers
 import os
 import struct
 import urllib.request
 import weakref
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar, Literal, Optional, Sequence
 
 import numpy as np
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator, model_validator
 
 from gbcli.errors import GbError, MissingInput
 from gbcli.fs.safe import atomic_write_bytes
-from gbcli.text import quoted
+from gbcli.schema import Section
+from gbcli.text import quoted, shorten
 
 DEFAULT_DATA_DIR = Path.home() / ".cache" / "gb" / "data"
-DATASETS = ("mnist", "fashion-mnist", "digits", "linear-teacher", "orthogonal")
 IMAGE_SETS = ("mnist", "fashion-mnist")
 LABELS = {"mnist": "MNIST", "fashion-mnist": "Fashion-MNIST"}   # how messages name a set
 
@@ -88,7 +91,7 @@ def data_dir(override: str | Path | None = None) -> Path:
     return DEFAULT_DATA_DIR
 
 
-@dataclass
+@dataclasses.dataclass
 class Dataset:
     """A binary classification set split into train and validation parts.
 
@@ -110,96 +113,333 @@ class Dataset:
         return int(self.x_train.shape[1])
 
 
-# ----------------------------------------------------------------------------- loading
+# ----------------------------------------------------------------------------- the kinds of set
+
+SEED = dict(ge=0, lt=2 ** 63)
+SOURCE_SIZES = {"mnist": 60000, "fashion-mnist": 60000, "digits": 1797}
+IMAGE_DIMS = {"mnist": 784, "fashion-mnist": 784, "digits": 64}
+VAL_DEFAULT = 12000   # protocol: 12,000 validation points, or what the set has left
 
 
-def load_dataset(
-    name: str,
-    *,
-    train_size: int,
-    val_size: int,
-    data_seed: int = 1,
-    data_dir: str | Path | None = None,
-    positive_classes: Sequence[int] = (0, 1, 2, 3, 4),
-    n_samples: int = 500,
-    dim: int = 20,
-    synthetic_seed: int = 0,
-    margin: float = 0.0,
-    bias: bool = False,
-    classes: Sequence[int] | None = None,
-) -> Dataset:
-    """Load `name`, label it in {-1, +1} and split it with the seeded random_split rule.
+class DatasetParams(Section):
+    """A kind of set: its pool (`pool`), split by `load`, then preprocessed (`finish`)."""
 
-    Image sets use `positive_classes` (digits in it get +1) and always end with a constant 1
-    feature; synthetic sets use `n_samples`, `dim`, `synthetic_seed`, `margin` and `bias`.
-    `classes` (image sets) keeps only those classes before the split, e.g. an MNIST digit pair.
-    """
+    name: str = Field(description="the dataset kind")
+    train_size: StrictInt = Field(500, ge=1, description="N: training points, drawn from the pool by the seeded split")
+    val_size: Optional[StrictInt] = Field(None, ge=1, description="validation points, disjoint from the training "
+                                                                 "points (default: min(12000, what the pool has left))")
+    data_seed: StrictInt = Field(1, **SEED, description="seed of the train / validation split (torch's random_split "
+                                                        "order)")
+    EXCEEDED: ClassVar[str] = "the {n} samples of {name}"   # what a split larger than the pool exceeds
+
+    def source_size(self) -> int:
+        raise NotImplementedError
+
+    def feature_dim(self) -> int:
+        """D: the inputs' dimension (known before loading, for memory estimates)."""
+        raise NotImplementedError
+
+    def pool_bytes(self) -> int:
+        """Memory the loaded set takes (float64 pool and the train / validation copies)."""
+        n = self.source_size()
+        return 8 * self.feature_dim() * (n + (self.train_size or n) + (self.val_size or n))
+
+    def default_val_size(self) -> int:
+        return max(1, min(VAL_DEFAULT, self.source_size() - self.train_size))
+
+    def pool(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every input of the set (read-only when it may be shared) and its label in {-1, +1}."""
+        raise NotImplementedError
+
+    def finish(self, ds: Dataset) -> Dataset:
+        """The split preprocessed (new arrays: the split itself may be shared)."""
+        return ds
+
+    def load(self) -> Dataset:
+        x_pool, y_pool = self.pool()
+        n_total, train_size = len(x_pool), self.train_size
+        val_size = self.val_size if self.val_size is not None else self.default_val_size()
+        if train_size + val_size > n_total:
+            raise GbError(f"dataset.train_size + dataset.val_size = {train_size + val_size} exceeds "
+                          + self.EXCEEDED.format(n=n_total, name=self.name))
+        key = (id(x_pool), self.model_dump_json())
+        hit = _SPLITS.get(key)
+        if hit is not None and hit[0]() is x_pool:
+            return self.finish(hit[1])
+        train_idx, val_idx = split_indices(n_total, train_size, val_size, self.data_seed)
+        ds = Dataset(self.name, x_pool[train_idx], y_pool[train_idx], x_pool[val_idx], y_pool[val_idx], x_pool,
+                     train_idx, val_idx)
+        if not x_pool.flags.writeable:   # a cached (read-only) pool: keep the split, read-only too
+            for a in (ds.x_train, ds.y_train, ds.x_val, ds.y_val, ds.train_idx, ds.val_idx):
+                a.flags.writeable = False
+            for k in [k for k, (ref, _) in _SPLITS.items() if ref() is None]:
+                del _SPLITS[k]
+            while len(_SPLITS) >= 4:
+                del _SPLITS[next(iter(_SPLITS))]
+            _SPLITS[key] = (weakref.ref(x_pool), ds)
+        return self.finish(ds)
+
+
+def rescaled(ds: Dataset, max_norm: float | None) -> Dataset:
+    """All points rescaled by one constant so the largest norm is `max_norm` (the geometry, and so
+    separability, is unchanged)."""
+    if max_norm is None:
+        return ds
+    s = max_norm / np.linalg.norm(ds.x_pool, axis=1).max()
+    return dataclasses.replace(ds, x_train=ds.x_train * s, x_val=ds.x_val * s, x_pool=ds.x_pool * s)
+
+
+def pixels_mapped(ds: Dataset, pixel_range: list[float]) -> Dataset:
+    """An image set's pixels (all features but the last, the constant 1, which the sources keep in
+    [-1, 1]) mapped affinely onto [low, high]; the default [-1, 1] returns the set unchanged."""
+    low, high = pixel_range
+    if (low, high) == (-1.0, 1.0):
+        return ds
+
+    def f(x: np.ndarray) -> np.ndarray:
+        out = x.copy()
+        out[:, :-1] = low + (high - low) * (x[:, :-1] + 1.0) / 2.0
+        return out
+    return dataclasses.replace(ds, x_train=f(ds.x_train), x_val=f(ds.x_val), x_pool=f(ds.x_pool))
+
+
+MAX_NORM = Field(None, ge=1e-6, le=1e6, allow_inf_nan=False,   # beyond, float32 training and the programs overflow
+                 description="rescale all points by one constant so the largest norm is this (paper 004: ||x|| <= 1)")
+
+
+class ImageSet(DatasetParams):
+    """MNIST, Fashion-MNIST (IDX files, checksummed) or scikit-learn's bundled 8x8 digits."""
+
+    name: Literal["mnist", "fashion-mnist", "digits"] = Field(
+        "digits", description="mnist, fashion-mnist (IDX files in data_dir: `gb data fetch`) or digits (scikit-learn's "
+                              "8x8 digits); 28x28 or 8x8 pixels and a constant 1 feature")
+    data_dir: Optional[str] = Field(None, description="default: $GB_DATA_DIR, else ~/.cache/gb/data")
+    positive_classes: list[StrictInt] = Field(default_factory=lambda: [0, 1, 2, 3, 4],
+                                              description="classes (0..9) labelled +1; the others are -1")
+    classes: Optional[list[StrictInt]] = Field(
+        None, description="keep only these classes (e.g. a digit pair [3, 5]); set val_size too")
+    max_norm: Optional[StrictFloat] = MAX_NORM
+    pixel_range: list[StrictFloat] = Field(
+        default_factory=lambda: [-1.0, 1.0],
+        description="[low, high]: pixel intensities mapped affinely onto this range (default [-1, 1], as "
+                    "torchvision's Normalize(0.5, 0.5); [0, 1] is ToTensor alone); the constant 1 feature is kept")
+    EXCEEDED: ClassVar[str] = "the {n} images of {name}"
+
+    @field_validator("positive_classes")
+    @classmethod
+    def _proper_subset(cls, v: list[int]) -> list[int]:
+        if not 0 < len(set(v)) < 10 or any(not 0 <= c <= 9 for c in v):
+            raise ValueError(f"must be a non-empty proper subset of 0..9, got {shorten(str(v))}")
+        return v
+
+    @model_validator(mode="after")
+    def _range(self) -> "ImageSet":
+        r = self.pixel_range
+        if len(r) != 2 or not all(np.isfinite(r)) or not r[0] < r[1]:
+            raise ValueError(f"dataset.pixel_range: need two finite numbers [low, high] with low < high, got {shorten(str(r))}")
+        return self
+
+    @model_validator(mode="after")
+    def _classes(self) -> "ImageSet":
+        c = self.classes
+        if c is not None:
+            if not 2 <= len(set(c)) <= 10 or any(not 0 <= k <= 9 for k in c):
+                raise ValueError(f"dataset.classes: need at least two distinct classes in 0..9, got {shorten(str(c))}")
+            if not set(c) & set(self.positive_classes) or set(c) <= set(self.positive_classes):
+                raise ValueError(f"dataset.classes: {shorten(str(c))} must have both positive and negative classes "
+                                 f"(dataset.positive_classes = {shorten(str(self.positive_classes))})")
+        return self
+
+    def source_size(self) -> int:
+        return SOURCE_SIZES[self.name]
+
+    def feature_dim(self) -> int:
+        return IMAGE_DIMS[self.name] + 1   # a constant 1 feature is appended
+
+    def pool(self) -> tuple[np.ndarray, np.ndarray]:
+        x, labels = _digits() if self.name == "digits" else _image_pool(self.name, _data_root(self.data_dir))
+        if self.classes is not None:   # paper 002: digit pairs
+            x, labels = _keep_classes(x, labels, self.classes)
+        return x, np.where(np.isin(labels, self.positive_classes), 1.0, -1.0)
+
+    def finish(self, ds: Dataset) -> Dataset:
+        return rescaled(pixels_mapped(ds, self.pixel_range), self.max_norm)
+
+
+class SyntheticSet(DatasetParams):
+    n_samples: StrictInt = Field(500, ge=2, le=10_000_000,
+                                 description="points generated (the pool; train_size + val_size at most)")
+    dim: StrictInt = Field(20, ge=1, le=100_000, description="input dimension (before the bias feature)")
+    synthetic_seed: StrictInt = Field(0, **SEED, description="seed of the generated points (and of their teacher "
+                                                             "or direction)")
+    bias: StrictBool = Field(False, description="append a constant 1 feature")
+    max_norm: Optional[StrictFloat] = MAX_NORM
+
+    def source_size(self) -> int:
+        return self.n_samples
+
+    def feature_dim(self) -> int:
+        return self.dim + int(self.bias)
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray]:
+        """The n_samples generated inputs (without the bias feature) and their labels."""
+        raise NotImplementedError
+
+    def pool(self) -> tuple[np.ndarray, np.ndarray]:
+        x, y = self.draw()
+        if self.bias:
+            x = _append_one(x)
+        x.flags.writeable = False
+        return x, y
+
+    def finish(self, ds: Dataset) -> Dataset:
+        return rescaled(ds, self.max_norm)
+
+
+class LinearTeacher(SyntheticSet):
+    """Gaussian inputs labelled by a random linear teacher, points within `margin` of it dropped."""
+
+    name: Literal["linear-teacher"] = Field(
+        "linear-teacher", description="Gaussian inputs labelled by the sign of a random unit teacher <w*, x>")
+    margin: StrictFloat = Field(0.0, ge=0, allow_inf_nan=False,
+                          description="keep only points with |<w*, x>| >= margin (below 3)")
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray]:
+        return _linear_teacher(self.n_samples, self.dim, self.synthetic_seed, self.margin)[:2]
+
+
+class Orthogonal(SyntheticSet):
+    """An orthogonally separable set (paper 001; Phuong & Lampert): x = s |g|, label s, kept if
+    <x, z> >= 0. Every entry of x has the sign of its label, so same-label points have positive
+    inner products and opposite-label points negative ones; z = (1, -1, 1, ...) breaks the symmetry."""
+
+    name: Literal["orthogonal"] = Field("orthogonal", description="an orthogonally separable set (paper 001)")
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray]:
+        n, dim = self.n_samples, self.dim
+        rng = np.random.default_rng(self.synthetic_seed)
+        z = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
+        xs, ys, count = [], [], 0
+        while count < n:
+            batch = max(2 * n, 1024)
+            h = np.abs(rng.standard_normal((batch, dim)))
+            s = rng.choice(np.array([-1.0, 1.0]), size=batch)
+            x = s[:, None] * h
+            keep = (x @ z >= 0) & np.all(h > 0, axis=1)
+            xs.append(x[keep])
+            ys.append(s[keep])
+            count += int(keep.sum())
+        return np.concatenate(xs)[:n], np.concatenate(ys)[:n]
+
+
+class SymmetricGaussians(SyntheticSet):
+    """Paper 002's symmetric classes (section 6.3, appendix I): label +-1 with probability 1/2 and
+    x ~ N(y mean_norm e, std^2 I), e a random unit vector; points with y <e, x> <= `margin` are drawn
+    again, so the set is linearly separable (by e) and the classes are mirror images in distribution
+    (Lemma 6.1's symmetry, approximately in a finite sample)."""
+
+    name: Literal["symmetric-gaussians"] = Field(
+        "symmetric-gaussians", description="two mirror-image Gaussian classes around +-mean_norm e (paper 002)")
+    mean_norm: StrictFloat = Field(3.0, ge=0, allow_inf_nan=False, description="distance of each class mean from 0")
+    std: StrictFloat = Field(1.0, gt=0, allow_inf_nan=False, description="standard deviation of every coordinate")
+    margin: StrictFloat = Field(0.0, ge=0, allow_inf_nan=False, description="keep points with y <e, x> > margin")
+    EXCEEDED: ClassVar[str] = "dataset.n_samples = {n}"
+
+    @model_validator(mode="after")
+    def _reachable(self) -> "SymmetricGaussians":
+        # a point is kept with probability P(N(mean_norm, std^2) > margin)
+        if math.erfc((self.margin - self.mean_norm) / (self.std * math.sqrt(2.0))) / 2 < 1e-3:
+            raise ValueError(f"dataset.margin: {self.margin} keeps fewer than 1 in 1000 points "
+                             f"(mean_norm {self.mean_norm}, std {self.std})")
+        return self
+
+    def draw(self) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(self.synthetic_seed)
+        e = rng.standard_normal(self.dim)
+        e /= np.linalg.norm(e)
+        xs, ys, count = [], [], 0
+        while count < self.n_samples:
+            y = rng.choice(np.array([-1.0, 1.0]), size=max(2 * self.n_samples, 1024))
+            x = y[:, None] * self.mean_norm * e + self.std * rng.standard_normal((len(y), self.dim))
+            keep = y * (x @ e) > self.margin
+            xs.append(x[keep])
+            ys.append(y[keep])
+            count += int(keep.sum())
+        return np.concatenate(xs)[: self.n_samples], np.concatenate(ys)[: self.n_samples]
+
+
+class Points(DatasetParams):
+    """Explicit training points (paper 003's constructions); validation = the same points."""
+
+    name: Literal["points"] = Field("points", description="explicit points x, y; they are both the training and "
+                                                          "the validation set")
+    x: list[list[StrictFloat]] = Field(description="the inputs, one list per point")
+    y: list[StrictInt] = Field(description="the labels, +1 or -1")
+    train_size: Optional[StrictInt] = Field(None, ge=1, description="resolved: the number of points")
+    val_size: Optional[StrictInt] = Field(None, ge=1, description="resolved: the number of points")
+    data_seed: StrictInt = Field(1, **SEED, description="unused: a points set is not split")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Points":
+        if not self.x:
+            raise ValueError("dataset.x: needs at least one point")
+        if len({len(r) for r in self.x}) != 1 or not self.x[0]:
+            raise ValueError("dataset.x: every point needs the same (non-zero) number of coordinates")
+        if not all(np.isfinite(v) and abs(v) <= 1e30 for r in self.x for v in r):   # the networks train in float32
+            raise ValueError("dataset.x: every coordinate must be a finite number of magnitude at most 1e30")
+        if len(self.y) != len(self.x):
+            raise ValueError(f"dataset.y: {len(self.y)} labels for {len(self.x)} points")
+        if any(v not in (-1, 1) for v in self.y):
+            raise ValueError(f"dataset.y: labels must be +1 or -1, got {shorten(str(self.y))}")
+        for key in ("train_size", "val_size"):
+            v = getattr(self, key)
+            if v is not None and v != len(self.x):
+                raise ValueError(f"dataset.{key}: a points set uses all its {len(self.x)} points, got {v}")
+        return self
+
+    def source_size(self) -> int:
+        return len(self.x)
+
+    def feature_dim(self) -> int:
+        return len(self.x[0])
+
+    def default_val_size(self) -> int:
+        return len(self.x)
+
+    def load(self) -> Dataset:
+        xa, ya = np.asarray(self.x, dtype=float), np.asarray(self.y, dtype=float)
+        idx = np.arange(len(ya))
+        return Dataset("points", xa, ya, xa.copy(), ya.copy(), xa, idx, idx)
+
+
+# dataset.name -> its parameter class (the config's `dataset` section is a union over these)
+DATASETS: dict[str, type[DatasetParams]] = {"mnist": ImageSet, "fashion-mnist": ImageSet, "digits": ImageSet,
+                                            "linear-teacher": LinearTeacher, "orthogonal": Orthogonal,
+                                            "symmetric-gaussians": SymmetricGaussians, "points": Points}
+
+
+def load_dataset(name: str, **params) -> Dataset:
+    """The set `name` with the keys of its kind (`DATASETS[name]`: train_size, val_size, data_seed;
+    data_dir, positive_classes, classes; n_samples, dim, synthetic_seed, margin, bias, ...), validated
+    as the config's `dataset` section is and loaded by its class; a GbError names a bad key."""
     _check_name(name)
-    train_size = _int(train_size, "dataset.train_size", low=1)
-    val_size = _int(val_size, "dataset.val_size", low=1)
-    data_seed = _int(data_seed, "dataset.data_seed", low=0)
-
-    if name in IMAGE_SETS or name == "digits":
-        positive = _positive_classes(positive_classes)
-        if name == "digits":
-            x_pool, labels = _digits()
-        else:
-            x_pool, labels = _image_pool(name, _data_root(data_dir))
-        if classes is not None:   # paper 002: digit pairs
-            x_pool, labels = _keep_classes(x_pool, labels, classes)
-        y_pool = np.where(np.isin(labels, positive), 1.0, -1.0)
-        unit = "images"
-    else:
-        n_samples = _int(n_samples, "dataset.n_samples", low=1)
-        dim = _int(dim, "dataset.dim", low=1)
-        synthetic_seed = _int(synthetic_seed, "dataset.synthetic_seed", low=0)
-        if name == "linear-teacher":
-            x_pool, y_pool, _ = _linear_teacher(n_samples, dim, synthetic_seed, _margin(margin))
-        else:
-            x_pool, y_pool = _orthogonal(n_samples, dim, synthetic_seed)
-        if not isinstance(bias, bool):
-            raise GbError(f"dataset.bias must be true or false, got {quoted(bias)}")
-        if bias:
-            x_pool = _append_one(x_pool)
-        x_pool.flags.writeable = False
-        unit = "samples"
-
-    n_total = len(x_pool)
-    if train_size + val_size > n_total:
-        raise GbError(
-            f"dataset.train_size + dataset.val_size = {train_size + val_size} exceeds the "
-            f"{n_total} {unit} of {name}"
-        )
-    key = (id(x_pool), name, train_size, val_size, data_seed, None if classes is None else tuple(classes),
-           tuple(positive_classes) if name in IMAGE_SETS or name == "digits" else None)
-    hit = _SPLITS.get(key)
-    if hit is not None and hit[0]() is x_pool:
-        return hit[1]
-    train_idx, val_idx = split_indices(n_total, train_size, val_size, data_seed)
-    ds = Dataset(
-        name=name,
-        x_train=x_pool[train_idx],
-        y_train=y_pool[train_idx],
-        x_val=x_pool[val_idx],
-        y_val=y_pool[val_idx],
-        x_pool=x_pool,
-        train_idx=train_idx,
-        val_idx=val_idx,
-    )
-    if not x_pool.flags.writeable:   # a cached (read-only) pool: keep the split, read-only too
-        for a in (ds.x_train, ds.y_train, ds.x_val, ds.y_val, ds.train_idx, ds.val_idx):
-            a.flags.writeable = False
-        for k in [k for k, (ref, _) in _SPLITS.items() if ref() is None]:
-            del _SPLITS[k]
-        while len(_SPLITS) >= 4:
-            del _SPLITS[next(iter(_SPLITS))]
-        _SPLITS[key] = (weakref.ref(x_pool), ds)
-    return ds
+    params = {k: str(v) if isinstance(v, Path) else v for k, v in params.items()}
+    try:
+        spec = DATASETS[name].model_validate({**params, "name": name})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        own = err["type"] == "value_error"   # our validators' words; a whole set's (no loc) name their keys
+        msg = str(err["ctx"]["error"]) if own else err["msg"][0].lower() + err["msg"][1:]
+        if err["loc"]:
+            got = "" if own or isinstance(err.get("input"), (dict, list)) else f" (got {quoted(err.get('input'))})"
+            msg = f"dataset.{'.'.join(map(str, err['loc']))}: {msg}{got}"
+        raise GbError(shorten(msg, 400)) from None
+    return spec.load()
 
 
 # A sweep worker runs many points on the same split: the split (and its read-only arrays, which
 # gating's float32 rounding then caches too) is kept per pool while the pool lives. Key: the pool
-# object and the split's arguments; at most 4 splits.
+# object and the set's parameters; at most 4 splits.
 _SPLITS: dict[tuple, tuple[weakref.ref, Dataset]] = {}
 
 
@@ -258,6 +498,7 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
     return x, labels
 
 
+
 def _linear_teacher(n: int, dim: int, seed: int, margin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gaussian points labelled by a random unit teacher w*, keeping |<w*, x>| >= margin."""
     # A point passes with probability erfc(margin / sqrt 2); refuse hopeless margins up front.
@@ -281,32 +522,9 @@ def _linear_teacher(n: int, dim: int, seed: int, margin: float) -> tuple[np.ndar
     return x, np.sign(x @ w), w
 
 
-def _orthogonal(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Orthogonally separable set (Phuong & Lampert): x = s * |g|, label s, kept if x.z >= 0.
-
-    Every entry of x has the sign of its label, so same-label points have positive inner
-    products and opposite-label points negative ones; z = (1, -1, 1, ...) breaks the symmetry.
-    """
-    rng = np.random.default_rng(seed)
-    z = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
-    xs: list[np.ndarray] = []
-    ys: list[np.ndarray] = []
-    count = 0
-    while count < n:
-        batch = max(2 * n, 1024)
-        h = np.abs(rng.standard_normal((batch, dim)))
-        s = rng.choice(np.array([-1.0, 1.0]), size=batch)
-        x = s[:, None] * h
-        keep = (x @ z >= 0) & np.all(h > 0, axis=1)
-        xs.append(x[keep])
-        ys.append(s[keep])
-        count += int(keep.sum())
-    return np.concatenate(xs)[:n], np.concatenate(ys)[:n]
-
-
 def _keep_classes(x: np.ndarray, labels: np.ndarray, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """The rows whose label is in `classes` (read-only copies, like the cached pool)."""
-    keep = np.isin(labels, _positive_classes(classes) if len(set(classes)) < 10 else list(range(10)))
+    keep = np.isin(labels, classes)
     x, labels = x[keep], labels[keep]
     x.flags.writeable = False
     labels.flags.writeable = False
@@ -315,6 +533,7 @@ def _keep_classes(x: np.ndarray, labels: np.ndarray, classes: Sequence[int]) -> 
 
 def _append_one(x: np.ndarray) -> np.ndarray:
     return np.hstack([x, np.ones((len(x), 1))])
+
 
 
 # ----------------------------------------------------------------------------- IDX files
@@ -590,40 +809,6 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-# ----------------------------------------------------------------------------- validation
-
-
 def _check_name(name: str) -> None:
     if name not in DATASETS:
         raise GbError(f"dataset.name {quoted(name)} is not one of: {', '.join(DATASETS)}")
-
-
-def _int(value, key: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise GbError(f"{key} must be an integer, got {quoted(value)}")
-    if value < low:
-        raise GbError(f"{key} must be at least {low}, got {value}")
-    return int(value)
-
-
-def _margin(value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise GbError(f"dataset.margin must be a number >= 0, got {quoted(value)}")
-    return float(value)
-
-
-def _positive_classes(value) -> list[int]:
-    """Validated positive classes: a non-empty proper subset of 0..9."""
-    bad = GbError(f"dataset.positive_classes must be a non-empty proper subset of 0..9, got {quoted(value)}")
-    if isinstance(value, (str, bytes)):
-        raise bad
-    try:
-        items = list(value)
-    except TypeError:
-        raise bad from None
-    if any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 0 <= c <= 9 for c in items):
-        raise bad
-    classes = sorted({int(c) for c in items})
-    if not 0 < len(classes) < 10:
-        raise bad
-    return classes
