@@ -251,10 +251,10 @@ def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
     if one and not by_k:
         ax.set_xlabel("hidden units H (one value)")
     several_n = rows["train_size"].nunique() > 1
-    for j, ((name, n), g) in enumerate(rows.groupby(["series", "train_size"])):
+    for (name, n), g in rows.groupby(["series", "train_size"]):
         m = g.groupby("x")["val_error"].mean()
         ax.plot(m.index, m.values, color=style[name][0], marker=style[name][1],
-                ls=["-", "--", ":", "-."][sorted(rows["train_size"].unique()).index(n) % 4],
+                ls=LINE_STYLES[sorted(rows["train_size"].unique()).index(n) % len(LINE_STYLES)],
                 label=f"{name}, N={n}" if several_n else name)
     if by_k:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -571,7 +571,7 @@ BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "trainin
 MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
 
 
-LINE_STYLES = ("-", "--", ":", "-.")   # one per momentum value of a sweep (curves), in the grid's order
+LINE_STYLES = ("-", "--", ":", "-.")   # one per momentum value of a sweep's curves (in the grid's order), per N in (d)
 FILL_STYLES = ("full", "none", "left", "bottom", "right", "top")   # a dot's fill per momentum value (panels a, b)
 FILL_WORDS = {"full": "filled", "none": "hollow", "left": "left-half", "bottom": "lower-half", "right": "right-half",
               "top": "upper-half"}
@@ -624,10 +624,9 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
         for ax in grid:
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(lab, h)
-        order = [*runs, *(lab for lab in handles if lab not in runs)]
-        if handles:
-            fig.legend([handles[lab] for lab in order if lab in handles], [lab for lab in order if lab in handles],
-                       loc="outside right upper", fontsize=7)
+        order = [lab for lab in dict.fromkeys([*runs, *handles]) if lab in handles]
+        if order:
+            fig.legend([handles[lab] for lab in order], order, loc="outside right upper", fontsize=7)
     plain_ticks(fig)
     if title:
         fig.suptitle(title)

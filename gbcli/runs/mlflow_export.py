@@ -119,9 +119,8 @@ def _export(todo: list, uri: str, experiment: str, echo) -> dict:
     from gbcli.runs.tracking import Live, open_store
 
     counts = {"runs": 0, "sweeps": 0, "points": 0, "unchanged": 0}
-    for info, _ in todo:
-        if info.kind == "foreign":
-            echo(f"skipped {info.path}: {info.note}")
+    for info in [info for info, _ in todo if info.kind == "foreign"]:
+        echo(f"skipped {info.path}: {info.note}")
     todo = [(info, points) for info, points in todo if info.kind != "foreign"]
     total = sum(1 + len(points) for _, points in todo)
     with Progress(f"exporting to {shorten(uri, 160)} (experiment {experiment})", total, say=echo,

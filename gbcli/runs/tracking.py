@@ -231,15 +231,14 @@ def _times(prov: dict) -> tuple[int | None, int | None]:
     (provenance); None when no record says (MLflow then takes the export's time)."""
     import datetime as dt
 
-    starts, ends = [], []
-    for rec in prov.values():
-        for key, into in (("started", starts), ("ended", ends)):
+    def stamps(key: str):
+        for rec in prov.values():
             value = rec.get(key) if isinstance(rec, dict) else None
             if isinstance(value, str) and len(value) < 40:
                 with contextlib.suppress(ValueError):
-                    into.append(int(dt.datetime.fromisoformat(value).timestamp() * 1000))
-    start = min(starts) if starts else None
-    end = max(ends) if ends else None
+                    yield int(dt.datetime.fromisoformat(value).timestamp() * 1000)
+
+    start, end = min(stamps("started"), default=None), max(stamps("ended"), default=None)
     return start, (start if start is not None and end is not None and end < start else end)
 
 
