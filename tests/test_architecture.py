@@ -157,12 +157,11 @@ NAMES_OWNERS = ("gbcli.store", "gbcli.fs.layout")
 # Path shapes of records spelled outside the store when the check learned them (issue 48: the views
 # are to replace them): module -> how many. The list may only shrink; a new one fails the test.
 KNOWN_PATH_SHAPES = {"gbcli.experiments.paper001": 3, "gbcli.experiments.paper002": 3,
-                     "gbcli.experiments.paper003": 3, "gbcli.experiments.paper004": 1,
-                     "gbcli.runs.verify": 2}
+                     "gbcli.experiments.paper003": 3, "gbcli.experiments.paper004": 1}
 # Link decisions outside the file layer that were there when the check learned `is_link` (issue
 # 48): module -> how many. The list may only shrink; a new one fails the test.
 KNOWN_LINK_DECISIONS = {"gbcli.store.lock": 1, "gbcli.store.solutions": 1,
-                        "gbcli.runs.stages": 1, "gbcli.runs.verify": 4}
+                        "gbcli.runs.stages": 1}
 # sbatch's refusal is named from its words (the key at fault); the one message read left (issue 48)
 KNOWN_MESSAGE_READS = {"gbcli.runs.executors.slurm": 1}
 

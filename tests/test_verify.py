@@ -561,11 +561,11 @@ def test_programs_of_the_trained_network_verify_from_a_results_folder(tmp_path):
 def test_an_infinite_bound_matches_only_itself():
     # a ray whose V(lam) is exactly zero (conflicting labels on one input) bounds the optimum by +inf:
     # the claim and its recomputation are the same number (fig3's svm-gates / svm-hl rays)
-    from gbcli.store.solutions import _close
+    from gbcli.store.solutions import close
 
     inf = float("inf")
-    assert _close(inf, inf) and _close(-inf, -inf)
-    assert not _close(inf, 1e300) and not _close(inf, -inf) and not _close(inf, float("nan"))
+    assert close(inf, inf) and close(-inf, -inf)
+    assert not close(inf, 1e300) and not close(inf, -inf) and not close(inf, float("nan"))
 
 
 # ------------------------------------------------------------------ issue 34: the aggregated table, program identity

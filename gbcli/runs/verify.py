@@ -25,67 +25,36 @@ shape, dtype and finiteness checked; a file that cannot be used makes its progra
   trained network), with the claims of `tables/errors.csv` when it exists;
 - a folder of those (e.g. results/paper): each subfolder that is one of the above.
 
-The compact solution files (`compact.npz`, `solutions/<id>/<objective>.npz`) are `gbcli.store.solutions`'s.
+The compact solution files and the readers of stored files are `gbcli.store.solutions`'s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import math
 import os
+from operator import itemgetter
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from gbcli.config.loading import load_yaml_text, validate
+from gbcli.config.loading import MAX_CONFIG_BYTES
 from gbcli.errors import GbError, MissingInput
-from gbcli.fs.safe import atomic_write_bytes, atomic_write_text, read_csv_untrusted, read_json, read_untrusted
-from gbcli.metrics import error
-from gbcli.programs.certify import CERTIFY_TOL, certificate
-from gbcli.programs.design import GatedDesign, Solution, decision, train_outputs
-from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_CONFIG_BYTES, MAX_SOLUTION_BYTES, RTOL, SOLVED,
-                                  OBJECTIVE_ATOL, Unusable, _close, _compact_solution, _no_links, _read_npz,
-                                  write_compact)
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
+from gbcli.fs.safe import (atomic_write_bytes, atomic_write_text, check_tree, is_dir, is_file, present,
+                           read_csv_untrusted, read_only_fs, read_untrusted, subdirs)
 from gbcli.logs import Progress
-from gbcli.fs.safe import check_tree, is_dir, is_file, is_link, present, read_only_fs, subdirs
+from gbcli.metrics import error
+from gbcli.programs.certify import CERTIFY_TOL, certificate
+from gbcli.programs.design import GatedDesign, Solution, Status, decision, train_outputs
+from gbcli.store.records import is_result
+from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_SOLUTION_BYTES, OBJECTIVE_ATOL, RTOL, Unusable, close,
+                                   compact_solution, no_links, read_npz, read_stored, write_compact)
 from gbcli.text import shorten
-
-
-# ------------------------------------------------------------------ reading untrusted files
-
-
-def _read_json(root: Path, path: Path) -> dict:
-    _no_links(root, path)
-    try:
-        rec = read_json(path)
-    except FileNotFoundError:
-        raise Unusable(f"{path.name}: missing") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise Unusable(f"{path.name}: unreadable ({type(exc).__name__})") from None
-    if not isinstance(rec, dict):
-        raise Unusable(f"{path.name}: not a record")
-    return rec
-
-
-def _read_config(root: Path, path: Path):
-    _no_links(root, path)
-    try:
-        raw = load_yaml_text(read_untrusted(path, MAX_CONFIG_BYTES).decode("utf-8"))
-    except FileNotFoundError:
-        raise Unusable(f"{path.name}: missing") from None
-    except Exception as exc:   # noqa: BLE001 (OSError, YAML, unicode, size)
-        raise Unusable(f"{path.name}: unreadable ({type(exc).__name__})") from None
-    if not isinstance(raw, dict):
-        raise Unusable(f"{path.name}: not a config")
-    try:
-        return validate(raw, path.name)
-    except GbError as exc:
-        raise Unusable(shorten(str(exc), 200)) from None
-
-
-# ------------------------------------------------------------------ the check of one program
 
 
 # An output this small against the largest is 0 but for rounding (a degenerate program's predictor,
@@ -157,7 +126,7 @@ def compare_claims(got: dict, claims: dict, source: str, recovered: bool = False
     for key, rtol, atol in checks:
         if key not in claims or key not in got:
             continue
-        if not _close(claims[key], got[key], rtol, atol):
+        if not close(claims[key], got[key], rtol, atol):
             bad.append(f"{source}: {key} {shorten(repr(claims[key]), 30)}, recomputed {got[key]!r:.30}")
     return bad
 
@@ -188,7 +157,19 @@ def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = R
     return bad
 
 
-# ------------------------------------------------------------------ finding the programs
+# ------------------------------------------------------------------ the problem of the program being checked
+
+
+@contextlib.contextmanager
+def _unusable():
+    """A GbError (a stored config or file gb cannot use) as Unusable, one program's problem; input
+    missing where gb looked (MissingInput) stays what it is (`_unchecked`)."""
+    try:
+        yield
+    except MissingInput:
+        raise
+    except GbError as exc:
+        raise Unusable(shorten(str(exc), 200)) from None
 
 
 class _Problems:
@@ -205,6 +186,8 @@ class _Problems:
         self.current = None
 
     def problem(self, cfg):
+        from gbcli.data import sources
+        from gbcli.models import gating
         from gbcli.runs.stages import prepare
         from gbcli.training.memory import check_memory
 
@@ -213,8 +196,9 @@ class _Problems:
             check_memory(cfg)
             data_changed = self.key is None or key[0] != self.key[0]
             self.key, self.current = None, None   # the last problem's arrays go before the next is built
-            if data_changed:
-                _forget_splits()
+            if data_changed:   # the splits (and their float32 copies) of the last dataset; its source pool stays
+                sources.forget_splits()
+                gating.forget_dead()
             self.current = prepare(cfg)
             self.key = key
         return self.current
@@ -230,37 +214,22 @@ def _group_key(cfg) -> tuple[str, str]:
     return section_hash(cfg, ("dataset",)), section_hash(cfg, PROBLEM_SECTIONS)
 
 
-def _forget_splits() -> None:
-    """Drop the train / validation splits the data module keeps for a sweep worker's next points
-    (with their float32 copies in the gating's cache): `verify` is done with a dataset when it
-    moves to the next. The source pool itself stays (every split is cut from it)."""
-    from gbcli.data import sources
-    from gbcli.models import gating
-
-    sources.forget_splits()
-    gating.forget_dead()
-
-
 def _design(objective: str, cfg, problems: _Problems, trained_from) -> tuple[GatedDesign, object, object]:
     """(design, dataset, program) of `objective` under `cfg`; `trained_from(cfg, dim)` loads the
     trained network for programs that read it."""
     from gbcli.registry import program_of
     from gbcli.runs.stages import build_design
 
-    try:
+    with _unusable():
         program = program_of(cfg, objective)
-    except GbError as exc:
-        raise Unusable(shorten(str(exc), 200)) from None
-    if program.design is None:
-        return None, None, program
-    try:
+        if program.design is None:
+            return None, None, program
         problem = problems.problem(cfg)
         trained = trained_from(cfg, problem.dataset.dim) if program.needs_trained else None
         return build_design(objective, cfg, problem, trained), problem.dataset, program
-    except MissingInput:
-        raise
-    except GbError as exc:
-        raise Unusable(shorten(str(exc), 200)) from None
+
+
+# ------------------------------------------------------------------ one row per program
 
 
 def _shown(claims: dict, key: str = "objective") -> dict:
@@ -271,8 +240,9 @@ def _shown(claims: dict, key: str = "objective") -> dict:
             else shorten(repr(s), 40)}
 
 
-def _row(where: str, objective: str, claims: dict) -> dict:
-    return {"where": where, "objective": objective, **_shown(claims), "verified": False, "checked": "", "problems": []}
+def _row(where: str, objective: str, claims: dict, *problems: str) -> dict:
+    return {"where": where, "objective": objective, **_shown(claims), "verified": False, "checked": "",
+            "problems": list(problems)}
 
 
 def _unchecked(row: dict, exc: Exception) -> None:
@@ -287,7 +257,7 @@ def _unchecked(row: dict, exc: Exception) -> None:
 
 def _finish(row: dict, got: dict | None) -> dict:
     row["problems"] = list(dict.fromkeys(row["problems"]))   # the same claim read twice (solution and compact file)
-    if got is not None and not row["problems"] and got["status"] not in ("optimal", "infeasible"):
+    if got is not None and not row["problems"] and not is_result(got["status"]):
         row["problems"].append(f"not certified (recomputed: {got['status']}, relative gap {got.get('rel_gap')!r:.12}, "
                                f"smallest margin {got.get('min_margin')!r:.12})")
     row["verified"] = got is not None and not row["problems"]
@@ -298,12 +268,11 @@ def _finish(row: dict, got: dict | None) -> dict:
 
 def _check_compact(root: Path, path: Path, design, ds, objective: str, tol: float, problems_out: list,
                    extra_claims=()):
-    """Check a compact file at tolerance `tol`; returns (got, claims, form) or raises Unusable."""
-    arrays = _read_npz(root, path, COMPACT_ARRAYS)
-    zeta, lam, sign, claims, form = _compact_solution(arrays, design, objective)
+    """Check a compact file at tolerance `tol`; returns (got, claims, form, arrays) or raises Unusable."""
+    arrays = read_npz(root, path, COMPACT_ARRAYS)
+    zeta, lam, sign, claims, form = compact_solution(arrays, design, objective)
     got = check_solution(design, ds.y_val, zeta, lam, str(claims.get("status")), tol)
-    problems_out += compare_claims(got, claims, path.name, recovered=form == "multipliers")
-    for source, c in extra_claims:
+    for source, c in ((path.name, claims), *extra_claims):
         problems_out += compare_claims(got, c, source, recovered=form == "multipliers")
     if zeta is not None:
         differ = (sign != np.sign(got["val_out"]).astype(np.int8)) & ~got["val_zero"]
@@ -324,7 +293,7 @@ def _identity(cfg, run: Path, root: Path, point: str | None) -> list[str]:
     gd_config = RunDir(run).gd_config
     if point is None and present(gd_config):
         try:
-            trained = _read_config(root, gd_config)
+            trained = read_stored(root, gd_config, config=True)
         except Unusable as exc:
             return bad + [str(exc)]
         if section_hash(trained, PROBLEM_SECTIONS) != section_hash(cfg, PROBLEM_SECTIONS):
@@ -358,30 +327,26 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
 
     gd = RunDir(run)
     claims = {k: c for k, c in (table or {}).items() if str(k).startswith("gd-")}
-    stage = is_link(gd.gd) or (gd.gd.is_dir() and any(not p.name.startswith(".") for p in gd.gd.iterdir()))
+    stage = present(gd.gd) and not is_file(gd.gd) and \
+        (not is_dir(gd.gd) or any(not p.name.startswith(".") for p in gd.gd.iterdir()))   # a link is refused
     if not stage and not claims:
         return None
     row = {**_row(where, layout.GD, {}), "checked": "network"}
     try:
         if not stage:
             raise Unusable(f"{layout.GD}: missing ({layout.TABLES}/{layout.ERRORS} has the network)")
-        _no_links(root, gd.summary)
-        record = _read_json(root, gd.summary)
+        record = read_stored(root, gd.summary)
         row.update(_shown(record, "val_error"))
-        cfg = _read_config(root, gd.gd_config)
+        cfg = read_stored(root, gd.gd_config, config=True)
         manifest = record.get("manifest")
         if not isinstance(manifest, dict) or manifest.get("config") != section_hash(cfg, GD_SECTIONS):
             row["problems"].append(f"{layout.CONFIG}: not the config {layout.SUMMARY} was computed from (edited or replaced)")
         if point is not None and point_id(cfg) != point:
             row["problems"].append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)}")
-        try:
+        with _unusable():
             problem = problems.problem(cfg)
-        except MissingInput:
-            raise
-        except GbError as exc:
-            raise Unusable(shorten(str(exc), 200)) from None
         ds, spec = problem.dataset, spec_of(cfg)
-        _no_links(root, gd.model)
+        no_links(root, gd.model)
         try:
             state = load_checkpoint(gd.model, remedy="")
             if state.get("kind") != cfg.model.kind:
@@ -421,7 +386,7 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
             published = spec.published_outputs(model, cfg, problem)
             if published is not None:
                 got["val_out_published"] = np.asarray(published, np.float64).reshape(-1)
-            preds = _read_npz(root, gd.gd_predictions, ("train_out", "val_out", "val_out_published"))
+            preds = read_npz(root, gd.gd_predictions, ("train_out", "val_out", "val_out_published"))
             scale = {k: max(1.0, float(np.abs(v).max()) if v.size else 1.0) for k, v in got.items()}
             zero = {k.replace("_out", "_zero"): np.abs(v) <= NETWORK_RTOL * scale[k] for k, v in got.items()}
             row["problems"] += compare_predictions({**got, **zero}, preds, len(ds.y_train), len(ds.y_val), NETWORK_RTOL,
@@ -457,32 +422,30 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: dict | None = None,
-               point: str | None = None, table: dict | None = None) -> list[dict]:
-    """One row per program of a run directory (`svm/<objective>/`). `point`: the id the run is (a
-    sweep's point); `table`: objective -> the claims of the sweep's aggregated tables/errors.csv."""
+def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None) -> list[dict]:
+    """One row per program of a run directory (`svm/<objective>/`), after its network's."""
     from gbcli.runs.stages import load_trained
 
-    network = verify_network(root, run, where, problems, point, table)
+    run, where, table = unit.folder, unit.where, unit.table
+    network = verify_network(root, run, where, problems, unit.point, table)
     rows = [] if network is None else [network]
     svm = RunDir(run).svm
-    if is_link(svm):
-        return rows + [{**_row(where, layout.SVM, {}), "problems": [f"{layout.SVM}: is a symlink (not followed)"]}]
-    if not svm.is_dir():
-        return rows
-    for stage in sorted(svm.iterdir()):
+    try:
+        no_links(run, svm)
+    except Unusable as exc:
+        return rows + [_row(where, layout.SVM, {}, str(exc))]
+    for stage in sorted(svm.iterdir()) if svm.is_dir() else ():
         objective = stage.name
-        if stage.name.startswith(".") or not (stage.is_dir() or is_link(stage)):
+        if objective.startswith(".") or is_file(stage) or not present(stage):   # a link is checked (and refused)
             continue
         row = _row(where, objective, {})
         rows.append(row)
         got = design = ds = None   # the last program's arrays go before the next problem is built
         try:
-            _no_links(root, stage)
-            record = _read_json(root, stage / layout.RESULT)
+            record = read_stored(root, stage / layout.RESULT)
             row.update(_shown(record))
-            cfg = _read_config(root, stage / layout.CONFIG)
-            row["problems"] += _identity(cfg, run, root, point)
+            cfg = read_stored(root, stage / layout.CONFIG, config=True)
+            row["problems"] += _identity(cfg, run, root, unit.point)
             design, ds, program = _design(objective, cfg, problems,
                                           lambda c, dim: load_trained(run, c, dim, objective))
             if design is None:   # a non-convex program (paper 003): no certificate; its seeded search is rerun
@@ -491,13 +454,12 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
                 row["problems"] += got.pop("problems")
                 continue
             compact = stage / layout.COMPACT
-            arrays = None
-            if present(compact) or record.get("status") != "failed":   # a failed solve may have stored nothing
+            if present(compact) or record.get("status") != Status.FAILED:   # a failed solve may have stored nothing
                 extra = [(layout.RESULT, record)]
                 if table is not None:
                     if objective in table:
                         extra.append((f"{layout.TABLES}/{layout.ERRORS}", table[objective]))
-                    elif record.get("status") in SOLVED:
+                    elif record.get("status") in tuple(Status):
                         row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
                 got, _, form, arrays = _check_compact(root, compact, design, ds, objective, problems.tol, row["problems"],
                                                       extra)
@@ -509,7 +471,7 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
                 row["problems"] += compare_claims(got, record, layout.RESULT)
             if got["val_out"] is not None:
                 try:
-                    preds = _read_npz(root, stage / layout.PREDICTIONS, ("train_out", "val_out"))
+                    preds = read_npz(root, stage / layout.PREDICTIONS, ("train_out", "val_out"))
                     # a zeta stored as its multipliers reproduces the certificate to WRITE_TOL, the outputs to ~1e-9
                     row["problems"] += compare_predictions(got, preds, len(got["train_out"]), len(design.x_val),
                                                            RTOL if form == "zeta" else PREDICTION_RTOL)
@@ -517,7 +479,7 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
                     row["problems"].append(str(exc))
             elif present(stage / layout.PREDICTIONS):
                 row["problems"].append(f"{layout.PREDICTIONS}: stored for a program without a predictor")
-            if export is not None and not row["problems"] and got["status"] in ("optimal", "infeasible"):
+            if export is not None and not row["problems"] and is_result(got["status"]):
                 # where the verified arrays are and their digest, not the arrays (memory: one program's)
                 export[(where, objective)] = (compact, _arrays_digest(arrays), stage / layout.CONFIG,
                                               RunDir(run).model if program.needs_trained else None)
@@ -527,6 +489,68 @@ def verify_run(root: Path, run: Path, where: str, problems: _Problems, export: d
         finally:
             _finish(row, got)
             problems.tick()
+        if unit.own is not None and row["verified"] and "compact" in row["checked"]:
+            try:   # its copy in the sweep's solutions/ is verified with it
+                unit.own[(unit.point, objective)] = _digest(read_untrusted(compact, MAX_SOLUTION_BYTES))
+            except (OSError, ValueError):
+                pass
+    return rows
+
+
+def _check_copies(root: Path, unit: _Unit, problems: _Problems) -> list[dict]:
+    """One row per compact file `solutions/<id>/<objective>.npz` (a results folder's, or a sweep's
+    copies of its points' files: one whose bytes have the digest of its verified point's is not
+    checked twice)."""
+    from gbcli.registry import spec_of
+    from gbcli.runs.stages import load_checkpoint
+
+    point, where, (cfg, cfg_error) = unit.folder, unit.where, unit.config
+    identity = _identity(cfg, point, root, point.name) if cfg is not None else []
+
+    def trained_from(c, dim):
+        path = point / layout.MODEL
+        no_links(root, path)
+        if not present(path):
+            raise Unusable(f"the program reads the trained network: {layout.MODEL} missing")
+        state = load_checkpoint(path)
+        if state.get("kind") != c.model.kind:
+            raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 30)}, the config a {c.model.kind}")
+        return spec_of(c).load(state, c, dim, path)
+
+    rows = []
+    for path in sorted(p for p in point.iterdir() if p.suffix == ".npz"):
+        objective = path.stem
+        if unit.own and (point.name, objective) in unit.own:
+            try:   # a copy of the point's own compact.npz: verified with the point
+                if _digest(read_untrusted(path, MAX_SOLUTION_BYTES)) == unit.own[(point.name, objective)]:
+                    problems.tick()
+                    continue
+            except (OSError, ValueError):
+                pass
+        row = _row(where, objective, {})
+        rows.append(row)
+        got = design = ds = None   # the last program's arrays go before the next problem is built
+        try:
+            if cfg is None:
+                raise Unusable(cfg_error)
+            row["problems"] += identity
+            design, ds, program = _design(objective, cfg, problems, trained_from)
+            if design is None:
+                raise Unusable("not a convex program: no certificate to check")
+            extra = []
+            if unit.table is not None:
+                c = unit.table.get(objective)
+                if c is None:
+                    row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
+                else:
+                    extra.append((layout.ERRORS, c))
+            got, claims, form, _ = _check_compact(root, path, design, ds, objective, problems.tol, row["problems"], extra)
+            row.update(_shown(claims), checked=form)
+        except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
+            _unchecked(row, exc)
+            got = None
+        _finish(row, got)
+        problems.tick()
     return rows
 
 
@@ -547,12 +571,8 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
 
     problem = problems.problem(cfg)
     trained = load_trained(run, cfg, problem.dataset.dim, stage.name) if program.needs_trained else None
-    try:
+    with _unusable():
         result, arrays = program.fit(stage.name, cfg, spec_of(cfg), problem, trained, echo=lambda msg: None)
-    except MissingInput:
-        raise
-    except GbError as exc:
-        raise Unusable(shorten(str(exc), 200)) from None
     bad = []
     for key in NONCONVEX_CLAIMS:
         want, claim = result.get(key), record.get(key)
@@ -564,7 +584,7 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
                 bad.append(f"{name}: stored for a program without a point")
             continue
         try:
-            stored = _read_npz(root, stage / name, tuple(arrays[stem]))
+            stored = read_npz(root, stage / name, tuple(arrays[stem]))
         except Unusable as exc:
             bad.append(str(exc))
             continue
@@ -590,12 +610,28 @@ def _same_claim(want, claim) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=NONCONVEX_RTOL, atol=NONCONVEX_RTOL, equal_nan=True))
 
 
+# ------------------------------------------------------------------ what there is to verify, in one traversal
+
+
+class _Unit(NamedTuple):
+    """A folder whose programs `verify` checks together, one row each: a run directory (its `gd/` and
+    `svm/<objective>/`), a sweep's point, or a results folder's `solutions/<id>/` (`copies`)."""
+
+    where: str
+    folder: Path
+    copies: bool = False
+    point: str | None = None    # the id the folder must be (None: a run of its own)
+    table: dict | None = None   # its programs' claims in tables/errors.csv, by predictor (None: none to check)
+    own: dict | None = None     # a sweep's digests of its points' verified compact files (`_check_run` fills them)
+    config: tuple = (None, "")  # solutions/<id>/: (its config, or None and why not)
+
+
 def _errors_claims(folder: Path, root: Path) -> dict:
     """(point, predictor) -> the row of folder/tables/errors.csv (a results folder's claims)."""
     path = RunDir(folder).errors
     if not present(path):
         return {}
-    _no_links(root, path)
+    no_links(root, path)
     table = read_csv_untrusted(path)
     out = {}
     if "point" not in table.columns or "predictor" not in table.columns:
@@ -609,110 +645,52 @@ def _errors_claims(folder: Path, root: Path) -> dict:
     return out
 
 
-def _digest(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def _arrays_digest(arrays: dict[str, np.ndarray]) -> bytes:
-    h = hashlib.sha256()
-    for k in sorted(arrays):
-        a = np.ascontiguousarray(arrays[k])
-        h.update(f"{k} {a.dtype.str} {a.shape}".encode() + a.tobytes())
-    return h.digest()
-
-
-def verify_solutions(root: Path, folder: Path, prefix: str, problems: _Problems,
-                     skip: dict[tuple[str, str], bytes] | None = None) -> list[dict]:
-    """One row per compact file of `folder/solutions/<id>/<objective>.npz` (a results folder or a
-    sweep's copies). `skip`: files whose bytes have these digests (`_digest`) were verified already
-    (a sweep's own points; a digest, not the bytes: memory does not grow with the points)."""
-    from gbcli.runs.stages import load_checkpoint
-    from gbcli.registry import spec_of
-
-    sols = folder / layout.SOLUTIONS
-    rows = []
-    try:
-        claims_csv = _errors_claims(folder, root)
-    except (Unusable, OSError, ValueError, GbError) as exc:
-        claims_csv = None
-        rows.append({**_row(prefix or folder.name, f"{layout.TABLES}/{layout.ERRORS}", {}),
-                     "problems": [shorten(str(exc), 200)]})
-    points = [p for p in sorted(sols.iterdir()) if not p.name.startswith(".")]
-    configs: dict[str, tuple] = {}   # read first: the points are checked grouped by data and problem
-    for point in points:
-        if is_dir(point):
-            try:
-                configs[point.name] = (_read_config(root, point / layout.CONFIG), "")
-            except Unusable as exc:
-                configs[point.name] = (None, str(exc))
-    by_point: dict[str, list[dict]] = {}   # the rows, given in the points' order
-    order = sorted(points, key=lambda p: _group_key(configs.get(p.name, (None,))[0]))   # stable: by name in a group
-    for point in order:
-        where = f"{prefix}{point.name}"
-        out = by_point[point.name] = []
-        if not is_dir(point):
-            out.append({**_row(where, "", {}), "problems": [f"{point.name}: is a symlink or not a folder (not followed)"]})
+def _walk(root: Path, targets: list):
+    """Everything `verify` checks under `root`, in the order it checks it: (slot, a `_Unit` or rows
+    already known), the slots numbering the rows as the folders are listed. A sweep's points come
+    before its `solutions/` (the copies of verified points are not checked twice); within each, the
+    folders are grouped by data and problem (`_group_key`). A generator: a `solutions/` folder's
+    claimed programs without their file are looked for once its copies are checked."""
+    slot = itertools.count()
+    for folder, kind, prefix in targets:
+        if kind == "run":
+            yield next(slot), _Unit(prefix.rstrip("/") or folder.name, folder)
             continue
-        files = sorted(p for p in point.iterdir() if p.suffix == ".npz")
-        (cfg, cfg_error), identity = configs[point.name], []
-        try:
-            identity = _identity(cfg, point, root, point.name) if cfg is not None else []
-        except Unusable as exc:
-            cfg_error = str(exc)
-
-        def trained_from(c, dim, _point=point):
-            path = _point / layout.MODEL
-            _no_links(root, path)
-            if not present(path):
-                raise Unusable(f"the program reads the trained network: {layout.MODEL} missing")
-            state = load_checkpoint(path)
-            if state.get("kind") != c.model.kind:
-                raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 30)}, the config a {c.model.kind}")
-            return spec_of(c).load(state, c, dim, path)
-
-        for path in files:
-            objective = path.stem
-            if skip and (point.name, objective) in skip and not is_link(path):
-                try:   # a copy of the point's own compact.npz: verified with the point
-                    if _digest(read_untrusted(path, MAX_SOLUTION_BYTES)) == skip[(point.name, objective)]:
-                        problems.tick()
-                        continue
-                except (OSError, ValueError):
-                    pass
-            row = _row(where, objective, {})
-            out.append(row)
-            got = design = ds = None   # the last program's arrays go before the next problem is built
-            try:
-                if cfg is None:
-                    raise Unusable(cfg_error)
-                row["problems"] += identity
-                design, ds, program = _design(objective, cfg, problems, trained_from)
-                if design is None:
-                    raise Unusable("not a convex program: no certificate to check")
-                extra = []
-                if claims_csv is not None and claims_csv:
-                    c = claims_csv.get((point.name, objective))
-                    if c is None:
-                        row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
-                    else:
-                        extra.append((layout.ERRORS, c))
-                got, claims, form, _ = _check_compact(root, path, design, ds, objective, problems.tol, row["problems"],
-                                                      extra)
-                row.update(_shown(claims), checked=form)
-            except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
-                _unchecked(row, exc)
-                got = None
-            _finish(row, got)
-            problems.tick()
-    for point in points:
-        rows += by_point[point.name]
-    for (point, objective), c in sorted((claims_csv or {}).items()):   # a claimed program without its solution
-        if c.get("status") in SOLVED and not present(sols / point / f"{objective}.npz") and \
-                not (skip and (point, objective) in skip):
-            rows.append({**_row(f"{prefix}{point}", objective, c),
-                         "problems": [f"{layout.SOLUTIONS}/{point}/{objective}.npz: missing ({layout.TABLES}/{layout.ERRORS} "
-                                      f"has the program)"]})
-    return rows
+        own = {} if kind == "sweep" else None
+        phases = [(SweepDir(folder).points, False)] if kind == "sweep" else []
+        sols = folder / layout.SOLUTIONS
+        phases += [(sols, True)] if kind != "sweep" or is_dir(sols) else []
+        for listing, copies in phases:
+            try:   # the folder's table is checked against every program recomputed
+                table = _errors_claims(folder, root)
+            except (Unusable, OSError, ValueError, GbError) as exc:
+                table = {}
+                yield next(slot), [_row(prefix or folder.name, f"{layout.TABLES}/{layout.ERRORS}", {},
+                                        shorten(str(exc), 200))]
+            units = []
+            for p in (sorted(listing.iterdir()) if is_dir(listing) else ()):
+                if p.name.startswith("."):
+                    continue
+                where, s = f"{prefix}{p.name}", next(slot)
+                if not is_dir(p):
+                    units.append((("", ""), s, [_row(where, "", {}, f"{'' if copies else layout.POINTS + '/'}{p.name}: "
+                                                                    f"is a symlink or not a folder (not followed)")]))
+                    continue
+                try:   # the group's config: solutions/<id>/'s own, a point's network's
+                    cfg, why = read_stored(root, p / layout.CONFIG if copies else RunDir(p).gd_config, config=True), ""
+                except Unusable as exc:
+                    cfg, why = None, str(exc)
+                claims = {o: c for (q, o), c in table.items() if q == p.name} if table else None
+                units.append((_group_key(cfg), s, _Unit(where, p, copies, p.name, claims, own,
+                                                        (cfg, why) if copies else (None, ""))))
+            for _, s, unit in sorted(units, key=itemgetter(0)):   # stable: by name within a group
+                yield s, unit
+            if copies:   # a claimed program without its solution
+                yield next(slot), [
+                    _row(f"{prefix}{q}", o, c, f"{layout.SOLUTIONS}/{q}/{o}.npz: missing ({layout.TABLES}/{layout.ERRORS} "
+                                               f"has the program)")
+                    for (q, o), c in sorted(table.items()) if c.get("status") in tuple(Status)
+                    and not present(sols / q / f"{o}.npz") and not (own and (q, o) in own)]
 
 
 def _kind(path: Path) -> str | None:
@@ -750,76 +728,37 @@ def verify(path: str | Path, export: dict | None = None, progress: bool = False,
     if not root.is_dir():
         raise GbError(f"DIR: {shorten(str(root), 200)}: not a directory")
     kind = _kind(root)
-    targets = [(root, kind, "")] if kind else []
-    if not targets:
-        for sub in sorted(root.iterdir()):
-            if is_dir(sub) and not sub.name.startswith("."):
-                k = _kind(sub)
-                if k:
-                    targets.append((sub, k, f"{sub.name}/"))
+    targets = [(root, kind, "")] if kind else \
+        [(sub, k, f"{sub.name}/") for sub in sorted(root.iterdir()) if is_dir(sub) and not sub.name.startswith(".")
+         and (k := _kind(sub))]
     if not targets:
         raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (not a run or sweep directory, no "
                       f"solutions/ folder, and no subfolder that is one)")
     with Progress(f"verify {shorten(str(root), 60)}", _programs(targets), show=progress,
                   counter="{done}/{total} results") as bar:
+        problems, slots = _Problems(bar.advance, tol), {}
         # a received file's numbers may overflow (a predictor scaled by 1e308): it is then not verified,
         # and said so in its row, not in numpy warnings on the terminal
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            return _verify(root, targets, _Problems(bar.advance, tol), export)
-
-
-def _config_or_none(root: Path, path: Path):
-    """The config at `path`, or None when it cannot be used (only for the order of the checks:
-    each program's own config is read and judged when it is checked)."""
-    if not is_file(path):
-        return None
-    try:
-        return _read_config(root, path)
-    except Unusable:
-        return None
-
-
-def _verify(root: Path, targets: list, problems: _Problems, export: dict | None) -> list[dict]:
-    rows: list[dict] = []
-    for folder, k, prefix in targets:
-        if k == "run":
-            rows += verify_run(root, folder, prefix.rstrip("/") or folder.name, problems, export)
-        elif k == "sweep":
-            points = SweepDir(folder).points
-            own: dict[tuple[str, str], bytes] = {}   # digests of the points' verified compact files
-            try:   # the aggregated table is checked against every point's recomputed programs
-                table = _errors_claims(folder, root)
-            except (Unusable, OSError, ValueError, GbError) as exc:
-                table = {}
-                rows.append({**_row(prefix or folder.name, f"{layout.TABLES}/{layout.ERRORS}", {}),
-                             "problems": [shorten(str(exc), 200)]})
-            if is_dir(points):
-                listed = [p for p in sorted(points.iterdir()) if not p.name.startswith(".")]
-                by_point: dict[str, list[dict]] = {}   # checked grouped by data and problem, given in order
-                for p in sorted(listed, key=lambda p: _group_key(_config_or_none(root, RunDir(p).gd_config))):
-                    if not is_dir(p):
-                        by_point[p.name] = [{**_row(f"{prefix}{p.name}", "", {}),
-                                             "problems": [f"points/{p.name}: is a symlink or not a folder (not followed)"]}]
-                        continue
-                    point_rows = by_point[p.name] = verify_run(
-                        root, p, f"{prefix}{p.name}", problems, export, point=p.name,
-                        table={o: c for (q, o), c in table.items() if q == p.name} if table else None)
-                    for r in point_rows:
-                        c = RunDir(p).program(r["objective"]) / layout.COMPACT
-                        if r["verified"] and "compact" in r["checked"]:
-                            try:
-                                own[(p.name, r["objective"])] = _digest(read_untrusted(c, MAX_SOLUTION_BYTES))
-                            except (OSError, ValueError):
-                                pass
-                for p in listed:
-                    rows += by_point[p.name]
-            if is_dir(folder / layout.SOLUTIONS):
-                rows += verify_solutions(root, folder, prefix, problems, skip=own)
-        else:
-            rows += verify_solutions(root, folder, prefix, problems)
-    if not rows:
-        raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (no solved program found)")
+            for s, unit in _walk(root, targets):
+                slots[s] = unit if isinstance(unit, list) else _check_copies(root, unit, problems) if unit.copies \
+                    else _check_run(root, unit, problems, export)
+        rows = [r for s in sorted(slots) for r in slots[s]]
+        if not rows:
+            raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (no solved program found)")
     return rows
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _arrays_digest(arrays: dict[str, np.ndarray]) -> bytes:
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k} {a.dtype.str} {a.shape}".encode() + a.tobytes())
+    return h.digest()
 
 
 # ------------------------------------------------------------------ solutions into a results folder
@@ -859,7 +798,7 @@ def export_solutions(source: str | Path, dest: str | Path, progress: bool = Fals
     for (where, objective), (compact, digest, config, model) in sorted(found.items()):
         folder = dest / where
         try:   # read again (verify kept only its digest): exactly the arrays it verified, or none
-            arrays = _read_npz(Path(source), compact, COMPACT_ARRAYS)
+            arrays = read_npz(Path(source), compact, COMPACT_ARRAYS)
         except Unusable as exc:
             arrays, why = None, str(exc)
         if arrays is None or _arrays_digest(arrays) != digest:

@@ -29,10 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gbcli.config.loading import load_yaml_text, validate
+from gbcli.config.loading import MAX_CONFIG_BYTES, load_yaml_text, validate
+from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
-from gbcli.fs.safe import atomic_write_bytes, is_dir, is_file, is_link, read_untrusted, remove, write_npz
+from gbcli.fs.safe import (atomic_write_bytes, is_dir, is_file, is_link, read_json, read_text_untrusted, read_untrusted,
+                           remove, write_npz)
 from gbcli.programs.certify import certificate, predictor_from, recovery_scales, scale_groups
 from gbcli.programs.design import GatedDesign, Solution, decision
 from gbcli.text import shorten
@@ -40,7 +42,6 @@ from gbcli.text import shorten
 FORMAT, VERSION = "gb-solution", 1
 ZETA_INLINE_BYTES = 64 * 1024          # a predictor this small is stored as it is
 MAX_SOLUTION_BYTES = 512 * 1024 ** 2   # a stored solution file larger than this is not read
-MAX_CONFIG_BYTES = 1024 ** 2
 CLAIMS = ("status", "certified", "objective", "primal_objective", "dual_objective", "rel_gap", "min_margin",
           "train_error", "val_error", "relative_margin_bound", "tolerance", "solver")
 RTOL = 1e-9        # claimed objective and bounds against the recomputed ones (relative)
@@ -49,7 +50,6 @@ GAP_ATOL = 1e-10   # claimed relative gap and smallest margin against the recomp
 # Figure 2's C = 4 points) has values of ~1e-29 that are rounding alone and differ in every digit
 OBJECTIVE_ATOL = 1e-15
 WRITE_TOL = 1e-11  # the multipliers form is written only when it reproduces the certificate this closely
-SOLVED = ("optimal", "inaccurate", "infeasible", "failed")   # the statuses of a convex program's record
 COMPACT_ARRAYS = ("meta", "lam_index", "lam_value", "scale", "zeta", "val_sign")
 
 
@@ -96,9 +96,9 @@ def _same_certificate(a: dict, b: dict, rtol: float = WRITE_TOL) -> bool:
         return False
     for key in ("primal_objective", "dual_objective", "relative_margin_bound"):
         if key in a or key in b:
-            if not _close(a.get(key), b.get(key), rtol, OBJECTIVE_ATOL if key != "relative_margin_bound" else 0.0):
+            if not close(a.get(key), b.get(key), rtol, OBJECTIVE_ATOL if key != "relative_margin_bound" else 0.0):
                 return False
-    return all(_close(a[k], b[k], 0.0, rtol) for k in ("rel_gap", "min_margin"))
+    return all(close(a[k], b[k], 0.0, rtol) for k in ("rel_gap", "min_margin"))
 
 
 def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, tol: float, val_sign: np.ndarray,
@@ -126,7 +126,7 @@ def write_compact(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     write_npz(path, **arrays)
 
 
-def _no_links(root: Path, path: Path) -> None:
+def no_links(root: Path, path: Path) -> None:
     """Refuse `path` when it or any folder between `root` and it is a symlink (root may be one:
     the user named it)."""
     p = root
@@ -136,8 +136,27 @@ def _no_links(root: Path, path: Path) -> None:
             raise Unusable(f"{p.relative_to(root)}: is a symlink (not followed)")
 
 
-def _read_npz(root: Path, path: Path, allowed: tuple[str, ...]) -> dict[str, np.ndarray]:
-    _no_links(root, path)
+def read_stored(root: Path, path: Path, config: bool = False):
+    """The JSON record (a dict) at `path` or, with `config`, its validated config (at most the
+    config loader's MAX_CONFIG_BYTES), read as untrusted data below `root`; Unusable says why not."""
+    no_links(root, path)
+    try:
+        raw = load_yaml_text(read_text_untrusted(path, MAX_CONFIG_BYTES)) if config else read_json(path)
+    except FileNotFoundError:
+        raise Unusable(f"{path.name}: missing") from None
+    except Exception as exc:   # noqa: BLE001 (OSError, JSON, YAML, unicode, size)
+        raise Unusable(f"{path.name}: unreadable ({type(exc).__name__})") from None
+    if not isinstance(raw, dict):
+        raise Unusable(f"{path.name}: not a {'config' if config else 'record'}")
+    try:
+        return validate(raw, path.name) if config else raw
+    except GbError as exc:
+        raise Unusable(shorten(str(exc), 200)) from None
+
+
+def read_npz(root: Path, path: Path, allowed: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays of an npz below `root` (members named in `allowed` only), as `read_stored` reads."""
+    no_links(root, path)
     try:
         data = read_untrusted(path, MAX_SOLUTION_BYTES)
     except FileNotFoundError:
@@ -174,8 +193,9 @@ def _float_array(a: np.ndarray | None, name: str, shape: tuple, finite: bool = T
     return a
 
 
-def _compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
-    """(zeta, lam, val_sign, claims, form) of a compact file, checked against the design."""
+def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
+    """(zeta, lam, val_sign, claims, form) of a compact file's arrays (`read_npz`), checked against
+    the design of `objective`: Unusable when they do not fit it."""
     n, rows, dim, m = len(design.y_train), design.rows, design.x_train.shape[1], len(design.x_val)
     meta_a = arrays.get("meta")
     if meta_a is None or meta_a.dtype.kind != "U" or meta_a.shape != ():
@@ -232,7 +252,9 @@ def _compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tupl
     return zeta, lam, sign, claims, form
 
 
-def _close(a, b, rtol: float = RTOL, atol: float = 0.0) -> bool:
+def close(a, b, rtol: float = RTOL, atol: float = 0.0) -> bool:
+    """A claimed number equal to a recomputed one within atol + rtol * the larger (NaN to NaN, an
+    infinity to itself); False for anything that is not a number."""
     try:
         a, b = float(a), float(b)
     except (TypeError, ValueError):
@@ -264,8 +286,8 @@ def copy_point_solutions(run_dir: Path, dest: Path) -> int:
         atomic_write_bytes(dest / f"{stage.name}.npz", data)
         config = config or stage / layout.CONFIG
         try:
-            cfg = validate(load_yaml_text(read_untrusted(stage / layout.CONFIG, MAX_CONFIG_BYTES).decode("utf-8")))
-            needs_model = needs_model or program_of(cfg, stage.name).needs_trained
+            needs_model = needs_model or program_of(read_stored(stage, stage / layout.CONFIG, config=True),
+                                                    stage.name).needs_trained
         except Exception:   # noqa: BLE001 (verify says what is wrong with it)
             pass
         n += 1
@@ -284,7 +306,7 @@ def read_compact(path: str | Path) -> tuple[np.ndarray | None, np.ndarray | None
     recovers it), lam the full-length multipliers (None when none were stored). Unusable when it
     is not a gb solution file."""
     path = Path(path)
-    arrays = _read_npz(path.parent, path, COMPACT_ARRAYS)
+    arrays = read_npz(path.parent, path, COMPACT_ARRAYS)
     try:
         meta = json.loads(str(arrays["meta"][()]))
         n = int(meta["n"])
