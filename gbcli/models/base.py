@@ -46,8 +46,8 @@ class ModelParams(Section):
     kind: str
     init_seed: Optional[StrictInt] = Field(None, ge=0, lt=2 ** 63,
                                            description="default: contexts.seed for GLNs, 1 otherwise")
-    init_scale: StrictFloat = Field(1.0, gt=0, le=1e6, allow_inf_nan=False,   # beyond, float32 outputs overflow at step 0
-                              description="multiplies the initial weights")
+    init_scale: StrictFloat = Field(1.0, gt=0, le=1e6, allow_inf_nan=False,   # beyond: float32 overflow at step 0
+                                    description="multiplies the initial weights")
 
     @property
     def predictor(self) -> str:
@@ -169,10 +169,14 @@ class ModelSpec:
         """The trained network of a checkpoint (`state`: what `save` returned), float64."""
         model = self.network(cfg, dim)
         try:
-            model.load_state_dict(state["state_dict"])
-        except (RuntimeError, KeyError, TypeError):
+            model.load_state_dict(self.trained_state(state["state_dict"], dim))
+        except (RuntimeError, KeyError, TypeError, IndexError):
             raise GbError(f"{path}: does not match the configured network (rerun `gb train-gd`)") from None
         return model.double()
+
+    def trained_state(self, state_dict: dict, dim: int) -> dict:
+        """A checkpoint's state dict as the configured network loads it."""
+        return state_dict
 
     # ---- programs and instruments
     def matching_program(self, cfg) -> str | None:
@@ -215,14 +219,18 @@ class ModelSpec:
 # ------------------------------------------------------------------ shared helpers
 
 
+def networks(module: str):
+    """The torch modules of the kind module `module` (its `__name__`): `gbcli.models.networks.<kind>`."""
+    return importlib.import_module(f"gbcli.models.networks.{module.rsplit('.', 1)[1]}")
+
+
 def networks_of(module: str, *names: str) -> Callable[[str], Any]:
-    """A kind module's `__getattr__` (PEP 562): its networks `names`, defined in
-    `gbcli.models.networks.<kind>` (torch), as attributes of the kind's module on first use."""
-    kind = module.rsplit(".", 1)[1]
+    """A kind module's `__getattr__` (PEP 562): its networks `names` (`networks(module)`) as
+    attributes of the kind's module on first use."""
 
     def attribute(name: str) -> Any:
         if name in names:
-            return getattr(importlib.import_module(f"gbcli.models.networks.{kind}"), name)
+            return getattr(networks(module), name)
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return attribute

@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field, StrictInt
 
 from gbcli.models import construction
-from gbcli.models.base import ModelParams, networks_of
+from gbcli.models.base import ModelParams, networks, networks_of
 
 __getattr__ = networks_of(__name__, "SharedFilterConv")   # gbcli.models.networks.conv (torch)
 
@@ -32,9 +32,7 @@ class Spec(construction.ConstructionSpec):
     example_x = [[4.0, 0.7, -4.0, 0.7]]
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.conv import SharedFilterConv
-
-        return SharedFilterConv(cfg.model.patches, dim, cfg.model.activation)
+        return networks(__name__).SharedFilterConv(cfg.model.patches, dim, cfg.model.activation)
 
     def numpy_margins(self, theta_parts, x, cfg):
         w, v = theta_parts

@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import Field, StrictInt
 
 from gbcli.errors import GbError
-from gbcli.models.base import ModelParams, ModelSpec, init_tensor, networks_of
+from gbcli.models.base import ModelParams, ModelSpec, init_tensor, networks, networks_of
 
 __getattr__ = networks_of(__name__, "ConvNet")   # gbcli.models.networks.convnet (torch)
 
@@ -49,7 +49,6 @@ class Spec(ModelSpec):
     kind, Params = "convnet", Params
     description = "paper 001's appendix D: six conv layers, fc(3136, 128), fc(128, 1), biases"
     instruments = ("layer_rank", "features")
-    example_model = {"convs": [[2, 3, 2, 1]], "fc_units": 3}
 
     def homogeneous(self, params):
         return False
@@ -59,15 +58,10 @@ class Spec(ModelSpec):
             raise ValueError(f"dataset.name: model.kind convnet takes 28 x 28 images (mnist, fashion-mnist), "
                              f"not inputs of dimension {cfg.dataset.feature_dim()}")
 
-    def example(self, program):
-        raise NotImplementedError("convnet has no programs")
-
     def network(self, cfg, dim):
         if dim != IMAGE * IMAGE + 1:
             raise GbError(f"dataset.name: model.kind convnet takes 28 x 28 images, not inputs of dimension {dim}")
-        from gbcli.models.networks.convnet import ConvNet
-
-        return ConvNet(cfg.model.convs, cfg.model.fc_units, IMAGE)
+        return networks(__name__).ConvNet(cfg.model.convs, cfg.model.fc_units, IMAGE)
 
     def build(self, cfg, dim):
         """torch's default init for every layer from the seeded generator, then the fc weights x init_scale."""

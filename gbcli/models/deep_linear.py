@@ -14,7 +14,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Program, networks_of
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Program, networks, networks_of
 from gbcli.models.linear import linear_design
 
 __getattr__ = networks_of(__name__, "DeepLinear")   # gbcli.models.networks.deep_linear (torch)
@@ -36,9 +36,7 @@ class Spec(ModelSpec):
     example_model = {"depth": 3, "width": 4}
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.deep_linear import DeepLinear
-
-        return DeepLinear(cfg.model.depth, cfg.model.width, dim)
+        return networks(__name__).DeepLinear(cfg.model.depth, cfg.model.width, dim)
 
     def matching_program(self, cfg):
         return "svm-shallow"

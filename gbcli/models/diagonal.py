@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field, StrictInt
 
 from gbcli.models import construction
-from gbcli.models.base import ModelParams, networks_of
+from gbcli.models.base import ModelParams, networks, networks_of
 
 __getattr__ = networks_of(__name__, "DiagonalNet")   # gbcli.models.networks.diagonal (torch)
 
@@ -31,9 +31,7 @@ class Spec(construction.ConstructionSpec):
     example_x = [[1.0, 2.0]]
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.diagonal import DiagonalNet
-
-        return DiagonalNet(cfg.model.depth, dim, cfg.model.activation)
+        return networks(__name__).DiagonalNet(cfg.model.depth, dim, cfg.model.activation)
 
     def numpy_margins(self, theta_parts, x, cfg):
         """f = sum_k x_k w_mk prod_{j<m} w_jk, times the gates of the prefix products, and its Jacobian."""

@@ -14,7 +14,8 @@ from gbcli.models import relu
 class Params(relu.Params):
     kind: Literal["frelu"] = Field("frelu", description="ReLU network whose gates freeze after freeze_gates_after "
                                                         "epochs")
-    freeze_gates_after: StrictInt = Field(0, ge=0, description="epochs of ordinary ReLU training before the gates freeze")
+    freeze_gates_after: StrictInt = Field(0, ge=0,
+                                          description="epochs of ordinary ReLU training before the gates freeze")
 
 
 class Spec(relu.Spec):

@@ -29,20 +29,10 @@ class Hyperplanes:
     offsets: np.ndarray
     raw_offsets: np.ndarray | None = None
     # (N_pool, H*k) sides of every pool image, from the very products its median offsets came from:
-    # the image at the median of an odd pool lies on the hyperplane, and takes the rule's side (0 for
-    # [w.x > b], 1 for svm-rc's [w.x >= b]) only if it is gated with those products, not another
-    # product's rounding (which put one validation image of 400 in the other context)
+    # the image at the median of an odd pool lies on the hyperplane, and takes the rule's side only
+    # if it is gated with those products, not another product's rounding
     pool_sides: np.ndarray | None = None
     inclusive: bool = False   # the side is [w.x >= b] (svm-rc, protocol section 10), not [w.x > b]
-
-    @property
-    def units(self) -> int:
-        return self.normals.shape[0]
-
-    @property
-    def count(self) -> int:
-        """C = 2^k contexts per unit."""
-        return 2 ** self.normals.shape[1]
 
     def local_contexts(self, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """(N, H) int64 local context of every input at every unit. `rows`: x is x_pool[rows], whose

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of
 from gbcli.models.gating import published_hyperplanes, sample_hyperplanes
 
 if TYPE_CHECKING:
@@ -85,14 +85,10 @@ class Spec(HyperplaneSpec):
 
     @property
     def Stacked(self):
-        from gbcli.models.networks.gln import StackedGLN
-
-        return StackedGLN
+        return networks(__name__).StackedGLN
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.gln import DeepGLN
-
-        return DeepGLN(cfg.model.hidden_units, cfg.contexts.count, dim, cfg.model.output_bias)
+        return networks(__name__).DeepGLN(cfg.model.hidden_units, cfg.contexts.count, dim, cfg.model.output_bias)
 
     def matching_program(self, cfg):
         return "svm-gln"

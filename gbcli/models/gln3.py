@@ -15,7 +15,7 @@ from typing import ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, networks_of
+from gbcli.models.base import InitScheme, ModelParams, networks, networks_of
 from gbcli.models.gln import HyperplaneSpec
 
 __getattr__ = networks_of(__name__, "GLN3")   # gbcli.models.networks.gln3 (torch)
@@ -31,16 +31,12 @@ class Params(ModelParams):
 class Spec(HyperplaneSpec):
     kind, Params = "gln3", Params
     description = "three-layer GLN: H x C contexts at both hidden layers (degree 3)"
-    instruments = ("kkt",)
-    example_model = {"hidden_units": 3}
 
     def gated_units(self, params):
         return 2 * params.hidden_units   # H per hidden layer
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.gln3 import GLN3
-
-        return GLN3(cfg.model.hidden_units, cfg.contexts.count, dim)
+        return networks(__name__).GLN3(cfg.model.hidden_units, cfg.contexts.count, dim)
 
     def describe(self, row):
         return f"H={row['hidden_units']} (x2 layers), C={row['contexts']}, N={row['train_size']}"

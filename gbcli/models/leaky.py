@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field, StrictFloat, StrictInt, field_validator
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of
 from gbcli.models.linear import linear_design
 
 if TYPE_CHECKING:
@@ -22,12 +22,14 @@ __getattr__ = networks_of(__name__, "LeakyNet")   # gbcli.models.networks.leaky 
 
 class Params(ModelParams):
     kind: Literal["leaky"] = Field("leaky", description="paper 002: 2k leaky ReLU units, output weights fixed to +-v")
-    hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="2k: k units with output weight +v, k with -v")
+    hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1,
+                                    description="2k: k units with output weight +v, k with -v")
     init: Optional[InitScheme] = Field(None, description="default: normal")
-    leaky_alpha: StrictFloat = Field(0.2, ge=0, lt=1, allow_inf_nan=False, description="slope alpha of max(alpha z, z); 0 is a ReLU net "
-                                                             "(appendix D.1's counterexample: Theorem 5.1 needs alpha > 0)")
+    leaky_alpha: StrictFloat = Field(0.2, ge=0, lt=1, allow_inf_nan=False,
+                                     description="slope alpha of max(alpha z, z); 0 is a ReLU net (appendix D.1's "
+                                                 "counterexample: Theorem 5.1 needs alpha > 0)")
     output_weight: StrictFloat = Field(1.0, gt=0, le=1e6, allow_inf_nan=False,   # a float32 weight
-                                 description="v, the fixed output weight (+v first k units, -v last k)")
+                                       description="v, the fixed output weight (+v first k units, -v last k)")
 
     @field_validator("hidden_units")
     @classmethod
@@ -61,19 +63,17 @@ class Spec(ModelSpec):
     example_model = {"hidden_units": 4}
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.leaky import LeakyNet
-
         m = cfg.model
-        return LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
+        return networks(__name__).LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
 
     def matching_program(self, cfg):
         return "svm-par"
 
     def matching_info(self, cfg, problem, solution):
         """svm-par's optimum bounds only perfectly clustered nets in the PAR (`best_normalized_margin`,
-        so the `margin` instrument's ratio is against that net: above 1 means GD beat every such net); and the PAR's gate signs
-        at the svm-par solution (the theorem's limit only if they hold): positives <w,x> > 0 > <u,x>,
-        negatives <w,x> < 0 < <u,x>."""
+        so the `margin` instrument's ratio is against that net: above 1 means GD beat every such net);
+        and the PAR's gate signs at the svm-par solution (the theorem's limit only if they hold):
+        positives <w,x> > 0 > <u,x>, negatives <w,x> < 0 < <u,x>."""
         k, v = cfg.model.hidden_units // 2, cfg.model.output_weight
         ds = problem.dataset
         yx = ds.y_train[:, None] * (ds.x_train @ solution.zeta.T)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks_of, sqrt_margin
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of, sqrt_margin
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -48,9 +48,7 @@ class Spec(ModelSpec):
     coordinate_descent = True
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.linear import Linear
-
-        return Linear(dim)
+        return networks(__name__).Linear(dim)
 
     def matching_program(self, cfg):
         return "svm-l1" if cfg.training.descent == "coordinate" else "svm-shallow"

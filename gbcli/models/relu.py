@@ -15,7 +15,7 @@ from pydantic import Field, StrictInt
 
 from gbcli.errors import GbError
 from gbcli.models import construction, one_class
-from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks_of, set_weights
+from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks, networks_of, set_weights
 from gbcli.models.gating import random_relu_gates
 from gbcli.models.linear import feature_design
 
@@ -123,9 +123,7 @@ class Spec(ModelSpec):
         return cfg
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.relu import ReLUNet
-
-        return ReLUNet(cfg.model.hidden_units, dim)
+        return networks(__name__).ReLUNet(cfg.model.hidden_units, dim)
 
     def init_scheme(self, cfg):
         return "normal" if cfg.model.init == "balanced" else super().init_scheme(cfg)
@@ -141,15 +139,13 @@ class Spec(ModelSpec):
             set_weights(model, cfg.model.weights)
 
     def load(self, state, cfg, dim, path):
-        from gbcli.models.networks.relu import ReLUNet
-
         sd = state.get("state_dict", {})
         if not isinstance(sd, dict) or "w1" not in sd:
             raise GbError(f"{path}: not a checkpoint of a {cfg.model.predictor} (rerun `gb train-gd`)")
         if sd["w1"].shape[0] != cfg.model.hidden_units:
             raise GbError(f"{path}: has {sd['w1'].shape[0]} hidden units, the config has model.hidden_units = "
                           f"{cfg.model.hidden_units}")
-        net = ReLUNet(sd["w1"].shape[0], sd["w1"].shape[1])
+        net = networks(__name__).ReLUNet(sd["w1"].shape[0], sd["w1"].shape[1])
         net.w_gate = sd["w_gate"]
         net.load_state_dict(sd)
         return net.double()

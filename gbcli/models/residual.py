@@ -20,7 +20,7 @@ from typing import Literal, Optional
 from pydantic import Field, StrictInt
 
 from gbcli.models import one_class
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks_of
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks, networks_of
 
 __getattr__ = networks_of(__name__, "ResidualNet")   # gbcli.models.networks.residual (torch)
 
@@ -45,9 +45,7 @@ class Spec(ModelSpec):
         return False
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.residual import ResidualNet
-
-        return ResidualNet(cfg.model.depth, cfg.model.width, dim)
+        return networks(__name__).ResidualNet(cfg.model.depth, cfg.model.width, dim)
 
 
 SPEC = Spec()

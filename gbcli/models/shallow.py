@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field
 
-from gbcli.errors import GbError
-from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks_of, sqrt_margin
+from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks, networks_of, sqrt_margin
 from gbcli.models.gln import HyperplaneSpec
 
 if TYPE_CHECKING:
@@ -52,27 +51,16 @@ class Spec(HyperplaneSpec):
     example_model = {"output_bias": False}
 
     def network(self, cfg, dim):
-        from gbcli.models.networks.shallow import ShallowGLN
+        return networks(__name__).ShallowGLN(cfg.contexts.count, dim, cfg.model.output_bias)
 
-        return ShallowGLN(cfg.contexts.count, dim, cfg.model.output_bias)
-
-    def load(self, state, cfg, dim, path):
+    def trained_state(self, sd, dim):
         """A trained (restricted) model comes back unrestricted: its full (C, D) weight."""
         import torch
 
-        from gbcli.models.networks.shallow import ShallowGLN
-
-        sd = state.get("state_dict", {})
-        net = ShallowGLN(cfg.contexts.count, dim, cfg.model.output_bias)
-        try:
-            w, slot = sd["w"], sd["slot"]
-            full = w if not len(slot) else sd["w_rest"].index_copy(
-                0, torch.nonzero(slot >= 0)[:, 0], w[slot[slot >= 0]])
-            net.load_state_dict({"w": full, "w_rest": torch.empty(0, dim), "slot": torch.empty(0, dtype=torch.long),
-                                 **({"bias": sd["bias"]} if "bias" in sd else {})})
-        except (RuntimeError, KeyError, TypeError, IndexError):
-            raise GbError(f"{path}: does not match the configured network (rerun `gb train-gd`)") from None
-        return net.double()
+        w, slot = sd["w"], sd["slot"]
+        full = w if not len(slot) else sd["w_rest"].index_copy(0, torch.nonzero(slot >= 0)[:, 0], w[slot[slot >= 0]])
+        return {"w": full, "w_rest": torch.empty(0, dim), "slot": torch.empty(0, dtype=torch.long),
+                **({"bias": sd["bias"]} if "bias" in sd else {})}
 
     def matching_program(self, cfg):
         return "svm-shallow"

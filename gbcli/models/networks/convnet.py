@@ -42,7 +42,7 @@ class ConvNet(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         # in chunks: the training loop evaluates the whole training set at once, and one pass over
-        # 10,000 images holds ~1 GB per convolution's activations (a run was killed for memory)
+        # 10,000 images holds ~1 GB per convolution's activations
         return torch.cat([self.fc2(self.features(c)[-1])[:, 0] for c in x.split(CHUNK)])
 
     def weights(self) -> list[torch.Tensor]:

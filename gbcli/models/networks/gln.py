@@ -82,10 +82,7 @@ class StackedGLN(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         rows = ctx + self.first_row                                                  # (K, n, H)
-        # each network's first layer is its own (n x D) @ (D x H*C) product, the very call DeepGLN
-        # makes: one wide (n x D) @ (D x K*H*C) product was 5-30% faster, but whether the BLAS kernel
-        # sums it in the same order as the narrow one depends on the CPU (equal on one machine, off by
-        # 1e-4 at H*C = 80 on an AVX-512 one), and a batched grid must give the plain loop's numbers
+        # one (n x D) @ (D x H*C) product per network, not one wide product: see the class docstring
         z = torch.stack([gated_units(x, self.w1[j], rows[j]) for j in range(len(rows))])
         out = torch.stack([z[j] @ self.w2[j, 0] for j in range(len(z))])
         return out + self.bias[:, None] if self.bias is not None else out
