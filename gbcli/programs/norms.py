@@ -12,6 +12,8 @@ from the dual. Solvers ask `NORMS[design.norm]`; nothing branches on a norm's na
 - `l2-reference`: ||A_ref zeta||^2 with the published code's A_ref (svm-l2-reference)
 - `l1`:           sum of |zeta| entries, an LP: the l1 margin that coordinate descent / AdaBoost
                   maximize (paper 004; svm-l1)
+- `linf`:         the largest |zeta| entry, an LP: sign descent's margin (svm-linf)
+- `l1.5`:         the l1.5 norm of all entries, a cone program: mirror descent's with p = 1.5 (svm-l1.5)
 """
 
 from __future__ import annotations
@@ -254,6 +256,48 @@ class L1(Norm):
         return cp.norm1(z)
 
 
+class LInf(Norm):
+    """The largest absolute entry: an LP, the margin of sign descent (and, for linear predictors, of
+    Adam); on a GLN's lifted predictor, what l-infinity on its parameters induces (docs/optimizers.md)."""
+
+    name, description, default_solver = "linf", "the l-infinity norm (a linear program)", "clarabel"
+
+    def value(self, design, zeta):
+        return float(np.abs(zeta).max())
+
+    def dual(self, design, v):   # the dual of the max norm is the l1 norm
+        return float(np.abs(v).sum())
+
+    def input_radius(self, design):
+        return float((np.abs(design.x_train).sum(1) * np.abs(design.e_train).sum(1)).max())
+
+    def cvxpy(self, cp, design, z, zm):
+        return cp.norm_inf(z)
+
+
+class Lp(Norm):
+    """The lp norm of all entries, 1 < p < 2 (a second-order cone program): the margin of mirror
+    descent with the potential ||w||_p^p / p; its dual is the lq norm, 1/p + 1/q = 1."""
+
+    def __init__(self, p: float):
+        self.p, self.q = p, p / (p - 1)
+        self.name, self.description, self.default_solver = f"l{p:g}", f"the l{p:g} norm (a cone program)", "clarabel"
+
+    def value(self, design, zeta):
+        return float((np.abs(zeta) ** self.p).sum() ** (1 / self.p))
+
+    def dual(self, design, v):
+        return float((np.abs(v) ** self.q).sum() ** (1 / self.q))
+
+    def input_radius(self, design):
+        q = self.q
+        return float(((np.abs(design.x_train) ** q).sum(1) ** (1 / q) * (np.abs(design.e_train) ** q).sum(1) ** (1 / q))
+                     .max())
+
+    def cvxpy(self, cp, design, z, zm):
+        return cp.pnorm(z, self.p)
+
+
 class ReferenceL2(Norm):
     """svm-l2-reference: ||A_ref zeta||^2 with the published code's (degenerate) A_ref."""
 
@@ -370,7 +414,8 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
-NORMS: dict[str, Norm] = {n.name: n for n in (SquaredL2(), ContextL2(), GroupNorm(), L1(), ReferenceL2())}
+NORMS: dict[str, Norm] = {n.name: n for n in (SquaredL2(), ContextL2(), GroupNorm(), L1(), LInf(), Lp(1.5),
+                                              ReferenceL2())}
 
 
 def norm_of(design: GatedDesign) -> Norm:

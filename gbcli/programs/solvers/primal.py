@@ -17,7 +17,7 @@ from gbcli.programs.design import GatedDesign, Solution, margin_matrix
 from gbcli.programs.norms import norm_of
 from gbcli.programs.solvers import Solver
 
-ALL_NORMS = frozenset({"sq", "l2", "group", "l2-reference", "l1"})
+ALL_NORMS = frozenset({"sq", "l2", "group", "l2-reference", "l1", "linf", "l1.5"})
 QUADRATIC_NORMS = frozenset({"sq", "l2", "l2-reference"})
 STATUS = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
           "infeasible": "infeasible", "infeasible_inaccurate": "infeasible"}
