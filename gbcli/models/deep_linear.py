@@ -14,8 +14,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Program, networks, networks_of
-from gbcli.models.linear import linear_design
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks, networks_of
+from gbcli.models.linear import LINEAR_SVM
 
 __getattr__ = networks_of(__name__, "DeepLinear")   # gbcli.models.networks.deep_linear (torch)
 
@@ -30,7 +30,7 @@ class Params(ModelParams):
 class Spec(ModelSpec):
     kind, Params = "deep-linear", Params
     description = "paper 004: x -> W_L ... W_1 x"
-    programs = {"svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
+    programs = LINEAR_SVM
     instruments = ("margin", "kkt", "agreement", "layers")
     default_init = "normal"
     example_model = {"depth": 3, "width": 4}

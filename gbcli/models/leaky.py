@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import Field, StrictFloat, StrictInt, field_validator
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of
-from gbcli.models.linear import linear_design
+from gbcli.models.linear import LINEAR_SVM
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -57,7 +57,7 @@ class Spec(ModelSpec):
     kind, Params = "leaky", Params
     description = "paper 002: 2k leaky units, output weights fixed to +-v"
     programs = {"svm-par": Program("svm-par", "sq", par_design, description="the PAR limit (paper 002)"),
-                "svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
+                **LINEAR_SVM}
     instruments = ("margin", "kkt", "agreement", "rank", "clusters", "output_linearity")
     default_init = "normal"
     example_model = {"hidden_units": 4}

@@ -39,10 +39,13 @@ def linear_design(norm: str):
     return design
 
 
+LINEAR_SVM = {"svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM")}
+
+
 class Spec(ModelSpec):
     kind, Params = "linear", Params
     description = "a linear predictor"
-    programs = {"svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), description="the linear SVM"),
+    programs = {**LINEAR_SVM,
                 "svm-l1": Program("svm-l1", "l1", linear_design("l1"), description="the l1 max-margin LP")}
     instruments = ("margin", "kkt", "agreement", "reg-path")
     coordinate_descent = True
