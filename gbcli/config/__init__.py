@@ -12,7 +12,7 @@ _NAMES = {
     "Config": "gbcli.config.schema",
     **{name: "gbcli.config.loading" for name in (
         "apply_preset", "deep_merge", "dump_config", "format_validation_error", "load_config", "parse_override",
-        "read_config", "read_yaml", "run_dir_for", "set_path", "validate")},
+        "read_config", "read_stored_config", "read_yaml", "run_dir_for", "set_path", "validate")},
 }
 __all__ = sorted(_NAMES)
 

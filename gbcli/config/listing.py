@@ -13,9 +13,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic_core import to_jsonable_python
 
+from gbcli.config.loading import MAX_HINT_KEY
 from gbcli.schema import Section
-
-MAX_HINT_KEY = 64   # a selector longer than this gets no did-you-mean (difflib is quadratic)
 
 
 # ------------------------------------------------------------------ the sections, from the schema
@@ -105,22 +104,15 @@ def _number(v: Any) -> str:
 
 def _range(metadata) -> str:
     """The bounds of a number as text: `>= 1`, `in [0, 1)`; "" when unbounded."""
-    low = high = None
+    bound = {}   # "low" / "high" -> (bracket, the bound as text, the operator alone)
     for m in metadata:
-        for attr, side, bracket in (("ge", "low", "["), ("gt", "low", "("), ("le", "high", "]"), ("lt", "high", ")")):
-            v = getattr(m, attr, None)
-            if v is not None:
-                if side == "low":
-                    low = (bracket, _number(v))
-                else:
-                    high = (bracket, _number(v))
-    if low and high:
-        return f"in {low[0]}{low[1]}, {high[1]}{high[0]}"
-    if low:
-        return f"{'>=' if low[0] == '[' else '>'} {low[1]}"
-    if high:
-        return f"{'<=' if high[0] == ']' else '<'} {high[1]}"
-    return ""
+        for attr, side, bracket, op in (("ge", "low", "[", ">="), ("gt", "low", "(", ">"), ("le", "high", "]", "<="),
+                                        ("lt", "high", ")", "<")):
+            if getattr(m, attr, None) is not None:
+                bound[side] = (bracket, _number(getattr(m, attr)), op)
+    if len(bound) == 2:
+        return f"in {bound['low'][0]}{bound['low'][1]}, {bound['high'][1]}{bound['high'][0]}"
+    return next((f"{op} {v}" for _, v, op in bound.values()), "")
 
 
 def _keys(cls, unions: tuple[str, ...] = ()) -> dict[str, dict]:
@@ -143,12 +135,6 @@ def _keys(cls, unions: tuple[str, ...] = ()) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------ listing keys (gb config keys)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
 
 
 def select(selector: str | None) -> tuple[list[str], str | None]:
@@ -226,7 +212,8 @@ def section_title(name: str) -> str:
 def default_text(row: dict) -> str:
     if row["type"] == "section":
         return ""
-    return "required" if row["required"] else _shown(row["default"])
+    default = row["default"]
+    return "required" if row["required"] else default if isinstance(default, str) else json.dumps(default)
 
 
 def type_with_range(row: dict) -> str:

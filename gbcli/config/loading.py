@@ -182,6 +182,25 @@ def _read_config_text(path: Path) -> str:
     return data.decode("utf-8")
 
 
+def read_stored_config(path: str | Path, strict: bool = False) -> dict | None:
+    """The one reader of a stored config (a stage's or a sweep's config.yaml: received data): its raw
+    mapping, read through the file layer (never through a link, a regular file of at most
+    MAX_CONFIG_BYTES, YAML without aliases: `gbcli.fs.safe.load_yaml`); `validate` makes it a Config.
+    None when it is missing, unreadable, not YAML or not a mapping; with `strict` that problem is
+    raised instead (FileNotFoundError when missing, else OSError, ValueError, yaml.YAMLError, ...)."""
+    from gbcli.fs.safe import load_yaml, read_text_untrusted   # numpy: not on a config error's path
+
+    try:
+        raw = load_yaml(read_text_untrusted(path, MAX_CONFIG_BYTES))
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: not a mapping")
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):   # UnicodeDecodeError is a ValueError
+        if strict:
+            raise
+        return None
+    return raw
+
+
 def apply_preset(raw: dict, source: str = "config") -> dict:
     """Merge the named preset (if any) under the user's values."""
     preset = raw.get("preset")

@@ -1,19 +1,11 @@
-"""The config schema: one section per concept, validated by pydantic.
+"""The config schema: one section per concept, validated by pydantic; the only validator of a
+config, and it imports without torch (a typo is answered before anything heavy loads; the solvers
+and instruments are asked only by a config that names one, once every key is valid).
 
-The `model` section is a union over the registered model kinds, discriminated by `model.kind`
-(each kind's keys are declared in its own module, `gbcli.models.<kind>.Params`); the `dataset`
-section is a union discriminated by `dataset.name` (`gbcli.data.sources`). A key that the chosen
-kind does not have is refused. Validators only check: values derived from others (the `paper`
-schedule, the default validation size) are resolved by `gbcli.config.loading.validate`, which
-validates the resolved values again.
-
-This is the only validator of a config, and it imports without torch: a typo is answered before
-anything heavy loads. The solvers and the instruments (torch) are asked only by a config that
-names one (`svm.solver`, `training.track`), once every key is valid; the memory a network needs
-is sized by the training stage (`gbcli.training.memory`).
-
-The keys that say how a run is done rather than what it computes are marked where they are
-declared (`EXECUTION`, `LOGGING`, `RESOLVED`); `execution_keys()` lists them.
+The `model` and `dataset` sections are unions over the registered kinds (`UNIONS`: each model
+kind's `Params`, each dataset kind of `gbcli.data.sources`); a key the chosen kind does not have is
+refused. Validators only check: values derived from others (the `paper` schedule, the default
+validation size) are resolved by `gbcli.config.loading.validate`, which validates them again.
 """
 
 from __future__ import annotations
@@ -27,12 +19,11 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Discriminator, Field, StrictFloat, StrictInt, Tag, field_validator, model_validator
 
-from gbcli.data.sources import DATASETS
+from gbcli.data.sources import DATASETS, SEED
 from gbcli.registry import DEFAULT_KIND, MODELS, instruments, kinds_with_instrument, programs
 from gbcli.schema import Section
 from gbcli.text import quoted, shorten
 
-SEED = dict(ge=0, lt=2 ** 63)   # seeds: integers in [0, 2**63) (torch and numpy take them)
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 GB = 1024 ** 3
 
@@ -48,11 +39,10 @@ def machine_memory() -> int:
 DEFAULT_DATASET = "digits"
 
 # What a key says about a run when it is not what the run computes, as the metadata of its field
-# (`Field(..., json_schema_extra=EXECUTION)`); `execution_keys()` reads them.
-EXECUTION = {"identity": "execution"}   # how, where or how often a stage runs: changes no file of its results
-LOGGING = {"identity": "logging"}       # changes only what is logged (metrics.csv), never a result
-RESOLVED = {"identity": "resolved"}     # a source of other keys' values (a preset, sweep axes): the resolved
-                                        # config holds its effect, though an override of it changes what runs
+# (`Field(..., json_schema_extra=EXECUTION)`); `execution_keys()` reads them and says what each means.
+EXECUTION = {"identity": "execution"}
+LOGGING = {"identity": "logging"}
+RESOLVED = {"identity": "resolved"}
 ROLES = ("execution", "logging", "resolved")
 
 
@@ -161,10 +151,7 @@ class TrainingConfig(Section):
                                               "step 0 and the last included)")
     log_spacing: Literal["linear", "log"] = Field(
         "linear", description="log: geometrically spaced logged steps, for log-x plots of long runs")
-    # loss-normalized: eta_t = lr / R(w_t), R the mean loss of the batch the step is taken on (the
-    # full training set when batch_size is null, as in paper 004), taken as lr * grad log R in log
-    # space. homogeneous-normalized: eta_t = lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model
-    # (the same for L = 1): with L = 2, lr / R alone grows ||w|| geometrically and the margins'
+    # homogeneous-normalized: with L = 2, lr / R alone grows ||w|| geometrically and the margins'
     # relative change per step with it, until the steps oscillate; this keeps it like the linear case.
     step_rule: Literal["constant", "loss-normalized", "homogeneous-normalized"] = Field(
         "constant", description="step size at step t: constant lr; loss-normalized lr / R(w_t), R the batch's mean "
@@ -187,9 +174,7 @@ class TrainingConfig(Section):
         None, min_length=1, max_length=4096,
         description="the gd/model.pt of a finished run of the same model (kind, sizes and gating): training starts "
                     "from its weights instead of the seeded init (read tensors-only, never through a link)")
-    # how often the training state is saved changes no result: it is left out of every identity (the
-    # gd manifest, a sweep point's id, the default run directory), so changing it never makes a
-    # finished run stale, and an interrupted run resumes under another interval
+    # in no identity (EXECUTION): an interrupted run resumes under another interval
     checkpoint_seconds: StrictFloat = Field(
         300, ge=0, allow_inf_nan=False, json_schema_extra=EXECUTION,
         description="save the training state to gd/checkpoint.pt every this many seconds and when interrupted "
@@ -232,8 +217,7 @@ class SvmConfig(Section):
                                  description="solver tolerance (default: the solver's own; dual: 1e-6)")
     certify_tol: StrictFloat = Field(1e-6, gt=0, lt=1, allow_inf_nan=False,
                                description="certified when relative gap and 1 - smallest margin are below this")
-    # how long a solve may take and where its arrays live never change what it solves: a rerun with
-    # another time limit resumes the same programs
+    # in no identity (EXECUTION): a rerun with another time limit resumes the same programs
     time_limit: Optional[StrictFloat] = Field(None, gt=0, allow_inf_nan=False, json_schema_extra=EXECUTION,
                                         description="seconds per program (dual solver): past it the solve stops "
                                                     "`inaccurate` with its bounds, and a working-set solve keeps its "

@@ -115,7 +115,7 @@ class Dataset:
 
 # ----------------------------------------------------------------------------- the kinds of set
 
-SEED = dict(ge=0, lt=2 ** 63)
+SEED = dict(ge=0, lt=2 ** 63)   # seeds: integers in [0, 2**63) (torch and numpy take them)
 SOURCE_SIZES = {"mnist": 60000, "fashion-mnist": 60000, "digits": 1797}
 IMAGE_DIMS = {"mnist": 784, "fashion-mnist": 784, "digits": 64}
 VAL_DEFAULT = 12000   # protocol: 12,000 validation points, or what the set has left
@@ -309,9 +309,11 @@ class LinearTeacher(SyntheticSet):
 
 
 class Orthogonal(SyntheticSet):
-    """An orthogonally separable set (paper 001; Phuong & Lampert): x = s |g|, label s, kept if
-    <x, z> >= 0. Every entry of x has the sign of its label, so same-label points have positive
-    inner products and opposite-label points negative ones; z = (1, -1, 1, ...) breaks the symmetry."""
+    """An orthogonally separable set (paper 001).
+
+    Phuong & Lampert's: x = s |g|, label s, kept if <x, z> >= 0. Every entry of x has the sign of its
+    label, so same-label points have positive inner products and opposite-label points negative
+    ones; z = (1, -1, 1, ...) breaks the symmetry."""
 
     name: Literal["orthogonal"] = Field("orthogonal", description="an orthogonally separable set (paper 001)")
 
