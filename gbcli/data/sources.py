@@ -592,29 +592,31 @@ def _parse_idx(data: bytes, path: str | Path) -> np.ndarray:
 
 def _read_verified(name: str, path: Path) -> bytes | bytearray:
     """The decompressed bytes of `path`; GbError if unreadable, of the wrong size or md5."""
-    base = _base(path)
-    data, digest, problem = _read_bounded(path, SIZES[base], keep=True)
-    if problem is None and digest != CHECKSUMS[name][base]:
-        problem = "checksum mismatch"
+    data, problem = _read_checked(name, path, keep=True)
     if problem is not None:
         raise MissingInput(f"{path} is corrupt ({problem}): delete it and run `gb data fetch {name}`")
     return data
 
 
-def _read_bounded(path: Path, size: int, keep: bool) -> tuple[bytes | bytearray | None, str | None, str | None]:
-    """(data, md5, None) when the contents of `path` (gunzipped for .gz files) are exactly `size`
-    bytes, data None unless `keep`; else (None, None, the problem). Reads at most `size` + one
-    chunk, so a file that decompresses to gigabytes (a gzip bomb) costs no more than a good one."""
+def _read_checked(name: str, path: Path, keep: bool) -> tuple[bytes | bytearray | None, str | None]:
+    """(data, None) when the contents of `path` (gunzipped for .gz files) have the size and md5 of
+    that file of `name`, data None unless `keep`; else (None, the problem). Reads at most the size
+    plus one chunk, so a file that decompresses to gigabytes (a gzip bomb) costs no more than a good one."""
+    base = path.name.removesuffix(".gz")
+    size = SIZES[base]
     try:
         with open(path, "rb") as f:
             if path.suffix == ".gz":
-                return _gunzip_bounded(f, size, keep)
-            data = f.read(size + 1)   # at most size + 1 bytes, whatever the file claims
+                data, digest, problem = _gunzip_bounded(f, size, keep)
+            else:
+                data = f.read(size + 1)   # at most size + 1 bytes, whatever the file claims
+                problem = None if len(data) == size else _size_problem(len(data), size)
+                digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
     except OSError as exc:
         raise MissingInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) != size:
-        return None, None, _size_problem(len(data), size)
-    return (data if keep else None), _md5(data), None
+    if problem is None and digest != CHECKSUMS[name][base]:
+        problem = "checksum mismatch"
+    return (data if keep and problem is None else None), problem
 
 
 def _size_problem(n: int, size: int) -> str:
@@ -677,14 +679,6 @@ def _stamp(path: Path) -> tuple:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _base(path: Path) -> str:
-    return path.name[:-3] if path.name.endswith(".gz") else path.name
-
-
-def _md5(data: bytes) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
-
-
 def _data_root(override: str | Path | None) -> Path:
     path = data_dir(override)
     try:
@@ -715,10 +709,8 @@ def _status(name: str, root: Path, base: str) -> str:
         path = _find(name, root, base)
     except GbError:
         return "missing"
-    _, digest, problem = _read_bounded(path, SIZES[base], keep=False)
-    if problem is not None:
-        return problem if problem == "checksum mismatch" else f"corrupt ({problem})"
-    return "ok" if digest == CHECKSUMS[name][base] else "checksum mismatch"
+    problem = _read_checked(name, path, keep=False)[1]
+    return "ok" if problem is None else problem if problem == "checksum mismatch" else f"corrupt ({problem})"
 
 
 def fetch(
