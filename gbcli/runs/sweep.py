@@ -2,9 +2,10 @@
 
 Each point gets a stable id (a hash of its resolved config) and its own run directory
 `OUT/points/<id>/`, where it runs `train-gd`, its `fit-svm` objectives and `compare`, logging to
-`log.txt`. A point is done when `tables/errors.csv` exists (written last, atomically), so a rerun
-skips finished points and redoes only unfinished stages. A point that fails (exception, NaN loss,
-a solve without a certificate of optimality or infeasibility) writes `failed.json` and the sweep goes on. The sweep then writes
+`log.txt`. A point is done when `tables/errors.csv` exists (written last, atomically) and agrees with
+its records (`gbcli.store.records.point_state`), so a rerun skips finished points and redoes only
+unfinished stages. A point that fails (exception, NaN loss, a solve that is no result) writes
+`failed.json` and the sweep goes on. The sweep then writes
 `OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`. Programs identical
 to one solved before in the sweep are not solved again (`OUT/solves/`, gbcli.store.cache; points
 that share their programs are scheduled apart, so that the first has usually solved them).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import multiprocessing as mp
 import os
 import time
@@ -83,14 +85,6 @@ def _leaves_apart(a, b) -> list[str]:
     return [""]
 
 
-def count_points(grid: dict, zipped: dict) -> int:
-    """How many points the axes make (before duplicates are merged), without expanding them."""
-    n = 1
-    for values in grid.values():
-        n *= len(values)
-    return n * (len(next(iter(zipped.values()))) if zipped else 1)
-
-
 def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, list[Config]]:
     """The base config and the validated config of every point (refuses any invalid point). The
     grid is counted first and refused above MAX_POINTS, so the work before any answer is bounded."""
@@ -103,7 +97,7 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
     if both:
         raise GbError(f"{path}: grid and zip: {both[0][:200]} is an axis of both (which value would win is not "
                       f"defined); name it in one of them")
-    total = count_points(grid, zipped)
+    total = math.prod(map(len, grid.values())) * (len(next(iter(zipped.values()))) if zipped else 1)
     if total > MAX_POINTS:
         raise GbError(f"{path}: grid: {total:,} points, more than gb's limit of {MAX_POINTS:,} for one sweep "
                       f"(split the grid into several sweeps)")
@@ -314,11 +308,9 @@ def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None
             except OSError:
                 pass
     # The points one after the other, except that a point whose program another worker is solving
-    # right now (a twin point's: the same program, one solve, gbcli.store.cache) goes to the back of
-    # the queue while its other programs are solved; only when every point left is waiting on
-    # another worker does one wait. Two workers whose groups hold the same programs in the same order
-    # (the three schedules of one grid, seeds 1, 2, 3 each) then solve different programs side by
-    # side instead of one solving while the other waits for it (the full-MNIST grid, issue 26).
+    # right now (a twin's: one solve, gbcli.store.cache) goes to the back of the queue while its other
+    # programs are solved; only when every point left waits on another worker does one wait, so two
+    # workers whose groups hold the same programs solve different ones side by side.
     records: dict[int, dict] = {}
     queue = list(range(len(cfg_dicts)))
     waited_in_a_row = 0
@@ -443,11 +435,9 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
 
 
 def heal_points(dirs: dict[str, Path], echo) -> set[str]:
-    """What a crash (kill -9, then a power loss that cut the newest files short) tore in the points'
-    folders, undone so that the points redo it (`gbcli.store.integrity.heal_point`). A folder named
-    by its own point's id under this sweep's points/ is gb's own: its torn marker is written again,
-    and in a point that is not done every finished stage whose files are torn becomes unfinished.
-    One line says what was found. Returns the ids of the points done."""
+    """What a crash tore in the points' folders, undone so that the points redo it
+    (`gbcli.store.integrity.heal_point`; a folder named by its own point's id under this sweep's
+    points/ is gb's own), said in one line. Returns the ids of the points done."""
     torn: dict[str, list[Path]] = {}
     done = set()
     earlier = sum(is_dir(d) for d in dirs.values())

@@ -127,7 +127,7 @@ class SolveCache:
         """Where a working-set solve of `key` keeps its round checkpoint in a sweep
         (`OUT/solves/<key>.rounds.npz`), or None without a folder. It belongs to the program, not to
         the point that happened to solve it: a twin point that takes the claim after an interrupted
-        sweep resumes from the rounds another point saved (before, it started again at round 1)."""
+        sweep resumes from the rounds another point saved."""
         return None if self.folder is None else self.folder / f"{key}.rounds.npz"
 
     def entry(self, key: str) -> str:

@@ -88,6 +88,22 @@ def resumable(rec: Any) -> bool:
     return isinstance(rec, dict) and rec.get("time_limited") is True and rec.get("status") != Status.OPTIMAL
 
 
+def run_state(stages: dict[str, str], tables: bool) -> RunState:
+    """A run directory's state from its stages' statuses (`gd` and each program's, as the views
+    compute them) and whether its tables are written."""
+    words = set(stages.values())
+    if not stages:
+        return RunState.EMPTY
+    for verdict in (Verdict.FOREIGN, Verdict.STALE, Verdict.UNVERIFIED):
+        if verdict in words:
+            return RunState(verdict)
+    if words & {GdStatus.DIVERGED, Status.INACCURATE, Status.FAILED, Verdict.UNCERTIFIED}:
+        return RunState.FAILED
+    if Verdict.UNFINISHED in words or "gd" not in stages:
+        return RunState.PARTIAL
+    return RunState.COMPLETE if tables else RunState.SOLVED if len(stages) > 1 else RunState.TRAINED
+
+
 def point_state(point_dir: str | Path, done: bool | None = None) -> PointState:
     """A sweep point's state from its files: done when its tables/errors.csv (written last) is there,
     or as `done` says (the sweep's verdict after checking those tables against the records); else
