@@ -64,19 +64,12 @@ def instruments() -> dict[str, Instrument]:
     return {**core.INSTRUMENTS, **{k: v for e in experiments() for k, v in e.INSTRUMENTS.items()}}
 
 
-_ON_FIRST_USE = {
-    "INSTRUMENTS": instruments,
-    "RUN_REPORTS": lambda: tuple(r for e in experiments() for r in e.RUN_REPORTS),
-    "SWEEP_REPORTS": lambda: tuple(r for e in experiments() for r in e.SWEEP_REPORTS),
-}
-
-
 def __getattr__(name: str):
-    if name in _ON_FIRST_USE:
-        value = _ON_FIRST_USE[name]()
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gbcli.registry' has no attribute {name!r}")
+    if name not in ("INSTRUMENTS", "RUN_REPORTS", "SWEEP_REPORTS"):
+        raise AttributeError(f"module 'gbcli.registry' has no attribute {name!r}")
+    value = instruments() if name == "INSTRUMENTS" else tuple(r for e in experiments() for r in getattr(e, name))
+    globals()[name] = value
+    return value
 
 
 def spec_of(cfg) -> ModelSpec:

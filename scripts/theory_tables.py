@@ -21,9 +21,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gbcli.experiments.paper001 import _cos, in_sweep_order
-from gbcli.experiments.paper003 import kkt_residual, thm32_premise
-from gbcli.experiments.paper001 import point_names
+from gbcli.experiments.paper001 import _cos, in_sweep_order, point_names
+from gbcli.experiments.paper003 import thm32_premise
 from gbcli.programs.nonconvex import Problem2
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
@@ -132,6 +131,17 @@ def margin_bound_row(run: str, cfg: dict, m: pd.DataFrame) -> dict:
     for lo, hi in BOUND_SLOPES:
         row[f"slope_{lo:.0e}_{hi:.0e}".replace("e+0", "e")] = _log_slope(t, gap, lo, hi)
     return row
+
+
+def kkt_residual(p2: Problem2, theta: np.ndarray) -> float:
+    """||theta - sum_i lambda_i grad q_i(theta)|| / ||theta|| over lambda >= 0 on the points at the
+    smallest margin (non-negative least squares): 0 at a KKT point of Problem 2."""
+    from scipy.optimize import nnls
+
+    q, jac = p2.margins_jac(theta)
+    active = q <= q.min() * (1 + 1e-9)
+    _, res = nnls(jac[active].T, theta)
+    return float(res / np.linalg.norm(theta))
 
 
 def _point_config(out_dir: Path, point: str) -> dict | None:

@@ -156,8 +156,7 @@ LINK_CHECKS = ("islink", "is_symlink", "O_NOFOLLOW", "lstat", "lexists", "follow
 NAMES_OWNERS = ("gbcli.store", "gbcli.fs.layout")
 # Path shapes of records spelled outside the store when the check learned them (issue 48: the views
 # are to replace them): module -> how many. The list may only shrink; a new one fails the test.
-KNOWN_PATH_SHAPES = {"gbcli.experiments.paper001": 3, "gbcli.experiments.paper002": 3,
-                     "gbcli.experiments.paper003": 3, "gbcli.experiments.paper004": 1}
+KNOWN_PATH_SHAPES = {}
 # Link decisions outside the file layer that were there when the check learned `is_link` (issue
 # 48): module -> how many. The list may only shrink; a new one fails the test.
 KNOWN_LINK_DECISIONS = {"gbcli.store.lock": 1, "gbcli.store.solutions": 1,

@@ -22,13 +22,12 @@ import torch
 import yaml
 
 from gbcli.config import validate
-from gbcli.experiments.paper003 import kkt_residual
 from gbcli.programs.nonconvex import Problem2, flat_theta
 from gbcli.runs.stages import build_model, dataset_of, train_gd
 from test_theory_papers import one_thread  # noqa: F401  (autouse: tiny nets run on one torch thread)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # scripts/: the lab code, outside the package
-from theory_tables import classify_sectors, extremal_directions, two_point_svm  # noqa: E402
+from theory_tables import classify_sectors, extremal_directions, kkt_residual, two_point_svm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "theory"

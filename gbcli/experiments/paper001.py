@@ -14,10 +14,10 @@ The model-side pieces live with the models: the balanced init (`model.init: bala
   each matrix's rows projected on its top two right singular directions), `closest_alignment`
   (each first-layer row against the closer of w+ / w-, and of the class means), `features`
   (appendix D: inner products of the learned features within and across classes, layer by layer),
-  and the sweep report `figures/layers.png` + `figures/features.png`;
-- issue 36, Lemmas 1-2 and eq. (9) (the early phase and balancedness): for a sweep of two-layer ReLU
-  nets on orthogonally separable data over `training.epochs`, the sweep report `tables/sectors.csv`,
-  `tables/balance.csv` and `tables/extremal.csv` (`write_sector_tables`).
+  and the sweep report `figures/layers.png` + `figures/features.png`.
+
+The sweep reports' shared readers and writers (`point_frames`, `stacked`, `stored_config`,
+`write_table`, `save_figure`) are here too; the other papers' modules use them.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gbcli.instruments.base import Instrument, TrackContext, first_layer
-from gbcli.fs.safe import is_file, read_csv_untrusted, write_csv
+from gbcli.instruments.base import Instrument, TrackContext, as_numpy, first_layer
+from gbcli.fs.safe import is_file, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
 from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
@@ -102,7 +102,7 @@ class Alignment(Instrument):
         return reference_directions(tracker, context)
 
     def table(self, tracker, model) -> pd.DataFrame:
-        return neuron_table(first_layer(model), model.w2.detach().double().cpu().numpy()[0], tracker.references)
+        return neuron_table(first_layer(model), as_numpy(model.w2)[0], tracker.references)
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         return alignment_measures(self.table(tracker, model))
@@ -114,10 +114,6 @@ class Alignment(Instrument):
 # ------------------------------------------------------------------ deeper nets (section 5.2, appendix D)
 
 TOP_SINGULAR = 10   # the paper's figures show the top 10 singular values of each matrix
-
-
-def _numpy(w: torch.Tensor) -> np.ndarray:
-    return w.detach().double().cpu().numpy()
 
 
 def matrix_tables(name: str, w: np.ndarray, out: np.ndarray | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -141,13 +137,13 @@ class LayerRank(Instrument):
     panels = (("max_sv3_ratio", "layer_rank: largest s3 / s1 over the weight matrices", "log"),)
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        ranks = [rank_measures(_numpy(w)) for w in model.matrices().values()]
+        ranks = [rank_measures(as_numpy(w)) for w in model.matrices().values()]
         return {"max_sv3_ratio": max(r["sv3_ratio"] for r in ranks),
                 "max_numerical_rank": max(r["numerical_rank"] for r in ranks)}
 
     def final_tables(self, tracker, model):
         outs = model.row_weights() if hasattr(model, "row_weights") else {}
-        parts = [matrix_tables(k, _numpy(w), None if k not in outs else _numpy(outs[k]))
+        parts = [matrix_tables(k, as_numpy(w), None if k not in outs else as_numpy(outs[k]))
                  for k, w in model.matrices().items()]
         return {"singular_values": pd.concat([p[0] for p in parts], ignore_index=True),
                 "rows": pd.concat([p[1] for p in parts], ignore_index=True)}
@@ -163,7 +159,7 @@ def closest_table(w1: np.ndarray, refs: dict) -> pd.DataFrame:
                          "mean_align": np.maximum(mp, mn)})
 
 
-class ClosestAlignment(Instrument):
+class ClosestAlignment(Alignment):
     name = "closest_alignment"
     description = "first-layer neurons against the closer of svm-pos / svm-neg"
     columns = ("closest_align_median", "closest_align_above_090", "closest_mean_align_median",
@@ -173,17 +169,11 @@ class ClosestAlignment(Instrument):
               ("closest_mean_align_median", "median cosine of first-layer neurons with the closer class mean",
                "linear"))
 
-    def setup(self, tracker, context):
-        return reference_directions(tracker, context)
-
     def table(self, tracker, model) -> pd.DataFrame:
-        return closest_table(_numpy(next(iter(model.matrices().values()))), tracker.references)
+        return closest_table(as_numpy(next(iter(model.matrices().values()))), tracker.references)
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        return {f"closest_{k}": v for k, v in alignment_measures(self.table(tracker, model)).items()}
-
-    def final_tables(self, tracker, model):
-        return {"neurons": self.table(tracker, model)}
+        return {f"closest_{k}": v for k, v in super().measure(tracker, model, x, y, ctx, margins, val_out).items()}
 
 
 FEATURE_SAMPLE = 300   # training points per class whose features are compared (all pairs)
@@ -238,7 +228,7 @@ class Features(Instrument):
         row = {}
         for pre, suffix in ((False, ""), (True, "_pre")):
             feats, pos = self._features(tracker, model, pre)
-            row.update({k + suffix: v for k, v in orthogonal_separability(pair_products(_numpy(feats[-1]), pos)).items()})
+            row.update({k + suffix: v for k, v in orthogonal_separability(pair_products(as_numpy(feats[-1]), pos)).items()})
         return row
 
     def final_tables(self, tracker, model):
@@ -250,7 +240,7 @@ class Features(Instrument):
             for layer, f in enumerate(feats):
                 if act == "pre" and layer == 0:
                     continue   # the input has no ReLU
-                prod = pair_products(_numpy(f), pos)
+                prod = pair_products(as_numpy(f), pos)
                 lo, hi = min(v.min() for v in prod.values()), max(v.max() for v in prod.values())
                 edges = np.linspace(lo, hi if hi > lo else lo + 1, 61)
                 for pair, v in prod.items():
@@ -265,6 +255,38 @@ class Features(Instrument):
 
 
 INSTRUMENTS = {i.name: i for i in (Rank(), Alignment(), LayerRank(), ClosestAlignment(), Features())}
+
+
+def point_frames(out_dir: Path, name: str) -> dict[str, pd.DataFrame]:
+    """Each point's table `gd/<name>`, by point id (in id order)."""
+    return {p: read_csv_untrusted(f) for p, f in SweepDir(out_dir).gd_files(name).items()}
+
+
+def stacked(out_dir: Path, name: str) -> pd.DataFrame | None:
+    """Every point's `gd/<name>` in one table with a `point` column; None when no point has one."""
+    frames = [t.assign(point=p) for p, t in point_frames(out_dir, name).items()]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def stored_config(path: Path) -> dict:
+    """A stored config.yaml as a raw dict (read as untrusted)."""
+    return load_yaml(read_text_untrusted(path))
+
+
+def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> Path:
+    path = Path(out_dir) / layout.TABLES / f"{name}.csv"
+    write_csv(path, table)
+    return path
+
+
+def new_figure(**options):
+    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
+
+    return Figure(layout="constrained", **options)
+
+
+def save_figure(fig, out_dir: Path, name: str, **options) -> list[Path]:
+    return [save_png(fig, Path(out_dir) / layout.FIGURES / f"{name}.png", **options)]
 
 
 def point_names(out_dir: Path) -> dict[str, str]:
@@ -292,20 +314,18 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     per-neuron cosines) and `figures/neurons.png`, one histogram per point of the cosines with w+- and,
     next to them, with the class means (close to w+- but not them)."""
     out_dir = Path(out_dir)
-    frames = [read_csv_untrusted(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob("points/*/gd/neurons.csv"))]
-    if not frames:
+    table = stacked(out_dir, "neurons.csv")
+    if table is None:
         return []
-    table = pd.concat(frames, ignore_index=True)
-    write_csv(out_dir / layout.TABLES / "neurons.csv", table)
+    write_table(out_dir, "neurons", table)
     names = point_names(out_dir)
     points = in_sweep_order(table["point"], names)
     # `alignment` picks w+ or w- (and the class mean) by the sign of a_j; `closest_alignment` the closer one
     closest = "closest" in table and table["closest"].notna().any()
     ref = "the closer of w+ / w-" if closest else "w+ / w-"
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(4.6 * len(points), 3.8), layout="constrained")
+    fig = new_figure(figsize=(4.6 * len(points), 3.8))
     axes = fig.subplots(1, len(points), squeeze=False)[0]
     bins = np.linspace(min(0.8, float(table[["align", "mean_align"]].min().min())), 1.0, 41)
     for ax, p in zip(axes, points):
@@ -322,12 +342,7 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     what = ("the closer of w+ / w- and with the closer class mean" if closest else
             "w+ / w- (by the sign of the output weight a_j) and with that class's mean")
     fig.suptitle(f"first-layer neurons at the end of training: cosine with {what}", fontsize=9)
-    return [save_png(fig, out_dir / layout.FIGURES / "neurons.png")]
-
-
-def _point_tables(out_dir: Path, stem: str) -> pd.DataFrame | None:
-    frames = [read_csv_untrusted(f).assign(point=f.parent.parent.name) for f in sorted(out_dir.glob(f"points/*/gd/{stem}.csv"))]
-    return pd.concat(frames, ignore_index=True) if frames else None
+    return save_figure(fig, out_dir, "neurons")
 
 
 def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
@@ -336,17 +351,15 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
     (s_k / s_1, log scale) and its rows projected on the top two singular directions (coloured by
     the sign of their output weight when the model has one), as the paper's Figures 1-2 and 4."""
     out_dir = Path(out_dir)
-    sv, rows = _point_tables(out_dir, "singular_values"), _point_tables(out_dir, "rows")
+    sv, rows = stacked(out_dir, "singular_values.csv"), stacked(out_dir, "rows.csv")
     if sv is None or rows is None:
         return []
-    write_csv(out_dir / layout.TABLES / "singular_values.csv", sv)
-    write_csv(out_dir / layout.TABLES / "rows.csv", rows)
+    write_table(out_dir, "singular_values", sv)
+    write_table(out_dir, "rows", rows)
     names = point_names(out_dir)
     points = in_sweep_order(sv["point"], names)
     mats = list(dict.fromkeys(sv["matrix"]))
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
-    fig = Figure(figsize=(3.4 * 2 * len(mats), 3.2 * len(points) + 0.4), layout="constrained")
+    fig = new_figure(figsize=(3.4 * 2 * len(mats), 3.2 * len(points) + 0.4))
     axes = fig.subplots(len(points), 2 * len(mats), squeeze=False)
     for i, p in enumerate(points):
         for j, m in enumerate(mats):
@@ -373,27 +386,26 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
     handles, labels = next((h for h in (ax.get_legend_handles_labels() for ax in axes.flat) if h[0]), ([], []))
     if handles:   # one legend for every panel of projected rows, below them: none covers a row
         fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8)
-    return [save_png(fig, out_dir / layout.FIGURES / "layers.png")]
+    return save_figure(fig, out_dir, "layers")
 
 
 def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     """For a sweep whose points track `features`: `tables/features.csv` and `figures/features.png`
     (appendix D's Figure 3: per layer, the histograms of f_i . f_j across the classes and within each)."""
     out_dir = Path(out_dir)
-    stats, hist = _point_tables(out_dir, "features"), _point_tables(out_dir, "feature_hist")
+    stats, hist = stacked(out_dir, "features.csv"), stacked(out_dir, "feature_hist.csv")
     if stats is None or hist is None:
         return []
-    write_csv(out_dir / layout.TABLES / "features.csv", stats)
+    write_table(out_dir, "features", stats)
     if "activation" not in hist:   # tables written before the pre-activation rows
         hist = hist.assign(activation="post")
     names = point_names(out_dir)
     rows = [(p, act) for p in in_sweep_order(hist["point"], names) for act in ("post", "pre")
             if ((hist["point"] == p) & (hist["activation"] == act)).any()]
     layers = sorted(hist["layer"].unique())
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(3.0 * len(layers), 2.6 * len(rows) + 0.4), layout="constrained")
+    fig = new_figure(figsize=(3.0 * len(layers), 2.6 * len(rows) + 0.4))
     axes = fig.subplots(len(rows), len(layers), squeeze=False)
     for i, (p, act) in enumerate(rows):
         for j, layer in enumerate(layers):
@@ -418,7 +430,7 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8)   # below the panels: covers none
     fig.suptitle(f"inner products of the learned features of {FEATURE_SAMPLE} training points per class, across the "
                  "classes and within each (orthogonally separable: within > 0, across <= 0)", fontsize=9)
-    return [save_png(fig, out_dir / layout.FIGURES / "features.png")]
+    return save_figure(fig, out_dir, "features")
 
 
 RUN_REPORTS = ()

@@ -18,17 +18,17 @@ every point the other way (y_n <u_i, x_n> < 0): `par_fraction` is the fraction o
 (`par_fraction_w`, `par_fraction_u` per group), and `par_max_angle` the largest angle (degrees) of a
 unit to its svm-par direction (w* for the +v units, u* for the -v units): 0 in the theorem's limit.
 The leaky network and svm-par are the model `gbcli.models.leaky`.
-Issue 27 adds the instrument `output_linearity` (Figure 3: f against its best linear fit on a 2-D input
-plane) and two sweep reports: `figures/output_linearity.png` and, for leaky sweeps that differ in
-`training.batch_size`, `tables/risk.csv` / `figures/risk.png` (Theorem 4.1: SGD against GD).
-Issue 36 adds two for leaky sweeps over `model.init_scale` that track `output_linearity`:
-`tables/risk_by_init.csv` / `figures/risk_by_init.png` (Theorem 4.1 at each init scale) and
-`tables/boundary_by_init.csv` / `figures/boundary_by_init.png` (Figure 1: how far sign f is from any line).
+Also the instrument `output_linearity` (Figure 3: f against its best linear fit on a 2-D input plane)
+and the sweep reports `figures/output_linearity.png`; for leaky sweeps that differ in
+`training.batch_size`, `tables/risk.csv` / `figures/risk.png` (Theorem 4.1: SGD against GD); for leaky
+sweeps over `model.init_scale` that track `output_linearity`, `tables/risk_by_init.csv` /
+`figures/risk_by_init.png` (Theorem 4.1 at each init scale) and `tables/boundary_by_init.csv` /
+`figures/boundary_by_init.png` (Figure 1: how far sign f is from any line).
 """
 
 from __future__ import annotations
 
-import io
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +36,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from gbcli.experiments.paper001 import in_sweep_order, point_names
+from gbcli.experiments.paper001 import (in_sweep_order, new_figure, point_frames, point_names, save_figure,
+                                        stored_config, write_table)
 from gbcli.instruments.base import Instrument, first_layer
-from gbcli.fs.safe import load_yaml, read_csv_untrusted, read_text_untrusted, read_untrusted, write_csv
+from gbcli.fs.safe import load_tensors_untrusted, read_csv_untrusted
 from gbcli.store.records import read_metrics
-from gbcli.reports.render import readable_log_ticks, save_png
+from gbcli.reports.render import readable_log_ticks
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
 
@@ -71,6 +72,12 @@ def par_measures(w1: np.ndarray, x: np.ndarray, y: np.ndarray, par_rows: np.ndar
 ISO_POINTS = 4000
 
 
+def net_outputs(model: nn.Module, z: np.ndarray) -> np.ndarray:
+    """The net's outputs on the inputs z (rows), float64."""
+    with torch.no_grad():
+        return model(torch.tensor(z, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
+
+
 def cluster_measures(model: nn.Module, x: np.ndarray, x_val: np.ndarray, par_direction: np.ndarray | None,
                      x_iso: np.ndarray | None = None) -> dict:
     """The cluster radius, linear regime and group angles (see the module docstring)."""
@@ -85,16 +92,13 @@ def cluster_measures(model: nn.Module, x: np.ndarray, x_val: np.ndarray, par_dir
     for g in groups:
         u = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300)
         angle = max(angle, float(np.degrees(np.arccos(np.clip((u @ u.T).min(), -1, 1)))))
-    def out(z: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return model(torch.tensor(z, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
-    f = out(x_val)
+    f = net_outputs(model, x_val)
     row = {"cluster_radius": float(r), "cluster_radius_rel": float(r / np.linalg.norm(w1, axis=1).mean()),
            "outside_linear": outside(x), "outside_linear_val": outside(x_val), "max_group_angle": angle,
            "linear_sign_mismatch_val": float(np.mean(np.sign(f) != np.sign(x_val @ direction))),
            "zero_output_val": float(np.mean(f == 0))}
     if x_iso is not None:
-        f = out(x_iso)
+        f = net_outputs(model, x_iso)
         row.update({"zero_output_iso": float(np.mean(f == 0)),
                     "linear_sign_mismatch_iso": float(np.mean(np.sign(f) != np.sign(x_iso @ direction)))})
     if par_direction is not None:
@@ -129,9 +133,7 @@ class Clusters(Instrument):
         return {**row, **par_measures(first_layer(model), xn, y.double().cpu().numpy(), tracker.par_rows)}
 
 
-
-
-# ------------------------------------------------------------------ issue 27: Figure 3 and Theorem 4.1
+# ------------------------------------------------------------------ Figure 3 and Theorem 4.1
 
 # `output_linearity` (Figure 3: a clustered net's decision boundary is linear, its output is not).
 # On a plane of inputs (dim 2, or dim 2 with the constant bias feature of `dataset.bias`), a GRID x GRID
@@ -222,11 +224,7 @@ class OutputLinearity(Instrument):
 
     def _measure(self, tracker, model):
         inputs, bias = tracker.linearity
-
-        def f_of(z: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return model(torch.tensor(z, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
-        return output_linearity(f_of, first_layer(model), inputs, bias)
+        return output_linearity(functools.partial(net_outputs, model), first_layer(model), inputs, bias)
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         if tracker.linearity is None:
@@ -240,12 +238,8 @@ class OutputLinearity(Instrument):
         return {"output_grid": grid, "output_line": line}
 
 
-def _point_frames(out_dir: Path, stem: str) -> dict[str, pd.DataFrame]:
-    return {f.parent.parent.name: read_csv_untrusted(f) for f in sorted(out_dir.glob(f"points/*/gd/{stem}.csv"))}
-
-
 def _point_config(out_dir: Path, point: str) -> dict:
-    return load_yaml(read_text_untrusted(SweepDir(out_dir).point(point).gd_config))
+    return stored_config(SweepDir(out_dir).point(point).gd_config)
 
 
 def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
@@ -253,7 +247,7 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     columns) and `figures/output_linearity.png` (per point: f over the plane with f = 0 and the linear
     rule's boundary; f and its best linear fit along the boundary's normal)."""
     out_dir = Path(out_dir)
-    grids, lines = _point_frames(out_dir, "output_grid"), _point_frames(out_dir, "output_line")
+    grids, lines = point_frames(out_dir, "output_grid.csv"), point_frames(out_dir, "output_line.csv")
     points = in_sweep_order([p for p in grids if p in lines], point_names(out_dir))
     if not points:
         return []
@@ -266,10 +260,8 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
                      "steps": int(last["step"]), "train_error": last["train_error"],
                      **{c: last.get(c, float("nan")) for c in OutputLinearity.columns + ("max_group_angle",)}})
     table = pd.DataFrame(rows)
-    write_csv(out_dir / layout.TABLES / "output_linearity.csv", table)
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
-    fig = Figure(figsize=(max(4.2 * len(points), 9.0), 7.6), layout="constrained")
+    write_table(out_dir, "output_linearity", table)
+    fig = new_figure(figsize=(max(4.2 * len(points), 9.0), 7.6))
     axes = np.array(fig.subplots(2, len(points), squeeze=False))
     for j, r in table.iterrows():
         g, line = grids[r["point"]], lines[r["point"]]
@@ -299,7 +291,7 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
         ax.legend(fontsize=7, loc="upper left")   # f increases along t: the upper left is free
     fig.suptitle("f over the input plane (paper 002, Figure 3)\nblack: f = 0; dashed yellow: the linear rule's boundary "
                  "<w_bar - u_bar, x> = 0; green: its normal (lower row)", fontsize=10)
-    return [save_png(fig, out_dir / layout.FIGURES / "output_linearity.png")]
+    return save_figure(fig, out_dir, "output_linearity")
 
 
 def _max_point_loss(m: pd.DataFrame, loss: str) -> pd.Series:
@@ -312,67 +304,79 @@ def _max_point_loss(m: pd.DataFrame, loss: str) -> pd.Series:
 RISK_EPS = 0.1   # Theorem 4.1's eps in `tables/risk.csv`: the first step with every point's loss below it
 
 
+def _risk(m: pd.DataFrame, cfg: dict) -> tuple[pd.Series, dict]:
+    """The largest loss of a training point at each logged step, and the columns that end a risk row:
+    the first logged step where every point's loss is below RISK_EPS and where the training error is 0."""
+    worst = _max_point_loss(m, cfg["training"].get("loss", "logistic"))
+    below, fitted = m["step"][worst < RISK_EPS], m["step"][m["train_error"] == 0]
+    return worst, {"first_step_all_below_eps": below.min() if len(below) else None,
+                   "first_step_train_error_0": fitted.min() if len(fitted) else None, "eps": RISK_EPS}
+
+
+def _risk_figure(curves: list[tuple], xlabel: str, eps_label: str | None = None):
+    """Both panels: (a) the mean training loss, (b) the largest loss of a training point, against the
+    step (log scales); `curves`: (step, mean, worst, line style) each."""
+    fig = new_figure(figsize=(12, 4.6))
+    ax_a, ax_b = fig.subplots(1, 2)
+    for step, mean, worst, style in curves:
+        ax_a.plot(step[step > 0], mean[step > 0], **style)
+        ax_b.plot(step[step > 0], worst[step > 0], **style)
+    ax_b.axhline(RISK_EPS, color="k", lw=0.6, ls=":", label=eps_label)
+    ax_a.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="mean training loss", title="(a) training loss")
+    ax_b.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="largest loss of a training point",
+             title="(b) the worst point")
+    return fig, ax_a, ax_b
+
+
 def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     """For a sweep of leaky nets that differ in `training.batch_size` (SGD against GD, Theorem 4.1):
-    `tables/risk.csv` (per point: the last mean training loss, the largest loss of a training point, the
-    first logged step where every point's loss is below RISK_EPS and where the training error is 0) and
-    `figures/risk.png` (mean and largest point loss against the step)."""
+    `tables/risk.csv` (per point: the last mean training loss, the largest loss of a training point,
+    and `_risk`'s first steps) and `figures/risk.png` (mean and largest point loss against the step)."""
     out_dir = Path(out_dir)
-    metrics = _point_frames(out_dir, "metrics")
+    metrics = point_frames(out_dir, layout.METRICS)
     cfgs = {p: _point_config(out_dir, p) for p in metrics}
     leaky = [p for p in metrics if "normalized_margin" in metrics[p]]   # homogeneous nets (the sweep's leaky ones)
     if len({cfgs[p]["training"].get("batch_size") for p in leaky}) < 2:
         return []
-    rows, curves = [], {}
+    rows, worsts = [], {}
     for p in leaky:
         c, m = cfgs[p], metrics[p]
-        worst = _max_point_loss(m, c["training"].get("loss", "logistic"))
-        below, fitted = m["step"][worst < RISK_EPS], m["step"][m["train_error"] == 0]
+        worsts[p], firsts = _risk(m, c)
         bs = c["training"].get("batch_size")
-        label = f"{c['name']}, margin {c['dataset'].get('margin')}, batch {bs if bs else 'full'}"
-        curves[p] = (label, m["step"], m["train_loss"], worst)
-        rows.append({"point": p, "run": label, "batch_size": bs if bs else "full", "margin": c["dataset"].get("margin"),
+        rows.append({"point": p, "run": f"{c['name']}, margin {c['dataset'].get('margin')}, batch {bs if bs else 'full'}",
+                     "batch_size": bs if bs else "full", "margin": c["dataset"].get("margin"),
                      "steps": int(m["step"].iloc[-1]), "train_loss": m["train_loss"].iloc[-1],
-                     "max_point_loss": float(worst.iloc[-1]),
-                     "first_step_all_below_eps": below.min() if len(below) else None,
-                     "first_step_train_error_0": fitted.min() if len(fitted) else None, "eps": RISK_EPS})
+                     "max_point_loss": float(worsts[p].iloc[-1]), **firsts})
     table = pd.DataFrame(rows).sort_values(["margin", "batch_size"], key=lambda s: s.astype(str))
-    write_csv(out_dir / layout.TABLES / "risk.csv", table)
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
-    fig = Figure(figsize=(12, 4.6), layout="constrained")
-    ax_a, ax_b = fig.subplots(1, 2)
+    write_table(out_dir, "risk", table)
     margins = sorted({r["margin"] for r in rows}, key=str)
+    curves = []
     for p in table["point"]:   # the legend in the table's order: by margin, then batch
-        _, step, mean, worst = curves[p]
-        c = cfgs[p]
+        c, m = cfgs[p], metrics[p]
         bs = c["training"].get("batch_size")
         label = f"margin {c['dataset'].get('margin')}, " + (f"SGD, batch {bs}" if bs else "GD, full batch")
-        style = dict(color=f"C{margins.index(c['dataset'].get('margin')) % 10}", ls="-" if bs else "--")
-        ax_a.plot(step[step > 0], mean[step > 0], label=label, **style)
-        ax_b.plot(step[step > 0], worst[step > 0], label=label, **style)
-    ax_b.axhline(RISK_EPS, color="k", lw=0.6, ls=":", label=f"eps = {RISK_EPS}")
-    ax_a.set(xscale="log", yscale="log", xlabel="step", ylabel="mean training loss", title="(a) training loss")
-    ax_b.set(xscale="log", yscale="log", xlabel="step", ylabel="largest loss of a training point",
-             title="(b) the worst point")
+        curves.append((m["step"], m["train_loss"], worsts[p],
+                       dict(label=label, color=f"C{margins.index(c['dataset'].get('margin')) % 10}",
+                            ls="-" if bs else "--")))
+    fig, ax_a, ax_b = _risk_figure(curves, "step", f"eps = {RISK_EPS}")
     for ax in (ax_a, ax_b):   # a loss that falls less than a decade: plain labels, not '6x10^-1'
         readable_log_ticks(ax.yaxis)
     ax_a.legend(fontsize=7)
     ax_b.legend(handles=ax_b.get_lines()[-1:], fontsize=7)
     fig.suptitle("SGD (solid) against full-batch GD (dashed) on leaky nets, one colour per data margin (paper 002, "
                  "Theorem 4.1)", fontsize=10)
-    return [save_png(fig, out_dir / layout.FIGURES / "risk.png")]
+    return save_figure(fig, out_dir, "risk")
 
 
-# ------------------------------------------------------------------ issue 36: Theorem 4.1 and Figure 1 per init scale
+# ------------------------------------------------------------------ Theorem 4.1 and Figure 1 per init scale
 
 
 def _init_scale_points(out_dir: Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame]]:
     """The points of a sweep over `model.init_scale` on an input plane: those with `gd/output_grid.csv`
     (the `output_linearity` instrument) and a homogeneous net's metrics (`normalized_margin`), in the
     sweep's order, with their configs and metrics; no points unless they have two init scales or more."""
-    grids = {f.parent.parent.name for f in out_dir.glob("points/*/gd/output_grid.csv")}
-    metrics = {p: m for p, m in _point_frames(out_dir, "metrics").items() if p in grids and "normalized_margin" in m}
+    grids = SweepDir(out_dir).gd_files("output_grid.csv")
+    metrics = {p: m for p, m in point_frames(out_dir, layout.METRICS).items() if p in grids and "normalized_margin" in m}
     points = in_sweep_order(metrics, point_names(out_dir))
     cfgs = {p: _point_config(out_dir, p) for p in points}
     if len({cfgs[p]["model"].get("init_scale") for p in points}) < 2:
@@ -387,49 +391,34 @@ def _scale_and_bias(cfg: dict) -> tuple[float, bool]:
 def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
     """For a leaky sweep over `model.init_scale` on an input plane (`_init_scale_points`; Theorem 4.1
     holds for any bound on the initial row norms): `tables/risk_by_init.csv` (per point, by bias and
-    init scale: the first and last mean training loss and largest loss of a training point, as in
-    `plot_sweep_risk`, the first logged step where every point's loss is below RISK_EPS and where the
-    training error is 0) and `figures/risk_by_init.png` (both losses against the step)."""
+    init scale: the first and last mean training loss and largest loss of a training point, and
+    `_risk`'s first steps) and `figures/risk_by_init.png` (both losses against the step)."""
     out_dir = Path(out_dir)
     points, cfgs, metrics = _init_scale_points(out_dir)
     if not points:
         return []
-    rows, curves = [], {}
+    rows, worsts = [], {}
     for p in points:
         c, m = cfgs[p], metrics[p]
-        worst = _max_point_loss(m, c["training"].get("loss", "logistic"))
-        below, fitted = m["step"][worst < RISK_EPS], m["step"][m["train_error"] == 0]
+        worsts[p], firsts = _risk(m, c)
         scale, bias = _scale_and_bias(c)
-        curves[p] = (m["step"], m["train_loss"], worst)
         rows.append({"point": p, "init_scale": scale, "bias": bias, "batch_size": c["training"].get("batch_size"),
                      "lr": c["training"].get("lr"), "steps": int(m["step"].iloc[-1]),
-                     "initial_train_loss": m["train_loss"].iloc[0], "initial_max_point_loss": float(worst.iloc[0]),
-                     "train_loss": m["train_loss"].iloc[-1], "max_point_loss": float(worst.iloc[-1]),
-                     "first_step_all_below_eps": below.min() if len(below) else None,
-                     "first_step_train_error_0": fitted.min() if len(fitted) else None, "eps": RISK_EPS})
+                     "initial_train_loss": m["train_loss"].iloc[0], "initial_max_point_loss": float(worsts[p].iloc[0]),
+                     "train_loss": m["train_loss"].iloc[-1], "max_point_loss": float(worsts[p].iloc[-1]), **firsts})
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
-    write_csv(out_dir / layout.TABLES / "risk_by_init.csv", table)
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
-    fig = Figure(figsize=(12, 4.6), layout="constrained")
-    ax_a, ax_b = fig.subplots(1, 2)
+    write_table(out_dir, "risk_by_init", table)
     scales = sorted(set(table["init_scale"]))
-    for r in table.itertuples():   # the legend in the table's order: by bias, then init scale
-        step, mean, worst = curves[r.point]
-        style = dict(color=f"C{scales.index(r.init_scale) % 10}", ls="--" if r.bias else "-",
-                     label=f"init x {r.init_scale:g}" + (", bias" if r.bias else ""))
-        ax_a.plot(step[step > 0], mean[step > 0], **style)
-        ax_b.plot(step[step > 0], worst[step > 0], **style)
-    ax_b.axhline(RISK_EPS, color="k", lw=0.6, ls=":")
+    curves = [(metrics[r.point]["step"], metrics[r.point]["train_loss"], worsts[r.point],
+               dict(color=f"C{scales.index(r.init_scale) % 10}", ls="--" if r.bias else "-",
+                    label=f"init x {r.init_scale:g}" + (", bias" if r.bias else "")))
+              for r in table.itertuples()]   # the legend in the table's order: by bias, then init scale
     batches = {str(r["batch_size"] or "full") for r in rows}
-    xlabel = f"step (batch {batches.pop()})" if len(batches) == 1 else "step"
-    ax_a.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="mean training loss", title="(a) training loss")
-    ax_b.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="largest loss of a training point",
-             title="(b) the worst point")
+    fig, ax_a, _ = _risk_figure(curves, f"step (batch {batches.pop()})" if len(batches) == 1 else "step")
     ax_a.legend(fontsize=7)
     fig.suptitle(f"Theorem 4.1 at several init scales (paper 002; dashed: with the bias feature, dotted: eps = {RISK_EPS})",
                  fontsize=10)
-    return [save_png(fig, out_dir / layout.FIGURES / "risk_by_init.png", dpi=110)]
+    return save_figure(fig, out_dir, "risk_by_init", dpi=110)
 
 
 LINE_STEP_DEG = 0.05    # the directions of `best_line_disagreement`
@@ -498,11 +487,9 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
         scale, bias = _scale_and_bias(cfgs[p])
         rows.append({"point": p, "init_scale": scale, "bias": bias, **boundary_row(grids[p], bias)})
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
-    write_csv(out_dir / layout.TABLES / "boundary_by_init.csv", table)
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
+    write_table(out_dir, "boundary_by_init", table)
     scales, biases = sorted(set(table["init_scale"])), sorted(set(table["bias"]))
-    fig = Figure(figsize=(3.3 * len(scales), 3.4 * len(biases)), layout="constrained")
+    fig = new_figure(figsize=(3.3 * len(scales), 3.4 * len(biases)))
     axes = np.array(fig.subplots(len(biases), len(scales), squeeze=False))
     for ax in axes.flat:
         ax.set_axis_off()   # a cell without a point stays empty
@@ -515,9 +502,7 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
         ax.contourf(x1, x2, np.sign(f), levels=[-2, 0, 2], colors=["#c6dbef", "#fcbba1"])
         ax.contour(x1, x2, f, levels=[0.0], colors="k", linewidths=1.6)
         ax.contour(x1, x2, rule, levels=[0.0], colors="y", linewidths=1.0, linestyles="--")
-        state = torch.load(io.BytesIO(read_untrusted(SweepDir(out_dir).point(r.point).model)), weights_only=True,
-                           map_location="cpu")   # tensors only: never unpickled
-        w1 = state["state_dict"]["w1"].double().numpy()
+        w1 = load_tensors_untrusted(SweepDir(out_dir).point(r.point).model)["state_dict"]["w1"].double().numpy()
         k = len(w1) // 2
         lim = float(np.abs(g["x1"]).max())
         for i, w in enumerate(w1):
@@ -529,7 +514,7 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
     fig.suptitle("sign f over the input plane at each init scale (paper 002, Figure 1). Black: f = 0; dashed yellow: "
                  "<w_bar - u_bar, x> = 0;\nlines from the origin: each unit's direction in the plane (red +v, blue -v)",
                  fontsize=10)
-    return [save_png(fig, out_dir / layout.FIGURES / "boundary_by_init.png", dpi=100)]
+    return save_figure(fig, out_dir, "boundary_by_init", dpi=100)
 
 
 INSTRUMENTS = {i.name: i for i in (Clusters(), OutputLinearity())}

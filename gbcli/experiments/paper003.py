@@ -13,9 +13,7 @@ here) in `gbcli.programs.nonconvex`. This module holds what only the paper's rep
 - the instrument `relu_pattern` (Theorem 3.2 under random inits) and the sweep's
   `tables/init_outcomes*.csv` / `figures/init_outcomes.png`;
 - the instrument `layer_optimality` (Theorems 5.2-5.4: each layer against Problem 4, the max-margin
-  problem of that layer alone) and the sweep's `tables/layer_optimality.csv` / `figures/layer_optimality.png`;
-- issue 36: Remarks 3.1 / 3.2 and Theorem 5.1 at m = 4, 5, the sweep's `tables/remarks.csv` (GD's
-  limit and the searches next to the closed forms, `write_remarks_table`).
+  problem of that layer alone) and the sweep's `tables/layer_optimality.csv` / `figures/layer_optimality.png`.
 """
 
 from __future__ import annotations
@@ -24,16 +22,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from scipy.optimize import nnls
 
-from gbcli.experiments.paper001 import in_sweep_order, point_names
-from gbcli.instruments.base import Instrument
-from gbcli.fs.safe import load_yaml, read_csv_untrusted, read_json, read_text_untrusted, write_csv
+from gbcli.experiments.paper001 import (in_sweep_order, new_figure, point_frames, point_names, save_figure,
+                                        stored_config, write_table)
+from gbcli.instruments.base import Instrument, as_numpy
+from gbcli.fs.safe import read_json
 from gbcli.store.records import NOT_GBS, read_metrics
 from gbcli.models.construction import NONCONVEX
-from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta
-from gbcli.reports.render import save_png
+from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta, slsqp
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.errors import GbError
@@ -49,14 +45,12 @@ SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's li
 def kkt_row(run_dir: str | Path) -> dict | None:
     """The paper's Tables 1-2 entry for one run: GD's limit (||theta||^2 at margin 1, KKT residual),
     the global value found, and the local search around GD's limit (and around the global point)."""
-    run_dir = Path(run_dir)
-    res = {o: read_json(RunDir(run_dir).result(o)) for o in NONCONVEX
-           if (RunDir(run_dir).result(o)).is_file()}
-    gd_path = RunDir(run_dir).summary
-    if not res or not gd_path.is_file():
+    run = RunDir(run_dir)
+    res = {o: read_json(run.result(o)) for o in NONCONVEX if run.result(o).is_file()}
+    if not res or not run.summary.is_file():
         return None
-    cfg = load_yaml(read_text_untrusted(RunDir(run_dir).gd_config))
-    gd = read_json(gd_path)
+    cfg = stored_config(run.gd_config)
+    gd = read_json(run.summary)
     m, t = cfg["model"], cfg["training"]
     g_res = next(iter(res.values()))
     degree = g_res.get("degree", m.get("depth", 2))   # runs before `degree` was recorded: depth (diagonal) or 2
@@ -86,11 +80,7 @@ def kkt_row(run_dir: str | Path) -> dict | None:
 def write_kkt_table(run_dir: str | Path) -> Path | None:
     """`tables/kkt.csv` of a run with non-convex results (`gb compare` writes it through here)."""
     row = kkt_row(run_dir)
-    if row is None:
-        return None
-    path = Path(run_dir) / layout.TABLES / "kkt.csv"
-    write_csv(path, pd.DataFrame([row]))
-    return path
+    return None if row is None else write_table(run_dir, "kkt", pd.DataFrame([row]))
 
 
 def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
@@ -99,8 +89,8 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     (b) the decrease of ||theta||^2 found within eps of GD's limit (and of the global point) vs eps."""
     out_dir = Path(out_dir)
     rows = []
-    for summary in sorted(out_dir.glob("points/*/gd/summary.json")):   # each row computed from its point's records
-        point = summary.parent.parent
+    for pid in SweepDir(out_dir).gd_files(layout.SUMMARY):   # each row computed from its point's records
+        point = SweepDir(out_dir).point(pid).root
         try:
             row = kkt_row(point)
         except NOT_GBS as exc:
@@ -111,10 +101,8 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     if not rows:
         return []
     table = pd.DataFrame(rows)
-    write_csv(out_dir / layout.TABLES / "kkt.csv", table)
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
-    fig = Figure(figsize=(14, 4.8), layout="constrained")
+    write_table(out_dir, "kkt", table)
+    fig = new_figure(figsize=(14, 4.8))
     ax_a, ax_b = fig.subplots(1, 2)
     names = sorted(table["construction"].unique())
     for _, r in table.sort_values(["construction", "loss"]).iterrows():   # the legend's order
@@ -146,12 +134,10 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
         Line2D([], [], color="0.4", marker="x", ls=":", label="(b) around the global point"),
         Line2D([], [], color="none", label="(b) at 1e-12: no decrease found")]
     fig.legend(handles=handles, loc="outside right center", fontsize=7)
-    return [save_png(fig, out_dir / layout.FIGURES / "kkt.png")]
+    return save_figure(fig, out_dir, "kkt")
 
 
-
-
-# ------------------------------------------------------------------ issue 27: Theorem 3.2 under random inits
+# ------------------------------------------------------------------ Theorem 3.2 under random inits
 
 # `relu_pattern` (two-layer ReLU nets, `relu`): which units are active on which training points.
 # `units_active_all`: units with <w_j, x_i> > 0 on every training point; `units_dead`: units active on
@@ -194,9 +180,7 @@ class ReluPattern(Instrument):
               ("norm_sq_margin1", "||theta||^2 at margin 1", "log"))
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        def np64(t: torch.Tensor) -> np.ndarray:
-            return t.detach().double().cpu().numpy()
-        return relu_pattern(np64(model.w1), np64(model.w2[0]), np64(x), np64(y))
+        return relu_pattern(as_numpy(model.w1), as_numpy(model.w2[0]), as_numpy(x), as_numpy(y))
 
 
 OUTCOMES = ("one unit carries the net", "units split the points", "not fitted")
@@ -225,13 +209,13 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     its 95% Wilson interval) and `figures/init_outcomes.png`."""
     out_dir = Path(out_dir)
     rows = []
-    for f in sorted(out_dir.glob("points/*/gd/metrics.csv")):
+    for pid, f in SweepDir(out_dir).gd_files(layout.METRICS).items():
         m = read_metrics(f)
         if "thm32_premise" not in m or len(m) < 2:
             continue
-        cfg = load_yaml(read_text_untrusted(f.parent / layout.CONFIG))
+        cfg = stored_config(SweepDir(out_dir).point(pid).gd_config)
         mod, last = cfg["model"], m.iloc[-1]
-        rows.append({"point": f.parent.parent.name, "init": mod.get("init") or "kaiming",
+        rows.append({"point": pid, "init": mod.get("init") or "kaiming",
                      "init_scale": mod.get("init_scale", 1.0), "init_seed": mod.get("init_seed"),
                      "loss": cfg["training"].get("loss", "logistic"), "steps": int(last["step"]),
                      "premise_at_init": bool(m["thm32_premise"].iloc[0] == 1), "train_error": last["train_error"],
@@ -240,7 +224,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     if not rows:
         return []
     table = pd.DataFrame(rows).sort_values(["init", "init_scale", "loss", "init_seed"])
-    write_csv(out_dir / layout.TABLES / "init_outcomes.csv", table)
+    write_table(out_dir, "init_outcomes", table)
     summary = []
     for (init, scale, loss), g in table.groupby(["init", "init_scale", "loss"], sort=False):
         row = {"init": init, "init_scale": scale, "loss": loss, "runs": len(g),
@@ -254,10 +238,8 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
         row["premise_runs_ending_one_unit"] = ended
         summary.append(row)
     summary = pd.DataFrame(summary)
-    write_csv(out_dir / layout.TABLES / "init_outcomes_summary.csv", summary)
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
-    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    write_table(out_dir, "init_outcomes_summary", summary)
+    fig = new_figure(figsize=(12, 4.6))
     ax_a, ax_b = fig.subplots(1, 2)
     labels = [f"{r['init']} x{r['init_scale']:g}\n{r['loss']}\n{r['runs']} runs" for _, r in summary.iterrows()]
     xs = np.arange(len(summary))
@@ -284,12 +266,10 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
              title="(b) the fitted runs' norms")
     ax_b.set_xticklabels(labels, fontsize=7)
     ax_b.legend(fontsize=7)
-    return [save_png(fig, out_dir / layout.FIGURES / "init_outcomes.png")]
+    return save_figure(fig, out_dir, "init_outcomes")
 
 
-
-
-# ------------------------------------------------------------------ issue 27: Theorems 5.2-5.4 (per layer)
+# ------------------------------------------------------------------ Theorems 5.2-5.4 (per layer)
 
 # `layer_optimality` (the constructions' kinds: relu, diagonal, conv): at the end of training, each
 # layer of GD's network scaled to margin 1, theta~, against Problem 4, the max-margin problem of that
@@ -324,28 +304,15 @@ def layer_slices(cfg, model) -> list[tuple[str, np.ndarray]]:
 def layer_problem(p2: Problem2, theta: np.ndarray, idx: np.ndarray, restarts: int = LAYER_RESTARTS,
                   radii=LAYER_RADII, seed: int = 0) -> dict:
     """Problem 4 for the layer theta[idx], the rest fixed at theta (scaled to margin 1 already)."""
-    from scipy.optimize import minimize
-
-    def full(u: np.ndarray) -> np.ndarray:
+    def margins_jac(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = theta.copy()
         t[idx] = u
-        return t
-
-    def cons_fun(u):
-        return p2.margins_jac(full(u))[0] - 1
-
-    def cons_jac(u):
-        return p2.margins_jac(full(u))[1][:, idx]
+        q, jac = p2.margins_jac(t)
+        return q, jac[:, idx]
 
     def solve(start, center=None, radius=None):
-        cons = [{"type": "ineq", "fun": cons_fun, "jac": cons_jac}]
-        if center is not None:
-            cons.append({"type": "ineq", "fun": lambda u: np.atleast_1d(radius ** 2 - np.sum((u - center) ** 2)),
-                         "jac": lambda u: -2 * (u - center)[None, :]})
-        res = minimize(lambda u: (float(u @ u), 2 * u), start, jac=True, method="SLSQP", constraints=cons,
-                       options={"maxiter": 300, "ftol": 1e-15})
-        u = res.x
-        if not np.all(np.isfinite(u)) or cons_fun(u).min() < -1e-9:
+        u = slsqp(margins_jac, start, center, radius)
+        if not np.all(np.isfinite(u)) or (margins_jac(u)[0] - 1).min() < -1e-9:
             return None
         if center is not None and np.linalg.norm(u - center) > radius * (1 + 1e-9):
             return None
@@ -400,10 +367,10 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     ||u||^2 found within eps and anywhere, over u~'s)."""
     out_dir = Path(out_dir)
     frames = []
-    for f in sorted(out_dir.glob("points/*/gd/layer_optimality.csv")):
-        cfg = load_yaml(read_text_untrusted(f.parent / layout.CONFIG))
-        frames.append(read_csv_untrusted(f).assign(
-            point=f.parent.parent.name, construction=cfg["name"], model=cfg["model"]["kind"],
+    for pid, t in point_frames(out_dir, "layer_optimality.csv").items():
+        cfg = stored_config(SweepDir(out_dir).point(pid).gd_config)
+        frames.append(t.assign(
+            point=pid, construction=cfg["name"], model=cfg["model"]["kind"],
             activation=cfg["model"].get("activation", "relu"), loss=cfg["training"].get("loss", "logistic")))
     if not frames:
         return []
@@ -412,10 +379,8 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     table = table.sort_values("point", key=lambda c: c.map(order), kind="stable", ignore_index=True)   # the grid's order
     first = ["point", "construction", "model", "activation", "loss", "layer"]
     table = table[first + [c for c in table.columns if c not in first]]
-    write_csv(out_dir / layout.TABLES / "layer_optimality.csv", table)
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
-    fig = Figure(figsize=(12, 5), layout="constrained")
+    write_table(out_dir, "layer_optimality", table)
+    fig = new_figure(figsize=(12, 5))
     ax = fig.subplots()
     cols = [c for c in table.columns if c.startswith("local_norm_sq_eps_")]
     one_loss = table["loss"].nunique() == 1   # then named once, in the title
@@ -430,16 +395,7 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
                  + (f", {table['loss'].iloc[0]} loss" if one_loss else ""))
     ax.set_xticklabels(labels, rotation=70, ha="right", fontsize=7)
     ax.legend(fontsize=7)
-    return [save_png(fig, out_dir / layout.FIGURES / "layer_optimality.png")]
-
-
-def kkt_residual(p2: Problem2, theta: np.ndarray) -> float:
-    """||theta - sum_i lambda_i grad q_i(theta)|| / ||theta|| over lambda >= 0 on the points at the
-    smallest margin (non-negative least squares): 0 at a KKT point of Problem 2."""
-    q, jac = p2.margins_jac(theta)
-    active = q <= q.min() * (1 + 1e-9)
-    _, res = nnls(jac[active].T, theta)
-    return float(res / np.linalg.norm(theta))
+    return save_figure(fig, out_dir, "layer_optimality")
 
 
 RUN_REPORTS = (write_kkt_table,)

@@ -21,15 +21,11 @@
   and u_t (`reg_path_svm_angle`) to the max-margin SVM (the matching program), the scale of the first.
 - the sweep report `tables/init_agreement.csv` + `figures/init_agreement.png`: for the points of a
   sweep that differ only in `model.init_seed`, the pairwise inconsistency of their GD networks on
-  the validation set and their final normalized margins (do several inits reach one limit?);
-- issue 36: for a sweep of linear predictors tracking `margin`, the sweep report
-  `tables/margin_bound.csv` (the explicit bound margin(w_t) >= gamma - ln n / (t gamma) against the
-  logged margins, `write_margin_bound`).
+  the validation set and their final normalized margins (do several inits reach one limit?).
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 import textwrap
@@ -41,21 +37,15 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from gbcli.experiments.paper001 import point_names
-from gbcli.instruments.base import Instrument
-from gbcli.fs.safe import flatten, load_npz_untrusted, load_yaml, read_text_untrusted, write_csv
+from gbcli.experiments.paper001 import new_figure, point_names, save_figure, stored_config, write_table
+from gbcli.instruments.base import Instrument, as_numpy, float64_copy
+from gbcli.fs.safe import flatten, load_npz_untrusted
 from gbcli.store.records import read_metrics
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
-from gbcli.reports.render import save_png
 from gbcli.training.losses import log_mean_loss
 from gbcli.fs import layout
-
-
-def _float64(model: nn.Module, x, y, ctx):
-    """A float64 CPU copy of the model and the data (the instruments measure in float64)."""
-    net = copy.deepcopy(model).cpu().double()
-    return net, x.cpu().double(), y.cpu().double(), None if ctx is None else ctx.cpu()
+from gbcli.fs.layout import SweepDir
 
 
 # ------------------------------------------------------------------ gradient alignment
@@ -73,7 +63,7 @@ def gradient_alignment(model: nn.Module, x, y, ctx, loss: str, spread: bool = Fa
     """<w / ||w||, -grad R / ||grad R||> over the homogeneous weights (float64). Weights that are not
     trained parameters (the shallow GLN's unused rows) have zero gradient and enter ||w|| only.
     With `spread`, also the number of points the gradient is spread over (`loss_weight_points`)."""
-    net, x, y, ctx = _float64(model, x, y, ctx)
+    net, x, y, ctx = float64_copy(model, x, y, ctx)
     ws = [w for w in net.weights() if w.requires_grad]
     with torch.enable_grad():
         margins = y * net(x, ctx)
@@ -131,7 +121,7 @@ class LayerAlignment(Instrument):
               ("layer_alignment_min", "min_j |<W_j/|W_j|, v_j v_{j-1}'>|", "linear"))
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        layers = [w.detach().double().cpu().numpy() for w in model.weights()]
+        layers = [as_numpy(w) for w in model.weights()]
         return layer_measures(layers, tracker.solution.zeta[0])
 
 
@@ -142,7 +132,7 @@ class _Flat:
     """A model's homogeneous weights as one float64 vector: log R and its gradient at any vector."""
 
     def __init__(self, model: nn.Module, x, y, ctx, loss: str):
-        self.net, self.x, self.y, self.ctx = _float64(model, x, y, ctx)
+        self.net, self.x, self.y, self.ctx = float64_copy(model, x, y, ctx)
         self.names = [n for n, p in self.net.named_parameters() if any(p is w for w in self.net.weights())]
         params = dict(self.net.named_parameters())
         self.shapes = [params[n].shape for n in self.names]
@@ -248,20 +238,20 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     the inconsistency of their GD networks' validation predictions and both final normalized
     margins, with the `configuration` the pair shares (the keys that tell the configurations of the
     sweep apart; empty when there is one). None when there are no such pairs."""
-    out_dir = Path(out_dir)
+    sweep = SweepDir(out_dir)
     points, raw = {}, {}
-    for summary in sorted(out_dir.glob("points/*/gd/summary.json")):
-        gd = summary.parent
-        if not (gd / layout.PREDICTIONS).is_file():
+    for pid in sweep.gd_files(layout.SUMMARY):
+        run = sweep.point(pid)
+        if not run.gd_predictions.is_file():
             continue
-        flat = flatten(load_yaml(read_text_untrusted(gd / layout.CONFIG)))
+        flat = flatten(stored_config(run.gd_config))
         cfg = {k: repr(v) for k, v in flat.items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
-        metrics = read_metrics(gd / layout.METRICS)
+        last = read_metrics(run.metrics).iloc[-1]
         key = tuple(sorted(cfg.items()))
         raw.setdefault(key, {k: v for k, v in flat.items() if k not in ("model.init_seed", "name")})
-        points[gd.parent.name] = (key, seed, load_npz_untrusted(gd / layout.PREDICTIONS)["val_out"], metrics.iloc[-1])
+        points[pid] = (key, seed, load_npz_untrusted(run.gd_predictions)["val_out"], last)
     rows = []
     order = lambda item: (item[1][1].isdigit(), int(item[1][1]) if item[1][1].isdigit() else 0, item[0])
     for (pa, (ca, sa, va, la)), (pb, (cb, sb, vb, lb)) in itertools.combinations(sorted(points.items(), key=order), 2):
@@ -293,18 +283,16 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     table = init_agreement(out_dir)
     if table is None:
         return []
-    write_csv(out_dir / layout.TABLES / "init_agreement.csv", table)
+    write_table(out_dir, "init_agreement", table)
     rank = {q: i for i, q in enumerate(point_names(out_dir))}   # configurations in the grid's order
     first = table.assign(r=table["point_a"].map(rank).fillna(len(rank))).groupby("configuration", sort=False)["r"].min()
     configs = list(first.sort_values(kind="stable").index)
     top = max(float(table["inconsistency"].max()), 1e-3)   # one colour scale for every panel
-    from matplotlib.figure import Figure   # loaded when a report draws, not with every command
-
     n_max = max(len(set(g["init_seed_a"]) | set(g["init_seed_b"])) for _, g in table.groupby("configuration"))
     side = min(max(3.6, 0.4 * n_max + 1.6), 7.0)
     cols = min(len(configs), MAX_COLUMNS)
     rows = -(-len(configs) // cols)
-    fig = Figure(figsize=(side * cols + 1.0, (side + 0.3) * rows + 0.5), layout="constrained")
+    fig = new_figure(figsize=(side * cols + 1.0, (side + 0.3) * rows + 0.5))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[len(configs):]:
         ax.set_axis_off()
@@ -333,7 +321,7 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     fig.colorbar(im, ax=list(axes), shrink=0.9 if rows == 1 else 0.5, label="inconsistency (fraction of validation points)")
     fig.suptitle("GD networks that differ only in the init seed:\npairwise inconsistency on the validation set",
                  fontsize=9)
-    return [save_png(fig, out_dir / layout.FIGURES / "init_agreement.png")]
+    return save_figure(fig, out_dir, "init_agreement")
 
 
 RUN_REPORTS = ()

@@ -7,6 +7,7 @@ the papers' from `gbcli.experiments`); a model spec lists the instruments that a
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -55,6 +56,16 @@ class Instrument:
         return {}
 
 
+def as_numpy(t) -> np.ndarray:
+    """A tensor as a float64 numpy array on the CPU."""
+    return t.detach().double().cpu().numpy()
+
+
 def first_layer(model: nn.Module) -> np.ndarray:
     """The first-layer weight matrix W (rows: neurons), float64."""
-    return model.w1.detach().double().cpu().numpy()
+    return as_numpy(model.w1)
+
+
+def float64_copy(model: nn.Module, x, y, ctx):
+    """A float64 CPU copy of the model and the data (the instruments measure in float64)."""
+    return copy.deepcopy(model).cpu().double(), x.cpu().double(), y.cpu().double(), None if ctx is None else ctx.cpu()

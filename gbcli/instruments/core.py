@@ -33,7 +33,7 @@ from torch.func import functional_call, jacrev
 
 from gbcli.errors import GbError
 from gbcli.instruments import gln_certificate
-from gbcli.instruments.base import Instrument, TrackContext
+from gbcli.instruments.base import Instrument, TrackContext, as_numpy, float64_copy
 from gbcli.metrics import inconsistency
 from gbcli.programs.design import decision
 
@@ -50,8 +50,7 @@ def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.
     (the shallow GLN's rows of contexts without training points) have zero gradient at every
     training point, so they enter the residual whole. NNLS is solved on the R factor of the
     (P + 1) x N system (same minimizer, an N-column problem). NaN while some margin is <= 0."""
-    net = copy.deepcopy(model).cpu().double()   # float64 on the CPU: scipy's NNLS takes it from here
-    x, y, ctx = x.cpu().double(), y.cpu().double(), None if ctx is None else ctx.cpu()
+    net, x, y, ctx = float64_copy(model, x, y, ctx)   # float64 on the CPU: scipy's NNLS takes it from here
     params = {k: p.detach() for k, p in net.named_parameters()}
     with torch.no_grad():
         q = y * net(x, ctx)
@@ -213,7 +212,7 @@ class Convergence(Instrument):
 def _arrays(model, x, y, ctx) -> tuple:
     """(w1, w2, x, y, ctx) as float64 numpy arrays on the CPU (ctx: integers), for the certificate;
     x, y and ctx may be tensors or (read-only) numpy arrays."""
-    arr = lambda a: a.detach().double().cpu().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=np.float64)
+    arr = lambda a: as_numpy(a) if torch.is_tensor(a) else np.asarray(a, dtype=np.float64)
     ints = lambda a: a.cpu().numpy() if torch.is_tensor(a) else np.asarray(a)
     return arr(model.w1), arr(model.w2).reshape(-1), arr(x), arr(y), ints(ctx)
 
