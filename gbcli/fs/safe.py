@@ -245,7 +245,7 @@ def load_tensors_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> Any
                                    f"for a network (not read)")
             fh.seek(0)
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # e.g. a pickle protocol torch did not write: loads as tensors or is refused
+                warnings.simplefilter("ignore")   # e.g. a pickle protocol torch did not write
                 return torch.load(fh, weights_only=True, map_location="cpu")
     except NotGbs:
         raise

@@ -214,11 +214,10 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     run's name, tags and note (`gbcli.store.labels`). `cache`: where `training.track` looks up and
     keeps its reference programs. With `tracking.mlflow`, the training is logged live."""
     same = check_gd(cfg, run_dir, force)
+    tracking.check(cfg)
     if same is not None:   # nothing to train; tracked, the records are logged as `gb runs export mlflow` does
-        tracking.check(cfg)
         lead = f"{RunDir(run_dir).gd}: already trained from this config ({same.get('status')}; --force retrains)"
         return {**same, "skipped": True, "tracked": tracking.replay_done(cfg, run_dir, lead)}
-    tracking.check(cfg)
     clock = Clock()
     problem = problem or prepare(cfg)
     ds = problem.dataset
@@ -288,7 +287,6 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
               batched: str | None = None) -> dict:
     ds = problem.dataset
     run = RunDir(run_dir)
-    out = run.gd
     atomic_write_text(run.gd_config, dump_config(cfg))
     write_csv(run.metrics, res.metrics)
     buf = io.BytesIO()
@@ -318,7 +316,7 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
         summary["track"] = {**tracker.info, **{k: float(last[k]) for k in tracker.columns if k in last}}
     if tracker is not None and summary["status"] == "ok":
         for stem, table in tracker.final_tables(model.cpu()).items():   # e.g. paper 001's neurons.csv
-            write_csv(out / f"{stem}.csv", table)
+            write_csv(run.gd / f"{stem}.csv", table)
     write_json(run.summary, summary)
     remove(run.checkpoint)   # finished: nothing to resume
     return summary
@@ -435,13 +433,12 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
             lost.append(loss)
     _refuse_lost(run_dir, lost, "this fit-svm", "solve again")
     todo = {o: p for o, p in programs.items() if o not in done}
+    tracking.check(cfg)
     if not todo:   # nothing to solve; tracked, the records are logged as `gb runs export mlflow` does
-        tracking.check(cfg)
         lead = (f"{RunDir(run_dir).svm}: {', '.join(programs)} already solved from this config (--force solves "
                 f"again)")
         said = tracking.replay_done(cfg, run_dir, lead)
         return [{**done[o], "tracked": said} for o in programs]
-    tracking.check(cfg)
     problem = problem or prepare(cfg)
     needing = [o for o, p in todo.items() if p.needs_trained]
     trained = load_trained(run_dir, cfg, problem.dataset.dim, " and ".join(needing)) if needing else None

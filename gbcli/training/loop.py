@@ -216,8 +216,8 @@ def checkpoint_step(path: Path, config: str) -> int | None:
 
 def _plain_rows(rows) -> bool:
     """Metric rows as a checkpoint must hold them: plain values keyed by column names."""
-    return isinstance(rows, list) and all(
-        isinstance(r, dict) and all(isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items()) for r in rows)
+    return isinstance(rows, list) and all(isinstance(r, dict) and all(
+        isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items()) for r in rows)
 
 
 def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float, int] | None:
