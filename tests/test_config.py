@@ -93,3 +93,25 @@ def test_a_network_larger_than_the_machine_is_refused_before_training(tmp_path):
     with pytest.raises(GbError, match=r"^model\.hidden_units: this network needs about [0-9.]+ GB"):
         check_memory(cfg)
     check_memory(load_config(path, ["model.hidden_units=10"]))
+
+
+def test_a_stored_config_is_read_one_way_and_bounded(tmp_path, monkeypatch):
+    """read_stored_config: a stored config.yaml's mapping; None (or, strict, the error) for a missing
+    file, a link, one over MAX_CONFIG_BYTES, an alias or a non-mapping."""
+    from gbcli.config import loading
+    from gbcli.config.loading import read_stored_config
+
+    good = tmp_path / "config.yaml"
+    good.write_text("training: {lr: 0.5}\n")
+    assert read_stored_config(good) == {"training": {"lr": 0.5}}
+    (tmp_path / "link.yaml").symlink_to(good)
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    (tmp_path / "alias.yaml").write_text("a: &x [1]\nb: *x\n")
+    for name in ("missing.yaml", "link.yaml", "list.yaml", "alias.yaml"):
+        assert read_stored_config(tmp_path / name) is None, name
+    with pytest.raises(FileNotFoundError):
+        read_stored_config(tmp_path / "missing.yaml", strict=True)
+    monkeypatch.setattr(loading, "MAX_CONFIG_BYTES", 10)
+    assert read_stored_config(good) is None
+    with pytest.raises(ValueError, match="bytes"):
+        read_stored_config(good, strict=True)

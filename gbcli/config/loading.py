@@ -44,7 +44,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise GbError(f"--set {shorten(text)}: expected key.path=value")
     key, value = text.split("=", 1)
-    path = [p for p in key.strip().split(".")]
+    path = key.strip().split(".")
     if not all(path):
         raise GbError(f"--set {shorten(text)}: empty key")
     try:
