@@ -138,7 +138,19 @@ class Mirror(Optimizer):
 OPTIMIZERS: dict[str, type[Optimizer]] = {c.name: c for c in (Sign, SteepestL1, SteepestL2, Mirror)}
 
 
+# gb's other optimizers (gbcli.training): heavy-ball SGD (gradient descent at any momentum: the l2
+# margin) and torch's Adam (the l-infinity margin, a theorem for linear predictors)
+GEOMETRY = {"sgd": 2.0, "adam": math.inf, **{name: cls.geometry for name, cls in OPTIMIZERS.items()}}
+PROGRAM_NORM = {1.0: "l1", 2.0: "sq", math.inf: "linf", 1.5: "l1.5"}   # the norm (programs.norms) of an lq margin
+
+
 def geometry_of(name: str, settings: dict) -> float | None:
     """The q of the lq margin an optimizer's limit maximizes (its mirror p for mirror descent)."""
-    cls = OPTIMIZERS[name]
-    return settings.get("p", 1.5) if cls is Mirror else cls.geometry
+    return settings.get("p", 1.5) if name == Mirror.name else GEOMETRY[name]
+
+
+def geometry(training) -> float | None:
+    """The geometry of a config's `training` section: its optimizer's, l1 for coordinate descent."""
+    if getattr(training, "descent", "gradient") == "coordinate":
+        return 1.0
+    return geometry_of(training.optimizer, {"p": getattr(training, "mirror_p", 1.5)})

@@ -80,7 +80,7 @@ MUTATIONS: list[Mutation] = [
     M("lr-milestone-late", ("gbcli/training/loop.py",),
              "sum(epoch >= m for m in t.lr_milestones)", "sum(epoch > m for m in t.lr_milestones)",
              "the learning rate decays one epoch after its milestone"),
-    M("labels-0-5-vs-6-9", ("gbcli/data/datasets.py",),
+    M("labels-0-5-vs-6-9", ("gbcli/data/sources.py",),
              "default_factory=lambda: [0, 1, 2, 3, 4]", "default_factory=lambda: [0, 1, 2, 3, 4, 5]",
              "the default binary labelling puts digit 5 in the positive class"),
     Mutation("id-drops-batch-seed", "a grid over training.batch_seed collapses to one point",

@@ -323,7 +323,8 @@ def test_no_lower_layer_imports_a_higher_one():
 LAYERS = (
     "errors lazy text schema",                # no gbcli import
     "fs metrics provenance interrupts",       # the floor: safe file I/O and layout names; metrics
-    "data programs logs reports",             # datasets; designs, norms, solvers, outcomes; messages; tables
+    "data programs logs reports optimizers",  # datasets; designs, norms, solvers, outcomes; messages; tables;
+                                              # update rules and their geometries
     "models instruments",                     # model kinds; trackers
     "registry",                               # the one list of model kinds and instruments
     "config",                                 # the schema

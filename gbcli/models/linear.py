@@ -1,5 +1,7 @@
-"""A plain linear predictor <w, x> (paper 004): its limit is the linear SVM `svm-shallow` (one
-context) under gradient descent, the l1 max-margin program `svm-l1` under coordinate descent."""
+"""A plain linear predictor <w, x> (paper 004): its limit is the max-margin program in its
+optimizer's geometry (docs/optimizers.md): the linear SVM `svm-shallow` under gradient descent,
+`svm-l1` under coordinate descent, `svm-linf` under sign descent or Adam, `svm-l1.5` under mirror
+descent with p = 1.5."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of, sqrt_margin
+from gbcli.optimizers import PROGRAM_NORM, geometry
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -46,7 +49,11 @@ class Spec(ModelSpec):
     kind, Params = "linear", Params
     description = "a linear predictor"
     programs = {**LINEAR_SVM,
-                "svm-l1": Program("svm-l1", "l1", linear_design("l1"), description="the l1 max-margin LP")}
+                "svm-l1": Program("svm-l1", "l1", linear_design("l1"), description="the l1 max-margin LP"),
+                "svm-linf": Program("svm-linf", "linf", linear_design("linf"),
+                                    description="the l-infinity max-margin LP"),
+                "svm-l1.5": Program("svm-l1.5", "l1.5", linear_design("l1.5"),
+                                    description="the l1.5 max-margin cone program")}
     instruments = ("margin", "kkt", "agreement", "reg-path")
     coordinate_descent = True
 
@@ -54,11 +61,13 @@ class Spec(ModelSpec):
         return networks(__name__).Linear(dim)
 
     def matching_program(self, cfg):
-        return "svm-l1" if cfg.training.descent == "coordinate" else "svm-shallow"
+        """The program of the optimizer's geometry (None where no program of it is declared)."""
+        norm = PROGRAM_NORM.get(geometry(cfg.training))
+        return next((name for name, p in self.programs.items() if p.norm == norm), None)
 
     def best_normalized_margin(self, cfg, optimum):
-        # coordinate descent is compared in the l1 geometry: the objective is ||w||_1 itself
-        return 1.0 / optimum if cfg.training.descent == "coordinate" else sqrt_margin(optimum)
+        # the l2 program's objective is ||w||^2; the others' is the norm itself
+        return sqrt_margin(optimum) if geometry(cfg.training) == 2.0 else 1.0 / optimum
 
 
 SPEC = Spec()
