@@ -22,20 +22,8 @@ from gbcli.models.base import ModelSpec, Program
 if TYPE_CHECKING:
     from gbcli.instruments.base import Instrument
 
-MODELS: dict[str, ModelSpec] = {spec.kind: spec for spec in (
-    gln.SPEC,
-    shallow.SPEC,
-    relu.SPEC,
-    frelu.SPEC,
-    linear.SPEC,
-    leaky.SPEC,
-    diagonal.SPEC,
-    conv.SPEC,
-    deep_linear.SPEC,
-    gln3.SPEC,
-    convnet.SPEC,
-    residual.SPEC,
-)}
+MODELS: dict[str, ModelSpec] = {m.SPEC.kind: m.SPEC for m in (
+    gln, shallow, relu, frelu, linear, leaky, diagonal, conv, deep_linear, gln3, convnet, residual)}
 
 DEFAULT_KIND = gln.SPEC.kind   # a config without model.kind
 

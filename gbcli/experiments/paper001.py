@@ -76,20 +76,6 @@ class Rank(Instrument):
         return rank_measures(first_layer(model))
 
 
-def reference_directions(tracker, context: TrackContext) -> dict:
-    """w+ (svm-pos), w- (svm-neg) and the class means mu+, mu- in `tracker.references`; returns
-    the programs' objectives and cos(w+-, mu+-) for summary.json."""
-    ds, refs, info = context.problem.dataset, {}, {}
-    for obj, key, s in (("svm-pos", "pos", 1.0), ("svm-neg", "neg", -1.0)):
-        _, sol = context.solve(obj)
-        refs[f"w_{key}"], refs[f"mean_{key}"] = sol.zeta[0], ds.x_train[ds.y_train == s].mean(0)
-        info[f"{obj}_objective"] = sol.value
-        info[f"cos_w_{key}_mean_{key}"] = float(refs[f"w_{key}"] @ refs[f"mean_{key}"] / (
-            np.linalg.norm(refs[f"w_{key}"]) * np.linalg.norm(refs[f"mean_{key}"])))
-    tracker.references = refs
-    return info
-
-
 class Alignment(Instrument):
     name = "alignment"
     description = "neurons against svm-pos / svm-neg"
@@ -98,8 +84,17 @@ class Alignment(Instrument):
               ("mean_align_median", "median cosine of neurons with the class means", "linear"))
 
     def setup(self, tracker, context: TrackContext) -> dict:
-        """The reference directions: w+ (svm-pos), w- (svm-neg) and the class means mu+, mu-."""
-        return reference_directions(tracker, context)
+        """w+ (svm-pos), w- (svm-neg) and the class means mu+, mu- in `tracker.references`; returns
+        the programs' objectives and cos(w+-, mu+-) for summary.json."""
+        ds, refs, info = context.problem.dataset, {}, {}
+        for obj, key, s in (("svm-pos", "pos", 1.0), ("svm-neg", "neg", -1.0)):
+            _, sol = context.solve(obj)
+            refs[f"w_{key}"], refs[f"mean_{key}"] = sol.zeta[0], ds.x_train[ds.y_train == s].mean(0)
+            info[f"{obj}_objective"] = sol.value
+            info[f"cos_w_{key}_mean_{key}"] = float(refs[f"w_{key}"] @ refs[f"mean_{key}"] / (
+                np.linalg.norm(refs[f"w_{key}"]) * np.linalg.norm(refs[f"mean_{key}"])))
+        tracker.references = refs
+        return info
 
     def table(self, tracker, model) -> pd.DataFrame:
         return neuron_table(first_layer(model), as_numpy(model.w2)[0], tracker.references)

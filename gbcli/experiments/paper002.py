@@ -238,6 +238,12 @@ class OutputLinearity(Instrument):
         return {"output_grid": grid, "output_line": line}
 
 
+def on_grid(grid: pd.DataFrame, *columns: str) -> list[np.ndarray]:
+    """Columns of an `output_grid` table as square arrays (the grid's rows)."""
+    n = int(round(np.sqrt(len(grid))))
+    return [grid[c].to_numpy().reshape(n, n) for c in columns]
+
+
 def _point_config(out_dir: Path, point: str) -> dict:
     return stored_config(SweepDir(out_dir).point(point).gd_config)
 
@@ -265,15 +271,13 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     axes = np.array(fig.subplots(2, len(points), squeeze=False))
     for j, r in table.iterrows():
         g, line = grids[r["point"]], lines[r["point"]]
-        n = int(round(np.sqrt(len(g))))
-        x1, x2, f = (g[c].to_numpy().reshape(n, n) for c in ("x1", "x2", "f"))
+        x1, x2, f, rule = on_grid(g, "x1", "x2", "f", "rule")
         ax = axes[0, j]
         lim = float(np.abs(f).max())
         cs = ax.contourf(x1, x2, f, levels=21, cmap="RdBu_r", vmin=-lim, vmax=lim)
         ax.contour(x1, x2, f, levels=9, colors="k", linewidths=0.4, alpha=0.5)
         ax.contour(x1, x2, f, levels=[0.0], colors="k", linewidths=2.0)
-        ax.contour(x1, x2, g["rule"].to_numpy().reshape(n, n), levels=[0.0], colors="y", linewidths=1.0,
-                   linestyles="--")
+        ax.contour(x1, x2, rule, levels=[0.0], colors="y", linewidths=1.0, linestyles="--")
         ax.plot(line["x1"], line["x2"], color="g", lw=0.8)
         fig.colorbar(cs, ax=ax, shrink=0.8).ax.set_title("f", fontsize=9)
         ax.set(aspect="equal", xlabel="x1", ylabel="x2")
@@ -445,10 +449,9 @@ def best_line_disagreement(x: np.ndarray, s: np.ndarray, offsets: np.ndarray) ->
 def sign_changes_on_circle(grid: pd.DataFrame) -> int:
     """The sign changes of f around the circle of half the grid's radius (2 for a line through the
     disc), f read at the grid point nearest each point of the circle (every CIRCLE_STEP_DEG degrees)."""
-    n = int(round(np.sqrt(len(grid))))
+    (f,) = on_grid(grid, "f")
     lim = float(np.abs(grid["x1"]).max())
-    t = np.linspace(-lim, lim, n)
-    f = grid["f"].to_numpy().reshape(n, n)
+    t = np.linspace(-lim, lim, len(f))
     ang = np.deg2rad(np.arange(0, 360, CIRCLE_STEP_DEG))
     rad = 0.5 * t.max()
     ix = np.abs(t[None] - (rad * np.cos(ang))[:, None]).argmin(1)
@@ -495,8 +498,7 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
         ax.set_axis_off()   # a cell without a point stays empty
     for r in table.itertuples():
         g = grids[r.point]
-        n = int(round(np.sqrt(len(g))))
-        x1, x2, f, rule = (g[c].to_numpy().reshape(n, n) for c in ("x1", "x2", "f", "rule"))
+        x1, x2, f, rule = on_grid(g, "x1", "x2", "f", "rule")
         ax = axes[biases.index(r.bias), scales.index(r.init_scale)]
         ax.set_axis_on()
         ax.contourf(x1, x2, np.sign(f), levels=[-2, 0, 2], colors=["#c6dbef", "#fcbba1"])
