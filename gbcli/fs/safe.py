@@ -172,7 +172,7 @@ def read_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> bytes:
         if len(held) > limit:
             raise ValueError(f"{path}: more than the {limit} bytes gb reads")
         return held
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = open_fd(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
