@@ -51,7 +51,7 @@ from gbcli.logs import Progress
 from gbcli.metrics import error
 from gbcli.programs.certify import CERTIFY_TOL, certificate
 from gbcli.programs.design import GatedDesign, Solution, Status, decision, train_outputs
-from gbcli.store.records import is_result
+from gbcli.store.records import is_result, number
 from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_SOLUTION_BYTES, OBJECTIVE_ATOL, RTOL, Unusable, close,
                                    compact_solution, no_links, read_npz, read_stored, write_compact)
 from gbcli.text import shorten
@@ -392,7 +392,8 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
             row["problems"] += compare_predictions({**got, **zero}, preds, len(ds.y_train), len(ds.y_val), NETWORK_RTOL,
                                                    published=published is not None)
             claimed_loss = record.get("train_loss")
-            if not (_number(claimed_loss) and math.isclose(claimed_loss, loss, rel_tol=NETWORK_RTOL, abs_tol=1e-300)):
+            if number(claimed_loss) is None or \
+                    not math.isclose(claimed_loss, loss, rel_tol=NETWORK_RTOL, abs_tol=1e-300):
                 row["problems"].append(f"{layout.SUMMARY}: train_loss {shorten(repr(claimed_loss), 30)} is not the "
                                        f"recomputed {loss:.9g}")
             sources = [(layout.SUMMARY, record)]
@@ -404,7 +405,7 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
                 for key, y in (("train", ds.y_train), ("val", ds.y_val)):
                     said, out, undecided = c.get(f"{key}_error"), got[f"{key}_out"], zero[f"{key}_zero"]
                     low, high = error(np.where(undecided, y, out), y), error(np.where(undecided, -y, out), y)
-                    if not (_number(said) and low - 1e-12 <= said <= high + 1e-12):
+                    if not (number(said) is not None and low - 1e-12 <= said <= high + 1e-12):
                         row["problems"].append(f"{source}: {key}_error {shorten(repr(said), 30)} is not the recomputed "
                                                f"{error(out, y):.12g}")
             if claims and cfg.model.predictor not in claims:
@@ -415,11 +416,6 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
     row["verified"] = not row["problems"]
     problems.tick()
     return row
-
-
-def _number(v) -> bool:
-    """A claimed rate or loss: a real number, not a bool, not text."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None) -> list[dict]:
@@ -544,7 +540,8 @@ def _check_copies(root: Path, unit: _Unit, problems: _Problems) -> list[dict]:
                     row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
                 else:
                     extra.append((layout.ERRORS, c))
-            got, claims, form, _ = _check_compact(root, path, design, ds, objective, problems.tol, row["problems"], extra)
+            got, claims, form, _ = _check_compact(root, path, design, ds, objective, problems.tol, row["problems"],
+                                                  extra)
             row.update(_shown(claims), checked=form)
         except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
             _unchecked(row, exc)
@@ -687,8 +684,8 @@ def _walk(root: Path, targets: list):
                 yield s, unit
             if copies:   # a claimed program without its solution
                 yield next(slot), [
-                    _row(f"{prefix}{q}", o, c, f"{layout.SOLUTIONS}/{q}/{o}.npz: missing ({layout.TABLES}/{layout.ERRORS} "
-                                               f"has the program)")
+                    _row(f"{prefix}{q}", o, c,
+                         f"{layout.SOLUTIONS}/{q}/{o}.npz: missing ({layout.TABLES}/{layout.ERRORS} has the program)")
                     for (q, o), c in sorted(table.items()) if c.get("status") in tuple(Status)
                     and not present(sols / q / f"{o}.npz") and not (own and (q, o) in own)]
 
