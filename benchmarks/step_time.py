@@ -53,7 +53,7 @@ def setup(case: str, device: str):
     from gbcli.config.loading import apply_preset, read_config, validate
     from gbcli.runs.stages import build_model, prepare
     from gbcli.training.loop import tensors
-    from gbcli.training.sgd import SGD
+    from gbcli.optimizers import SGD
     from gbcli.training.step import Step
 
     name, sets = CASES[case]

@@ -1,5 +1,6 @@
-"""The update rules beyond gradient descent (issue 50; docs/optimizers.md), one class each, and the
-geometry whose max-margin program a theorem says each one's limit solves.
+"""The update rules `training.optimizer` names (docs/optimizers.md), one registered class each, with
+the geometry whose max-margin program a theorem says each one's limit solves; `build` makes the one
+a config's training section names (the training loop names none).
 
 Each class takes torch's optimizer interface (`step`, `zero_grad`, `param_groups[0]["lr"]`,
 `state_dict`/`load_state_dict` in torch's format) over all the parameters as one vector: the
@@ -55,9 +56,17 @@ class Optimizer:
                 "param_groups": [{**self.param_groups[0], "params": list(range(len(self.params)))}]}
 
     def load_state_dict(self, saved: dict) -> None:
+        """Load a state_dict (checked by the caller: `training.loop._restore`); buffers are copied
+        to their parameter's dtype and device, as torch does."""
         self.param_groups[0].update({k: v for k, v in saved["param_groups"][0].items() if k != "params"})
-        self.state = {i: {k: v.detach().to(self.params[i].device, self.params[i].dtype).clone()
-                          for k, v in entry.items()} for i, entry in saved["state"].items()}
+        self.state = {i: {k: v if v is None else v.detach().to(self.params[i].device, self.params[i].dtype).clone()
+                          for k, v in entry.items()}
+                      for i, entry in saved["state"].items()}
+
+    @classmethod
+    def of(cls, training, params):
+        """This optimizer over `params` with a config's training section's settings."""
+        return cls(params, lr=training.lr)
 
 
 def _no_grad():
@@ -70,6 +79,62 @@ def _norm(grads: list, q: float) -> float:
     if q == math.inf:
         return max(float(g.abs().max()) for g in grads)
     return sum(float((g.abs() ** q).sum()) for g in grads) ** (1 / q)
+
+
+# torch.optim.SGD's settings with their defaults: the param group a state_dict carries
+SGD_DEFAULTS = {"dampening": 0, "weight_decay": 0, "nesterov": False, "maximize": False, "foreach": None,
+                "differentiable": False, "fused": None}
+
+
+class SGD(Optimizer):
+    """SGD with heavy-ball momentum: the step of `torch.optim.SGD`, without `torch.optim`, whose first
+    use imports `torch._dynamo` (1.3 CPU seconds, a quarter of a short `gb train-gd`) for an update of
+    two lines. The step is torch's CPU path in the same floating-point order (the first momentum buffer
+    is the gradient itself, then `buf = mu * buf + grad`; `p -= lr * buf`, or `p -= lr * grad` at
+    momentum 0, sparse gradients included), in torch's `state_dict` format: a checkpoint written by
+    either resumes in the other (`tests/test_sgd.py` compares the two bit for bit). Gradient descent
+    at any momentum maximizes the l2 margin."""
+
+    name, geometry = "sgd", 2.0
+    description = "SGD with heavy-ball momentum (training.momentum)"
+
+    def __init__(self, params, lr: float, momentum: float = 0.0):
+        super().__init__(params, lr, momentum=momentum, **SGD_DEFAULTS)
+
+    @classmethod
+    def of(cls, training, params):
+        return cls(params, lr=training.lr, momentum=training.momentum)
+
+    def direction(self, grads):
+        return grads
+
+    def update(self, i, p, d, lr):
+        mu = self.param_groups[0]["momentum"]
+        if mu != 0:
+            entry = self.state.get(i)
+            if entry is None:
+                self.state[i] = entry = {"momentum_buffer": d.clone().detach()}
+            else:
+                entry["momentum_buffer"].mul_(mu).add_(d)
+            d = entry["momentum_buffer"]
+        p.add_(d, alpha=-lr)
+
+
+class Adam:
+    """torch's Adam (paper 001's appendix D), at step lr with `training.betas` and `training.eps` (torch's
+    defaults when null); for a linear predictor its limit maximizes the l-infinity margin (Zhang, Zou,
+    Cao 2024)."""
+
+    name, geometry = "adam", math.inf
+    description = "torch's Adam (training.betas, training.eps)"
+
+    @classmethod
+    def of(cls, training, params):
+        import torch
+
+        settings = {k: getattr(training, k, None) for k in ("betas", "eps")}
+        settings = {k: v for k, v in settings.items() if v is not None}
+        return torch.optim.Adam(params, lr=training.lr, **settings)
 
 
 class Sign(Optimizer):
@@ -129,24 +194,26 @@ class Mirror(Optimizer):
     def direction(self, grads):
         return grads
 
+    @classmethod
+    def of(cls, training, params):
+        p = getattr(training, "mirror_p", None)
+        return cls(params, lr=training.lr, p=1.5 if p is None else p)
+
     def update(self, i, p, d, lr):
         q = self.param_groups[0]["p"]
         u = p.sign() * p.abs() ** (q - 1) - lr * d
         p.copy_(u.sign() * u.abs() ** (1 / (q - 1)))
 
 
-OPTIMIZERS: dict[str, type[Optimizer]] = {c.name: c for c in (Sign, SteepestL1, SteepestL2, Mirror)}
-
-
-# gb's other optimizers (gbcli.training): heavy-ball SGD (gradient descent at any momentum: the l2
-# margin) and torch's Adam (the l-infinity margin, a theorem for linear predictors)
-GEOMETRY = {"sgd": 2.0, "adam": math.inf, **{name: cls.geometry for name, cls in OPTIMIZERS.items()}}
+OPTIMIZERS: dict[str, type] = {c.name: c for c in (SGD, Adam, Sign, SteepestL1, SteepestL2, Mirror)}
+GEOMETRY = {name: cls.geometry for name, cls in OPTIMIZERS.items()}
 PROGRAM_NORM = {1.0: "l1", 2.0: "sq", math.inf: "linf", 1.5: "l1.5"}   # the norm (programs.norms) of an lq margin
 
 
 def geometry_of(name: str, settings: dict) -> float | None:
     """The q of the lq margin an optimizer's limit maximizes (its mirror p for mirror descent)."""
-    return settings.get("p", 1.5) if name == Mirror.name else GEOMETRY[name]
+    p = settings.get("p")
+    return (1.5 if p is None else p) if name == Mirror.name else GEOMETRY[name]
 
 
 def geometry(training) -> float | None:
@@ -154,3 +221,8 @@ def geometry(training) -> float | None:
     if getattr(training, "descent", "gradient") == "coordinate":
         return 1.0
     return geometry_of(training.optimizer, {"p": getattr(training, "mirror_p", 1.5)})
+
+
+def build(training, params):
+    """The optimizer a config's `training` section names, over `params`."""
+    return OPTIMIZERS[training.optimizer].of(training, params)

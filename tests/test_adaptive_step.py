@@ -22,7 +22,7 @@ from gbcli.runs.stages import build_model, prepare, train_gd
 from gbcli.store.identity import gd_manifest
 from gbcli.training.loop import train
 from gbcli.training.step import Step, sharpness
-from gbcli.training.sgd import SGD
+from gbcli.optimizers import SGD
 
 from test_checkpoint import assert_same, interrupted_twin, one_thread  # noqa: F401 (one_thread: autouse, 1 thread)
 

@@ -7,6 +7,7 @@ points approach that program's, and the margin in the other geometries stays wel
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -62,7 +63,7 @@ def test_a_state_dict_round_trips_the_settings():
     other = Mirror([a.clone()], lr=1.0, p=1.5)
     other.load_state_dict(opt.state_dict())
     assert other.param_groups[0]["lr"] == 0.3 and other.param_groups[0]["p"] == 1.25
-    assert set(OPTIMIZERS) == {"sign", "steepest-l1", "steepest-l2", "mirror"}
+    assert set(OPTIMIZERS) == {"sgd", "adam", "sign", "steepest-l1", "steepest-l2", "mirror"}
 
 
 def test_naming_an_optimizer_imports_no_torch():
@@ -131,3 +132,46 @@ def test_each_limit_maximizes_the_margin_of_its_geometry(problem, name, lr, sett
     for g in geometries:
         if g != q:   # not the other programs' limit
             assert ratio[g] < 0.98 and disagree[g] > disagree[q], (g, ratio, disagree)
+
+
+# ------------------------------------------------------------------ through gb: config, loop, tracker
+
+TEACHER = {"name": "linear-teacher", "n_samples": 300, "train_size": 8, "val_size": 200, "dim": 20, "margin": 0.3,
+           "max_norm": 1.0}   # 8 points in 20 dimensions: each lq max-margin program's optimum is its own
+
+
+@pytest.mark.parametrize("optimizer, lr, steps, program", [
+    ("sgd", 1.0, 3000, "svm-shallow"), ("steepest-l2", 0.2, 5000, "svm-shallow"),
+    ("steepest-l1", 0.2, 10000, "svm-l1"), ("mirror", 0.5, 3000, "svm-l1.5"), ("sign", 0.05, 20000, "svm-linf")])
+def test_gb_tracks_each_optimizer_against_the_program_of_its_geometry(tmp_path, optimizer, lr, steps, program):
+    """`gb train-gd` of a linear model with `training.optimizer` and the margin and agreement
+    instruments: the tracked margin ratio (the normalized margin in the optimizer's geometry over
+    its program's) passes 0.99 and the inconsistency with that program's predictor on the validation
+    set falls to at most 1 in 100 within `steps` full-batch steps on log R (loss-normalized)."""
+    import pandas as pd
+
+    from gbcli.config import validate
+    from gbcli.registry import MODELS
+    from gbcli.runs.stages import train_gd
+
+    cfg = validate({"dataset": TEACHER, "model": {"kind": "linear"},
+                    "training": {"batch_size": None, "epochs": steps, "loss": "exponential", "lr": lr,
+                                 "optimizer": optimizer, "step_rule": "loss-normalized",
+                                 "track": ["margin", "agreement"], "log_points": 5}})
+    assert MODELS["linear"].matching_program(cfg) == program
+    train_gd(cfg, tmp_path, progress=False)
+    last = pd.read_csv(tmp_path / "gd" / "metrics.csv").iloc[-1]
+    assert last["margin_ratio"] > 0.99 and last["inconsistency"] <= 0.01, last.to_dict()
+
+
+def test_a_config_refuses_the_settings_of_another_optimizer():
+    from gbcli.config import validate
+    from gbcli.errors import GbError
+
+    base = {"dataset": TEACHER, "model": {"kind": "linear"}}
+    for training, says in (({"optimizer": "sign", "mirror_p": 1.2}, "training.mirror_p: is for training.optimizer: mirror"),
+                           ({"optimizer": "mirror", "momentum": 0.9}, "training.momentum: is for training.optimizer: sgd"),
+                           ({"optimizer": "adam", "betas": [0.9, 1.0]}, "training.betas: each must be in [0, 1)"),
+                           ({"optimizer": "sgd", "eps": 1e-8}, "training.eps: is for training.optimizer: adam")):
+        with pytest.raises(GbError, match=re.escape(says)):
+            validate({**base, "training": training})

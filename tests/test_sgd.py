@@ -1,10 +1,10 @@
-"""gbcli.training.sgd.SGD takes torch.optim.SGD's steps bit for bit and shares its checkpoint format."""
+"""gbcli.optimizers.SGD takes torch.optim.SGD's steps bit for bit and shares its checkpoint format."""
 
 import pytest
 import torch
 from torch import nn
 
-from gbcli.training.sgd import SGD
+from gbcli.optimizers import SGD
 
 
 def _net(seed: int, sparse: bool) -> nn.Module:

@@ -16,7 +16,7 @@ from gbcli.config import Config
 from gbcli.models.networks.gln import DeepGLN, column_major
 from gbcli.runs.stages import build_model, prepare, train_gd, train_gd_group
 from gbcli.training.batched import batch_key
-from gbcli.training.sgd import SGD
+from gbcli.optimizers import SGD
 from gbcli.training.step import Step
 
 BODY = {"name": "s", "dataset": {"name": "digits", "train_size": 300, "val_size": 200},

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Discriminator, Field, StrictFloat, StrictInt, Tag, field_validator, model_validator
 
 from gbcli.data.sources import DATASETS, SEED
+from gbcli.optimizers import GEOMETRY
 from gbcli.registry import DEFAULT_KIND, MODELS, instruments, kinds_with_instrument, programs
 from gbcli.schema import Section
 from gbcli.text import quoted, shorten
@@ -132,8 +133,18 @@ class TrainingConfig(Section):
                                   "normalized step_rule")
     momentum: StrictFloat = Field(0.0, ge=0, lt=1, allow_inf_nan=False,
                             description="heavy-ball momentum of torch.optim.SGD (0: plain SGD; sgd only)")
-    optimizer: Literal["sgd", "adam"] = Field(
-        "sgd", description="adam: torch's Adam with its default betas at step lr (paper 001's appendix D)")
+    optimizer: Literal[tuple(GEOMETRY)] = Field(
+        "sgd", description="the update rule (docs/optimizers.md): sgd (heavy-ball, `momentum`); adam (torch's Adam at "
+                           "step lr, paper 001's appendix D; `betas`, `eps`); sign (sign descent); steepest-l1 "
+                           "(greedy coordinate); steepest-l2 (normalized gradient); mirror (p-norm potential, "
+                           "`mirror_p`)")
+    betas: Optional[tuple[StrictFloat, StrictFloat]] = Field(
+        None, description="Adam's moment decays (beta1, beta2), each in [0, 1); null: torch's (0.9, 0.999)")
+    eps: Optional[StrictFloat] = Field(None, gt=0, le=1, allow_inf_nan=False,
+                                       description="Adam's epsilon; null: torch's 1e-8")
+    mirror_p: Optional[StrictFloat] = Field(None, gt=1, le=2, allow_inf_nan=False,
+                                            description="mirror descent's p in (1, 2] (its potential ||w||_p^p / p); "
+                                                        "null: 1.5")
     epochs: Union[StrictInt, Literal["paper"]] = Field(
         100, description="passes over the training set; paper: round(200 * 2000 / dataset.train_size), the published "
                          "schedule")
@@ -457,6 +468,16 @@ class Config(Section):
                 if bad:
                     raise ValueError(f"training.{key}: is for training.optimizer: sgd (Adam keeps its own moments "
                                      f"and step sizes)")
+        elif t.optimizer != "sgd":
+            for key, bad in (("momentum", t.momentum != 0), ("descent", t.descent != "gradient")):
+                if bad:
+                    raise ValueError(f"training.{key}: is for training.optimizer: sgd ({t.optimizer} takes its own "
+                                     f"steps)")
+        for key, owner in (("betas", "adam"), ("eps", "adam"), ("mirror_p", "mirror")):
+            if getattr(t, key) is not None and t.optimizer != owner:
+                raise ValueError(f"training.{key}: is for training.optimizer: {owner}")
+        if t.betas is not None and not all(0 <= b < 1 for b in t.betas):
+            raise ValueError(f"training.betas: each must be in [0, 1), got {list(t.betas)}")
         if t.descent == "coordinate" and not spec.coordinate_descent:
             able = ", ".join(k for k, s in MODELS.items() if s.coordinate_descent)
             raise ValueError(f"training.descent: coordinate descent is for model.kind {able}")

@@ -4,8 +4,8 @@
   and `margin_gap` = best - normalized margin. A degree-L model's normalized margin is
   min_n y_n f(x_n) / ||w||^L; the best value comes from the model spec
   (`best_normalized_margin`), e.g. 1 / (2 opt) for the deep GLN and 1 / sqrt(opt) when the
-  program's objective is ||w||^2 itself. A model trained by coordinate descent is compared in the
-  l1 geometry: margin min y<w,x> / ||w||_1.
+  program's objective is ||w||^2 itself. A model whose matching program follows its optimizer (a
+  linear model, docs/optimizers.md) is compared in that program's geometry: min y<w,x> / ||w||_q.
 - kkt: `kkt_residual`, `kkt_complementarity` and `kkt_complementarity_rel`. w is rescaled to margin
   1 and lam >= 0 fitted by non-negative least squares to w = sum_n lam_n y_n grad_w f(x_n)
   (stationarity of min ||w||^2 / 2 s.t. y f >= 1), with one more row asking
@@ -236,8 +236,8 @@ class Tracker:
     (FReLU gates that freeze after a warm-up), at the first logged step where the spec says it is
     (`matching_ready`); until then those instruments log NaN."""
 
-    def __init__(self, instruments: list[Instrument], context: TrackContext, degree: int, descent: str = "gradient"):
-        self.instruments, self.degree, self.descent = list(instruments), degree, descent
+    def __init__(self, instruments: list[Instrument], context: TrackContext, degree: int):
+        self.instruments, self.degree = list(instruments), degree
         self.context, self.cfg, self.problem = context, context.cfg, context.problem
         self.best = self.svm_val = self.design = self.solution = None
         self.info: dict = {}
@@ -276,9 +276,16 @@ class Tracker:
         return tuple(c for i in self.instruments for c in i.columns)
 
     def norm(self, model: nn.Module) -> float:
-        """||w||^L in the model's geometry (l1 for coordinate descent, else l2)."""
-        w = flat_weights(model)
-        return float(w.abs().sum()) if self.descent == "coordinate" else float(w.pow(2).sum().sqrt()) ** self.degree
+        """||w||_q^L, q the matching program's geometry (l2; a linear model's optimizer's: l1 for
+        coordinate descent, l-infinity for sign descent, ...)."""
+        w, q = flat_weights(model), self.context.spec.margin_geometry(self.cfg)
+        if q == 2:
+            size = float(w.pow(2).sum().sqrt())
+        elif q == 1:
+            size = float(w.abs().sum())
+        else:
+            size = float(w.abs().max()) if q == math.inf else float(w.abs().pow(q).sum()) ** (1 / q)
+        return size ** self.degree
 
     def measure(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.Tensor | None,
                 margins: torch.Tensor, val_out: torch.Tensor) -> dict:

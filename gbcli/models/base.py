@@ -183,6 +183,11 @@ class ModelSpec:
         """The program whose optimum is GD's limit (the margin and agreement instruments)."""
         return None
 
+    def margin_geometry(self, cfg) -> float:
+        """The q of the lq norm of the weights a normalized margin divides by (min y f / ||w||_q^L):
+        the matching program's geometry; l2 unless the kind follows its optimizer's."""
+        return 2.0
+
     def matching_ready(self, cfg, model: nn.Module | None) -> bool:
         """Whether the matching program is defined for the network as it is now (None: before
         training); most programs depend on the data only."""

@@ -65,6 +65,9 @@ class Spec(ModelSpec):
         norm = PROGRAM_NORM.get(geometry(cfg.training))
         return next((name for name, p in self.programs.items() if p.norm == norm), None)
 
+    def margin_geometry(self, cfg):
+        return geometry(cfg.training)
+
     def best_normalized_margin(self, cfg, optimum):
         # the l2 program's objective is ||w||^2; the others' is the norm itself
         return sqrt_margin(optimum) if geometry(cfg.training) == 2.0 else 1.0 / optimum

@@ -357,7 +357,7 @@ def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
         return design, sol
 
     instruments = [ins for name, ins in INSTRUMENTS.items() if name in cfg.training.track]
-    return Tracker(instruments, TrackContext(cfg, spec, problem, solve), cfg.model.homogeneity, cfg.training.descent)
+    return Tracker(instruments, TrackContext(cfg, spec, problem, solve), cfg.model.homogeneity)
 
 
 # ------------------------------------------------------------------ max-margin programs

@@ -59,7 +59,8 @@ def _drop(d: dict, keys: frozenset[str]) -> dict:
 # Keys added after stage manifests were first written, hashed only when set: a config that does not
 # use one hashes as it did before the key existed, so its finished stages and training checkpoints
 # stay valid (adding `training.init_from` once restarted a 7-hour training from step 0).
-UNSET_SINCE = {"training.init_from": None, "training.adaptive_step": None}
+UNSET_SINCE = {"training.init_from": None, "training.adaptive_step": None, "training.betas": None,
+               "training.eps": None, "training.mirror_p": None}
 
 
 def section_hash(cfg, sections: tuple[str, ...]) -> str:

@@ -32,7 +32,7 @@ from gbcli.registry import spec_of
 from gbcli.training.loop import (Checkpointing, MetricLog, Schedule, TrainResult, epoch_lr, save_checkpoint,
                                  tensors)
 from gbcli.training.losses import loss_fn
-from gbcli.training.sgd import SGD
+from gbcli.optimizers import SGD
 
 # the only training key that may differ within a group (besides what the kind's gating draws:
 # context seeds, median init, init seeds)

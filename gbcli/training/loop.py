@@ -1,6 +1,6 @@
 """Gradient-descent training of the GD networks (protocol section 4).
 
-Minibatch SGD (or full-batch GD; or Adam, `training.optimizer`) on the logistic or exponential
+Minibatch SGD (or full-batch GD; or another update rule, `training.optimizer`) on the logistic or exponential
 loss, with a step schedule of learning-rate milestones. Metrics are evaluated on the full training
 and validation sets at `log_points` evenly spaced steps (including step 0 and the last step); with
 `validation: final` the validation set only at the last step.
@@ -26,9 +26,9 @@ from gbcli.fs.safe import NotGbs, atomic_write_bytes, load_tensors_untrusted, pr
 from gbcli.logs import Progress, log as gb_log
 from gbcli.metrics import error
 from gbcli.models.base import weight_norm
+from gbcli.optimizers import build as build_optimizer
 from gbcli.registry import spec_of
 from gbcli.training.losses import log_mean_loss, loss_fn
-from gbcli.training.sgd import SGD
 from gbcli.training.step import Step
 
 EXPLODED = 1e6   # a logged training loss this many times its value at step 0 counts as divergence
@@ -311,8 +311,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     batch, per_epoch, total, log_at = sched.batch, sched.per_epoch, sched.total, sched.log_at
     if hasattr(model, "restrict"):   # shallow GLN: train only the contexts that hold training points
         model.restrict(ct, sparse_grad=t.momentum == 0)
-    opt = (torch.optim.Adam(model.parameters(), lr=t.lr) if t.optimizer == "adam"
-           else SGD(model.parameters(), lr=t.lr, momentum=t.momentum))
+    opt = build_optimizer(t, model.parameters())
     gen = torch.Generator().manual_seed(t.batch_seed)
     update = Step(model, cfg, xt, yt, ct, opt, batch)
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker, on_row)
