@@ -42,13 +42,13 @@ from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
-from gbcli.store.records import NOT_GBS, PointState, is_result, point_state, resumable
+from gbcli.store.records import NOT_GBS, FailureRecord, PointState, is_result, point_state, resumable
 from gbcli.store.identity import PROBLEM_SECTIONS, gd_manifest, point_id, readable_names, section_hash
 from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import check_tree, is_dir, is_file, open_append, read_record, remove
+from gbcli.fs.safe import check_tree, is_dir, is_file, open_append, remove
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.compare import compare, compare_run
@@ -255,13 +255,13 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
             echo(traceback.format_exc())
         echo(f"FAILED at {stage}: {message}")
-        record = {"status": PointState.FAILED, "stage": stage, "message": message,
-                  "log": str(log_path.resolve()) if is_file(log_path) else "", "seconds": time.time() - start}
+        failure = FailureRecord(PointState.FAILED, stage, message, str(log_path.resolve()) if is_file(log_path) else "",
+                                seconds=time.time() - start)
         try:
-            write_json(run.failed, record)
+            failure.write(run_dir)
         except OSError as err:
-            record["message"] += f" (and failed.json could not be written: {err.strerror or err})"
-        return record
+            failure.message += f" (and failed.json could not be written: {err.strerror or err})"
+        return failure.as_dict()
     finally:
         if log is not None:
             try:
@@ -583,11 +583,8 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
             except (OSError, ValueError) as exc:
                 echo(f"warning: point {pid}: its solutions were not copied into {out / layout.SOLUTIONS} ({exc})")
         else:
-            state, failed = point_state(d, done=False), RunDir(d).failed
-            rec = {} if state == PointState.NOT_RUN else \
-                read_record(failed) or {"message": f"{failed}: unreadable or not a record"}
-            fails.append({"point": pid, "status": str(state),
-                          **{k: str(rec.get(k, "")) for k in ("stage", "message", "log")}})
+            f = FailureRecord.read(d)
+            fails.append({"point": pid, "status": str(f.status), "stage": f.stage, "message": f.message, "log": f.log})
     errors = pd.concat(errs, ignore_index=True) if errs else pd.DataFrame()
     incons = pd.concat(incs, ignore_index=True) if incs else pd.DataFrame()
     failures = pd.DataFrame(fails, columns=["point", "status", "stage", "message", "log"])

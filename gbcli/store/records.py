@@ -7,6 +7,7 @@ its status word is taken only when its own numbers bear it out, so every view (`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from enum import StrEnum
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 from gbcli.errors import GbError
 from gbcli.programs.design import Status
 from gbcli.fs.layout import ERRORS, FAILURES, INCONSISTENCY, THETA, RunDir, SweepDir
-from gbcli.fs.safe import is_file, load_npz_untrusted, present, read_csv_untrusted, read_json, read_record, subdirs
+from gbcli.fs.safe import (is_file, load_npz_untrusted, present, read_csv_untrusted, read_json, read_record, subdirs,
+                           write_json)
 
 # what code that reads a received record as gb writes it raises when the record is not gb's (a missing
 # key, a text where a number goes, an empty or unparseable file, a link or a folder where a file goes)
@@ -117,6 +119,35 @@ def point_state(point_dir: str | Path, done: bool | None = None) -> PointState:
     rec = read_record(run.failed)
     return PointState.INTERRUPTED if rec is not None and rec.get("status") == PointState.INTERRUPTED \
         else PointState.FAILED
+
+
+@dataclasses.dataclass
+class FailureRecord:
+    """A sweep point's failed.json: why the point is not done."""
+
+    status: PointState             # failed, or interrupted (stopped with its sweep)
+    stage: str                     # train-gd, fit-svm, compare; worker or slurm where its task died
+    message: str
+    log: str = ""                  # the point's log.txt, when it has one
+    seconds: float | None = None   # how long the point ran (the point's own record)
+    at: str | None = None          # when its sweep stopped it
+
+    def as_dict(self) -> dict:
+        """The record's fields that are set."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def write(self, point_dir: str | Path) -> None:
+        """Written to the point's failed.json (OSError when it cannot be)."""
+        write_json(RunDir(point_dir).failed, self.as_dict())
+
+    @classmethod
+    def read(cls, point_dir: str | Path) -> FailureRecord:
+        """A point that is not done, as the sweep's failures table shows it: its state (`point_state`),
+        the rest its failed.json's, as text ("" for a point that never ran)."""
+        state, path = point_state(point_dir, done=False), RunDir(point_dir).failed
+        rec = {} if state == PointState.NOT_RUN else \
+            read_record(path) or {"message": f"{path}: unreadable or not a record"}
+        return cls(state, *(str(rec.get(k, "")) for k in ("stage", "message", "log")))
 
 
 def sweep_state(sweep_dir: str | Path, total: int | None = None) -> tuple[SweepState, dict[str, int], int]:

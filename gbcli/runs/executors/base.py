@@ -25,8 +25,8 @@ from gbcli import interrupts
 from gbcli.logs import Progress, clock
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
-from gbcli.fs.safe import is_dir, is_file, mtime, write_json
-from gbcli.store.records import PointState, point_state
+from gbcli.fs.safe import is_dir, is_file, mtime
+from gbcli.store.records import FailureRecord, PointState, point_state
 
 
 class Executor(ABC):
@@ -185,22 +185,21 @@ def stopped(dirs: list[str], exc: BaseException, started: Callable[[str], bool])
             run = RunDir(d)
             if not is_dir(d) or point_state(d) == PointState.DONE or not started(str(d)):
                 continue
-            write_json(run.failed, {"status": PointState.INTERRUPTED, "stage": _stage(d),
-                                    "message": f"{why}; rerun the sweep to run it again",
-                                    "log": str(run.log.resolve()) if is_file(run.log) else "",   # only a file that exists
-                                    "at": time.strftime("%Y-%m-%d %H:%M:%S")})
+            FailureRecord(PointState.INTERRUPTED, _stage(d), f"{why}; rerun the sweep to run it again",
+                          str(run.log.resolve()) if is_file(run.log) else "",   # only a file that exists
+                          at=time.strftime("%Y-%m-%d %H:%M:%S")).write(d)
         except OSError:   # best effort: the point is not done either way
             pass
 
 
 def died(dirs: list[str], stage: str, log: str, message: str) -> list[dict]:
     """The record of each point of a task that died, written to its failed.json when possible."""
-    result = {"status": PointState.FAILED, "stage": stage, "log": log, "message": message.splitlines()[0] if message else ""}
+    failure = FailureRecord(PointState.FAILED, stage, message.splitlines()[0] if message else "", log)
     for d in dirs:
         try:
-            write_json(RunDir(d).failed, result)
+            failure.write(d)
         except OSError:
             pass
-    return [result] * len(dirs)
+    return [failure.as_dict()] * len(dirs)
 
 
