@@ -513,6 +513,7 @@ def _other_kind(raw: dict, section: str) -> None:
 
 ALT_BY_SECTION = {
     "tracking.mlflow": "sqlite:////tmp/elsewhere.db", "tracking.experiment": "other",
+    "training.betas": [0.8, 0.99], "training.eps": 1e-6, "training.mirror_p": 1.25,
     "model.diagonal.activation": "relu",
     "model.diagonal.depth": lambda raw: raw["model"].update(depth=3, weights={"w": [[1.0, 0.0]] * 3}),
     "model.diagonal.weights": {"w": [[1.0, 1.0], [1.0, 1.0]]},
@@ -561,6 +562,8 @@ def _base(section: str, key: str) -> dict:
         raw["model"] = {"kind": "linear"}     # coordinate descent is for linear models
     if section == "training" and key == "adaptive_step":   # it re-estimates a normalized full-batch step
         raw["training"] = {"step_rule": "loss-normalized", "batch_size": None}
+    if section == "training" and key in ("betas", "eps", "mirror_p"):   # the settings of one optimizer
+        raw["training"] = {"optimizer": "mirror" if key == "mirror_p" else "adam"}
     if section == "svm" and key in ("restarts", "radii", "search_seed"):   # paper 003's programs' options
         raw["dataset"] = {"name": "points", "x": [[1.0, 0.25], [-1.0, 0.25]], "y": [1, 1]}
         raw["model"] = {"kind": "relu", "hidden_units": 2}

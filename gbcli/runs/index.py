@@ -23,7 +23,8 @@ from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.store.labels import read_labels
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.store.records import gd_status, number, stage_status, sweep_state
+from gbcli.reports.tables import mean_of, read_rows
+from gbcli.store.records import Verdict, gd_status, number, run_state, stage_status, sweep_state
 from gbcli.fs.safe import flatten, is_dir, is_file, mtime, present, read_record, read_yaml_record, subdirs
 from gbcli.text import shorten
 
@@ -114,20 +115,18 @@ def inconsistency_into(path: Path, numbers: dict[str, float]) -> None:
     if not present(RunDir(path).inconsistency):
         return
     try:
-        import pandas as pd
-
-        from gbcli.fs.safe import read_csv_untrusted
-
-        table = read_csv_untrusted(RunDir(path).inconsistency)
-        need = {"predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated"}
-        if not need <= set(table.columns):
+        table = read_rows(RunDir(path).inconsistency)
+        if not {"predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated"} <= set(table.columns):
             return
-        pairs = table[table["predictor_b"].astype(str).str.startswith("gd-")]
-        for pred, group in pairs.groupby("predictor_a", sort=False):
+        groups: dict[Any, list[dict]] = {}
+        for r in table.rows:
+            if str(r["predictor_b"]).startswith("gd-") and r["predictor_a"] is not None:
+                groups.setdefault(r["predictor_a"], []).append(r)
+        for pred, group in groups.items():
             for k in ("inconsistency", "expected_if_uncorrelated"):
-                v = pd.to_numeric(group[k], errors="coerce").mean()
-                if pd.notna(v) and 0 <= v <= 1:
-                    numbers[f"{pred}.{k}"] = float(v)
+                v = mean_of(r[k] for r in group)
+                if v is not None and 0 <= v <= 1:
+                    numbers[f"{pred}.{k}"] = v
     except Exception:   # noqa: BLE001 (not gb's table: the listing goes on without the number)
         pass
 
@@ -155,22 +154,22 @@ def read_run(path: str | Path) -> RunInfo:
                     numbers[f"{pred}.{k}"] = number(rec[k])
         config = flatten(read_yaml_record(run.gd_config) or {})
     elif run.gd.is_dir():
-        stages["gd"] = "unfinished"
+        stages["gd"] = Verdict.UNFINISHED
     upstream = None
     for stage in subdirs(run.svm):
         record = stage / layout.RESULT
         if not record.exists():
-            stages[stage.name] = "unfinished"
+            stages[stage.name] = Verdict.UNFINISHED
             continue
         rec = read_record(record)
         records.append((record, rec))
         status = stage_status(record, rec)
         m = manifest_of(record)
-        if m is None and status != "foreign":   # no manifest: not a stage gb finished (`gb compare` refuses it)
-            status = "foreign"
-        if status != "foreign" and m is not None:
+        if m is None and status != Verdict.FOREIGN:   # no manifest: not a stage gb finished (`gb compare` refuses it)
+            status = Verdict.FOREIGN
+        if status != Verdict.FOREIGN and m is not None:
             if gm is not None and m.get("problem") != gm.get("problem"):
-                status = "stale"
+                status = Verdict.STALE
             elif m.get("upstream"):
                 if upstream is None:
                     try:
@@ -178,7 +177,7 @@ def read_run(path: str | Path) -> RunInfo:
                     except GbError:
                         upstream = ""
                 if m["upstream"] != upstream:
-                    status = "stale"
+                    status = Verdict.STALE
         stages[stage.name] = status
         if rec is not None:
             for k in ("val_error", "objective"):
@@ -186,17 +185,7 @@ def read_run(path: str | Path) -> RunInfo:
                     numbers[f"{stage.name}.{k}"] = number(rec[k])
         if not config:
             config = flatten(read_yaml_record(stage / layout.CONFIG) or {})
-    if not stages:
-        status = "empty"
-    elif any(v in ("foreign", "stale", "unverified") for v in stages.values()):
-        status = "foreign" if "foreign" in stages.values() else "stale" if "stale" in stages.values() else "unverified"
-    elif any(v in ("diverged", "inaccurate", "failed", "uncertified") for v in stages.values()):
-        status = "failed"
-    elif any(v == "unfinished" for v in stages.values()) or "gd" not in stages:
-        status = "partial"
-    else:
-        status = "complete" if is_file(run.errors) else \
-            "solved" if any(name != "gd" for name in stages) else "trained"
+    status = run_state(stages, is_file(run.errors))
     inconsistency_into(path, numbers)
     return RunInfo(path, "run", status, stages, config, numbers, _time_of(records), labels=read_labels(path))
 
@@ -211,15 +200,16 @@ def read_sweep(path: str | Path) -> RunInfo:
     config = flatten(read_yaml_record(sweep.config) or {})
     numbers: dict[str, float] = {}
     try:
-        import pandas as pd
-
-        from gbcli.fs.safe import read_csv_untrusted
-
-        errors = read_csv_untrusted(RunDir(path).errors)
+        errors = read_rows(RunDir(path).errors)
         if {"predictor", "val_error"} <= set(errors.columns):
-            for pred, v in errors.groupby("predictor")["val_error"].mean().items():
-                if pd.notna(v):
-                    numbers[f"{pred}.val_error"] = float(v)
+            groups: dict[Any, list] = {}
+            for r in errors.rows:
+                if r["predictor"] is not None:
+                    groups.setdefault(r["predictor"], []).append(r["val_error"])
+            for pred in sorted(groups):
+                v = mean_of(groups[pred])
+                if v is not None:
+                    numbers[f"{pred}.val_error"] = v
     except Exception:   # noqa: BLE001 (no tables yet, or not gb's: the listing shows the counts)
         pass
     inconsistency_into(path, numbers)
@@ -286,16 +276,14 @@ def sweep_points(path: str | Path) -> list[dict]:
     if not is_file(table):
         return []
     try:
-        from gbcli.fs.safe import read_csv_untrusted
-
-        frame = read_csv_untrusted(table)
+        rows = read_rows(table)
     except Exception:   # noqa: BLE001 (not gb's table: no points to name)
         return []
-    if not {"point", "name"} <= set(frame.columns):
+    if not {"point", "name"} <= set(rows.columns):
         return []
-    declared = [k for k in _declared_axes(path) if k in frame.columns]   # the keys in the grid's order
-    frame = frame[["point", "name", *declared, *(c for c in frame.columns if c not in ("point", "name", *declared))]]
-    return [{k: (None if v != v else v) for k, v in r.items()} for r in frame.astype(object).to_dict("records")]
+    declared = [k for k in _declared_axes(path) if k in rows.columns]   # the keys in the grid's order
+    order = ["point", "name", *declared, *(c for c in rows.columns if c not in ("point", "name", *declared))]
+    return [{k: r[k] for k in order} for r in rows.rows]
 
 
 def _declared_axes(path: str | Path) -> dict[str, list]:
