@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from gbcli.errors import GbError
-from gbcli.programs.solvers import NAMES as SOLVERS_NAMED
+from gbcli.programs.solvers import NAMES as SOLVER_NAMES   # their one list imports no solver: `gb --help` stays fast
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
 from gbcli.fs.safe import present
@@ -79,17 +79,17 @@ def _named(raw: str, key: str = "RUN", root: Path = Path("runs")) -> Path:
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
                           help="the data directory holding mnist/ and fashion-mnist/ (default: $GB_DATA_DIR, "
                                "else ~/.cache/gb/data)")
-# the registered solvers' names (their one list imports no solver: `gb --help` stays fast)
-SOLVER_NAMES = SOLVERS_NAMED
-SolverName = Literal[SOLVERS_NAMED]
+SolverName = Literal[SOLVER_NAMES]
 MAX_ERROR_LINE = 480   # characters of an error message (values in it are shortened to ~200 where they are quoted)
-USABLE = ("ok", "optimal")   # statuses that are results; a certified infeasibility is an answer too
 
 
 def _failed(rows) -> list[str]:
-    """Predictors whose status is not a result: diverged, nan, inaccurate, failed, uncertified."""
-    return [f"{r['predictor']} ({'uncertified' if r['status'] == 'infeasible' else r['status']})" for r in rows
-            if not (r["status"] in USABLE or (r["status"] == "infeasible" and bool(r.get("certified"))))]
+    """Predictors whose status is not a result (`records.is_result`): diverged, nan, inaccurate, failed, uncertified."""
+    from gbcli.programs.design import Status
+    from gbcli.store.records import Verdict, is_result
+
+    return [f"{r['predictor']} ({Verdict.UNCERTIFIED if r['status'] == Status.INFEASIBLE else r['status']})"
+            for r in rows if not (is_result(r["status"], gd=True) or is_result(r["status"], bool(r.get("certified"))))]
 
 
 def _version(value: bool) -> None:
@@ -136,6 +136,26 @@ def _load(config: Path, overrides: List[str]):
     return load_config(config, tuple(overrides))
 
 
+def _stage_target(command: str, config: Path, out: Optional[str], set_: List[str], overrides: List[str], quiet: bool,
+                  threads: int, name: Optional[str], tag: List[str], note: Optional[str]):
+    """(config, run directory, labels) of `gb train-gd` / `gb fit-svm`, every refusal answered before
+    torch loads; then the library's messages shown and the threads of a sweep worker set (`threads`:
+    the same numbers as the sweep's point)."""
+    from gbcli.config import run_dir_for
+    from gbcli.store.labels import check_labels
+    from gbcli.store.lock import check_run_target
+
+    labels = check_labels(name, tag, note)
+    cfg = _load(config, [*set_, *overrides])
+    run_dir = run_dir_for(cfg, out, set_)
+    check_run_target(run_dir, command)
+    _logging(quiet)
+    from gbcli.runs.threads import limit_threads
+
+    limit_threads(threads)
+    return cfg, run_dir, labels
+
+
 def _print_tables(errors, incons, points: list[dict] = ()) -> None:
     """The tables, with a column for every key that varies between a sweep's `points` (its grid axes)."""
     from gbcli.reports.tables import rich_table
@@ -169,19 +189,12 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
                  force: bool = ForceOpt, threads: int = ThreadsOpt, name: Optional[str] = NameOpt,
                  tag: List[str] = TagOpt, note: Optional[str] = NoteOpt):
     """Train the configured network by gradient descent."""
-    from gbcli.config import run_dir_for
-    from gbcli.store.labels import check_labels, write_labels
-    from gbcli.store.lock import check_run_target
+    from gbcli.store.labels import write_labels
+    from gbcli.store.records import is_result
 
-    labels = check_labels(name, tag, note)
-    cfg = _load(config, set_)
-    run_dir = run_dir_for(cfg, out, set_)
-    check_run_target(run_dir, "train-gd")
-    _logging(quiet)
+    cfg, run_dir, labels = _stage_target("train-gd", config, out, set_, [], quiet, threads, name, tag, note)
     from gbcli.runs.stages import train_gd  # torch: only once the input is known to be valid
-    from gbcli.runs.threads import limit_threads
 
-    limit_threads(threads)   # a sweep worker's count (sweep.threads, 1): the same numbers as the sweep's point
     s = train_gd(cfg, run_dir, progress=not quiet, force=force, labels=labels)
     write_labels(run_dir, labels)   # a network already trained from this config: still named as asked
     if s.get("skipped"):   # tracked: its records went to MLflow, as the library's one line said (-q: said here)
@@ -190,13 +203,13 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
                   f"(--force retrains)")
         elif quiet:
             _echo(s["tracked"])
-        if s.get("status") != "ok":
+        if not is_result(s.get("status"), gd=True):
             raise typer.Exit(1)
         return
     if quiet:   # otherwise the library's own summary line was shown (once)
         _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
               f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
-    if s["status"] != "ok":
+    if not is_result(s["status"], gd=True):
         err_console.print(f"gb: training {s['status']}: {s.get('message', '')} (status in {RunDir(run_dir).summary})",
                           highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1)
@@ -212,24 +225,13 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
                 quiet: bool = QuietOpt, force: bool = ForceOpt, threads: int = ThreadsOpt, name: Optional[str] = NameOpt,
                 tag: List[str] = TagOpt, note: Optional[str] = NoteOpt):
     """Solve the matching convex max-margin programs."""
-    from gbcli.config import run_dir_for
-    from gbcli.store.labels import check_labels, write_labels
-    from gbcli.store.lock import check_run_target
+    from gbcli.store.labels import write_labels
 
-    labels = check_labels(name, tag, note)
-    overrides = list(set_)
-    if objective:
-        overrides.append(f"svm.objectives=[{', '.join(objective)}]")
-    if solver:
-        overrides.append(f"svm.solver={solver}")
-    cfg = _load(config, overrides)
-    run_dir = run_dir_for(cfg, out, set_)
-    check_run_target(run_dir, "fit-svm")
+    overrides = [f"svm.objectives=[{', '.join(objective)}]"] if objective else []
+    overrides += [f"svm.solver={solver}"] if solver else []
+    cfg, run_dir, labels = _stage_target("fit-svm", config, out, set_, overrides, quiet, threads, name, tag, note)
     from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
-    from gbcli.runs.threads import limit_threads
 
-    _logging(quiet)
-    limit_threads(threads)   # as train-gd: a sweep worker's count
     results = fit_svm(cfg, run_dir, progress=not quiet, force=force, labels=labels)
     write_labels(run_dir, labels)   # programs already solved from this config: still named as asked
     tracked = next((r["tracked"] for r in results if r.get("tracked")), None)   # said by the library (-q: here)
@@ -350,8 +352,6 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
         console.print(rich_table(table, f"{len(table)} points ({int(table['done'].sum())} done)",
                                  ["point", "name", "done"]))
         return
-    if executor not in (None, "local", "slurm"):
-        raise GbError(f"--executor: {executor!r} is not one of local, slurm")
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, progress=not quiet,
                                          echo=_echo, threads=threads, labels=labels)
     if len(errors):
@@ -367,11 +367,6 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
 
 FormatOpt = typer.Option("table", "--format", "-f", help="a rich table, or CSV or JSON for other programs")
 Format = Literal["table", "csv", "json"]
-
-
-def _check_format(fmt: str) -> None:
-    if fmt not in ("table", "csv", "json"):
-        raise GbError(f"--format: {fmt[:40]!r} is not one of table, csv, json")
 
 
 def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
@@ -424,7 +419,6 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
     and without a solver each program's certificate (objective, training margins, dual bound or ray)
     and predictions, against what the records claim. Exit code 1 when one does not verify (a
     diverged network included), 2 for bad input."""
-    _check_format(fmt)
     from gbcli.runs.threads import limit_threads
     from gbcli.runs.verify import export_solutions, verify
 
@@ -475,7 +469,6 @@ def runs_cmd(ctx: typer.Context,
     """List the runs and sweeps under a directory, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    _check_format(fmt)
     given = root is not None   # a --dir that names no directory is bad input; a project without runs/ has none yet
     root = _path("runs" if root is None else root, "--dir")
     if present(root) and not root.is_dir():
@@ -502,7 +495,6 @@ def runs_show(run: str = typer.Argument(..., help="a run or sweep directory, or 
               fmt: Format = FormatOpt):
     """Show one run or sweep: what it is, its stages, resolved config, provenance and results."""
     run = _named(run, "RUN")
-    _check_format(fmt)
     if fmt == "csv":   # one record of nested sections: no table to write as CSV
         raise GbError("--format: csv is for lists of runs (`gb runs`, `gb runs diff`); `gb runs show` prints a "
                       "table or json")
@@ -553,7 +545,6 @@ def runs_diff(a: str = typer.Argument(..., help="a run or sweep directory, or it
               b: str = typer.Argument(..., help="another one"), fmt: Format = FormatOpt):
     """The config keys, stages and headline numbers that differ between two runs."""
     a, b = _named(a, "A"), _named(b, "B")
-    _check_format(fmt)
     for key, p in (("A", a), ("B", b)):
         if not p.is_dir():
             raise GbError(f"{key}: {p}: not a directory")
