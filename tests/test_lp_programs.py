@@ -28,10 +28,11 @@ def direct(design: GatedDesign, p) -> float:
     """min ||zeta||_p (all entries) s.t. y_n f(x_n) >= 1, written from the definition."""
     zeta = cp.Variable((design.rows, design.x_train.shape[1]))
     out = cp.sum(cp.multiply(design.e_train @ zeta, design.x_train), axis=1)
-    objective = cp.max(cp.abs(zeta)) if p == "inf" else cp.sum(cp.abs(zeta) ** p)   # ||zeta||_p^p: the same minimizer
+    objective = (cp.max(cp.abs(zeta)) if p == "inf" else cp.sum(cp.abs(zeta)) if p == 1
+                 else cp.sum(cp.abs(zeta) ** p))   # ||zeta||_p^p: the same minimizer
     problem = cp.Problem(cp.Minimize(objective), [cp.multiply(design.y_train, out) >= 1])
     problem.solve()
-    return problem.value if p == "inf" else problem.value ** (1 / p)
+    return problem.value if p in ("inf", 1) else problem.value ** (1 / p)
 
 
 @pytest.mark.parametrize("norm, p", [("linf", "inf"), ("l1.5", 1.5)])
@@ -66,5 +67,35 @@ def test_the_dual_norms_and_radii_are_their_definitions():
 def test_the_primal_solvers_declare_them_and_the_dual_and_osqp_do_not():
     from gbcli.programs.solvers import SOLVERS
 
-    for norm in ("linf", "l1.5"):
-        assert {name for name, s in SOLVERS.items() if s.can_solve(norm)} == {"ecos", "clarabel", "scs"}
+    assert {name for name, s in SOLVERS.items() if s.can_solve("l1.5")} == {"ecos", "clarabel", "scs"}
+    for norm in ("linf", "l1"):
+        assert {name for name, s in SOLVERS.items() if s.can_solve(norm)} == {"ecos", "clarabel", "scs", "highs"}
+
+
+@pytest.mark.parametrize("norm, p", [("linf", "inf"), ("l1", 1)])
+@pytest.mark.parametrize("units, count", [(1, 1), (2, 2), (3, 2)])
+def test_highs_solves_the_lps_to_a_vertex_with_a_tight_certificate(norm, p, units, count):
+    """HiGHS, the LPs' default solver, ends with a far smaller gap than the cone solvers' 1e-6."""
+    from gbcli.programs.solvers import SOLVERS, default_solver
+
+    assert default_solver(norm) == "highs"
+    design = design_of(norm, units, count, seed=units * 10 + count)
+    sol = SOLVERS["highs"].solve(design)
+    cert = certificate(design, sol, tol=1e-8)
+    assert sol.status == "optimal" and cert["certified"], cert
+    assert cert["primal_objective"] == pytest.approx(direct(design, p), rel=1e-5)
+
+
+def test_highs_certifies_an_inseparable_lp_by_its_ray():
+    """Labels that no gated predictor fits (a point and its copy with the other label): `infeasible`,
+    certified by the margin multipliers' ray as every solver's infeasibility is."""
+    from gbcli.programs.solvers import SOLVERS
+
+    design = design_of("linf", 2, 2, seed=5)
+    x, y, e = design.x_train.copy(), design.y_train.copy(), design.e_train.copy()
+    x[1], e[1], y[1] = x[0], e[0], -y[0]
+    for norm in ("linf", "l1"):
+        bad = GatedDesign(x, y, e, design.x_val, design.e_val, norm, units=2, count=2)
+        sol = SOLVERS["highs"].solve(bad)
+        cert = certificate(bad, sol)
+        assert sol.status == "infeasible" and sol.zeta is None and cert["certified"], cert

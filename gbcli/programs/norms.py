@@ -241,7 +241,7 @@ class GroupNorm(Norm):
 class L1(Norm):
     """Sum of absolute entries: an LP, which the dual solver does not cover."""
 
-    name, description, default_solver = "l1", "the l1 norm (a linear program)", "clarabel"
+    name, description, default_solver = "l1", "the l1 norm (a linear program)", "highs"
 
     def value(self, design, zeta):
         return float(np.abs(zeta).sum())
@@ -260,7 +260,7 @@ class LInf(Norm):
     """The largest absolute entry: an LP, the margin of sign descent (and, for linear predictors, of
     Adam); on a GLN's lifted predictor, what l-infinity on its parameters induces (docs/optimizers.md)."""
 
-    name, description, default_solver = "linf", "the l-infinity norm (a linear program)", "clarabel"
+    name, description, default_solver = "linf", "the l-infinity norm (a linear program)", "highs"
 
     def value(self, design, zeta):
         return float(np.abs(zeta).max())

@@ -17,7 +17,7 @@ from gbcli.lazy import attach
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign, Solution
 
-NAMES = ("dual", "ecos", "osqp", "clarabel", "scs")
+NAMES = ("dual", "ecos", "osqp", "clarabel", "scs", "highs")
 _REGISTRY = ("SOLVERS", "check_solver", "default_solver", "solve")
 __all__ = ["NAMES", "Solver", *_REGISTRY]
 __getattr__, __dir__ = attach(globals(), {name: f"{__name__}.registered" for name in _REGISTRY})

@@ -9,9 +9,10 @@ from gbcli.programs.design import GatedDesign, Solution
 from gbcli.programs.norms import NORMS
 from gbcli.programs.solvers import Solver
 from gbcli.programs.solvers.dual import DualSolver
+from gbcli.programs.solvers.lp import Highs
 from gbcli.programs.solvers.primal import Clarabel, Ecos, Osqp, Scs
 
-SOLVERS: dict[str, Solver] = {s.name: s for s in (DualSolver(), Ecos(), Osqp(), Clarabel(), Scs())}
+SOLVERS: dict[str, Solver] = {s.name: s for s in (DualSolver(), Ecos(), Osqp(), Clarabel(), Scs(), Highs())}
 
 
 def default_solver(norm: str) -> str:
