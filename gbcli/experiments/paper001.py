@@ -392,8 +392,6 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     if stats is None or hist is None:
         return []
     write_table(out_dir, "features", stats)
-    if "activation" not in hist:   # tables written before the pre-activation rows
-        hist = hist.assign(activation="post")
     names = point_names(out_dir)
     rows = [(p, act) for p in in_sweep_order(hist["point"], names) for act in ("post", "pre")
             if ((hist["point"] == p) & (hist["activation"] == act)).any()]

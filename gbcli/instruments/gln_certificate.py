@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -40,15 +40,12 @@ COLUMNS = ("gln_kkt_residual", "gln_stationarity_w1", "gln_stationarity_w2", "gl
            "softmin_kkt_residual", "softmin_max_dead_dual_norm")
 
 
-class Limit(str, Enum):
+class Limit(StrEnum):
     """What a certificate says of the limit a run is heading for."""
 
     SVM_GLN = "svm-gln"                        # near a KKT point; no dead unit violates svm-gln's conditions
     DEAD_UNIT_VIOLATES = "dead-unit-violates"  # near a KKT point whose dead unit has ||g_h(lam)|| > 1
     NOT_NEAR_KKT = "not-near-kkt"              # the KKT residual is above the tolerance (or undefined)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -109,11 +106,6 @@ def track_columns(w1, w2, x, y, ctx) -> dict:
     soft = certify(w1, w2, x, y, ctx, "softmin")
     return {**cert.columns(), "softmin_kkt_residual": soft.kkt_residual,
             "softmin_max_dead_dual_norm": soft.max_dead[0]}
-
-
-def unit_blocks(w1: np.ndarray, units: int) -> np.ndarray:
-    """w1 (H*C, D), rows h*C + c, as (H, C, D)."""
-    return np.asarray(w1, dtype=np.float64).reshape(units, -1, w1.shape[-1])
 
 
 def dual_blocks(lam: np.ndarray, x: np.ndarray, y: np.ndarray, ctx: np.ndarray, count: int) -> np.ndarray:
@@ -188,7 +180,7 @@ def certify(w1, w2, x, y, ctx, lam="nnls", dead: float = DEAD_RELATIVE_NORM) -> 
     if not qmin > 0:
         return None
     scale = 1 / math.sqrt(qmin)                  # f is 2-homogeneous: margins scale by scale^2
-    big_w, v = scale * unit_blocks(w1, units), scale * w2
+    big_w, v = scale * w1.reshape(units, count, -1), scale * w2   # w1's rows h*C + c as (H, C, D)
     margins = q / qmin
     if isinstance(lam, str):
         lam = {"softmin": lambda: softmin_dual(q, big_w, v, x, y, ctx),

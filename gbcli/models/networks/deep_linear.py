@@ -14,13 +14,6 @@ class DeepLinear(nn.Module):
         shapes = [(width, dim)] + [(width, width)] * (depth - 2) + [(1, width)]
         self.layers = nn.ParameterList(nn.Parameter(torch.empty(*s)) for s in shapes)
 
-    def end_to_end(self) -> torch.Tensor:
-        """The linear predictor w (D,) = (W_L ... W_1)'."""
-        w = self.layers[0]
-        for layer in self.layers[1:]:
-            w = layer @ w
-        return w[0]
-
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         h = x
         for layer in self.layers:
