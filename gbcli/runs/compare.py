@@ -13,30 +13,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
+from gbcli.config.loading import read_stored_config
 from gbcli.errors import GbError
 from gbcli.metrics import expected_if_uncorrelated, inconsistency
 from gbcli.registry import MODELS
-from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows
+from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows, check_tables_dir, write_tables
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
-from gbcli.store.records import NOT_GBS, gd_status, stage_record, stage_status
+from gbcli.programs.design import Status
+from gbcli.store.records import NOT_GBS, GdStatus, Verdict, gd_status, stage_record, stage_status
 from gbcli.logs import run_log
-from gbcli.reports.tables import check_tables_dir, write_tables
 from gbcli.store.integrity import check_run
 from gbcli.store.lock import check_kind, run_lock
-from gbcli.fs.safe import check_tree, is_file, load_npz_untrusted, load_yaml, read_text_untrusted, staged_writes
+from gbcli.fs.safe import check_tree, is_file, load_npz_untrusted, staged_writes
 from gbcli.text import quoted
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-def _read(path: Path, parse):
-    """Read a result file; a missing or corrupt one is a one-line GbError naming it."""
-    try:
-        return parse(path)
-    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError, EOFError) as exc:
-        raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
 
 
 SUMMARY_KEYS = ("predictor", "train_error", "val_error", "status")
@@ -85,9 +78,10 @@ def _check_errors(record: Path, error_a, summary: Path, error_b, disagreement: f
 
 
 def _meta(config_path: Path) -> dict:
-    cfg = _read(config_path, lambda p: load_yaml(read_text_untrusted(p, 10_000_000)))
-    if not isinstance(cfg, dict):
-        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage")
+    try:
+        cfg = read_stored_config(config_path, strict=True)
+    except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:
+        raise GbError(f"{config_path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
     try:
         m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
         row = {"contexts": c["count"], "train_size": d["train_size"], "data_seed": d["data_seed"],
@@ -131,9 +125,9 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
         meta = _meta(run.gd_config)
         gd_val = _outputs(run.gd_predictions)
         status = gd_status(s)
-        if status == "ok" and not (np.isfinite(gd_val).all()
+        if status == GdStatus.OK and not (np.isfinite(gd_val).all()
                                    and np.isfinite(_outputs(run.gd_predictions, key="train_out")).all()):
-            status = "diverged"   # computed from the network's outputs, whatever its record says
+            status = GdStatus.DIVERGED   # computed from the network's outputs, whatever its record says
         gd = (s, gd_val, _outputs(run.gd_predictions, len(gd_val), key="val_out_published"), status)
         errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
                        "val_error": s["val_error"], "status": status})
@@ -144,8 +138,8 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
         preds = result.parent / layout.PREDICTIONS
         svm_val = _outputs(preds, None if gd is None else len(gd[1]), against=run.gd_predictions) \
             if is_file(preds) else None
-        if status in ("optimal", "inaccurate") and svm_val is not None and not np.isfinite(svm_val).all():
-            status = "unverified"   # a predictor's outputs are finite: these are not its outputs
+        if status in (Status.OPTIMAL, Status.INACCURATE) and svm_val is not None and not np.isfinite(svm_val).all():
+            status = Verdict.UNVERIFIED   # a predictor's outputs are finite: these are not its outputs
         errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "objective",
                                                         "solve_seconds", "solver", "min_margin", "rel_gap",
                                                         "certified", "iterations")}, "status": status})
@@ -153,7 +147,7 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
             s, gd_val, gd_published, gd_state = gd
             p = s["val_error"]
             disagree = inconsistency(svm_val, gd_val)
-            if gd_state == "ok" and status in ("optimal", "inaccurate"):   # results: their errors are their outputs'
+            if gd_state == GdStatus.OK and status in (Status.OPTIMAL, Status.INACCURATE):   # results: their errors are their outputs'
                 _check_errors(result, r["val_error"], run.summary, p, disagree)
             pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
                           "inconsistency": disagree, "gd_val_error": p,
@@ -190,8 +184,7 @@ def _drawn_and_reported(run_dir: Path) -> tuple:
     reports where a program is not convex (they read non-convex results). A run with neither needs
     no torch nor matplotlib, so that `gb compare RUN` answers in well under a CPU second."""
     run = RunDir(run_dir)
-    cfg = load_yaml(read_text_untrusted(run.gd_config)) if is_file(run.gd_config) else None
-    training = cfg.get("training") if isinstance(cfg, dict) else None
+    training = (read_stored_config(run.gd_config) or {}).get("training")
     drawn = ()
     if isinstance(training, dict) and training.get("track"):
         from gbcli.runs.figures import plot_run_training   # matplotlib and torch: only when drawing
