@@ -51,7 +51,7 @@ from gbcli.logs import Progress
 from gbcli.metrics import error
 from gbcli.programs.certify import CERTIFY_TOL, certificate
 from gbcli.programs.design import GatedDesign, Solution, Status, decision, train_outputs
-from gbcli.store.records import is_result, number
+from gbcli.store.records import GdStatus, is_result, number
 from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_SOLUTION_BYTES, OBJECTIVE_ATOL, RTOL, Unusable, close,
                                    compact_solution, no_links, read_npz, read_stored, write_compact)
 from gbcli.text import shorten
@@ -69,11 +69,11 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
     """The recomputed facts of a stored solution: the certificate (certify.certificate), the status it
     bears out (optimal / inaccurate for a predictor, infeasible / failed for multipliers alone), the
     training and validation outputs and errors."""
-    sol = Solution(zeta, "infeasible" if zeta is None else claimed_status, math.nan, 0.0, "", lam=lam)
+    sol = Solution(zeta, Status.INFEASIBLE if zeta is None else claimed_status, math.nan, 0.0, "", lam=lam)
     cert = certificate(design, sol, tol)
     out = {**cert, "train_out": None, "val_out": None, "train_error": math.nan, "val_error": math.nan}
     if zeta is not None:
-        out["status"] = "optimal" if cert["certified"] else "inaccurate"
+        out["status"] = Status.OPTIMAL if cert["certified"] else Status.INACCURATE
         out["objective"] = cert["primal_objective"]
         out["train_out"], train_y = train_outputs(design, zeta)
         out["val_out"] = decision(zeta, design.x_val, design.e_val)
@@ -83,7 +83,7 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
             o = out[f"{part}_out"]
             out[f"{part}_zero"] = np.abs(o) <= ROUNDING_ZERO * max(float(np.abs(o).max()) if o.size else 0.0, 1e-300)
     else:
-        out["status"] = "infeasible" if cert["certified"] else "failed"
+        out["status"] = Status.INFEASIBLE if cert["certified"] else Status.FAILED
         out["objective"] = math.nan
     return out
 
@@ -255,15 +255,54 @@ def _unchecked(row: dict, exc: Exception) -> None:
                            else f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
 
 
-def _finish(row: dict, got: dict | None) -> dict:
+def _finish(row: dict, got: dict | None, gd: bool = False) -> dict:
     row["problems"] = list(dict.fromkeys(row["problems"]))   # the same claim read twice (solution and compact file)
-    if got is not None and not row["problems"] and not is_result(got["status"]):
+    if got is not None and not row["problems"] and not is_result(got["status"], gd=gd):
         row["problems"].append(f"not certified (recomputed: {got['status']}, relative gap {got.get('rel_gap')!r:.12}, "
                                f"smallest margin {got.get('min_margin')!r:.12})")
     row["verified"] = got is not None and not row["problems"]
     if got is not None and row.get("value") is None:
         row["value"] = got.get("objective")
     return row
+
+
+def _program(where: str, objective: str, problems: _Problems, check, *args, gd: bool = False) -> dict:
+    """One row: `check(row, *args)` adds its problems and returns what it recomputed, whatever the
+    received files hold (`_unchecked`: never a crash); `_finish` judges the row."""
+    row = _row(where, objective, {})
+    try:
+        got = check(row, *args)
+    except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
+        _unchecked(row, exc)
+        got = None
+    problems.tick()
+    return _finish(row, got, gd)
+
+
+def _table_claims(table: dict | None, objective: str, row: dict, expected: bool = True) -> list:
+    """[(source, claims)] of `objective`'s row in tables/errors.csv (none without a table); a row it
+    lacks is a problem when `expected`."""
+    if table is not None and objective in table:
+        return [(f"{layout.TABLES}/{layout.ERRORS}", table[objective])]
+    if table is not None and expected:
+        row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
+    return []
+
+
+def _network(root: Path, path: Path, cfg, dim: int):
+    """The network of a stored model.pt (tensors only, never unpickled, never through a link) of the
+    config's model kind; Unusable naming model.pt otherwise."""
+    from gbcli.registry import spec_of
+    from gbcli.runs.stages import load_checkpoint
+
+    no_links(root, path)
+    try:
+        state = load_checkpoint(path, remedy="")
+        if state.get("kind") != cfg.model.kind:
+            raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 40)}, not a gd-{cfg.model.kind}")
+        return spec_of(cfg).load(state, cfg, dim, layout.MODEL)
+    except GbError as exc:
+        raise Unusable(shorten(str(exc).replace(str(path), layout.MODEL), 200)) from None
 
 
 def _check_compact(root: Path, path: Path, design, ds, objective: str, tol: float, problems_out: list,
@@ -317,177 +356,159 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
     EXPLODED-fold over its value at step 0 (recomputed from the seeded initialization), is
     diverged whatever its record says; a diverged network is not verified: it is not a trained
     predictor."""
-    import torch
-
-    from gbcli.registry import spec_of
-    from gbcli.runs.stages import load_checkpoint
-    from gbcli.store.identity import GD_SECTIONS, point_id, section_hash
-    from gbcli.training.losses import loss_fn
-    from gbcli.training.loop import EXPLODED
-
     gd = RunDir(run)
     claims = {k: c for k, c in (table or {}).items() if str(k).startswith("gd-")}
     stage = present(gd.gd) and not is_file(gd.gd) and \
         (not is_dir(gd.gd) or any(not p.name.startswith(".") for p in gd.gd.iterdir()))   # a link is refused
     if not stage and not claims:
         return None
-    row = {**_row(where, layout.GD, {}), "checked": "network"}
-    try:
-        if not stage:
-            raise Unusable(f"{layout.GD}: missing ({layout.TABLES}/{layout.ERRORS} has the network)")
-        record = read_stored(root, gd.summary)
-        row.update(_shown(record, "val_error"))
-        cfg = read_stored(root, gd.gd_config, config=True)
-        manifest = record.get("manifest")
-        if not isinstance(manifest, dict) or manifest.get("config") != section_hash(cfg, GD_SECTIONS):
-            row["problems"].append(f"{layout.CONFIG}: not the config {layout.SUMMARY} was computed from (edited or replaced)")
-        if point is not None and point_id(cfg) != point:
-            row["problems"].append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)}")
-        with _unusable():
-            problem = problems.problem(cfg)
-        ds, spec = problem.dataset, spec_of(cfg)
-        no_links(root, gd.model)
-        try:
-            state = load_checkpoint(gd.model, remedy="")
-            if state.get("kind") != cfg.model.kind:
-                raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 40)}, not a gd-{cfg.model.kind}")
-            model = spec.load(state, cfg, ds.dim, layout.MODEL).float()   # as it was trained (float32)
-        except GbError as exc:
-            raise Unusable(shorten(str(exc).replace(str(gd.model), layout.MODEL), 200)) from None
-        xt, xv = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.x_val, dtype=torch.float32)
-        ct, cv = (None if c is None else torch.tensor(c, dtype=torch.long) for c in (problem.ctx_train, problem.ctx_val))
-        yt = torch.tensor(ds.y_train, dtype=torch.float32)
-        with torch.no_grad():
-            out_t, out_v = model(xt, ct).reshape(-1), model(xv, cv).reshape(-1)
-            got = {"train_out": out_t.double().numpy(), "val_out": out_v.double().numpy()}
-            loss = float(loss_fn(yt * out_t, cfg.training.loss))
-            initial = None
-            if cfg.training.init_from is None:   # a warm start's step 0 is another run's network: not rebuilt
-                with torch.random.fork_rng():
-                    torch.manual_seed(cfg.init_seed)   # as train_gd builds it
-                    initial = float(loss_fn(yt * spec.build(cfg, ds.dim)(xt, ct).reshape(-1), cfg.training.loss))
-        finite = all(np.isfinite(v).all() for v in got.values()) and math.isfinite(loss)
-        exploded = finite and initial is not None and loss > EXPLODED * max(initial, 1e-12)
-        claimed = record.get("status")
-        if (not finite or exploded) and claimed != "diverged":
-            row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r}, but the recomputed "
-                                   + ("outputs are not finite" if not finite else
-                                      f"training loss grew from {initial:.3g} to {loss:.3g}") + " (diverged)")
-        elif claimed not in ("ok", "diverged"):
-            row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r} is not a network's")
-        if not finite or exploded or claimed == "diverged":
-            row["problems"].append("diverged: " + ("the network's outputs are not finite" if not finite else
-                                                   f"the training loss grew from {initial:.3g} to {loss:.3g}" if exploded
-                                                   else shorten(str(record.get("message", "recorded")), 120))
-                                   + " (not a trained predictor)")
-        if initial is None:
-            row["checked"] = "network (warm start: its step-0 loss not rebuilt)"
-        if finite:
-            published = spec.published_outputs(model, cfg, problem)
-            if published is not None:
-                got["val_out_published"] = np.asarray(published, np.float64).reshape(-1)
-            preds = read_npz(root, gd.gd_predictions, ("train_out", "val_out", "val_out_published"))
-            scale = {k: max(1.0, float(np.abs(v).max()) if v.size else 1.0) for k, v in got.items()}
-            zero = {k.replace("_out", "_zero"): np.abs(v) <= NETWORK_RTOL * scale[k] for k, v in got.items()}
-            row["problems"] += compare_predictions({**got, **zero}, preds, len(ds.y_train), len(ds.y_val), NETWORK_RTOL,
-                                                   published=published is not None)
-            claimed_loss = record.get("train_loss")
-            if number(claimed_loss) is None or \
-                    not math.isclose(claimed_loss, loss, rel_tol=NETWORK_RTOL, abs_tol=1e-300):
-                row["problems"].append(f"{layout.SUMMARY}: train_loss {shorten(repr(claimed_loss), 30)} is not the "
-                                       f"recomputed {loss:.9g}")
-            sources = [(layout.SUMMARY, record)]
-            sources += [(f"{layout.TABLES}/{layout.ERRORS} ({shorten(k, 30)})", c) for k, c in claims.items()]
-            for source, c in sources:
-                if source != layout.SUMMARY and c.get("status") != ("diverged" if exploded else claimed):
-                    row["problems"].append(f"{source}: status {shorten(repr(c.get('status')), 40)}, the record's is "
-                                           f"{row['claimed_status']!r}")
-                for key, y in (("train", ds.y_train), ("val", ds.y_val)):
-                    said, out, undecided = c.get(f"{key}_error"), got[f"{key}_out"], zero[f"{key}_zero"]
-                    low, high = error(np.where(undecided, y, out), y), error(np.where(undecided, -y, out), y)
-                    if not (number(said) is not None and low - 1e-12 <= said <= high + 1e-12):
-                        row["problems"].append(f"{source}: {key}_error {shorten(repr(said), 30)} is not the recomputed "
-                                               f"{error(out, y):.12g}")
-            if claims and cfg.model.predictor not in claims:
-                row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for {cfg.model.predictor}")
-    except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
-        _unchecked(row, exc)
-    row["problems"] = list(dict.fromkeys(row["problems"]))
-    row["verified"] = not row["problems"]
-    problems.tick()
-    return row
+    return _program(where, layout.GD, problems, _check_network, root, run, problems, point, claims, stage, gd=True)
+
+
+def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point: str | None, claims: dict,
+                   stage: bool) -> dict:
+    import torch
+
+    from gbcli.registry import spec_of
+    from gbcli.store.identity import GD_SECTIONS, section_hash
+    from gbcli.training.losses import loss_fn
+    from gbcli.training.loop import EXPLODED
+
+    gd = RunDir(run)
+    row["checked"] = "network"
+    if not stage:
+        raise Unusable(f"{layout.GD}: missing ({layout.TABLES}/{layout.ERRORS} has the network)")
+    record = read_stored(root, gd.summary)
+    row.update(_shown(record, "val_error"))
+    cfg = read_stored(root, gd.gd_config, config=True)
+    manifest = record.get("manifest")
+    if not isinstance(manifest, dict) or manifest.get("config") != section_hash(cfg, GD_SECTIONS):
+        row["problems"].append(f"{layout.CONFIG}: not the config {layout.SUMMARY} was computed from (edited or replaced)")
+    if point is not None:
+        row["problems"] += _identity(cfg, run, root, point)
+    with _unusable():
+        problem = problems.problem(cfg)
+    ds, spec = problem.dataset, spec_of(cfg)
+    model = _network(root, gd.model, cfg, ds.dim).float()   # as it was trained (float32)
+    xt, xv = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.x_val, dtype=torch.float32)
+    ct, cv = (None if c is None else torch.tensor(c, dtype=torch.long) for c in (problem.ctx_train, problem.ctx_val))
+    yt = torch.tensor(ds.y_train, dtype=torch.float32)
+    with torch.no_grad():
+        out_t, out_v = model(xt, ct).reshape(-1), model(xv, cv).reshape(-1)
+        got = {"train_out": out_t.double().numpy(), "val_out": out_v.double().numpy()}
+        loss = float(loss_fn(yt * out_t, cfg.training.loss))
+        initial = None
+        if cfg.training.init_from is None:   # a warm start's step 0 is another run's network: not rebuilt
+            with torch.random.fork_rng():
+                torch.manual_seed(cfg.init_seed)   # as train_gd builds it
+                initial = float(loss_fn(yt * spec.build(cfg, ds.dim)(xt, ct).reshape(-1), cfg.training.loss))
+    finite = all(np.isfinite(v).all() for v in got.values()) and math.isfinite(loss)
+    exploded = finite and initial is not None and loss > EXPLODED * max(initial, 1e-12)
+    claimed = record.get("status")
+    if (not finite or exploded) and claimed != GdStatus.DIVERGED:
+        row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r}, but the recomputed "
+                               + ("outputs are not finite" if not finite else
+                                  f"training loss grew from {initial:.3g} to {loss:.3g}") + " (diverged)")
+    elif claimed not in tuple(GdStatus):
+        row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r} is not a network's")
+    if not finite or exploded or claimed == GdStatus.DIVERGED:
+        row["problems"].append("diverged: " + ("the network's outputs are not finite" if not finite else
+                                               f"the training loss grew from {initial:.3g} to {loss:.3g}" if exploded
+                                               else shorten(str(record.get("message", "recorded")), 120))
+                               + " (not a trained predictor)")
+    if initial is None:
+        row["checked"] = "network (warm start: its step-0 loss not rebuilt)"
+    if finite:
+        published = spec.published_outputs(model, cfg, problem)
+        if published is not None:
+            got["val_out_published"] = np.asarray(published, np.float64).reshape(-1)
+        preds = read_npz(root, gd.gd_predictions, ("train_out", "val_out", "val_out_published"))
+        scale = {k: max(1.0, float(np.abs(v).max()) if v.size else 1.0) for k, v in got.items()}
+        zero = {k.replace("_out", "_zero"): np.abs(v) <= NETWORK_RTOL * scale[k] for k, v in got.items()}
+        row["problems"] += compare_predictions({**got, **zero}, preds, len(ds.y_train), len(ds.y_val), NETWORK_RTOL,
+                                               published=published is not None)
+        claimed_loss = record.get("train_loss")
+        if number(claimed_loss) is None or \
+                not math.isclose(claimed_loss, loss, rel_tol=NETWORK_RTOL, abs_tol=1e-300):
+            row["problems"].append(f"{layout.SUMMARY}: train_loss {shorten(repr(claimed_loss), 30)} is not the "
+                                   f"recomputed {loss:.9g}")
+        sources = [(layout.SUMMARY, record)]
+        sources += [(f"{layout.TABLES}/{layout.ERRORS} ({shorten(k, 30)})", c) for k, c in claims.items()]
+        for source, c in sources:
+            if source != layout.SUMMARY and c.get("status") != (GdStatus.DIVERGED if exploded else claimed):
+                row["problems"].append(f"{source}: status {shorten(repr(c.get('status')), 40)}, the record's is "
+                                       f"{row['claimed_status']!r}")
+            for key, y in (("train", ds.y_train), ("val", ds.y_val)):
+                said, out, undecided = c.get(f"{key}_error"), got[f"{key}_out"], zero[f"{key}_zero"]
+                low, high = error(np.where(undecided, y, out), y), error(np.where(undecided, -y, out), y)
+                if not (number(said) is not None and low - 1e-12 <= said <= high + 1e-12):
+                    row["problems"].append(f"{source}: {key}_error {shorten(repr(said), 30)} is not the recomputed "
+                                           f"{error(out, y):.12g}")
+        if claims and cfg.model.predictor not in claims:
+            row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for {cfg.model.predictor}")
+    got["status"] = GdStatus.DIVERGED if not finite or exploded or claimed == GdStatus.DIVERGED else GdStatus.OK
+    return got
 
 
 def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None) -> list[dict]:
     """One row per program of a run directory (`svm/<objective>/`), after its network's."""
     from gbcli.runs.stages import load_trained
 
-    run, where, table = unit.folder, unit.where, unit.table
-    network = verify_network(root, run, where, problems, unit.point, table)
+    run, where = unit.folder, unit.where
+    network = verify_network(root, run, where, problems, unit.point, unit.table)
     rows = [] if network is None else [network]
     svm = RunDir(run).svm
     try:
         no_links(run, svm)
     except Unusable as exc:
         return rows + [_row(where, layout.SVM, {}, str(exc))]
+
+    def check(row: dict, stage: Path, objective: str) -> dict:
+        record = read_stored(root, stage / layout.RESULT)
+        row.update(_shown(record))
+        cfg = read_stored(root, stage / layout.CONFIG, config=True)
+        row["problems"] += _identity(cfg, run, root, unit.point)
+        design, ds, program = _design(objective, cfg, problems, lambda c, dim: load_trained(run, c, dim, objective))
+        if design is None:   # a non-convex program (paper 003): no certificate; its seeded search is rerun
+            got = verify_nonconvex(root, run, stage, record, cfg, program, problems)
+            row["checked"] = "search rerun (non-convex: feasibility, not optimality)"
+            row["problems"] += got.pop("problems")
+            return got
+        compact = stage / layout.COMPACT
+        if present(compact) or record.get("status") != Status.FAILED:   # a failed solve may have stored nothing
+            extra = [(layout.RESULT, record)] + _table_claims(unit.table, objective, row,
+                                                               record.get("status") in tuple(Status))
+            got, _, form, arrays = _check_compact(root, compact, design, ds, objective, problems.tol, row["problems"],
+                                                  extra)
+            row["checked"] = f"compact ({form})" if form != "ray" else \
+                f"compact (ray: relative margin <= {got.get('relative_margin_bound', math.nan):.1e})"
+        else:
+            got = check_solution(design, ds.y_val, None, None, Status.FAILED, problems.tol)
+            row["checked"] = "none"
+            row["problems"] += compare_claims(got, record, layout.RESULT)
+        if got["val_out"] is not None:
+            try:
+                preds = read_npz(root, stage / layout.PREDICTIONS, ("train_out", "val_out"))
+                # a zeta stored as its multipliers reproduces the certificate to WRITE_TOL, the outputs to ~1e-9
+                row["problems"] += compare_predictions(got, preds, len(got["train_out"]), len(design.x_val),
+                                                       RTOL if form == "zeta" else PREDICTION_RTOL)
+            except Unusable as exc:
+                row["problems"].append(str(exc))
+        elif present(stage / layout.PREDICTIONS):
+            row["problems"].append(f"{layout.PREDICTIONS}: stored for a program without a predictor")
+        if export is not None and not row["problems"] and is_result(got["status"]):
+            # where the verified arrays are and their digest, not the arrays (memory: one program's)
+            export[(where, objective)] = (compact, _arrays_digest(arrays), stage / layout.CONFIG,
+                                          RunDir(run).model if program.needs_trained else None)
+        return got
+
     for stage in sorted(svm.iterdir()) if svm.is_dir() else ():
-        objective = stage.name
-        if objective.startswith(".") or is_file(stage) or not present(stage):   # a link is checked (and refused)
+        if stage.name.startswith(".") or is_file(stage) or not present(stage):   # a link is checked (and refused)
             continue
-        row = _row(where, objective, {})
-        rows.append(row)
-        got = design = ds = None   # the last program's arrays go before the next problem is built
-        try:
-            record = read_stored(root, stage / layout.RESULT)
-            row.update(_shown(record))
-            cfg = read_stored(root, stage / layout.CONFIG, config=True)
-            row["problems"] += _identity(cfg, run, root, unit.point)
-            design, ds, program = _design(objective, cfg, problems,
-                                          lambda c, dim: load_trained(run, c, dim, objective))
-            if design is None:   # a non-convex program (paper 003): no certificate; its seeded search is rerun
-                got = verify_nonconvex(root, run, stage, record, cfg, program, problems)
-                row["checked"] = "search rerun (non-convex: feasibility, not optimality)"
-                row["problems"] += got.pop("problems")
-                continue
-            compact = stage / layout.COMPACT
-            if present(compact) or record.get("status") != Status.FAILED:   # a failed solve may have stored nothing
-                extra = [(layout.RESULT, record)]
-                if table is not None:
-                    if objective in table:
-                        extra.append((f"{layout.TABLES}/{layout.ERRORS}", table[objective]))
-                    elif record.get("status") in tuple(Status):
-                        row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
-                got, _, form, arrays = _check_compact(root, compact, design, ds, objective, problems.tol, row["problems"],
-                                                      extra)
-                row["checked"] = f"compact ({form})" if form != "ray" else \
-                    f"compact (ray: relative margin <= {got.get('relative_margin_bound', math.nan):.1e})"
-            else:
-                got = check_solution(design, ds.y_val, None, None, "failed", problems.tol)
-                row["checked"] = "none"
-                row["problems"] += compare_claims(got, record, layout.RESULT)
-            if got["val_out"] is not None:
-                try:
-                    preds = read_npz(root, stage / layout.PREDICTIONS, ("train_out", "val_out"))
-                    # a zeta stored as its multipliers reproduces the certificate to WRITE_TOL, the outputs to ~1e-9
-                    row["problems"] += compare_predictions(got, preds, len(got["train_out"]), len(design.x_val),
-                                                           RTOL if form == "zeta" else PREDICTION_RTOL)
-                except Unusable as exc:
-                    row["problems"].append(str(exc))
-            elif present(stage / layout.PREDICTIONS):
-                row["problems"].append(f"{layout.PREDICTIONS}: stored for a program without a predictor")
-            if export is not None and not row["problems"] and is_result(got["status"]):
-                # where the verified arrays are and their digest, not the arrays (memory: one program's)
-                export[(where, objective)] = (compact, _arrays_digest(arrays), stage / layout.CONFIG,
-                                              RunDir(run).model if program.needs_trained else None)
-        except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
-            _unchecked(row, exc)
-            got = None
-        finally:
-            _finish(row, got)
-            problems.tick()
+        rows.append(row := _program(where, stage.name, problems, check, stage, stage.name))
         if unit.own is not None and row["verified"] and "compact" in row["checked"]:
             try:   # its copy in the sweep's solutions/ is verified with it
-                unit.own[(unit.point, objective)] = _digest(read_untrusted(compact, MAX_SOLUTION_BYTES))
+                unit.own[(unit.point, stage.name)] = _digest(read_untrusted(stage / layout.COMPACT, MAX_SOLUTION_BYTES))
             except (OSError, ValueError):
                 pass
     return rows
@@ -497,57 +518,37 @@ def _check_copies(root: Path, unit: _Unit, problems: _Problems) -> list[dict]:
     """One row per compact file `solutions/<id>/<objective>.npz` (a results folder's, or a sweep's
     copies of its points' files: one whose bytes have the digest of its verified point's is not
     checked twice)."""
-    from gbcli.registry import spec_of
-    from gbcli.runs.stages import load_checkpoint
-
     point, where, (cfg, cfg_error) = unit.folder, unit.where, unit.config
     identity = _identity(cfg, point, root, point.name) if cfg is not None else []
 
     def trained_from(c, dim):
-        path = point / layout.MODEL
-        no_links(root, path)
-        if not present(path):
+        no_links(root, point / layout.MODEL)
+        if not present(point / layout.MODEL):
             raise Unusable(f"the program reads the trained network: {layout.MODEL} missing")
-        state = load_checkpoint(path)
-        if state.get("kind") != c.model.kind:
-            raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 30)}, the config a {c.model.kind}")
-        return spec_of(c).load(state, c, dim, path)
+        return _network(root, point / layout.MODEL, c, dim)
+
+    def check(row: dict, path: Path) -> dict:
+        if cfg is None:
+            raise Unusable(cfg_error)
+        row["problems"] += identity
+        design, ds, _ = _design(path.stem, cfg, problems, trained_from)
+        if design is None:
+            raise Unusable("not a convex program: no certificate to check")
+        got, claims, form, _ = _check_compact(root, path, design, ds, path.stem, problems.tol, row["problems"],
+                                              _table_claims(unit.table, path.stem, row))
+        row.update(_shown(claims), checked=form)
+        return got
 
     rows = []
     for path in sorted(p for p in point.iterdir() if p.suffix == ".npz"):
-        objective = path.stem
-        if unit.own and (point.name, objective) in unit.own:
+        if unit.own and (point.name, path.stem) in unit.own:
             try:   # a copy of the point's own compact.npz: verified with the point
-                if _digest(read_untrusted(path, MAX_SOLUTION_BYTES)) == unit.own[(point.name, objective)]:
+                if _digest(read_untrusted(path, MAX_SOLUTION_BYTES)) == unit.own[(point.name, path.stem)]:
                     problems.tick()
                     continue
             except (OSError, ValueError):
                 pass
-        row = _row(where, objective, {})
-        rows.append(row)
-        got = design = ds = None   # the last program's arrays go before the next problem is built
-        try:
-            if cfg is None:
-                raise Unusable(cfg_error)
-            row["problems"] += identity
-            design, ds, program = _design(objective, cfg, problems, trained_from)
-            if design is None:
-                raise Unusable("not a convex program: no certificate to check")
-            extra = []
-            if unit.table is not None:
-                c = unit.table.get(objective)
-                if c is None:
-                    row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for this program")
-                else:
-                    extra.append((layout.ERRORS, c))
-            got, claims, form, _ = _check_compact(root, path, design, ds, objective, problems.tol, row["problems"],
-                                                  extra)
-            row.update(_shown(claims), checked=form)
-        except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
-            _unchecked(row, exc)
-            got = None
-        _finish(row, got)
-        problems.tick()
+        rows.append(_program(where, path.stem, problems, check, path))
     return rows
 
 
@@ -590,7 +591,8 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
             if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=NONCONVEX_RTOL,
                                                                          atol=NONCONVEX_RTOL * max(1.0, float(np.abs(want).max()))):
                 bad.append(f"{name}: {key} is not the rerun's")
-    status = "optimal" if result["certified"] else ("failed" if result["status"] == "failed" else "inaccurate")
+    status = Status.OPTIMAL if result["certified"] else \
+        Status.FAILED if result["status"] == Status.FAILED else Status.INACCURATE
     return {"status": status, "objective": result.get("objective"), "rel_gap": math.nan,
             "min_margin": result.get("min_margin"), "problems": bad}
 
