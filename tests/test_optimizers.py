@@ -175,3 +175,69 @@ def test_a_config_refuses_the_settings_of_another_optimizer():
                            ({"optimizer": "sgd", "eps": 1e-8}, "training.eps: is for training.optimizer: adam")):
         with pytest.raises(GbError, match=re.escape(says)):
             validate({**base, "training": training})
+
+
+def _gln_problem(seed: int, units: int = 2, count: int = 2, n: int = 8, dim: int = 3):
+    """A small GLN design: random contexts, labels from a random GLN (so separable)."""
+    from gbcli.programs.design import GatedDesign, decision, one_hot, unit_groups
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, dim))
+    ctx = rng.integers(0, count, size=(n, units))
+    e = one_hot(ctx, count)
+    y = np.sign(decision(rng.normal(size=(units * count, dim)), x, e))
+    return x, y, ctx, lambda norm: GatedDesign(x, y, e, x, e, norm, unit_groups(units, count), units, count)
+
+
+def _parameter_problem(x, y, ctx, units, count, q, restarts, seed):
+    """min ||theta||_q^2 over the GLN's weights (w1: H x C x D, w2: H) s.t. y_n f(x_n) >= 1, solved directly
+    by SLSQP from random starts (l-infinity through its epigraph t >= |theta_i|): the best local optimum."""
+    from scipy.optimize import minimize
+
+    n, d = x.shape
+    k = units * count * d + units
+    rng = np.random.default_rng(seed)
+
+    def out(theta):
+        w1, w2 = theta[:-units].reshape(units, count, d), theta[-units:]
+        return np.einsum("h,nhd,nd->n", w2, w1[np.arange(units)[None, :], ctx], x)
+
+    best = math.inf
+    for _ in range(restarts):
+        t0 = rng.normal(size=k) * 3
+        t0 *= 1.5 / max(np.min(y * out(t0)), 1e-3) ** 0.5 if np.min(y * out(t0)) > 0 else 1.0
+        if q == math.inf:
+            cons = [{"type": "ineq", "fun": lambda v: y * out(v[:-1]) - 1},
+                    {"type": "ineq", "fun": lambda v: v[-1] - np.abs(v[:-1])}]
+            r = minimize(lambda v: v[-1], np.append(t0, np.abs(t0).max()), method="SLSQP", constraints=cons,
+                         options={"maxiter": 500, "ftol": 1e-12})
+            value = r.x[-1] ** 2 if r.success else math.inf
+            feasible = r.success and np.min(y * out(r.x[:-1])) >= 1 - 1e-6 and np.abs(r.x[:-1]).max() <= r.x[-1] + 1e-6
+        else:
+            r = minimize(lambda v: v @ v, t0, method="SLSQP", constraints=[{"type": "ineq", "fun": lambda v: y * out(v) - 1}],
+                         options={"maxiter": 500, "ftol": 1e-12})
+            value, feasible = r.fun, r.success and np.min(y * out(r.x)) >= 1 - 1e-6
+        if feasible:
+            best = min(best, value)
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_gln_programs_induced_by_l2_and_linf_on_the_weights_are_the_convex_ones(seed):
+    """docs/optimizers.md: min ||theta||_2^2 at margin 1 is 2 x svm-gln's optimum, and min ||theta||_inf^2 is
+    svm-gln-linf's (the l-infinity LP on zeta), checked against the parameter problem solved directly."""
+    from gbcli.programs.certify import certificate
+    from gbcli.programs.solvers import solve
+
+    units, count = 2, 2
+    x, y, ctx, design = _gln_problem(seed, units, count)
+    from gbcli.registry import MODELS
+
+    programs = MODELS["gln"].programs
+    assert programs["svm-gln-linf"].norm == "linf" and programs["svm-gln"].norm == "group"
+    for norm, q, factor in (("group", 2.0, 2.0), ("linf", math.inf, 1.0)):
+        d = design(norm)
+        sol = solve(d)
+        assert sol.status == "optimal" and certificate(d, sol)["certified"]
+        direct = _parameter_problem(x, y, ctx, units, count, q, restarts=20, seed=seed)
+        assert direct == pytest.approx(factor * sol.value, rel=1e-4), (norm, direct, sol.value)

@@ -4,16 +4,20 @@ z_h = <w1[h, ctx_h], x>, out = sum_h w2[h] z_h (+ bias). The predictor depends o
 through zeta[h*C + c] = w2[h] w1[h, c], so its max-margin limit is a convex program in zeta:
 `svm-gln` (the GLN norm, a group norm over units) and `svm-l2` (the L2 norm of all C^H context
 predictors), plus the published code's variants `svm-gln-reference` and `svm-l2-reference`.
+Under an optimizer of the l-infinity geometry (sign descent) the program its parameters induce is
+`svm-gln-linf`, the l-infinity max-margin LP on zeta (docs/optimizers.md).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of
 from gbcli.models.gating import published_hyperplanes, sample_hyperplanes
+from gbcli.optimizers import geometry
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -79,6 +83,8 @@ class Spec(HyperplaneSpec):
                                     description="the published code's svm-l2 objective"),
         "svm-gln-reference": Program("svm-gln-reference", "group", context_design("group", reference_grouping=True),
                                      description="the published code's grouping of the GLN norm"),
+        "svm-gln-linf": Program("svm-gln-linf", "linf", context_design("linf"),
+                                description="the l-infinity max-margin LP on zeta (l-infinity on the weights)"),
     }
     instruments = ("margin", "kkt", "agreement", "convergence")
     example_model = {"hidden_units": 3, "output_bias": False}
@@ -91,12 +97,16 @@ class Spec(HyperplaneSpec):
         return networks(__name__).DeepGLN(cfg.model.hidden_units, cfg.contexts.count, dim, cfg.model.output_bias)
 
     def matching_program(self, cfg):
-        return "svm-gln"
+        """svm-gln for the l2 geometry, svm-gln-linf for l-infinity; none for lq, q < 2 (non-convex)."""
+        return {2.0: "svm-gln", math.inf: "svm-gln-linf"}.get(geometry(cfg.training))
+
+    def margin_geometry(self, cfg):
+        return geometry(cfg.training) or 2.0
 
     def best_normalized_margin(self, cfg, optimum):
-        # min ||w||^2 at margin 1 = 2 x the GLN-norm optimum (||w1_h||^2 + w2_h^2 >= 2 ||zeta_h||,
-        # with equality for balanced layers)
-        return 1.0 / (2.0 * optimum)
+        # l2: min ||w||^2 at margin 1 = 2 x the GLN-norm optimum (||w1_h||^2 + w2_h^2 >= 2 ||zeta_h||,
+        # with equality for balanced layers); l-infinity: min ||w||_inf^2 = max |zeta| (w2_h = sqrt(t))
+        return 1.0 / optimum if geometry(cfg.training) == math.inf else 1.0 / (2.0 * optimum)
 
     def describe(self, row):
         return f"H={row['hidden_units']}, C={row['contexts']}, N={row['train_size']}, median_init={row['median_init']}"
