@@ -16,8 +16,8 @@ The model-side pieces live with the models: the balanced init (`model.init: bala
   (appendix D: inner products of the learned features within and across classes, layer by layer),
   and the sweep report `figures/layers.png` + `figures/features.png`.
 
-The sweep reports' shared readers and writers (`point_frames`, `stacked`, `stored_config`,
-`write_table`, `save_figure`) are here too; the other papers' modules use them.
+The sweep reports' shared readers and writers (`point_frames`, `stacked`, `write_table`,
+`save_figure`) are here too; the other papers' modules use them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from gbcli.instruments.base import Instrument, TrackContext, as_numpy, first_layer
-from gbcli.fs.safe import is_file, load_yaml, read_csv_untrusted, read_text_untrusted, write_csv
+from gbcli.fs.safe import is_file, read_csv_untrusted, write_csv
 from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
@@ -261,11 +261,6 @@ def stacked(out_dir: Path, name: str) -> pd.DataFrame | None:
     """Every point's `gd/<name>` in one table with a `point` column; None when no point has one."""
     frames = [t.assign(point=p) for p, t in point_frames(out_dir, name).items()]
     return pd.concat(frames, ignore_index=True) if frames else None
-
-
-def stored_config(path: Path) -> dict:
-    """A stored config.yaml as a raw dict (read as untrusted)."""
-    return load_yaml(read_text_untrusted(path))
 
 
 def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> Path:

@@ -36,8 +36,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from gbcli.experiments.paper001 import (in_sweep_order, new_figure, point_frames, point_names, save_figure,
-                                        stored_config, write_table)
+from gbcli.config.loading import read_stored_config
+from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, point_names, save_figure, write_table
 from gbcli.instruments.base import Instrument, first_layer
 from gbcli.fs.safe import load_tensors_untrusted, read_csv_untrusted
 from gbcli.store.records import read_metrics
@@ -245,7 +245,7 @@ def on_grid(grid: pd.DataFrame, *columns: str) -> list[np.ndarray]:
 
 
 def _point_config(out_dir: Path, point: str) -> dict:
-    return stored_config(SweepDir(out_dir).point(point).gd_config)
+    return read_stored_config(SweepDir(out_dir).point(point).gd_config, strict=True)
 
 
 def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
@@ -375,17 +375,17 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
 # ------------------------------------------------------------------ Theorem 4.1 and Figure 1 per init scale
 
 
-def _init_scale_points(out_dir: Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame]]:
+def _init_scale_points(out_dir: Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame], dict[str, Path]]:
     """The points of a sweep over `model.init_scale` on an input plane: those with `gd/output_grid.csv`
     (the `output_linearity` instrument) and a homogeneous net's metrics (`normalized_margin`), in the
-    sweep's order, with their configs and metrics; no points unless they have two init scales or more."""
+    sweep's order, with their configs, metrics and grids' files; none unless two init scales or more."""
     grids = SweepDir(out_dir).gd_files("output_grid.csv")
     metrics = {p: m for p, m in point_frames(out_dir, layout.METRICS).items() if p in grids and "normalized_margin" in m}
     points = in_sweep_order(metrics, point_names(out_dir))
     cfgs = {p: _point_config(out_dir, p) for p in points}
     if len({cfgs[p]["model"].get("init_scale") for p in points}) < 2:
-        return [], {}, {}
-    return points, cfgs, metrics
+        return [], {}, {}, {}
+    return points, cfgs, metrics, grids
 
 
 def _scale_and_bias(cfg: dict) -> tuple[float, bool]:
@@ -398,7 +398,7 @@ def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
     init scale: the first and last mean training loss and largest loss of a training point, and
     `_risk`'s first steps) and `figures/risk_by_init.png` (both losses against the step)."""
     out_dir = Path(out_dir)
-    points, cfgs, metrics = _init_scale_points(out_dir)
+    points, cfgs, metrics, _ = _init_scale_points(out_dir)
     if not points:
         return []
     rows, worsts = [], {}
@@ -481,10 +481,10 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
     sign f over the plane, f = 0, the rule's boundary <w_bar - u_bar, x> = 0, and each unit's
     direction in the plane; one row per bias setting, one column per init scale)."""
     out_dir = Path(out_dir)
-    points, cfgs, _ = _init_scale_points(out_dir)
+    points, cfgs, _, grid_files = _init_scale_points(out_dir)
     if not points:
         return []
-    grids = {p: read_csv_untrusted(SweepDir(out_dir).point(p).gd / "output_grid.csv") for p in points}
+    grids = {p: read_csv_untrusted(grid_files[p]) for p in points}
     rows = []
     for p in points:
         scale, bias = _scale_and_bias(cfgs[p])
