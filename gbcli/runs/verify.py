@@ -30,7 +30,6 @@ The compact solution files and the readers of stored files are `gbcli.store.solu
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import math
@@ -160,18 +159,6 @@ def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = R
 # ------------------------------------------------------------------ the problem of the program being checked
 
 
-@contextlib.contextmanager
-def _unusable():
-    """A GbError (a stored config or file gb cannot use) as Unusable, one program's problem; input
-    missing where gb looked (MissingInput) stays what it is (`_unchecked`)."""
-    try:
-        yield
-    except MissingInput:
-        raise
-    except GbError as exc:
-        raise Unusable(shorten(str(exc), 200)) from None
-
-
 class _Problems:
     """The problem (data and gating) of the program being checked. The programs are checked grouped
     by their dataset, then by their problem (`_group_key`), so the last one is the only one kept:
@@ -220,13 +207,12 @@ def _design(objective: str, cfg, problems: _Problems, trained_from) -> tuple[Gat
     from gbcli.registry import program_of
     from gbcli.runs.stages import build_design
 
-    with _unusable():
-        program = program_of(cfg, objective)
-        if program.design is None:
-            return None, None, program
-        problem = problems.problem(cfg)
-        trained = trained_from(cfg, problem.dataset.dim) if program.needs_trained else None
-        return build_design(objective, cfg, problem, trained), problem.dataset, program
+    program = program_of(cfg, objective)
+    if program.design is None:
+        return None, None, program
+    problem = problems.problem(cfg)
+    trained = trained_from(cfg, problem.dataset.dim) if program.needs_trained else None
+    return build_design(objective, cfg, problem, trained), problem.dataset, program
 
 
 # ------------------------------------------------------------------ one row per program
@@ -246,12 +232,13 @@ def _row(where: str, objective: str, claims: dict, *problems: str) -> dict:
 
 
 def _unchecked(row: dict, exc: Exception) -> None:
-    """Why a program could not be checked, as one of its problems (never a crash). Input that is
-    missing where gb looked (the data set's files: MissingInput) is no program's problem: every
-    program would fail alike, so the command stops at once with the one line that says what to set."""
+    """Why a program could not be checked, as one of its problems (never a crash): a stored file or
+    config gb cannot use (Unusable, GbError) in its own words. Input that is missing where gb looked
+    (the data set's files: MissingInput) is no program's problem: every program would fail alike, so
+    the command stops at once with the one line that says what to set."""
     if isinstance(exc, MissingInput):
         raise exc
-    row["problems"].append(str(exc) if isinstance(exc, Unusable)
+    row["problems"].append(str(exc) if isinstance(exc, Unusable) else shorten(str(exc), 200) if isinstance(exc, GbError)
                            else f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
 
 
@@ -386,8 +373,7 @@ def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point:
         row["problems"].append(f"{layout.CONFIG}: not the config {layout.SUMMARY} was computed from (edited or replaced)")
     if point is not None:
         row["problems"] += _identity(cfg, run, root, point)
-    with _unusable():
-        problem = problems.problem(cfg)
+    problem = problems.problem(cfg)
     ds, spec = problem.dataset, spec_of(cfg)
     model = _network(root, gd.model, cfg, ds.dim).float()   # as it was trained (float32)
     xt, xv = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.x_val, dtype=torch.float32)
@@ -569,8 +555,7 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
 
     problem = problems.problem(cfg)
     trained = load_trained(run, cfg, problem.dataset.dim, stage.name) if program.needs_trained else None
-    with _unusable():
-        result, arrays = program.fit(stage.name, cfg, spec_of(cfg), problem, trained, echo=lambda msg: None)
+    result, arrays = program.fit(stage.name, cfg, spec_of(cfg), problem, trained, echo=lambda msg: None)
     bad = []
     for key in NONCONVEX_CLAIMS:
         want, claim = result.get(key), record.get(key)
