@@ -31,14 +31,14 @@ import hashlib
 import io
 import json
 import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
-from gbcli.fs.safe import atomic_write_bytes, open_fd, open_lock, present
+from gbcli.fs.safe import atomic_write_bytes, open_lock, present, read_untrusted
 from gbcli.programs.design import GatedDesign, Solution, Status, Stop
 from gbcli.store.records import is_result
+from gbcli.store.solutions import Unusable   # an entry that counts as missing (the message says why)
 
 NOT_SOLVED_FROM = ("x_val", "e_val", "classify")   # design fields no solver reads (predictions are recomputed)
 FORMAT = 1
@@ -149,60 +149,54 @@ class SolveCache:
             return None
         try:
             hit = self._read(path, key, design)
-        except _Unusable as exc:
+        except Unusable as exc:
             if warn is not None:
                 warn(f"  warning: solve cache entry {path} is unusable ({exc}); solving again and replacing it")
             return None
         return hit
 
     def _read(self, path: Path, key: str, design: GatedDesign | None) -> tuple[Solution, str]:
-        try:
-            with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh:
-                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    raise _Unusable("not a regular file")
-                if os.fstat(fh.fileno()).st_size > MAX_ENTRY_BYTES:
-                    raise _Unusable("larger than any entry gb writes")
-                data = fh.read()
-            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        try:   # never through a link, a regular file of at most MAX_ENTRY_BYTES
+            with np.load(io.BytesIO(read_untrusted(path, MAX_ENTRY_BYTES)), allow_pickle=False) as z:
                 if set(z.files) - {"meta", "zeta", "lam"} or "meta" not in z.files:
-                    raise _Unusable(f"unexpected arrays {sorted(z.files)}")
+                    raise Unusable(f"unexpected arrays {sorted(z.files)}")
                 meta = json.loads(str(z["meta"][()]))
                 arrays = {k: np.asarray(z[k]) for k in ("zeta", "lam") if k in z.files}
-        except _Unusable:
+        except Unusable:
             raise
         except Exception as exc:   # noqa: BLE001 (truncated, bit-flipped, empty, foreign: zipfile, EOF, value errors)
-            raise _Unusable(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else 'unreadable'}") from None
+            raise Unusable(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else 'unreadable'}") from None
         if not isinstance(meta, dict) or meta.get("key") != key:
-            raise _Unusable("it answers another program (its key differs)")
+            raise Unusable("it answers another program (its key differs)")
         if meta.get("format", FORMAT) != FORMAT:
-            raise _Unusable(f"format {meta.get('format')!r}, not {FORMAT}")
+            raise Unusable(f"format {meta.get('format')!r}, not {FORMAT}")
         types = {"origin": str, "status": str, "solver": str, "message": str}
         for k, t in types.items():
             if not isinstance(meta.get(k), t):
-                raise _Unusable(f"metadata without a valid {k!r}")
+                raise Unusable(f"metadata without a valid {k!r}")
         if not is_result(meta["status"]):
-            raise _Unusable(f"status {meta['status'][:40]!r} is not a certified answer")
+            raise Unusable(f"status {meta['status'][:40]!r} is not a certified answer")
         for k in ("value", "seconds"):
             if not isinstance(meta.get(k), (int, float)) or isinstance(meta.get(k), bool):
-                raise _Unusable(f"metadata without a valid {k!r}")
+                raise Unusable(f"metadata without a valid {k!r}")
         iterations = meta.get("iterations")
         if iterations is not None and (not isinstance(iterations, int) or isinstance(iterations, bool)):
-            raise _Unusable("metadata without a valid 'iterations'")
+            raise Unusable("metadata without a valid 'iterations'")
         for k, a in arrays.items():
             if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
-                raise _Unusable(f"{k} is not a finite float array")
+                raise Unusable(f"{k} is not a finite float array")
         if design is not None:
             n, rows, dim = len(design.y_train), design.rows, design.x_train.shape[1]
             zeta, lam = arrays.get("zeta"), arrays.get("lam")
             if lam is not None and lam.shape != (n,):
-                raise _Unusable(f"lam has shape {lam.shape}, the program has {n} margins")
+                raise Unusable(f"lam has shape {lam.shape}, the program has {n} margins")
             if zeta is not None and zeta.size and zeta.shape != (rows, dim):
-                raise _Unusable(f"zeta has shape {zeta.shape}, the program has {rows} x {dim} variables")
-            if meta["status"] == "optimal" and (zeta is None or not zeta.size):
-                raise _Unusable("an optimal answer without a predictor")
+                raise Unusable(f"zeta has shape {zeta.shape}, the program has {rows} x {dim} variables")
+            if meta["status"] == Status.OPTIMAL and (zeta is None or not zeta.size):
+                raise Unusable("an optimal answer without a predictor")
         stop = meta.get("stop", Stop.OTHER.value)
         if stop not in {s.value for s in Stop}:
-            raise _Unusable(f"unknown stop reason {str(stop)[:40]!r}")
+            raise Unusable(f"unknown stop reason {str(stop)[:40]!r}")
         sol = Solution(arrays.get("zeta"), Status(meta["status"]), float(meta["value"]), float(meta["seconds"]),
                        meta["solver"], meta["message"], iterations, arrays.get("lam"), Stop(stop))
         return sol, meta["origin"]
@@ -219,7 +213,3 @@ class SolveCache:
         buf = io.BytesIO()
         np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)
         atomic_write_bytes(self.folder / f"{key}.npz", buf.getvalue())
-
-
-class _Unusable(Exception):
-    """A cache entry that counts as missing (the message says why)."""

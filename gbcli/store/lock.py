@@ -17,8 +17,9 @@ from pathlib import Path
 
 from gbcli.errors import GbError
 from gbcli.fs import layout
-from gbcli.fs.safe import (_short, check_tree, clean_temp_files, is_dir, is_file, is_link, open_lock, present,
-                              read_untrusted, write_json)
+from gbcli.fs.safe import (check_tree, clean_temp_files, is_dir, is_file, is_link, open_lock, present, read_untrusted,
+                           write_json)
+from gbcli.text import shorten
 
 _HELD: dict[str, tuple[int, int]] = {}     # lock path -> (fd, depth) held by this process
 MARKER = layout.MARKER                   # what a directory is: {"kind": "run" | "sweep", ...}
@@ -37,12 +38,12 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
     structural = {k for k, names in (("sweep", (layout.POINTS,)), ("run", (layout.GD, layout.SVM)))
                   if any((path / n).is_dir() for n in names)}
     if len(structural) > 1:
-        raise GbError(f"{key}: {_short(path, 200)}: holds both a sweep's points/ and a run's gd/ or svm/ (a mixed "
+        raise GbError(f"{key}: {shorten(path, 200)}: holds both a sweep's points/ and a run's gd/ or svm/ (a mixed "
                       f"directory: gb writes to neither; use another --out)")
     marker = path / MARKER
     kind = None
     if is_link(marker) or marker.exists():
-        where = f"{_short(marker, 200)}"
+        where = shorten(marker, 200)
         if not is_file(marker):
             raise GbError(f"{where}: not a regular file (gb's marker of what this directory is)")
         try:
@@ -50,14 +51,14 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
             rec = json.loads(data.decode("utf-8"))
         except (OSError, ValueError, UnicodeDecodeError):
             raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep); if a "
-                          f"crash cut it short, remove it (`rm {_short(marker, 200)}`) and run the command again: gb "
+                          f"crash cut it short, remove it (`rm {shorten(marker, 200)}`) and run the command again: gb "
                           f"knows its run and sweep folders by their contents") from None
         if not isinstance(rec, dict) or rec.get("kind") not in KINDS:
             got = rec.get("kind") if isinstance(rec, dict) else type(rec).__name__
-            raise GbError(f"{where}: unknown directory kind {_short(repr(got))} (expected run or sweep)")
+            raise GbError(f"{where}: unknown directory kind {shorten(repr(got), 120)} (expected run or sweep)")
         kind = rec["kind"]
     if kind is not None and structural and kind not in structural:
-        raise GbError(f"{key}: {_short(path, 200)}: its {MARKER} says {kind}, but it holds a "
+        raise GbError(f"{key}: {shorten(path, 200)}: its {MARKER} says {kind}, but it holds a "
                       f"{next(iter(structural))}'s files (a mixed directory; use another --out)")
     return kind or (next(iter(structural)) if structural else None)
 
@@ -68,7 +69,7 @@ def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "
     if kind is not None and kind != want:
         other = {"run": "a run directory (of train-gd / fit-svm)", "sweep": "a sweep directory (of gb sweep)"}[kind]
         hint = "use another --out" + ("" if kind == "run" else "; a point of it is OUT/points/<id>")
-        raise GbError(f"{key}: {_short(path, 200)} is {other}; {command or 'this command'} does not write into it ({hint})")
+        raise GbError(f"{key}: {shorten(path, 200)} is {other}; {command or 'this command'} does not write into it ({hint})")
 
 
 def check_run_target(path: str | Path, command: str) -> None:
@@ -88,7 +89,7 @@ def check_owned(path: str | Path, key: str = "--out") -> None:
     if not is_dir(path) or present(path / MARKER) or dir_kind(path, key) is not None:
         return
     if any(True for _ in path.iterdir()):
-        raise GbError(f"{key}: {_short(path, 200)}: not a folder gb made (no {MARKER}) and not empty; gb writes "
+        raise GbError(f"{key}: {shorten(path, 200)}: not a folder gb made (no {MARKER}) and not empty; gb writes "
                       f"only into a folder it made or an empty one (use another --out)")
 
 
