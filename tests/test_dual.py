@@ -9,7 +9,7 @@ from sklearn.svm import SVC
 from gbcli.config import validate
 from gbcli.programs.design import one_hot
 from gbcli.programs import solve_dual
-from gbcli.models.relu import ReLUNet
+from gbcli.models.networks.relu import ReLUNet
 from gbcli.runs.stages import build_design, prepare
 from gbcli.programs import GatedDesign, certificate, decision, relative_margin_bound, solve_primal, unit_groups
 

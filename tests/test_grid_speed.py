@@ -106,7 +106,7 @@ def test_stacked_gln_is_bit_for_bit_the_single_networks(units, count):
     """Batched training's outputs and gradients are the single networks' bit for bit, at every
     width (a wide first-layer product was equal at some widths only, and which ones depended on the
     CPU), so a batched grid gives the plain loop's tables."""
-    from gbcli.models.gln import DeepGLN, StackedGLN
+    from gbcli.models.networks.gln import DeepGLN, StackedGLN
 
     torch.manual_seed(0)
     nets = [DeepGLN(units, count, 785) for _ in range(4)]

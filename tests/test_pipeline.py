@@ -191,7 +191,7 @@ def test_losses_stay_finite_at_extreme_margins(kind):
 def test_shallow_gln_trains_only_used_contexts_on_the_dense_trajectory(momentum):
     """restrict() must not change SGD's trajectory: compare with the dense (C, D) weight trained
     by the same steps, on a problem where most contexts hold no training point."""
-    from gbcli.models.shallow import ShallowGLN
+    from gbcli.models.networks.shallow import ShallowGLN
 
     g = torch.Generator().manual_seed(0)
     count, dim, n = 64, 7, 40

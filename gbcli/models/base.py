@@ -229,18 +229,6 @@ def networks(module: str):
     return importlib.import_module(f"gbcli.models.networks.{module.rsplit('.', 1)[1]}")
 
 
-def networks_of(module: str, *names: str) -> Callable[[str], Any]:
-    """A kind module's `__getattr__` (PEP 562): its networks `names` (`networks(module)`) as
-    attributes of the kind's module on first use."""
-
-    def attribute(name: str) -> Any:
-        if name in names:
-            return getattr(networks(module), name)
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return attribute
-
-
 def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: float) -> torch.Tensor:
     import torch
     from torch import nn

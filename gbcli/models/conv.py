@@ -10,9 +10,7 @@ import numpy as np
 from pydantic import Field, StrictInt
 
 from gbcli.models import construction
-from gbcli.models.base import ModelParams, networks, networks_of
-
-__getattr__ = networks_of(__name__, "SharedFilterConv")   # gbcli.models.networks.conv (torch)
+from gbcli.models.base import ModelParams, networks
 
 
 class Params(ModelParams):

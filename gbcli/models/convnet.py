@@ -24,9 +24,7 @@ from typing import Literal
 from pydantic import Field, StrictInt
 
 from gbcli.errors import GbError
-from gbcli.models.base import ModelParams, ModelSpec, init_tensor, networks, networks_of
-
-__getattr__ = networks_of(__name__, "ConvNet")   # gbcli.models.networks.convnet (torch)
+from gbcli.models.base import ModelParams, ModelSpec, init_tensor, networks
 
 IMAGE = 28   # the side of the images it takes (28 x 28: mnist, fashion-mnist)
 PAPER_CONVS = [[32, 3, 1, 1], [32, 3, 1, 1], [32, 5, 2, 2], [64, 3, 1, 1], [64, 3, 1, 1], [64, 5, 2, 2]]

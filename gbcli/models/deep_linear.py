@@ -14,10 +14,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks, networks_of
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks
 from gbcli.models.linear import LINEAR_SVM
-
-__getattr__ = networks_of(__name__, "DeepLinear")   # gbcli.models.networks.deep_linear (torch)
 
 
 class Params(ModelParams):

@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks
 from gbcli.models.gating import published_hyperplanes, sample_hyperplanes
 from gbcli.optimizers import geometry
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
-
-__getattr__ = networks_of(__name__, "DeepGLN", "StackedGLN")   # gbcli.models.networks.gln (torch)
 
 
 class Params(ModelParams):

@@ -15,10 +15,8 @@ from typing import ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, networks, networks_of
+from gbcli.models.base import InitScheme, ModelParams, networks
 from gbcli.models.gln import HyperplaneSpec
-
-__getattr__ = networks_of(__name__, "GLN3")   # gbcli.models.networks.gln3 (torch)
 
 
 class Params(ModelParams):

@@ -11,13 +11,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field, StrictFloat, StrictInt, field_validator
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks
 from gbcli.models.linear import LINEAR_SVM
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
-
-__getattr__ = networks_of(__name__, "LeakyNet")   # gbcli.models.networks.leaky (torch)
 
 
 class Params(ModelParams):

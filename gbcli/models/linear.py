@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, networks_of, sqrt_margin
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, sqrt_margin
 from gbcli.optimizers import PROGRAM_NORM, geometry
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
-
-__getattr__ = networks_of(__name__, "Linear")   # gbcli.models.networks.linear (torch)
 
 
 class Params(ModelParams):

@@ -15,15 +15,13 @@ from pydantic import Field, StrictInt
 
 from gbcli.errors import GbError
 from gbcli.models import construction, one_class
-from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks, networks_of, set_weights
+from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks, set_weights
 from gbcli.models.gating import random_relu_gates
 from gbcli.models.linear import feature_design
 
 if TYPE_CHECKING:
     from gbcli.models.networks.relu import ReLUNet
     from gbcli.programs.design import GatedDesign
-
-__getattr__ = networks_of(__name__, "ReLUNet")   # gbcli.models.networks.relu (torch)
 
 
 class Params(ModelParams):

@@ -20,9 +20,7 @@ from typing import Literal, Optional
 from pydantic import Field, StrictInt
 
 from gbcli.models import one_class
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks, networks_of
-
-__getattr__ = networks_of(__name__, "ResidualNet")   # gbcli.models.networks.residual (torch)
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks
 
 
 class Params(ModelParams):

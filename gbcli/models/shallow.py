@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field
 
-from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks, networks_of, sqrt_margin
+from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks, sqrt_margin
 from gbcli.models.gln import HyperplaneSpec
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
-
-__getattr__ = networks_of(__name__, "ShallowGLN")   # gbcli.models.networks.shallow (torch)
 
 
 class Params(ModelParams):

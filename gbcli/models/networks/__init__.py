@@ -1,5 +1,5 @@
-"""The torch modules of the model kinds, one module per kind (`networks.gln` for `gbcli.models.gln`;
-`gbcli.models.base.networks_of` names them as the kind module's own attributes)."""
+"""The torch modules of the model kinds, one module per kind (`networks.gln` for `gbcli.models.gln`,
+which imports it when it builds a network: `gbcli.models.base.networks`)."""
 
 from gbcli.lazy import attach
 
