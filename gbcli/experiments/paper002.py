@@ -46,11 +46,6 @@ from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
 
 
-def _cos(a: np.ndarray, b: np.ndarray) -> float:
-    na = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / na) if na > 0 else 0.0
-
-
 def _angle(a: np.ndarray, b: np.ndarray) -> float:
     """The largest angle (degrees) of a row of `a` to the direction b."""
     cos = a @ b / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b), 1e-300)
@@ -102,7 +97,8 @@ def cluster_measures(model: nn.Module, x: np.ndarray, x_val: np.ndarray, par_dir
         row.update({"zero_output_iso": float(np.mean(f == 0)),
                     "linear_sign_mismatch_iso": float(np.mean(np.sign(f) != np.sign(x_iso @ direction)))})
     if par_direction is not None:
-        row["par_cosine"] = _cos(direction, par_direction)
+        na = np.linalg.norm(direction) * np.linalg.norm(par_direction)
+        row["par_cosine"] = float(direction @ par_direction / na) if na > 0 else 0.0
     return row
 
 
