@@ -23,15 +23,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gbcli.experiments.paper001 import (in_sweep_order, new_figure, point_frames, point_names, save_figure,
-                                        stored_config, write_table)
+from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, point_names, save_figure, write_table
 from gbcli.instruments.base import Instrument, as_numpy
-from gbcli.fs.safe import read_json
-from gbcli.store.records import NOT_GBS, read_metrics
+from gbcli.store.records import NOT_GBS, GdRecord, ProgramRecord
+from gbcli.store.views import RunView, SweepView
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta, slsqp
 from gbcli.fs import layout
-from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.errors import GbError
 from gbcli.text import quoted
 
@@ -45,12 +43,13 @@ SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's li
 def kkt_row(run_dir: str | Path) -> dict | None:
     """The paper's Tables 1-2 entry for one run: GD's limit (||theta||^2 at margin 1, KKT residual),
     the global value found, and the local search around GD's limit (and around the global point)."""
-    run = RunDir(run_dir)
-    res = {o: read_json(run.result(o)) for o in NONCONVEX if run.result(o).is_file()}
+    view = RunView(run_dir)
+    run = view.dir
+    res = {o: ProgramRecord.read(run.result(o), strict=True).fields for o in NONCONVEX if run.result(o).is_file()}
     if not res or not run.summary.is_file():
         return None
-    cfg = stored_config(run.gd_config)
-    gd = read_json(run.summary)
+    cfg = view.config(strict=True)
+    gd = GdRecord.read(run.summary, strict=True).fields
     m, t = cfg["model"], cfg["training"]
     g_res = next(iter(res.values()))
     degree = g_res.get("degree", m.get("depth", 2))   # runs before `degree` was recorded: depth (diagonal) or 2
@@ -89,8 +88,8 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     (b) the decrease of ||theta||^2 found within eps of GD's limit (and of the global point) vs eps."""
     out_dir = Path(out_dir)
     rows = []
-    for pid in SweepDir(out_dir).gd_files(layout.SUMMARY):   # each row computed from its point's records
-        point = SweepDir(out_dir).point(pid).root
+    sweep = SweepView(out_dir)
+    for point in (view.root for view in sweep.points().values()):   # each row computed from its point's records
         try:
             row = kkt_row(point)
         except NOT_GBS as exc:
@@ -108,7 +107,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     for _, r in table.sort_values(["construction", "loss"]).iterrows():   # the legend's order
         label = f"{r['construction']} ({r['loss']})"
         style = dict(color=f"C{names.index(r['construction']) % 10}", ls="-" if r["loss"] == "exponential" else "--")
-        m = read_metrics(SweepDir(out_dir).point(r["point"]).metrics)
+        m = sweep.point(r["point"]).metrics()
         m = m[(m["step"] > 0) & (m["normalized_margin"] > 0)]
         ax_a.plot(m["step"], m["normalized_margin"] ** (-2.0 / r["depth"]) / r["global_norm_sq"], label=label, **style)
         for tag, marker in (("gd", "o"), ("global", "x")):
@@ -209,11 +208,11 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     its 95% Wilson interval) and `figures/init_outcomes.png`."""
     out_dir = Path(out_dir)
     rows = []
-    for pid, f in SweepDir(out_dir).gd_files(layout.METRICS).items():
-        m = read_metrics(f)
+    for pid, point in SweepView(out_dir).points(layout.METRICS).items():
+        m = point.metrics()
         if "thm32_premise" not in m or len(m) < 2:
             continue
-        cfg = stored_config(SweepDir(out_dir).point(pid).gd_config)
+        cfg = point.config(strict=True)
         mod, last = cfg["model"], m.iloc[-1]
         rows.append({"point": pid, "init": mod.get("init") or "kaiming",
                      "init_scale": mod.get("init_scale", 1.0), "init_seed": mod.get("init_seed"),
@@ -368,7 +367,7 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     frames = []
     for pid, t in point_frames(out_dir, "layer_optimality.csv").items():
-        cfg = stored_config(SweepDir(out_dir).point(pid).gd_config)
+        cfg = SweepView(out_dir).point(pid).config(strict=True)
         frames.append(t.assign(
             point=pid, construction=cfg["name"], model=cfg["model"]["kind"],
             activation=cfg["model"].get("activation", "relu"), loss=cfg["training"].get("loss", "logistic")))

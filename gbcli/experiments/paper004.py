@@ -37,15 +37,13 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from gbcli.experiments.paper001 import new_figure, point_names, save_figure, stored_config, write_table
+from gbcli.experiments.paper001 import new_figure, point_names, save_figure, write_table
 from gbcli.instruments.base import Instrument, as_numpy, float64_copy
 from gbcli.fs.safe import flatten, load_npz_untrusted
-from gbcli.store.records import read_metrics
+from gbcli.store.views import SweepView
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.training.losses import log_mean_loss
-from gbcli.fs import layout
-from gbcli.fs.layout import SweepDir
 
 
 # ------------------------------------------------------------------ gradient alignment
@@ -238,17 +236,16 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     the inconsistency of their GD networks' validation predictions and both final normalized
     margins, with the `configuration` the pair shares (the keys that tell the configurations of the
     sweep apart; empty when there is one). None when there are no such pairs."""
-    sweep = SweepDir(out_dir)
     points, raw = {}, {}
-    for pid in sweep.gd_files(layout.SUMMARY):
-        run = sweep.point(pid)
+    for pid, view in SweepView(out_dir).points().items():
+        run = view.dir
         if not run.gd_predictions.is_file():
             continue
-        flat = flatten(stored_config(run.gd_config))
+        flat = flatten(view.config(strict=True))
         cfg = {k: repr(v) for k, v in flat.items()}
         seed = cfg.pop("model.init_seed")
         cfg.pop("name", None)
-        last = read_metrics(run.metrics).iloc[-1]
+        last = view.metrics().iloc[-1]
         key = tuple(sorted(cfg.items()))
         raw.setdefault(key, {k: v for k, v in flat.items() if k not in ("model.init_seed", "name")})
         points[pid] = (key, seed, load_npz_untrusted(run.gd_predictions)["val_out"], last)

@@ -20,11 +20,12 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import flatten, is_file, read_yaml_record, write_csv
+from gbcli.fs.safe import flatten, is_file, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
 from gbcli.store.records import read_metrics as _read_metrics
+from gbcli.store.views import SweepView
 
 NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",
          "d": "d_error_vs_units"}
@@ -483,13 +484,6 @@ def short_value(v, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def _config(path: Path) -> dict:
-    d = read_yaml_record(path)
-    if d is None:
-        raise GbError(f"{path}: not a readable gb config; rerun the stage")
-    return d
-
-
 def plot_run_training(run_dir: str | Path) -> Path | None:
     """`figures/training.png` of a run whose gd/metrics.csv has tracked columns (else nothing)."""
     path = RunDir(run_dir).metrics
@@ -520,11 +514,14 @@ def _naming_keys(varied: list[str], runs: dict) -> list[str]:
 
 def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFrame, dict]]:
     """Each sweep point's metrics (those `keep` takes) and its flattened config, by point id."""
-    sweep, runs = SweepDir(out_dir), {}
-    for p, path in sweep.gd_files(layout.METRICS).items():
-        m = read_metrics(path) if is_file(path) else None
+    runs = {}
+    for p, point in SweepView(out_dir).points(layout.METRICS).items():
+        m = read_metrics(point.dir.metrics) if is_file(point.dir.metrics) else None
         if m is not None and keep(m):
-            runs[p] = (m, flatten(_config(sweep.point(p).gd_config)))
+            config = point.config()
+            if config is None:
+                raise GbError(f"{point.dir.gd_config}: not a readable gb config; rerun the stage")
+            runs[p] = (m, flatten(config))
     return runs
 
 

@@ -24,8 +24,9 @@ from gbcli.fs import layout
 from gbcli.store.labels import read_labels
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.reports.tables import mean_of, read_rows
-from gbcli.store.records import Verdict, gd_status, number, run_state, stage_status, sweep_state
-from gbcli.fs.safe import flatten, is_dir, is_file, mtime, present, read_record, read_yaml_record, subdirs
+from gbcli.store.records import ProgramRecord, Verdict, number, run_state, sweep_state
+from gbcli.store.views import RunView, SweepView
+from gbcli.fs.safe import flatten, is_dir, is_file, mtime, present, read_record, subdirs
 from gbcli.text import shorten
 
 KEY_COLUMNS = ("dataset.name", "dataset.train_size", "model.kind", "model.hidden_units", "contexts.count",
@@ -94,12 +95,12 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _time_of(records: list[tuple[Path, dict | None]]) -> str:
+def _time_of(records: list[tuple[Path, Any]]) -> str:
     import datetime as dt
 
     times = []
     for path, rec in records:
-        prov = rec.get("provenance") if isinstance(rec, dict) else None
+        prov = rec.get("provenance") if rec is not None else None
         ended = prov.get("ended") if isinstance(prov, dict) else None
         if isinstance(ended, str) and len(ended) < 40:
             times.append(ended)
@@ -134,25 +135,25 @@ def inconsistency_into(path: Path, numbers: dict[str, float]) -> None:
 def read_run(path: str | Path) -> RunInfo:
     """A run directory's stages (status computed as the module says), config and headline numbers."""
     from gbcli.store.identity import file_hash
-    from gbcli.store.integrity import manifest_of
 
     path = Path(path)
     stages, numbers, records = {}, {}, []
     config: dict = {}
-    run = RunDir(path)
+    view = RunView(path)
+    run = view.dir
     summary = run.summary
     gm = None
     if present(summary):
-        rec = read_record(summary)
-        stages["gd"] = gd_status(rec)
+        rec = view.gd()
+        stages["gd"] = rec.status if rec is not None else Verdict.FOREIGN
         records.append((summary, rec))
-        gm = manifest_of(summary)
+        gm = rec.manifest if rec is not None else None
         if rec is not None:
             pred = rec.get("predictor") if isinstance(rec.get("predictor"), str) else "gd"
             for k in ("train_error", "val_error"):
                 if number(rec.get(k)) is not None:
                     numbers[f"{pred}.{k}"] = number(rec[k])
-        config = flatten(read_yaml_record(run.gd_config) or {})
+        config = flatten(view.config() or {})
     elif run.gd.is_dir():
         stages["gd"] = Verdict.UNFINISHED
     upstream = None
@@ -161,10 +162,10 @@ def read_run(path: str | Path) -> RunInfo:
         if not record.exists():
             stages[stage.name] = Verdict.UNFINISHED
             continue
-        rec = read_record(record)
+        rec = ProgramRecord.read(record)
         records.append((record, rec))
-        status = stage_status(record, rec)
-        m = manifest_of(record)
+        status = rec.status if rec is not None else Verdict.FOREIGN
+        m = rec.manifest if rec is not None else None
         if m is None and status != Verdict.FOREIGN:   # no manifest: not a stage gb finished (`gb compare` refuses it)
             status = Verdict.FOREIGN
         if status != Verdict.FOREIGN and m is not None:
@@ -184,7 +185,7 @@ def read_run(path: str | Path) -> RunInfo:
                 if number(rec.get(k)) is not None:
                     numbers[f"{stage.name}.{k}"] = number(rec[k])
         if not config:
-            config = flatten(read_yaml_record(stage / layout.CONFIG) or {})
+            config = flatten(view.config(stage.name) or {})
     status = run_state(stages, is_file(run.errors))
     inconsistency_into(path, numbers)
     return RunInfo(path, "run", status, stages, config, numbers, _time_of(records), labels=read_labels(path))
@@ -193,11 +194,11 @@ def read_run(path: str | Path) -> RunInfo:
 def read_sweep(path: str | Path) -> RunInfo:
     """A sweep directory: its points (done, failed, interrupted, not run), base config and means."""
     path = Path(path)
-    sweep = SweepDir(path)
-    meta = read_record(sweep.record) or {}
-    status, counts, total = sweep_state(path, meta.get("points") if isinstance(meta.get("points"), int) else None)
+    sweep = SweepView(path)
+    meta = sweep.record()
+    status, counts, total = sweep_state(path, meta and meta.points)
     stages = {k: str(v) for k, v in counts.items() if v}
-    config = flatten(read_yaml_record(sweep.config) or {})
+    config = flatten(sweep.config() or {})
     numbers: dict[str, float] = {}
     try:
         errors = read_rows(RunDir(path).errors)
@@ -213,8 +214,8 @@ def read_sweep(path: str | Path) -> RunInfo:
     except Exception:   # noqa: BLE001 (no tables yet, or not gb's: the listing shows the counts)
         pass
     inconsistency_into(path, numbers)
-    records = [(sweep.record, meta)]
-    return RunInfo(path, "sweep", status, stages, config, numbers, _time_of(records), note=f"{total} points",
+    return RunInfo(path, "sweep", status, stages, config, numbers, _time_of([(sweep.dir.record, meta)]),
+                   note=f"{total} points",
                    labels=read_labels(path), axes=grid_axes(path))
 
 
@@ -235,29 +236,31 @@ def _is_gb_dir(path: Path) -> bool:
     return any(present(path / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS))
 
 
-def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth: int = 2) -> list[RunInfo]:
+def _labelled(root: Path, depth: int = 2) -> list[Path]:
     """The runs and sweeps under `root` (itself, if it is one; else its folders down to `depth`
-    levels, never inside a run or sweep, never through a symlink), newest first. `filters`: dotted
-    config key (or kind, status) -> value as text; a run is listed when every one matches."""
-    root = Path(root)
+    levels, never inside a run or sweep, never through a symlink), without reading their records."""
     found: list[Path] = []
 
     def walk(d: Path, level: int) -> None:
         if _is_gb_dir(d):
             found.append(d)
-            return
-        if level >= depth:
-            return
-        try:
-            children = subdirs(d)
-        except OSError:
-            return
-        for c in children:
-            walk(c, level + 1)
+        elif level < depth:
+            try:
+                for c in subdirs(d):
+                    walk(c, level + 1)
+            except OSError:
+                pass
 
-    if root.is_dir():
-        walk(root, 0)
-    infos = [read_any(p) for p in found]
+    if Path(root).is_dir():
+        walk(Path(root), 0)
+    return found
+
+
+def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth: int = 2) -> list[RunInfo]:
+    """The runs and sweeps under `root` (`_labelled`), newest first. `filters`: dotted config key (or
+    kind, status) -> value as text; a run is listed when every one matches."""
+    root = Path(root)
+    infos = [read_any(p) for p in _labelled(root, depth)]
     if filters:
         known = {"kind", "status"} | {k for i in infos for k in i.config}
         unknown = sorted(set(filters) - known)
@@ -288,10 +291,10 @@ def sweep_points(path: str | Path) -> list[dict]:
 
 def _declared_axes(path: str | Path) -> dict[str, list]:
     """The `grid:` and `zip:` axes of a sweep's config, in the order it gives them."""
-    cfg = read_yaml_record(SweepDir(path).config) or {}
+    cfg = SweepView(path).config() or {}
     declared: dict[str, list] = {}
     for section in ("grid", "zip"):
-        given = cfg.get(section) if isinstance(cfg, dict) else None
+        given = cfg.get(section)
         if isinstance(given, dict):
             declared.update({str(k): list(v) for k, v in given.items() if isinstance(v, list) and len(v) > 1})
     return declared
@@ -307,25 +310,6 @@ def grid_axes(path: str | Path) -> dict[str, list]:
             if k not in ("point", "name") and v not in axes.setdefault(k, []):
                 axes[k].append(v)
     return axes or _declared_axes(path)
-
-
-def _labelled(root: Path) -> list[Path]:
-    """The runs and sweeps under `root` (as `scan` finds them) without reading their records."""
-    found: list[Path] = []
-
-    def walk(d: Path, level: int) -> None:
-        if _is_gb_dir(d):
-            found.append(d)
-        elif level < 2:
-            try:
-                for c in subdirs(d):
-                    walk(c, level + 1)
-            except OSError:
-                pass
-
-    if is_dir(root):
-        walk(root, 0)
-    return found
 
 
 def _point_named(sweep: Path, name: str) -> Path | None:
@@ -406,38 +390,34 @@ def show(path: str | Path) -> dict:
         out["note"] = info.note
     if info.labels:
         out["labels"] = info.labels
-    run = RunDir(path)
-    marker = read_record(run.marker)
+    view = RunView(path)
+    marker = read_record(view.dir.marker)
     if info.kind == "run" and path.parent.name == layout.POINTS:   # a sweep's point: its sweep and readable name
         named = [r for r in sweep_points(path.parent.parent) if str(r["point"]) == path.name]
         if named:
             out["point_of"] = {"sweep": str(path.parent.parent), "name": named[0]["name"]}
     if info.kind == "run":
-        cfg = read_yaml_record(run.gd_config) or next(
-            (c for c in (read_yaml_record(s / layout.CONFIG) for s in subdirs(run.svm)) if c), None)
-        out["config"] = cfg
-        gd = read_record(run.summary)
+        out["config"] = view.any_config()
+        gd = view.gd()
         out["provenance"] = {"gd": gd.get("provenance") if gd else None}
         results = {}
-        for record in run.results():
-            rec = read_record(record)
-            if rec is not None:
-                out["provenance"][record.parent.name] = rec.get("provenance")
-                name = record.parent.name
-                # the headline numbers first: errors, then the inconsistency with the GD network (tables/)
-                found = {**rec, **{k: info.numbers[f"{name}.{k}"] for k in ("inconsistency", "expected_if_uncorrelated")
-                                   if f"{name}.{k}" in info.numbers}}
-                results[name] = {k: found.get(k) for k in (
-                    "status", "certified", "train_error", "val_error", "inconsistency", "expected_if_uncorrelated",
-                    "objective", "rel_gap", "min_margin", "solver", "solve_seconds", "cached_from") if k in found}
+        for name, rec in view.programs().items():
+            out["provenance"][name] = rec.get("provenance")
+            # the headline numbers first: errors, then the inconsistency with the GD network (tables/)
+            found = {**rec.fields, **{k: info.numbers[f"{name}.{k}"] for k in ("inconsistency",
+                                      "expected_if_uncorrelated") if f"{name}.{k}" in info.numbers}}
+            results[name] = {k: found.get(k) for k in (
+                "status", "certified", "train_error", "val_error", "inconsistency", "expected_if_uncorrelated",
+                "objective", "rel_gap", "min_margin", "solver", "solve_seconds", "cached_from") if k in found}
         if gd is not None:
             results["gd"] = {k: gd.get(k) for k in ("status", "train_error", "val_error", "train_loss", "steps",
-                                                    "seconds", "normalized_margin") if k in gd}
+                                                    "seconds", "normalized_margin") if k in gd.fields}
         out["results"] = results
     elif info.kind == "sweep":
-        out["config"] = read_yaml_record(SweepDir(path).config)
+        sweep = SweepView(path)
+        out["config"] = sweep.config()
         out["points"] = sweep_points(path)   # id, readable name (what `gb runs show SWEEP/NAME` takes), the axes
-        meta = read_record(SweepDir(path).record)
+        meta = sweep.record()
         out["provenance"] = {"sweep": meta.get("provenance") if meta else None}
     if marker is not None:
         out["created"] = marker.get("created")

@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from gbcli.config.loading import load_yaml_text, validate
+from gbcli.config.loading import read_stored_config, validate
 from gbcli.errors import GbError
-from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import (MAX_YAML_BYTES, is_file, read_csv_untrusted, read_record, read_text_untrusted,
-                           read_yaml_record, subdirs)
+from gbcli.fs.layout import RunDir
+from gbcli.fs.safe import is_file, read_csv_untrusted, subdirs
 from gbcli.reports.tables import read_tables
 from gbcli.runs.index import grid_axes, resolve, sweep_points
 from gbcli.store.labels import read_labels
 from gbcli.store.lock import dir_kind
-from gbcli.store.records import gd_status, read_metrics, stage_status
+from gbcli.store.views import RunView, SweepView
 
 
 @dataclass(repr=False)
@@ -76,24 +75,22 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
         raise GbError(f"RUN: {path}: not a run directory, nor a sweep")
     from gbcli.runs.stages import load_trained, prepare
 
-    run = RunDir(path)
+    view = RunView(path)
+    run = view.dir
     configs = [run.gd_config, *(run.program_config(s.name) for s in subdirs(run.svm, hidden=False))]
     source = next((c for c in configs if is_file(c)), None)
     if source is None:
         raise GbError(f"RUN: {run.root}: holds no stage's config.yaml (nothing was run there)")
-    cfg = validate(load_yaml_text(read_text_untrusted(source, MAX_YAML_BYTES)), str(source))
+    cfg = validate(read_stored_config(source, strict=True), str(source))
     out = Run(run.root, cfg, name=read_labels(run.root).get("name"))
-    summary = read_record(run.summary)
+    summary = view.gd()
     if summary is not None:
-        out.summary = {**summary, "status": gd_status(summary)}
+        out.summary = {**summary.fields, "status": summary.status}
         if out.summary["status"] == "ok":
             out.model = load_trained(run.root, cfg, prepare(cfg).dataset.dim, "load_run")
     if is_file(run.metrics):
-        out.metrics = read_metrics(run.metrics)
-    for record in run.results():
-        rec = read_record(record)
-        if rec is not None:
-            out.results[record.parent.name] = {**rec, "status": stage_status(record, rec)}
+        out.metrics = view.metrics()
+    out.results = {name: {**rec.fields, "status": rec.status} for name, rec in view.programs().items()}
     if is_file(run.errors) and is_file(run.inconsistency):
         out.errors, out.inconsistency = read_csv_untrusted(run.errors), read_csv_untrusted(run.inconsistency)
     return out
@@ -101,9 +98,9 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
 
 def _load_sweep(path: Path) -> Run:
     """A sweep: its base config (a dict), points, axes and aggregated tables (None before they exist)."""
-    sweep = SweepDir(path)
+    sweep = SweepView(path)
     points = sweep_points(path)
-    out = Run(sweep.root, read_yaml_record(sweep.config), name=read_labels(path).get("name"), kind="sweep",
+    out = Run(sweep.root, sweep.config(), name=read_labels(path).get("name"), kind="sweep",
               points=pd.DataFrame(points) if points else None, axes=grid_axes(path))
     if is_file(RunDir(path).errors):
         out.errors, out.inconsistency = read_tables(path)

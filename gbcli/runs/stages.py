@@ -31,7 +31,7 @@ from gbcli.errors import GbError
 from gbcli.instruments.base import TrackContext
 from gbcli.instruments.core import Tracker
 from gbcli.fs.safe import (NotGbs, atomic_write_bytes, atomic_write_text, is_file, is_link, load_tensors_untrusted,
-                           present, remove, write_csv, write_json, write_npz)
+                           present, remove, write_csv, write_npz)
 from gbcli.metrics import error
 from gbcli.models.base import Problem, Program
 from gbcli.programs.certify import NOT_SEPARABLE, certificate
@@ -46,6 +46,7 @@ from gbcli.store.cache import Busy, SolveCache
 from gbcli.store.identity import gd_manifest, svm_manifest
 from gbcli.store.integrity import begin_gd, begin_svm, check_same_problem, check_trained, plan_gd, plan_svm
 from gbcli.store.lock import check_run_target, run_lock
+from gbcli.store.records import GdRecord, ProgramRecord
 from gbcli.store.labels import write_labels
 from gbcli.fs.layout import RunDir
 from gbcli.training.memory import check_memory
@@ -317,7 +318,7 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
     if tracker is not None and summary["status"] == "ok":
         for stem, table in tracker.final_tables(model.cpu()).items():   # e.g. paper 001's neurons.csv
             write_csv(run.gd / f"{stem}.csv", table)
-    write_json(run.summary, summary)
+    GdRecord(run.summary, summary).write()
     remove(run.checkpoint)   # finished: nothing to resume
     return summary
 
@@ -630,7 +631,7 @@ def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
             write_npz(out / name, **arrays[stem])
         else:
             remove(out / name)
-    write_json(out / layout.RESULT, result)
+    ProgramRecord(out / layout.RESULT, result).write()
     return result
 
 

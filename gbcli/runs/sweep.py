@@ -37,12 +37,13 @@ from gbcli.errors import GbError
 from gbcli.models.base import Problem, check_weights
 from gbcli.provenance import Clock
 from gbcli.text import quoted, shorten
-from gbcli.fs.safe import atomic_write_text, dump_yaml, flatten, read_json, staged_writes, write_csv, write_json
+from gbcli.fs.safe import atomic_write_text, dump_yaml, flatten, staged_writes, write_csv
 from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
 from gbcli.reports.tables import read_tables, summarize
 from gbcli.store.cache import SolveCache
-from gbcli.store.records import NOT_GBS, FailureRecord, PointState, is_result, point_state, resumable
+from gbcli.store.records import (NOT_GBS, FailureRecord, GdRecord, PointState, ProgramRecord, SweepRecord, is_result,
+                                 point_state)
 from gbcli.store.identity import PROBLEM_SECTIONS, gd_manifest, point_id, readable_names, section_hash
 from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
@@ -220,11 +221,12 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         if not is_file(run.summary):
             train_gd(cfg, run_dir, progress=False, problem=problem,
                      cache=SolveCache(cache_dir) if cache_dir else None)
-        summary = read_json(run.summary)
+        summary = GdRecord.read(run.summary, strict=True)
         if not is_result(summary["status"], gd=True):
             raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
         stage = "fit-svm"
-        todo = [o for o in cfg.svm.objectives if not is_file(run.result(o)) or resumable(read_json(run.result(o)))]
+        todo = [o for o in cfg.svm.objectives
+                if not is_file(run.result(o)) or ProgramRecord.read(run.result(o), strict=True).resumable]
         if todo:
             try:
                 fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
@@ -234,7 +236,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
                 return {"status": "deferred", "seconds": time.time() - start, "objectives": exc.objectives}
         bad = []
         for o in cfg.svm.objectives:
-            r = read_json(run.result(o))
+            r = ProgramRecord.read(run.result(o), strict=True)
             if not is_result(r["status"], r["certified"]):
                 bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
                            + (f" ({r['message']})" if r["message"] else ""))
@@ -428,9 +430,9 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
                 ran = {point_id(p) for p in todo}
                 live.replay_points([d for pid, d in dirs.items() if pid not in ran], echo)
             # the last invocation of the sweep: how it was run (each point's records carry their own)
-            write_json(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
-                                            "failed": len(failures), "executor": executor, "jobs": jobs,
-                                            "provenance": clock.stamp()})
+            SweepRecord(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
+                                               "failed": len(failures), "executor": executor, "jobs": jobs,
+                                               "provenance": clock.stamp()}).write()
         return errors, incons, failures
 
 

@@ -25,8 +25,9 @@ from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted, read_yaml_record
+from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted
 from gbcli.store.labels import read_labels
+from gbcli.store.views import SweepView
 from gbcli.text import shorten
 
 log = logging.getLogger("gbcli")
@@ -164,7 +165,7 @@ def sweep_params(path: Path) -> dict:
     """A sweep's parameters, live or replayed: each axis of its config as given (`grid.<key>` and
     `zip.<key>`: the list of its values) and the keys every point shares; never a base value that an
     axis overrides (nor one that differs between the points, as points.csv lists them)."""
-    raw = read_yaml_record(SweepDir(path).config) or {}
+    raw = SweepView(path).config() or {}
     axes = {f"{kind}.{k}": v for kind in ("grid", "zip") if isinstance(raw.get(kind), dict)
             for k, v in raw[kind].items()}
     varying = {k for row in _point_rows(SweepDir(path).points_table).values() for k in row} - {"point", "name"}

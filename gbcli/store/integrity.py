@@ -15,21 +15,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gbcli.config.loading import read_stored_config
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
 from gbcli.fs.layout import RunDir
 from gbcli.store.lock import write_marker
-from gbcli.store.records import GdStatus, is_result, resumable
+from gbcli.store.records import GdStatus, Record, is_result, resumable
 from gbcli.fs.safe import (_short, is_file, open_fd, present, read_csv_untrusted, read_json, read_record,
-                           read_untrusted, read_yaml_record, remove)
+                           read_untrusted, remove)
 
 
 def manifest_of(record_path: Path) -> dict | None:
     """The manifest of a stage record (None: missing, unreadable, or a record without one)."""
-    rec = read_record(record_path)
-    m = rec.get("manifest") if rec is not None else None
-    return m if isinstance(m, dict) else None
+    rec = Record.read(record_path)
+    return rec.manifest if rec is not None else None
 
 
 # ------------------------------------------------------------------ before a stage writes
@@ -64,7 +64,7 @@ def _check_saved_config(path: Path, record: Path, manifest: dict, key: str, sect
     hashes it): an edited or swapped config would label the record's numbers with other settings."""
     from gbcli.config import validate   # pydantic only (no torch)
 
-    saved = read_yaml_record(path)
+    saved = read_stored_config(path)
     try:
         got = section_hash(validate(saved, str(path)), sections) if saved is not None else None
     except GbError as exc:
@@ -86,13 +86,13 @@ def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
     would remove (a network of another config; programs of another problem or that used the old
     network). Unfinished stages are not results: they are removed without asking."""
     run = RunDir(run_dir)
-    rec = read_record(run.summary)
+    rec = Record.read(run.summary)
     manifest = gd_manifest(cfg)
-    if rec is not None and isinstance(m := rec.get("manifest"), dict) and m.get("config") == manifest["config"]:
-        return rec, []
+    if rec is not None and rec.manifest is not None and rec.manifest.get("config") == manifest["config"]:
+        return rec.fields, []
     lost = []
     if present(run.summary):
-        saved = read_yaml_record(run.gd_config)
+        saved = read_stored_config(run.gd_config)
         diff = differing_keys(saved, cfg, GD_SECTIONS) if saved is not None else \
             f"its {layout.CONFIG} is unreadable or not gb's, e.g. YAML aliases"
         lost.append(f"gd/ (a network trained with another config{': ' + diff if diff else ''})")
@@ -108,17 +108,15 @@ def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[d
     record = run.result(objective)
     if not present(record):
         return None, None
-    rec = read_record(record)
-    m = rec.get("manifest") if rec is not None else None
-    if isinstance(m, dict):
+    rec = Record.read(record)
+    m = rec.manifest if rec is not None else None
+    if m is not None:
         mine = svm_manifest(cfg, run.root, needs_trained)
         if m.get("upstream") and m.get("upstream") != mine["upstream"]:
             return None, None    # stale: its network is gone
         if m.get("config") == mine["config"] and m.get("upstream") == mine["upstream"]:
-            if resumable(rec):
-                return None, None
-            return rec, None
-    diff = differing_keys(read_yaml_record(run.program_config(objective)), cfg, ("svm",))
+            return (None, None) if resumable(rec.fields) else (rec.fields, None)
+    diff = differing_keys(read_stored_config(run.program_config(objective)), cfg, ("svm",))
     return None, f"svm/{objective} (solved with other svm options{': ' + diff if diff else ''})"
 
 
@@ -158,7 +156,7 @@ def check_same_problem(run_dir: Path, cfg) -> None:
             raise GbError(f"{record}: not a finished stage of this gb (unreadable, or no manifest); use another "
                           f"--out, or rerun `gb train-gd` with this config and --force")
         if m.get("problem") != problem:
-            diff = differing_keys(read_yaml_record(record.parent / layout.CONFIG), cfg, PROBLEM_SECTIONS)
+            diff = differing_keys(read_stored_config(record.parent / layout.CONFIG), cfg, PROBLEM_SECTIONS)
             raise GbError(f"{record}: computed from another dataset, model or contexts than this config"
                           f"{' (' + diff + ')' if diff else ''}; use another --out, or rerun `gb train-gd` with "
                           f"this config and --force")
@@ -234,7 +232,7 @@ def _torn(path: Path) -> bool:
     if path.suffix == ".csv":
         return not _whole_csv(path)
     if path.suffix == ".yaml":
-        return read_yaml_record(path) is None
+        return read_stored_config(path) is None
     try:
         if path.suffix in (".npz", ".pt"):   # zip archives (torch.save writes one): every member's CRC
             with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh, zipfile.ZipFile(fh) as archive:

@@ -150,6 +150,60 @@ class FailureRecord:
         return cls(state, *(str(rec.get(k, "")) for k in ("stage", "message", "log")))
 
 
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A JSON record at `path` as gb wrote it (received data: a stage's status is computed from its
+    own numbers by `status`, never taken from its word)."""
+
+    path: Path
+    fields: dict
+
+    @classmethod
+    def read(cls, path: str | Path, strict: bool = False):
+        """The record at `path`; None when it is missing, a link, unreadable or not a JSON object, or
+        with `strict` what is wrong raised (OSError, ValueError; NOT_GBS when a field is used)."""
+        rec = read_json(path) if strict else read_record(path)
+        return cls(Path(path), rec) if strict or rec is not None else None
+
+    def write(self) -> None:
+        write_json(self.path, self.fields)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+    @property
+    def manifest(self) -> dict | None:
+        """What the stage was computed from (`gbcli.store.identity`); None when the record names none."""
+        m = self.get("manifest")
+        return m if isinstance(m, dict) else None
+
+
+class GdRecord(Record):
+    """A run's gd/summary.json: the training's record."""
+
+    status = property(lambda self: gd_status(self.fields))
+
+
+class ProgramRecord(Record):
+    """A program's svm/<objective>/result.json."""
+
+    status = property(lambda self: stage_status(self.path, self.fields))
+    resumable = property(lambda self: resumable(self.fields))
+
+
+class SweepRecord(Record):
+    """A sweep's sweep.json: its last invocation (name, points, ran, failed, executor, jobs, provenance)."""
+
+    @property
+    def points(self) -> int | None:
+        """How many points its grid has (None when the record does not say as a number)."""
+        n = self.get("points")
+        return n if isinstance(n, int) else None
+
+
 def sweep_state(sweep_dir: str | Path, total: int | None = None) -> tuple[SweepState, dict[str, int], int]:
     """A sweep's state, its points counted by state (`point_state`) and their number (`total`: the
     points its record names, those without a folder not run; None: its folders)."""

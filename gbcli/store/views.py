@@ -1,0 +1,63 @@
+"""Run and sweep directories as their readers see them (`gb runs`, `gbcli.load_run`, the figures, the
+MLflow export, the paper modules): a stage's stored config, its record, the programs, the metrics and
+a sweep's points, over the layout's `RunDir` / `SweepDir`. Every file is read as untrusted data; a
+stored config only through `gbcli.config.read_stored_config`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gbcli.config.loading import read_stored_config
+from gbcli.fs import layout
+from gbcli.fs.layout import RunDir, SweepDir
+from gbcli.fs.safe import subdirs
+from gbcli.store.records import GdRecord, ProgramRecord, SweepRecord, read_metrics
+
+
+class RunView:
+    """A run directory, or one point of a sweep."""
+
+    def __init__(self, root: str | Path):
+        self.dir = RunDir(root)
+        self.root = self.dir.root
+
+    def config(self, stage: str = layout.GD, strict: bool = False) -> dict | None:
+        """A stage's stored config (`gd` or a program's objective) as its raw mapping; None when it is
+        missing or not gb's, or with `strict` that problem raised."""
+        return read_stored_config(self.dir.gd_config if stage == layout.GD else self.dir.program_config(stage), strict)
+
+    def any_config(self) -> dict | None:
+        """The run's config: the GD stage's, else the first program's that reads."""
+        return self.config() or next(filter(None, (self.config(s.name) for s in subdirs(self.dir.svm))), None)
+
+    def gd(self) -> GdRecord | None:
+        return GdRecord.read(self.dir.summary)
+
+    def programs(self) -> dict[str, ProgramRecord]:
+        """The programs' records that read as JSON objects, by objective (sorted)."""
+        found = {p.parent.name: ProgramRecord.read(p) for p in self.dir.results()}
+        return {k: r for k, r in found.items() if r is not None}
+
+    def metrics(self):
+        return read_metrics(self.dir.metrics)
+
+
+class SweepView:
+    """A sweep directory."""
+
+    def __init__(self, root: str | Path):
+        self.dir = SweepDir(root)
+        self.root = self.dir.root
+
+    def config(self) -> dict | None:
+        return read_stored_config(self.dir.config)
+
+    def record(self) -> SweepRecord | None:
+        return SweepRecord.read(self.dir.record)
+
+    def points(self, having: str = layout.SUMMARY) -> dict[str, RunView]:
+        """The points whose `gd/<having>` is present (a link too: its readers refuse it), by id (sorted)."""
+        return {pid: RunView(f.parent.parent) for pid, f in self.dir.gd_files(having).items()}
+
+    def point(self, pid: str) -> RunView:
+        return RunView(self.dir.point(pid).root)
