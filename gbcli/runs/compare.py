@@ -81,7 +81,8 @@ def _meta(config_path: Path) -> dict:
     try:
         cfg = read_stored_config(config_path, strict=True)
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:
-        raise GbError(f"{config_path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+        raise GbError(f"{config_path}: unreadable or corrupt result file ({type(exc).__name__}); "
+                      "rerun the stage") from None
     try:
         m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
         row = {"contexts": c["count"], "train_size": d["train_size"], "data_seed": d["data_seed"],
@@ -147,7 +148,8 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
             s, gd_val, gd_published, gd_state = gd
             p = s["val_error"]
             disagree = inconsistency(svm_val, gd_val)
-            if gd_state == GdStatus.OK and status in (Status.OPTIMAL, Status.INACCURATE):   # results: their errors are their outputs'
+            # results: their errors are their outputs'
+            if gd_state == GdStatus.OK and status in (Status.OPTIMAL, Status.INACCURATE):
                 _check_errors(result, r["val_error"], run.summary, p, disagree)
             pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
                           "inconsistency": disagree, "gd_val_error": p,

@@ -39,21 +39,31 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from gbcli.config.loading import MAX_CONFIG_BYTES
+from gbcli.data.sources import forget_splits
 from gbcli.errors import GbError, MissingInput
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.fs.safe import (atomic_write_bytes, atomic_write_text, check_tree, is_dir, is_file, present,
-                           read_csv_untrusted, read_only_fs, read_untrusted, subdirs)
+                           read_csv_untrusted, read_only_fs, read_untrusted, subdirs, write_npz)
 from gbcli.logs import Progress
 from gbcli.metrics import error
+from gbcli.models.gating import forget_dead
 from gbcli.programs.certify import CERTIFY_TOL, certificate
 from gbcli.programs.design import GatedDesign, Solution, Status, decision, train_outputs
+from gbcli.registry import program_of, spec_of
+from gbcli.runs import stages   # its functions looked up when called (a test watches prepare)
+from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, point_id, section_hash
+from gbcli.store.lock import dir_kind
 from gbcli.store.records import GdStatus, is_result, number
 from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_SOLUTION_BYTES, OBJECTIVE_ATOL, RTOL, Unusable, close,
-                                   compact_solution, no_links, read_npz, read_stored, write_compact)
+                                   compact_solution, no_links, read_npz, read_stored)
 from gbcli.text import shorten
+from gbcli.training.loop import EXPLODED
+from gbcli.training.losses import loss_fn
+from gbcli.training.memory import check_memory
 
 
 # An output this small against the largest is 0 but for rounding (a degenerate program's predictor,
@@ -173,20 +183,15 @@ class _Problems:
         self.current = None
 
     def problem(self, cfg):
-        from gbcli.data import sources
-        from gbcli.models import gating
-        from gbcli.runs.stages import prepare
-        from gbcli.training.memory import check_memory
-
         key = _group_key(cfg)
         if key != self.key:   # a problem's data and model: refused when too large, before anything is built
             check_memory(cfg)
             data_changed = self.key is None or key[0] != self.key[0]
             self.key, self.current = None, None   # the last problem's arrays go before the next is built
             if data_changed:   # the splits (and their float32 copies) of the last dataset; its source pool stays
-                sources.forget_splits()
-                gating.forget_dead()
-            self.current = prepare(cfg)
+                forget_splits()
+                forget_dead()
+            self.current = stages.prepare(cfg)
             self.key = key
         return self.current
 
@@ -194,8 +199,6 @@ class _Problems:
 def _group_key(cfg) -> tuple[str, str]:
     """(dataset, problem) hashes of a config: the order in which `verify` checks programs, so that
     those of one dataset, and within it those of one problem, come one after the other."""
-    from gbcli.store.identity import PROBLEM_SECTIONS, section_hash
-
     if cfg is None:
         return ("", "")
     return section_hash(cfg, ("dataset",)), section_hash(cfg, PROBLEM_SECTIONS)
@@ -204,15 +207,12 @@ def _group_key(cfg) -> tuple[str, str]:
 def _design(objective: str, cfg, problems: _Problems, trained_from) -> tuple[GatedDesign, object, object]:
     """(design, dataset, program) of `objective` under `cfg`; `trained_from(cfg, dim)` loads the
     trained network for programs that read it."""
-    from gbcli.registry import program_of
-    from gbcli.runs.stages import build_design
-
     program = program_of(cfg, objective)
     if program.design is None:
         return None, None, program
     problem = problems.problem(cfg)
     trained = trained_from(cfg, problem.dataset.dim) if program.needs_trained else None
-    return build_design(objective, cfg, problem, trained), problem.dataset, program
+    return stages.build_design(objective, cfg, problem, trained), problem.dataset, program
 
 
 # ------------------------------------------------------------------ one row per program
@@ -279,14 +279,12 @@ def _table_claims(table: dict | None, objective: str, row: dict, expected: bool 
 def _network(root: Path, path: Path, cfg, dim: int):
     """The network of a stored model.pt (tensors only, never unpickled, never through a link) of the
     config's model kind; Unusable naming model.pt otherwise."""
-    from gbcli.registry import spec_of
-    from gbcli.runs.stages import load_checkpoint
-
     no_links(root, path)
     try:
-        state = load_checkpoint(path, remedy="")
+        state = stages.load_checkpoint(path, remedy="")
         if state.get("kind") != cfg.model.kind:
-            raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 40)}, not a gd-{cfg.model.kind}")
+            raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 40)}, "
+                           f"not a gd-{cfg.model.kind}")
         return spec_of(cfg).load(state, cfg, dim, layout.MODEL)
     except GbError as exc:
         raise Unusable(shorten(str(exc).replace(str(path), layout.MODEL), 200)) from None
@@ -311,8 +309,6 @@ def _identity(cfg, run: Path, root: Path, point: str | None) -> list[str]:
     """A program is the one its run asks for: of the problem (data, model, contexts) of the run's
     `gd/config.yaml`, and for a sweep's point or a results folder's `solutions/<id>/`, of that very
     id. A program copied in from another seed, config and records with it, is caught here."""
-    from gbcli.store.identity import PROBLEM_SECTIONS, point_id, section_hash
-
     bad = []
     if point is not None and point_id(cfg) != point:
         bad.append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)} (copied in?)")
@@ -354,13 +350,6 @@ def verify_network(root: Path, run: Path, where: str, problems: _Problems, point
 
 def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point: str | None, claims: dict,
                    stage: bool) -> dict:
-    import torch
-
-    from gbcli.registry import spec_of
-    from gbcli.store.identity import GD_SECTIONS, section_hash
-    from gbcli.training.losses import loss_fn
-    from gbcli.training.loop import EXPLODED
-
     gd = RunDir(run)
     row["checked"] = "network"
     if not stage:
@@ -438,8 +427,6 @@ def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point:
 
 def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None) -> list[dict]:
     """One row per program of a run directory (`svm/<objective>/`), after its network's."""
-    from gbcli.runs.stages import load_trained
-
     run, where = unit.folder, unit.where
     network = verify_network(root, run, where, problems, unit.point, unit.table)
     rows = [] if network is None else [network]
@@ -454,7 +441,8 @@ def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None
         row.update(_shown(record))
         cfg = read_stored(root, stage / layout.CONFIG, config=True)
         row["problems"] += _identity(cfg, run, root, unit.point)
-        design, ds, program = _design(objective, cfg, problems, lambda c, dim: load_trained(run, c, dim, objective))
+        design, ds, program = _design(objective, cfg, problems,
+                                      lambda c, dim: stages.load_trained(run, c, dim, objective))
         if design is None:   # a non-convex program (paper 003): no certificate; its seeded search is rerun
             got = verify_nonconvex(root, run, stage, record, cfg, program, problems)
             row["checked"] = "search rerun (non-convex: feasibility, not optimality)"
@@ -550,11 +538,8 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
     svm.search_seed): every number and word it claims, its point (theta.npz) and its outputs
     (predictions.npz) must be the rerun's. The status verify goes by is the rerun's: `optimal` when
     it certifies its point (feasible, and for the global search two restarts agree)."""
-    from gbcli.registry import spec_of
-    from gbcli.runs.stages import load_trained
-
     problem = problems.problem(cfg)
-    trained = load_trained(run, cfg, problem.dataset.dim, stage.name) if program.needs_trained else None
+    trained = stages.load_trained(run, cfg, problem.dataset.dim, stage.name) if program.needs_trained else None
     result, arrays = program.fit(stage.name, cfg, spec_of(cfg), problem, trained, echo=lambda msg: None)
     bad = []
     for key in NONCONVEX_CLAIMS:
@@ -678,25 +663,21 @@ def _walk(root: Path, targets: list):
 
 
 def _kind(path: Path) -> str | None:
-    from gbcli.store.lock import dir_kind
-
-    kind = dir_kind(path, key="DIR")
-    if kind is None and is_dir(path / layout.SOLUTIONS):
-        return "results"
-    return kind
+    """A run's or sweep's kind (`dir_kind`), or "results" for a folder with solutions/."""
+    return dir_kind(path, key="DIR") or ("results" if is_dir(path / layout.SOLUTIONS) else None)
 
 
 def _programs(targets: list) -> int:
     """How many programs `verify` will meet in `targets` (for its progress; nothing is read)."""
-    def stages(run: Path) -> int:
+    def count(run: Path) -> int:
         return len(subdirs(RunDir(run).svm, hidden=False)) + int(present(RunDir(run).summary) or present(RunDir(run).model))
 
     n = 0
     for folder, k, _ in targets:
         if k == "run":
-            n += stages(folder)
+            n += count(folder)
         else:
-            n += sum(stages(p) for p in subdirs(SweepDir(folder).points, hidden=False))
+            n += sum(count(p) for p in subdirs(SweepDir(folder).points, hidden=False))
             n += sum(len(list(p.glob("*.npz"))) for p in subdirs(folder / layout.SOLUTIONS, hidden=False))
     return n
 
@@ -788,7 +769,7 @@ def export_solutions(source: str | Path, dest: str | Path, progress: bool = Fals
         if arrays is None or _arrays_digest(arrays) != digest:
             raise GbError(f"{shorten(str(compact), 200)}: changed while it was verified"
                           f"{f' ({why})' if arrays is None else ''}; run gb verify --export again")
-        write_compact(folder / f"{objective}.npz", arrays)
+        write_npz(folder / f"{objective}.npz", **arrays)
         atomic_write_text(folder / layout.CONFIG, read_untrusted(config, MAX_CONFIG_BYTES).decode("utf-8"))
         if model is not None:
             atomic_write_bytes(folder / layout.MODEL, read_untrusted(model))

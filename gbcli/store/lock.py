@@ -69,7 +69,8 @@ def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "
     if kind is not None and kind != want:
         other = {"run": "a run directory (of train-gd / fit-svm)", "sweep": "a sweep directory (of gb sweep)"}[kind]
         hint = "use another --out" + ("" if kind == "run" else "; a point of it is OUT/points/<id>")
-        raise GbError(f"{key}: {shorten(path, 200)} is {other}; {command or 'this command'} does not write into it ({hint})")
+        raise GbError(f"{key}: {shorten(path, 200)} is {other}; {command or 'this command'} does not write into it "
+                      f"({hint})")
 
 
 def check_run_target(path: str | Path, command: str) -> None:

@@ -29,12 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gbcli.config.loading import MAX_CONFIG_BYTES, load_yaml_text, validate
+from gbcli.config.loading import MAX_CONFIG_BYTES, read_stored_config, validate
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
-from gbcli.fs.safe import (atomic_write_bytes, is_dir, is_file, is_link, read_json, read_text_untrusted, read_untrusted,
-                           remove, write_npz)
+from gbcli.fs.safe import atomic_write_bytes, is_dir, is_file, is_link, read_json, read_untrusted, remove, write_npz
 from gbcli.programs.certify import certificate, predictor_from, recovery_scales, scale_groups
 from gbcli.programs.design import GatedDesign, Solution, decision
 from gbcli.text import shorten
@@ -122,10 +121,6 @@ def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, 
     return s
 
 
-def write_compact(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    write_npz(path, **arrays)
-
-
 def no_links(root: Path, path: Path) -> None:
     """Refuse `path` when it or any folder between `root` and it is a symlink (root may be one:
     the user named it)."""
@@ -137,11 +132,11 @@ def no_links(root: Path, path: Path) -> None:
 
 
 def read_stored(root: Path, path: Path, config: bool = False):
-    """The JSON record (a dict) at `path` or, with `config`, its validated config (at most the
-    config loader's MAX_CONFIG_BYTES), read as untrusted data below `root`; Unusable says why not."""
+    """The JSON record (a dict) at `path` or, with `config`, its validated config (`read_stored_config`),
+    read as untrusted data below `root`; Unusable says why not."""
     no_links(root, path)
     try:
-        raw = load_yaml_text(read_text_untrusted(path, MAX_CONFIG_BYTES)) if config else read_json(path)
+        raw = read_stored_config(path, strict=True) if config else read_json(path)
     except FileNotFoundError:
         raise Unusable(f"{path.name}: missing") from None
     except Exception as exc:   # noqa: BLE001 (OSError, JSON, YAML, unicode, size)
@@ -193,10 +188,8 @@ def _float_array(a: np.ndarray | None, name: str, shape: tuple, finite: bool = T
     return a
 
 
-def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
-    """(zeta, lam, val_sign, claims, form) of a compact file's arrays (`read_npz`), checked against
-    the design of `objective`: Unusable when they do not fit it."""
-    n, rows, dim, m = len(design.y_train), design.rows, design.x_train.shape[1], len(design.x_val)
+def _meta(arrays: dict) -> dict:
+    """The `meta` of a compact file's arrays (`read_npz`); Unusable when it is not a gb solution file's."""
     meta_a = arrays.get("meta")
     if meta_a is None or meta_a.dtype.kind != "U" or meta_a.shape != ():
         raise Unusable("meta: missing or not a string")
@@ -206,6 +199,29 @@ def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple
         raise Unusable("meta: not JSON") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise Unusable(f"meta: not a {FORMAT} file of version {VERSION}")
+    return meta
+
+
+def _multipliers(arrays: dict, n: int) -> np.ndarray | None:
+    """The full-length multipliers of a compact file's arrays (None when none were stored)."""
+    if "lam_index" not in arrays and "lam_value" not in arrays:
+        return None
+    idx, val = arrays.get("lam_index"), arrays.get("lam_value")
+    if idx is None or val is None or idx.dtype.kind not in "iu" or idx.ndim != 1 or val.shape != idx.shape:
+        raise Unusable("lam_index / lam_value: not an index array and a value array of one length")
+    val = _float_array(val, "lam_value", idx.shape)
+    if len(idx) and (idx.min() < 0 or idx.max() >= n or np.any(np.diff(idx) <= 0)):
+        raise Unusable(f"lam_index: not increasing indices of the {n} training points")
+    lam = np.zeros(n)
+    lam[idx.astype(np.int64)] = val
+    return lam
+
+
+def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
+    """(zeta, lam, val_sign, claims, form) of a compact file's arrays (`read_npz`), checked against
+    the design of `objective`: Unusable when they do not fit it."""
+    n, rows, dim, m = len(design.y_train), design.rows, design.x_train.shape[1], len(design.x_val)
+    meta = _meta(arrays)
     if meta.get("objective") != objective:
         raise Unusable(f"meta: the solution of {shorten(repr(meta.get('objective')), 40)}, not {objective}")
     if (meta.get("n"), meta.get("rows"), meta.get("dim"), meta.get("val")) != (n, rows, dim, m):
@@ -215,16 +231,7 @@ def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple
     claims = meta.get("claims")
     if form not in ("multipliers", "zeta", "ray", "none") or not isinstance(claims, dict):
         raise Unusable("meta: no valid form or claims")
-    lam = None
-    if "lam_index" in arrays or "lam_value" in arrays:
-        idx, val = arrays.get("lam_index"), arrays.get("lam_value")
-        if idx is None or val is None or idx.dtype.kind not in "iu" or idx.ndim != 1 or val.shape != idx.shape:
-            raise Unusable("lam_index / lam_value: not an index array and a value array of one length")
-        val = _float_array(val, "lam_value", idx.shape)
-        if len(idx) and (idx.min() < 0 or idx.max() >= n or np.any(np.diff(idx) <= 0)):
-            raise Unusable(f"lam_index: not increasing indices of the {n} training points")
-        lam = np.zeros(n)
-        lam[idx.astype(np.int64)] = val
+    lam = _multipliers(arrays, n)
     zeta = None
     if form == "zeta":
         zeta = _float_array(arrays.get("zeta"), "zeta", (rows, dim))
@@ -307,16 +314,9 @@ def read_compact(path: str | Path) -> tuple[np.ndarray | None, np.ndarray | None
     is not a gb solution file."""
     path = Path(path)
     arrays = read_npz(path.parent, path, COMPACT_ARRAYS)
-    try:
-        meta = json.loads(str(arrays["meta"][()]))
-        n = int(meta["n"])
-    except (KeyError, ValueError, TypeError):
-        raise Unusable(f"{path.name}: no readable meta") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise Unusable(f"{path.name}: not a {FORMAT} file")
-    lam = None
-    if "lam_index" in arrays and "lam_value" in arrays:
-        lam = np.zeros(n)
-        lam[arrays["lam_index"].astype(np.int64)] = arrays["lam_value"]
-    zeta = np.asarray(arrays["zeta"], np.float64) if meta.get("form") == "zeta" and "zeta" in arrays else None
-    return zeta, lam, meta
+    meta = _meta(arrays)
+    n, rows, dim = (meta.get(k) for k in ("n", "rows", "dim"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (n, rows, dim)):
+        raise Unusable("meta: sizes that are not counts")
+    zeta = _float_array(arrays.get("zeta"), "zeta", (rows, dim)) if meta.get("form") == "zeta" else None
+    return zeta, _multipliers(arrays, n), meta

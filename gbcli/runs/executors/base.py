@@ -142,26 +142,24 @@ class Executor(ABC):
 HEARTBEAT_SECONDS = 10.0   # the longest a sweep's plain progress stays silent while points run
 
 
+def _written_since(path: Path, since: float) -> bool:
+    try:
+        return mtime(path) >= since - 1
+    except OSError:   # not there
+        return False
+
+
 def finished_here(d: str, since: float) -> bool:
     """Whether point directory `d` finished in this run: its tables/errors.csv (written last, when
     the point is done) was written since `since`. Only for the progress: the sweep's own verdict on
     a point is its records (`gbcli.runs.sweep.done_tables`)."""
-    try:
-        return mtime(RunDir(d).errors) >= since - 1
-    except OSError:
-        return False
+    return _written_since(RunDir(d).errors, since)
 
 
 def ran_since(d: str, since: float) -> bool:
     """Whether point directory `d` was at work in this run: its log.txt (appended to when a point
     starts) or its lock (written when its training starts, in a group) changed since `since`."""
-    for path in (RunDir(d).log, RunDir(d).root / layout.LOCK):
-        try:
-            if mtime(path) >= since - 1:
-                return True
-        except OSError:
-            pass
-    return False
+    return any(_written_since(path, since) for path in (RunDir(d).log, RunDir(d).root / layout.LOCK))
 
 
 def _stage(d: Path) -> str:
