@@ -145,31 +145,22 @@ def run_name(path: Path, labels: dict) -> str:
     if labels.get("name"):
         return str(labels["name"])
     if is_point(path):
-        sweep = path.parent.parent
-        return f"{sweep.name}/{_point_rows(SweepDir(sweep).points_table).get(path.name, {}).get('name', path.name)}"
+        from gbcli.experiments.paper001 import point_names
+
+        return f"{path.parent.parent.name}/{point_names(path.parent.parent).get(path.name, path.name)}"
     return path.name
-
-
-def _point_rows(table: Path) -> dict[str, dict]:
-    """point id -> its row of a sweep's points.csv (empty when the table is missing or not gb's)."""
-    if not is_file(table):
-        return {}
-    try:
-        frame = read_csv_untrusted(table, dtype=str, keep_default_na=False)   # ids of digits only stay text
-        return {str(r["point"]): r for r in frame.to_dict("records")}
-    except Exception:   # noqa: BLE001 (a damaged table: the points keep their folders' names)
-        return {}
 
 
 def sweep_params(path: Path) -> dict:
     """A sweep's parameters, live or replayed: each axis of its config as given (`grid.<key>` and
     `zip.<key>`: the list of its values) and the keys every point shares; never a base value that an
     axis overrides (nor one that differs between the points, as points.csv lists them)."""
+    from gbcli.runs.index import grid_axes
+
     raw = SweepView(path).config() or {}
     axes = {f"{kind}.{k}": v for kind in ("grid", "zip") if isinstance(raw.get(kind), dict)
             for k, v in raw[kind].items()}
-    varying = {k for row in _point_rows(SweepDir(path).points_table).values() for k in row} - {"point", "name"}
-    swept = {k.partition(".")[2] for k in axes} | varying
+    swept = {k.partition(".")[2] for k in axes} | set(grid_axes(path))
 
     def overridden(key: str) -> bool:   # the key, or a section above or below it, is swept
         return any(key == s or key.startswith(s + ".") or s.startswith(key + ".") for s in swept)
