@@ -618,22 +618,26 @@ def config_keys(section: Optional[str] = typer.Argument(
             console.print(table)
 
 
-def _data_name(name: str, known: tuple[str, ...]) -> None:
-    """NAME of `gb data fetch|verify`: a dataset with files (the synthetic sets are made from the config)."""
+def _bundled(name: str) -> bool:
+    """NAME of `gb data fetch|verify`: a dataset with files (the synthetic sets are made from the config);
+    True for digits, which scikit-learn bundles."""
+    from gbcli.data.sources import IMAGE_SETS
+
+    known = (*IMAGE_SETS, "digits")
     if name not in known:
         from gbcli.text import quoted
 
         raise GbError(f"NAME: {quoted(name)} is not one of {', '.join(known)} (the synthetic datasets have no files)")
+    return name == "digits"
 
 
 @data_app.command("fetch")
 def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="mnist or fashion-mnist (digits is bundled with scikit-learn)"),
                data_dir: Optional[Path] = DataDirOpt):
     """Download a dataset's files into the data directory (needs internet)."""
-    from gbcli.data.sources import IMAGE_SETS, fetch
+    from gbcli.data.sources import fetch
 
-    _data_name(name, (*IMAGE_SETS, "digits"))
-    if name == "digits":
+    if _bundled(name):
         _echo("digits: bundled with scikit-learn (nothing to fetch)")
         return
     path = fetch(name, data_dir)
@@ -644,13 +648,9 @@ def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="mnist or fa
 def data_verify(name: str = typer.Argument(..., metavar="NAME", help="mnist, fashion-mnist or digits"),
                 data_dir: Optional[Path] = DataDirOpt):
     """Check a dataset's files against their published checksums."""
-    from gbcli.data.sources import IMAGE_SETS, verify
-    from gbcli.data.sources import data_dir as resolve_dir
+    from gbcli.data.sources import data_dir as resolve_dir, load_dataset, verify
 
-    _data_name(name, (*IMAGE_SETS, "digits"))
-    if name == "digits":
-        from gbcli.data.sources import load_dataset
-
+    if _bundled(name):
         load_dataset("digits", train_size=1, val_size=1)
         _echo("digits: bundled with scikit-learn (no files to check): ok")
         return

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
-from gbcli.config.loading import read_stored_config
+from gbcli.config.loading import read_stored_config, validate
 from gbcli.errors import GbError
 from gbcli.metrics import expected_if_uncorrelated, inconsistency
-from gbcli.registry import MODELS
+from gbcli.registry import MODELS, spec_of
 from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows, check_tables_dir, write_tables
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
@@ -78,39 +78,16 @@ def _check_errors(record: Path, error_a, summary: Path, error_b, disagreement: f
 
 
 def _meta(config_path: Path) -> dict:
+    """The columns a table takes from a stage's config.yaml (validated, as `check_run` validates it)."""
     try:
-        cfg = read_stored_config(config_path, strict=True)
+        cfg = validate(read_stored_config(config_path, strict=True), str(config_path))
     except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:
         raise GbError(f"{config_path}: unreadable or corrupt result file ({type(exc).__name__}); "
                       "rerun the stage") from None
-    try:
-        m, c, d, t = cfg["model"], cfg["contexts"], cfg["dataset"], cfg["training"]
-        row = {"contexts": c["count"], "train_size": d["train_size"], "data_seed": d["data_seed"],
-               "context_seed": c["seed"], "median_init": c["median_init"], "momentum": t["momentum"]}
-    except (KeyError, TypeError):
-        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
-    spec = MODELS.get(m.get("kind")) if isinstance(m, dict) else None
-    if spec is None:
-        raise GbError(f"{config_path}: model.kind {m.get('kind') if isinstance(m, dict) else m!r} is not a known "
-                      f"model; rerun the stage") from None
-    try:
-        params = spec.Params.model_validate({k: v for k, v in m.items() if k in spec.Params.model_fields})
-        units = spec.units(params)
-        init_seed = params.init_seed if params.init_seed is not None else spec.default_init_seed(_Resolved(cfg))
-    except Exception:
-        raise GbError(f"{config_path}: not a resolved gb config; rerun the stage") from None
-    return {"model": m["kind"], "hidden_units": units, **row, "init_seed": init_seed}
-
-
-class _Resolved:
-    """Attribute access to a dumped config's sections (what a spec's default_init_seed reads)."""
-
-    def __init__(self, d: dict):
-        self._d = d
-
-    def __getattr__(self, key):
-        v = self._d[key]
-        return _Resolved(v) if isinstance(v, dict) else v
+    spec, c = spec_of(cfg), cfg.contexts
+    return {"model": cfg.model.kind, "hidden_units": spec.units(cfg.model), "contexts": c.count,
+            "train_size": cfg.dataset.train_size, "data_seed": cfg.dataset.data_seed, "context_seed": c.seed,
+            "median_init": c.median_init, "momentum": cfg.training.momentum, "init_seed": spec.init_seed(cfg)}
 
 
 def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:

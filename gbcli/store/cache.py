@@ -45,6 +45,10 @@ FORMAT = 1
 MAX_ENTRY_BYTES = 2 * 1024 ** 3   # a 48,000-point answer is a few MB; nothing gb writes comes near this
 
 
+def _hash(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
 class Busy(Exception):
     """The program is being solved by another process right now (`SolveCache.claim(wait=False)`)."""
 
@@ -86,10 +90,8 @@ class SolveCache:
         ones of before (a sweep's existing solves/ stays valid)."""
         fields = {f.name: self._value(getattr(design, f.name)) for f in dataclasses.fields(design)
                   if f.name not in NOT_SOLVED_FROM}
-        blob = json.dumps({"format": FORMAT, "design": fields, "solver": solver, "max_iters": max_iters,
-                           "eps": eps, "certify_tol": certify_tol, **({"device": device} if device != "cpu" else {})},
-                          sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return _hash({"format": FORMAT, "design": fields, "solver": solver, "max_iters": max_iters, "eps": eps,
+                      "certify_tol": certify_tol, **({"device": device} if device != "cpu" else {})})
 
     def constraints_key(self, design: GatedDesign) -> str:
         """The key of the program's constraints alone (training inputs, labels, gates): programs
@@ -98,8 +100,7 @@ class SolveCache:
         others too; the stage stores a certified ray under this key as well (`OUT/solves/<key>.npz`)
         and certifies it again on each program's own design and norm before it is used."""
         fields = {name: self._value(getattr(design, name)) for name in ("x_train", "y_train", "e_train")}
-        blob = json.dumps({"format": FORMAT, "constraints": fields}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return _hash({"format": FORMAT, "constraints": fields})
 
     # -------------------------------------------------------------- lookup and store
 
@@ -148,12 +149,11 @@ class SolveCache:
         if not present(path):
             return None
         try:
-            hit = self._read(path, key, design)
+            return self._read(path, key, design)
         except Unusable as exc:
             if warn is not None:
                 warn(f"  warning: solve cache entry {path} is unusable ({exc}); solving again and replacing it")
             return None
-        return hit
 
     def _read(self, path: Path, key: str, design: GatedDesign | None) -> tuple[Solution, str]:
         try:   # never through a link, a regular file of at most MAX_ENTRY_BYTES
