@@ -73,13 +73,14 @@ def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "
                       f"({hint})")
 
 
-def check_run_target(path: str | Path, command: str) -> None:
-    """Everything about a run directory that refuses `train-gd` / `fit-svm` before any work: a link
-    anywhere in it, a sweep's directory, a folder gb did not make. Cheap (no torch): the CLI asks it
-    first, so such input is answered at once."""
+def check_run_target(path: str | Path, command: str, kind: str | None = "run", key: str = "--out") -> None:
+    """Everything about a directory that refuses a command writing it before any work (`train-gd`,
+    `fit-svm`, a `run_lock`): a link anywhere in it, and with `kind` a directory of the other kind or
+    a folder gb did not make. Cheap (no torch): the CLI asks it first, so such input is answered at once."""
     check_tree(path)
-    check_kind(path, "run", command=command)
-    check_owned(path)
+    if kind is not None:
+        check_kind(path, kind, key, command)
+        check_owned(path, key)
 
 
 def check_owned(path: str | Path, key: str = "--out") -> None:
@@ -130,10 +131,7 @@ def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,
             fd, depth = _HELD[path]
             _HELD[path] = (fd, depth - 1)
         return
-    check_tree(run_dir)
-    if kind is not None:
-        check_kind(run_dir, kind, key)
-        check_owned(run_dir, key)
+    check_run_target(run_dir, "", kind, key)
     created = [p for p in (run_dir, *run_dir.parents) if not present(p)]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
