@@ -164,11 +164,9 @@ def read_run(path: str | Path) -> RunInfo:
             continue
         rec = ProgramRecord.read(record)
         records.append((record, rec))
-        status = rec.status if rec is not None else Verdict.FOREIGN
         m = rec.manifest if rec is not None else None
-        if m is None and status != Verdict.FOREIGN:   # no manifest: not a stage gb finished (`gb compare` refuses it)
-            status = Verdict.FOREIGN
-        if status != Verdict.FOREIGN and m is not None:
+        status = rec.status if m is not None else Verdict.FOREIGN   # no manifest: not a stage gb finished
+        if status != Verdict.FOREIGN:
             if gm is not None and m.get("problem") != gm.get("problem"):
                 status = Verdict.STALE
             elif m.get("upstream"):
