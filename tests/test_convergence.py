@@ -256,3 +256,24 @@ def test_tracked_training_on_cuda_matches_the_cpu():
                              problem.ctx_val, progress=False, tracker=make_tracker(cfg, problem)).metrics
     for col in ("margin_ratio_svm_gln", "angle_svm_gln"):
         assert np.allclose(rows["cpu"][col], rows["cuda"][col], atol=1e-3, rtol=1e-3), col
+
+
+def test_under_sign_descent_it_also_tracks_the_program_of_the_linf_geometry():
+    """With an optimizer of the l-infinity geometry the instrument adds svm-gln-linf (the program
+    l-infinity on the weights induces) beside svm-gln, its l2 contrast: ratio 1, angle 0 and no
+    disagreement at its optimum, whatever the scale, and below 1 at svm-gln's; gradient descent
+    does not solve it."""
+    cfg = validate({**CFG, "training": {**CFG["training"], "optimizer": "sign"}}, "test")
+    problem = prepare(cfg)
+    tracker = make_tracker(cfg, problem)
+    model = build_model(cfg, problem.dataset.dim)
+    refs = tracker.against
+    assert set(refs) == {"svm-gln", "svm-l2", "svm-gln-linf"} and refs["svm-gln-linf"]["degree"] == pytest.approx(1.0)
+    for scale in (1.0, 7.0):
+        row = measure(tracker, at(model, refs["svm-gln-linf"]["zeta"], scale), problem)
+        assert row["margin_ratio_svm_gln_linf"] == pytest.approx(1.0, abs=2e-4)
+        assert row["angle_svm_gln_linf"] < 0.05 and row["inconsistency_svm_gln_linf"] == 0
+        assert row["margin_ratio_svm_gln"] < 0.999
+    row = measure(tracker, at(model, refs["svm-gln"]["zeta"], 1.0), problem)
+    assert row["margin_ratio_svm_gln_linf"] < 0.999
+    assert "svm-gln-linf" not in make_tracker(validate(CFG, "test"), prepare(validate(CFG, "test"))).against

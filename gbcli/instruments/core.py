@@ -141,8 +141,12 @@ class Convergence(Instrument):
     name = "convergence"
     resumable = True
     PROGRAMS = ("svm-gln", "svm-l2")
-    description = "inconsistency, margin ratio (in each program's own norm) and angle against svm-gln and svm-l2"
-    columns = tuple(f"{m}_{_slug(p)}" for p in PROGRAMS
+    # the programs of other geometries (docs/optimizers.md), tracked when the optimizer's geometry names one;
+    # svm-gln (the l2 geometry's) is then the contrast
+    GEOMETRY_PROGRAMS = ("svm-gln-linf",)
+    description = ("inconsistency, margin ratio (in each program's own norm) and angle against svm-gln and svm-l2, "
+                   "and against the program of the optimizer's geometry")
+    columns = tuple(f"{m}_{_slug(p)}" for p in PROGRAMS + GEOMETRY_PROGRAMS
                     for m in ("inconsistency", "train_inconsistency", "margin_ratio", "angle")) + gln_certificate.COLUMNS
     panels = (("inconsistency_svm_gln", "inconsistency with svm-gln (validation)", "log"),
               ("inconsistency_svm_l2", "inconsistency with svm-l2 (validation)", "log"),
@@ -159,7 +163,8 @@ class Convergence(Instrument):
 
         tracker.against = {}
         info = {}
-        for prog in self.PROGRAMS:
+        matching = context.spec.matching_program(context.cfg)
+        for prog in self.PROGRAMS + tuple(p for p in self.GEOMETRY_PROGRAMS if p == matching):
             if prog not in context.spec.programs:
                 continue
             design, sol = context.solve(prog)
