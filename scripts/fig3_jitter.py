@@ -40,7 +40,8 @@ from gbcli.programs.solvers import SOLVERS  # noqa: E402
 from gbcli.programs.solvers import default_solver  # noqa: E402
 from gbcli.registry import program_of, spec_of  # noqa: E402
 from gbcli.runs.stages import _record, load_checkpoint, prepare, solve_options  # noqa: E402
-from gbcli.fs.safe import read_yaml_record, write_csv  # noqa: E402
+from gbcli.config import read_stored_config  # noqa: E402
+from gbcli.fs.safe import write_csv  # noqa: E402
 
 
 def jittered(model: torch.nn.Module, scale: float, seed: int) -> torch.nn.Module:
@@ -72,7 +73,7 @@ def main() -> int:
     rows, start = [], time.time()
     points = sorted(p for p in (folder / "solutions").iterdir() if p.name in committed.index)
     for i, sol_dir in enumerate(points):
-        cfg = Config.model_validate(read_yaml_record(sol_dir / "config.yaml"))
+        cfg = Config.model_validate(read_stored_config(sol_dir / "config.yaml"))
         if args.train_size and cfg.dataset.train_size not in args.train_size:
             continue
         problem = prepare(cfg)

@@ -17,7 +17,7 @@ from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.store.lock import dir_kind, run_lock
 from gbcli.store.records import gd_status, program_status
-from gbcli.fs.safe import (check_tree, is_dir, is_file, open_append, present, read_record, read_yaml_record,
+from gbcli.fs.safe import (check_tree, is_dir, is_file, open_append, present, read_record,
                               remove, subdirs)
 
 import forked_gb
@@ -104,9 +104,11 @@ def test_received_yaml_never_expands_an_alias(tmp_path):
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n" \
            "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
     (tmp_path / "config.yaml").write_text(bomb)
-    assert read_yaml_record(tmp_path / "config.yaml") is None
+    from gbcli.config import read_stored_config
+
+    assert read_stored_config(tmp_path / "config.yaml") is None
     (tmp_path / "ok.yaml").write_text("model: {kind: gln}\n")
-    assert read_yaml_record(tmp_path / "ok.yaml") == {"model": {"kind": "gln"}}
+    assert read_stored_config(tmp_path / "ok.yaml") == {"model": {"kind": "gln"}}
 
 
 def test_appends_and_removals_never_follow_a_link(tmp_path):
@@ -302,7 +304,7 @@ def test_the_one_reader_of_gbs_yaml_refuses_aliases_and_depth_before_building(tm
     writes (dump_yaml) reads back, an object met twice included."""
     import yaml
 
-    from gbcli.fs.safe import read_yaml_record as _saved_config   # integrity's reader of a stage's config
+    from gbcli.config import read_stored_config   # the one reader of a stage's stored config
     from gbcli.fs.safe import MAX_YAML_DEPTH, dump_yaml, load_yaml
 
     levels = ["l0: &l0 {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1}"]
@@ -312,7 +314,7 @@ def test_the_one_reader_of_gbs_yaml_refuses_aliases_and_depth_before_building(tm
     with pytest.raises(yaml.YAMLError, match="aliases are not read"):
         load_yaml(bomb)
     (tmp_path / "config.yaml").write_text(bomb)
-    assert _saved_config(tmp_path / "config.yaml") is None and read_yaml_record(tmp_path / "config.yaml") is None
+    assert read_stored_config(tmp_path / "config.yaml") is None
     with pytest.raises(yaml.YAMLError, match="anchors|aliases"):   # one alias is one too many
         load_yaml("a: &x {k: 1}\nb: *x\n")
     assert load_yaml("a: &x {k: 1}\n") == {"a": {"k": 1}}   # an anchor alone expands nothing

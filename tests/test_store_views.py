@@ -78,3 +78,18 @@ def test_a_sweep_view_gives_its_config_record_and_points(tmp_path):
     assert view.record().points == 3 and json.loads(sweep.record.read_text()) == {"name": "s", "points": 3}
     SweepRecord(sweep.record, {"points": "3"}).write()
     assert view.record().points is None   # a count that is not a number is none
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "a: [\n", "\xff\xfe"])
+def test_load_run_refuses_a_stored_config_that_is_not_a_mapping_in_one_line(tmp_path, text):
+    """A run's stored config is received data: a list, broken YAML or bytes that are not UTF-8 give
+    GbError naming the file (the CLI prints one line), never a ValueError or a YAML traceback."""
+    from gbcli.errors import GbError
+    from gbcli.runs.load import load_run
+    from gbcli.store.lock import write_marker
+
+    view = _run(tmp_path / "run")
+    write_marker(view.dir.root, "run")
+    view.dir.gd_config.write_bytes(text.encode("latin-1"))
+    with pytest.raises(GbError, match="gd/config.yaml"):
+        load_run(view.dir.root)

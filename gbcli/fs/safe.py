@@ -450,19 +450,6 @@ def read_record(path: str | Path, limit: int = RECORD_LIMIT) -> dict | None:
     return rec if isinstance(rec, dict) else None
 
 
-MAX_YAML_BYTES = 10_000_000
-
-
-def read_yaml_record(path: str | Path, limit: int = MAX_YAML_BYTES) -> dict | None:
-    """A YAML mapping of a run directory (a stage's config.yaml); None when it is missing, a link,
-    unreadable, not YAML (or holding aliases) or not a mapping."""
-    try:
-        d = load_yaml(read_text_untrusted(path, limit))
-    except (OSError, ValueError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
-        return None
-    return d if isinstance(d, dict) else None
-
-
 def read_only_fs(path: Path) -> bool:
     """A directory on a read-only or virtual file system (root ignores permission bits, not these)."""
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from gbcli.config.loading import read_stored_config, validate
 from gbcli.errors import GbError
@@ -81,7 +82,11 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
     source = next((c for c in configs if is_file(c)), None)
     if source is None:
         raise GbError(f"RUN: {run.root}: holds no stage's config.yaml (nothing was run there)")
-    cfg = validate(read_stored_config(source, strict=True), str(source))
+    try:
+        raw = read_stored_config(source, strict=True)
+    except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:   # received data: refused in one line
+        raise GbError(f"RUN: {source}: not a readable gb config ({type(exc).__name__})") from None
+    cfg = validate(raw, str(source))
     out = Run(run.root, cfg, name=read_labels(run.root).get("name"))
     summary = view.gd()
     if summary is not None:
