@@ -287,7 +287,7 @@ def point_names(out_dir: Path) -> dict[str, str]:
         return {}
     try:
         frame = read_csv_untrusted(path, dtype=str)   # ids of digits only stay text
-        return {str(p): str(n) for p, n in zip(frame["point"], frame["name"])}
+        return {str(p): n for p, n in zip(frame["point"], frame["name"]) if isinstance(n, str) and n}   # no "nan"
     except Exception:   # noqa: BLE001 (a damaged or older table: the points keep their ids)
         return {}
 
