@@ -2,7 +2,8 @@
 `gb train-gd` with the margin and agreement instruments; prints the tracked margin ratio (in the
 optimizer's geometry) and the inconsistency with its program at each logged step.
 
-    python scripts/optimizer_runs.py OPTIMIZER LR STEPS [--eps E] [--mirror-p P] [--out DIR]
+    python scripts/optimizer_runs.py OPTIMIZER LR STEPS [--eps E] [--mirror-p P] [--milestones 250,500,...]
+        [--lr-decay F] [--out DIR]
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ def main() -> None:
     ap.add_argument("steps", type=int)
     ap.add_argument("--eps", type=float)
     ap.add_argument("--mirror-p", type=float)
+    ap.add_argument("--milestones", help="training.lr_milestones, comma-separated steps (a decreasing step)")
+    ap.add_argument("--lr-decay", type=float, default=0.7, help="training.lr_decay at each milestone")
     ap.add_argument("--out", help="the run directory (default: a temporary one)")
     a = ap.parse_args()
     training = {"batch_size": None, "epochs": a.steps, "loss": "exponential", "lr": a.lr, "optimizer": a.optimizer,
                 "step_rule": "constant" if a.optimizer == "adam" else "loss-normalized",
                 "track": ["margin", "agreement"], "log_points": 6}
     training.update({k: v for k, v in (("eps", a.eps), ("mirror_p", a.mirror_p)) if v is not None})
+    if a.milestones:
+        training.update(lr_milestones=[int(m) for m in a.milestones.split(",")], lr_decay=a.lr_decay)
     limit_threads(1)
     out = a.out or tempfile.mkdtemp(prefix="gb-optimizer-")
     train_gd(validate({"dataset": TEACHER, "model": {"kind": "linear"}, "training": training}), out, progress=False)
