@@ -126,13 +126,23 @@ _servers: dict[tuple, tuple[subprocess.Popen, str]] = {}
 _lock = threading.Lock()
 
 
+def _environ() -> dict:
+    """A copy of os.environ that a test thread can take while pytest's main thread sets and removes
+    PYTEST_CURRENT_TEST (copying iterates the keys, then reads each: a removed key is a KeyError)."""
+    while True:
+        try:
+            return dict(os.environ)
+        except KeyError:
+            continue
+
+
 def _server(env: dict) -> str:
     key = tuple(env.get(k) for k in AT_IMPORT)
     with _lock:
         if key in _servers and _servers[key][0].poll() is None:
             return _servers[key][1]
         path = os.path.join(tempfile.mkdtemp(prefix="gbfork-"), "sock")
-        server_env = {k: v for k, v in os.environ.items() if k not in AT_IMPORT}
+        server_env = {k: v for k, v in _environ().items() if k not in AT_IMPORT}
         server_env.update({k: v for k, v in zip(AT_IMPORT, key) if v is not None})
         code = f"import sys; sys.path.append({HERE!r}); import forked_gb; forked_gb.serve({path!r})"
         proc = subprocess.Popen([sys.executable, "-c", code], env=server_env, stdin=subprocess.DEVNULL,
@@ -158,7 +168,7 @@ def run(args, cwd, env: dict | None = None, timeout: float | None = None, umask:
     text=True, errors="replace", timeout=timeout)` with the umask and address-space limit applied
     in the child; raises subprocess.TimeoutExpired as it does. `argv0=CLI`: as `python -m gbcli.cli`
     (what the run records name as the command)."""
-    env = dict(os.environ if env is None else env)
+    env = _environ() if env is None else dict(env)
     args = [str(a) for a in args]
     with tempfile.TemporaryDirectory(prefix="gbfork-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")

@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -1223,10 +1224,22 @@ def _tree(root: Path) -> dict[str, tuple]:
     return out
 
 
+# os.environ as the main thread saw it when the cases were launched: the pool's threads must not
+# copy os.environ itself while pytest sets and removes PYTEST_CURRENT_TEST in it (a KeyError, seen in CI)
+_LAUNCH_ENV: dict[str, str] = {}
+
+
+def _snapshot_env() -> None:
+    """Called in the main thread before a pool starts."""
+    _LAUNCH_ENV.clear()
+    _LAUNCH_ENV.update({k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
+
+
 def _env(data_dir: Path) -> dict:
     # a narrow terminal: the error must stay one line however long it is; one torch thread per
     # process (many run at once: oversubscribed thread pools make tiny steps 50x slower)
-    return {**os.environ, "GB_DATA_DIR": str(data_dir), "COLUMNS": "60", "PYTHONDONTWRITEBYTECODE": "1",
+    base = _LAUNCH_ENV if threading.current_thread() is not threading.main_thread() else os.environ
+    return {**base, "GB_DATA_DIR": str(data_dir), "COLUMNS": "60", "PYTHONDONTWRITEBYTECODE": "1",
             "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -1455,6 +1468,7 @@ def launched(request, tmp_path_factory):
     cases = {item.callspec.id: item.callspec.params["case"] for item in mine if "case" in item.callspec.params}
     flows = {item.callspec.params["flow"] for item in mine if "flow" in item.callspec.params}
     root = tmp_path_factory.mktemp("hostile")
+    _snapshot_env()
     pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 2)
     needed = {c.run for c in cases.values() if c.run} | ({"gln"} if any(c.plot_tables for c in cases.values()) else set())
     needed |= {FLOWS[name].base for name in flows if FLOWS[name].base}
@@ -1765,6 +1779,7 @@ def test_kill_during_rerun(tmp_path):
     for args in (("train-gd", "old.yaml", "-q", "--out", "template"), ("fit-svm", "old.yaml", "-q", "--out", "template")):
         o = run_gb(args, tmp_path, timeout=TIMEOUT)
         assert o.returncode == 0, shown(args, o)
+    _snapshot_env()
     with ThreadPoolExecutor(max_workers=len(KILL_AT)) as pool:
         reports = list(pool.map(lambda name: _kill_trial(name, tmp_path, template), KILL_AT))
     failed = [r for ok, r in reports if not ok]
