@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--out", help="the run directory (default: a temporary one)")
     a = ap.parse_args()
     training = {"batch_size": None, "epochs": a.steps, "loss": "exponential", "lr": a.lr, "optimizer": a.optimizer,
-                "step_rule": "constant" if a.optimizer == "adam" else "loss-normalized",
+                "step_rule": "loss-normalized",
                 "track": ["margin", "agreement"], "log_points": 6}
     training.update({k: v for k, v in (("eps", a.eps), ("mirror_p", a.mirror_p)) if v is not None})
     if a.milestones:

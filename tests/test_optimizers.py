@@ -142,7 +142,8 @@ TEACHER = {"name": "linear-teacher", "n_samples": 300, "train_size": 8, "val_siz
 
 @pytest.mark.parametrize("optimizer, lr, steps, program", [
     ("sgd", 1.0, 3000, "svm-shallow"), ("steepest-l2", 0.2, 5000, "svm-shallow"),
-    ("steepest-l1", 0.2, 10000, "svm-l1"), ("mirror", 0.5, 3000, "svm-l1.5"), ("sign", 0.05, 20000, "svm-linf")])
+    ("steepest-l1", 0.2, 10000, "svm-l1"), ("mirror", 0.5, 3000, "svm-l1.5"), ("sign", 0.05, 20000, "svm-linf"),
+    ("adam", 0.3, 45000, "svm-linf")])
 def test_gb_tracks_each_optimizer_against_the_program_of_its_geometry(tmp_path, optimizer, lr, steps, program):
     """`gb train-gd` of a linear model with `training.optimizer` and the margin and agreement
     instruments: the tracked margin ratio (the normalized margin in the optimizer's geometry over

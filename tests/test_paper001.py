@@ -75,7 +75,8 @@ def test_optimizer_key_keeps_sgd_runs_and_refuses_sgd_keys_with_adam():
     with pytest.raises(GbError, match="training.momentum"):
         validate({**raw, "training": {"momentum": 0.9, "optimizer": "adam"}})
     with pytest.raises(GbError, match="training.step_rule"):
-        validate({**raw, "training": {"optimizer": "adam", "step_rule": "loss-normalized"}})
+        validate({**raw, "training": {"optimizer": "adam", "step_rule": "homogeneous-normalized"}})
+    assert validate({**raw, "training": {"optimizer": "adam", "step_rule": "loss-normalized"}})   # Adam on log R
     with pytest.raises(GbError, match="dataset.name"):   # the conv net takes 28 x 28 images
         validate({"dataset": ORTHOGONAL, "model": {"kind": "convnet"}})
 

@@ -166,7 +166,7 @@ class TrainingConfig(Section):
     # relative change per step with it, until the steps oscillate; this keeps it like the linear case.
     step_rule: Literal["constant", "loss-normalized", "homogeneous-normalized"] = Field(
         "constant", description="step size at step t: constant lr; loss-normalized lr / R(w_t), R the batch's mean "
-                                "loss; homogeneous-normalized lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model")
+                                "loss (the step on log R; for adam, Adam on log R); homogeneous-normalized lr / (R(w_t) ||w_t||^(2L-2)) for a degree-L model")
     descent: Literal["gradient", "coordinate"] = Field(
         "gradient", description="coordinate: greedy coordinate (l1 steepest) descent, AdaBoost's update")
     adaptive_step: Optional[AdaptiveStepConfig] = Field(
@@ -463,7 +463,9 @@ class Config(Section):
                 raise ValueError(f"svm.solver: {quoted(self.svm.solver)} is not a solver (known: "
                                  f"{', '.join(NAMES)})")
         if t.optimizer == "adam":
-            for key, bad in (("momentum", t.momentum != 0), ("step_rule", t.step_rule != "constant"),
+            # loss-normalized is Adam on log R (its gradient grad R / R keeps the size Adam's epsilon
+            # assumes negligible); homogeneous-normalized would rescale Adam's own step sizes
+            for key, bad in (("momentum", t.momentum != 0), ("step_rule", t.step_rule == "homogeneous-normalized"),
                              ("descent", t.descent != "gradient")):
                 if bad:
                     raise ValueError(f"training.{key}: is for training.optimizer: sgd (Adam keeps its own moments "
