@@ -36,11 +36,10 @@ import pandas as pd
 import torch
 from torch import nn
 
-from gbcli.config.loading import read_stored_config
 from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, point_names, save_figure, write_table
 from gbcli.instruments.base import Instrument, first_layer
 from gbcli.fs.safe import load_tensors_untrusted, read_csv_untrusted
-from gbcli.store.records import read_metrics
+from gbcli.store.views import SweepView
 from gbcli.reports.render import readable_log_ticks
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
@@ -240,10 +239,6 @@ def on_grid(grid: pd.DataFrame, *columns: str) -> list[np.ndarray]:
     return [grid[c].to_numpy().reshape(n, n) for c in columns]
 
 
-def _point_config(out_dir: Path, point: str) -> dict:
-    return read_stored_config(SweepDir(out_dir).point(point).gd_config, strict=True)
-
-
 def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     """For a sweep tracking `output_linearity`: `tables/output_linearity.csv` (each point's last logged
     columns) and `figures/output_linearity.png` (per point: f over the plane with f = 0 and the linear
@@ -255,8 +250,8 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
         return []
     rows = []
     for p in points:
-        cfg = _point_config(out_dir, p)
-        last = read_metrics(SweepDir(out_dir).point(p).metrics).iloc[-1]
+        view = SweepView(out_dir).point(p)
+        cfg, last = view.config(strict=True), view.metrics().iloc[-1]
         rows.append({"point": p, "run": cfg["name"], "hidden_units": cfg["model"].get("hidden_units"),
                      "leaky_alpha": cfg["model"].get("leaky_alpha"), "bias": bool(cfg["dataset"].get("bias", False)),
                      "steps": int(last["step"]), "train_error": last["train_error"],
@@ -334,7 +329,7 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     and `_risk`'s first steps) and `figures/risk.png` (mean and largest point loss against the step)."""
     out_dir = Path(out_dir)
     metrics = point_frames(out_dir, layout.METRICS)
-    cfgs = {p: _point_config(out_dir, p) for p in metrics}
+    cfgs = {p: SweepView(out_dir).point(p).config(strict=True) for p in metrics}
     leaky = [p for p in metrics if "normalized_margin" in metrics[p]]   # homogeneous nets (the sweep's leaky ones)
     if len({cfgs[p]["training"].get("batch_size") for p in leaky}) < 2:
         return []
@@ -378,7 +373,7 @@ def _init_scale_points(out_dir: Path) -> tuple[list[str], dict[str, dict], dict[
     grids = SweepDir(out_dir).gd_files("output_grid.csv")
     metrics = {p: m for p, m in point_frames(out_dir, layout.METRICS).items() if p in grids and "normalized_margin" in m}
     points = in_sweep_order(metrics, point_names(out_dir))
-    cfgs = {p: _point_config(out_dir, p) for p in points}
+    cfgs = {p: SweepView(out_dir).point(p).config(strict=True) for p in points}
     if len({cfgs[p]["model"].get("init_scale") for p in points}) < 2:
         return [], {}, {}, {}
     return points, cfgs, metrics, grids

@@ -13,7 +13,7 @@ Programs differ only in the design (built by the model that the program describe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -40,17 +40,7 @@ class GatedDesign:
         return self.e_train.shape[1]
 
 
-class _Word(str, Enum):
-    """An enum whose members are their words (in records, tables and f-strings)."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-class Status(_Word):
+class Status(StrEnum):
     """What a solve (or a record) says of its program. A str, so records and tables hold the word."""
 
     OPTIMAL = "optimal"          # solved, certified within the tolerance
@@ -59,7 +49,7 @@ class Status(_Word):
     FAILED = "failed"            # no answer
 
 
-class Stop(_Word):
+class Stop(StrEnum):
     """Why a solve ended: decisions read this, never the message (which is for people)."""
 
     CONVERGED = "converged"              # met the tolerance
