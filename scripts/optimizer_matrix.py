@@ -31,6 +31,7 @@ from gbcli.fs.safe import load_npz_untrusted
 from gbcli.metrics import inconsistency as metric_inconsistency
 from gbcli.optimizers import geometry
 from gbcli.registry import MODELS
+from gbcli.runs.index import sweep_points
 from gbcli.runs.load import load_run
 from gbcli.runs.stages import prepare
 from gbcli.runs.threads import limit_threads
@@ -130,7 +131,10 @@ def main() -> None:
     limit_threads(1)
     rows = []
     for sweep in a.sweeps:
-        for point in sorted(p.name for p in (sweep / "points").iterdir() if p.is_dir()):
+        grid = [str(r["point"]) for r in sweep_points(sweep)]   # not the folders an earlier grid left
+        if not grid:
+            raise SystemExit(f"{sweep}: no tables/points.csv (run `gb sweep` on it to the end first)")
+        for point in sorted(grid):
             rows += [{"sweep": sweep.name, **r} for r in point_rows(sweep, point, a.programs)]
     df = pd.DataFrame(rows)
     if "program" not in df:

@@ -439,6 +439,22 @@ def test_a_sweeps_curves_have_one_legend_in_the_grids_order_and_a_line_style_per
     assert legends[0].get_window_extent().x0 >= right - 1   # beside the curves, never over them
 
 
+def test_a_point_folder_an_earlier_grid_left_is_not_drawn(tmp_path):
+    """A sweep directory rerun with a changed grid keeps the old grid's point folders (no result is
+    removed unasked); the curves show the points tables/points.csv lists, not those folders."""
+    import shutil
+
+    from gbcli.runs.figures import sweep_curves
+
+    grid = [("ff01", 0.0, 1), ("aa02", 0.9, 1)]
+    _fake_sweep(tmp_path / "s", grid)
+    shutil.copytree(tmp_path / "s" / "points" / "ff01", tmp_path / "s" / "points" / "old9")
+    _, runs, label = sweep_curves(tmp_path / "s")
+    assert sorted(runs) == ["aa02", "ff01"] and sorted(label) == ["aa02", "ff01"]
+    (tmp_path / "s" / "tables" / "points.csv").unlink()   # not aggregated yet: every folder
+    assert sorted(sweep_curves(tmp_path / "s")[1]) == ["aa02", "ff01", "old9"]
+
+
 def test_a_quantity_defined_only_late_says_so_in_its_panel():
     """Issue 49: a KKT panel whose column is NaN until late says from which step it has values and
     why; a column with values from the first step has no such note."""

@@ -7,6 +7,7 @@ points approach that program's, and the margin in the other geometries stays wel
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -190,19 +191,12 @@ def _gln_problem(seed: int, units: int = 2, count: int = 2, n: int = 8, dim: int
     return x, y, ctx, lambda norm: GatedDesign(x, y, e, x, e, norm, unit_groups(units, count), units, count)
 
 
-def _parameter_problem(x, y, ctx, units, count, q, restarts, seed):
-    """min ||theta||_q^2 over the GLN's weights (w1: H x C x D, w2: H) s.t. y_n f(x_n) >= 1, solved directly
-    by SLSQP from random starts (l-infinity through its epigraph t >= |theta_i|): the best local optimum."""
+def _parameter_problem(out, k: int, y, q, restarts, seed):
+    """min ||theta||_q^2 over k weights s.t. y_n out(theta)_n >= 1, solved directly by SLSQP from random
+    starts (l-infinity through its epigraph t >= |theta_i|): the best local optimum."""
     from scipy.optimize import minimize
 
-    n, d = x.shape
-    k = units * count * d + units
     rng = np.random.default_rng(seed)
-
-    def out(theta):
-        w1, w2 = theta[:-units].reshape(units, count, d), theta[-units:]
-        return np.einsum("h,nhd,nd->n", w2, w1[np.arange(units)[None, :], ctx], x)
-
     best = math.inf
     for _ in range(restarts):
         t0 = rng.normal(size=k) * 3
@@ -223,6 +217,17 @@ def _parameter_problem(x, y, ctx, units, count, q, restarts, seed):
     return best
 
 
+def _gln_out(x, ctx, units, count):
+    """The GLN's outputs as a function of its weights flattened (w1: H x C x D, then w2: H)."""
+    d = x.shape[1]
+
+    def out(theta):
+        w1, w2 = theta[:-units].reshape(units, count, d), theta[-units:]
+        return np.einsum("h,nhd,nd->n", w2, w1[np.arange(units)[None, :], ctx], x)
+
+    return out, units * count * d + units
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_gln_programs_induced_by_l2_and_linf_on_the_weights_are_the_convex_ones(seed):
     """docs/optimizers.md: min ||theta||_2^2 at margin 1 is 2 x svm-gln's optimum, and min ||theta||_inf^2 is
@@ -240,5 +245,66 @@ def test_the_gln_programs_induced_by_l2_and_linf_on_the_weights_are_the_convex_o
         d = design(norm)
         sol = solve(d)
         assert sol.status == "optimal" and certificate(d, sol)["certified"]
-        direct = _parameter_problem(x, y, ctx, units, count, q, restarts=20, seed=seed)
+        direct = _parameter_problem(*_gln_out(x, ctx, units, count), y, q, restarts=20, seed=seed)
         assert direct == pytest.approx(factor * sol.value, rel=1e-4), (norm, direct, sol.value)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_diagonal_programs_induced_by_l2_and_linf_on_the_weights_are_the_convex_ones(seed):
+    """docs/optimizers.md: for the depth-2 linear diagonal network f = <w_1 o w_2, x>, min ||theta||_2^2 at
+    margin 1 is 2 x svm-diag-l1's optimum (min ||beta||_1) and min ||theta||_inf^2 is svm-diag-linf's,
+    checked against the parameter problem solved directly."""
+    from gbcli.models.linear import feature_design
+    from gbcli.programs.certify import certificate
+    from gbcli.programs.solvers import solve
+    from gbcli.registry import MODELS
+
+    rng = np.random.default_rng(seed)
+    n, d = 6, 4
+    x = rng.normal(size=(n, d))
+    y = np.sign(x @ rng.normal(size=d))
+    programs = MODELS["diagonal"].programs
+    for name, q, factor in (("svm-diag-l1", 2.0, 2.0), ("svm-diag-linf", math.inf, 1.0)):
+        design = feature_design(x, y, x, programs[name].norm)
+        sol = solve(design)
+        assert sol.status == "optimal" and certificate(design, sol)["certified"]
+        direct = _parameter_problem(lambda t: x @ (t[:d] * t[d:]), 2 * d, y, q, restarts=20, seed=seed)
+        assert direct == pytest.approx(factor * sol.value, rel=1e-4), (name, direct, sol.value)
+
+
+def test_a_diagonal_network_tracks_and_gb_verifies_its_induced_programs(tmp_path):
+    """`gb train-gd` of a depth-2 linear diagonal network tracks its margin against the program its
+    optimizer's geometry induces, `gb fit-svm` certifies both induced programs and `gb verify` re-checks
+    them; a deeper network or the ReLU is refused those programs."""
+    import pandas as pd
+    import yaml
+
+    import forked_gb
+    from gbcli.config import validate
+    from gbcli.errors import GbError
+    from gbcli.registry import MODELS
+
+    dim = TEACHER["dim"]
+    model = {"kind": "diagonal", "depth": 2, "activation": "linear", "weights": {"w": [[0.1] * dim, [0.0] * dim]}}
+    training = {"batch_size": None, "epochs": 300, "loss": "exponential", "lr": 0.01, "optimizer": "sign",
+                "step_rule": "loss-normalized", "track": ["margin", "agreement"], "log_points": 3}
+    raw = {"name": "diag", "dataset": TEACHER, "model": model, "training": training,
+           "svm": {"objectives": ["svm-diag-l1", "svm-diag-linf"]}}
+    cfg = validate(raw)
+    assert MODELS["diagonal"].matching_program(cfg) == "svm-diag-linf"
+    assert MODELS["diagonal"].matching_program(validate({**raw, "training": {**training, "optimizer": "sgd"}})) \
+        == "svm-diag-l1"
+    for bad in ({**model, "activation": "relu"}, {**model, "depth": 3, "weights": {"w": [[0.1] * dim] * 3}}):
+        with pytest.raises(GbError, match="svm.objectives: svm-diag-l1 is the program of a depth-2 diagonal"):
+            validate({**raw, "model": bad, "training": {**training, "track": []}})
+        with pytest.raises(GbError, match="training.track: margin needs a matching convex program"):
+            validate({**raw, "model": bad, "svm": {}})
+    (tmp_path / "diag.yaml").write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for args in (["train-gd", "diag.yaml", "-q", "--out", "run"], ["fit-svm", "diag.yaml", "-q", "--out", "run"],
+                 ["verify", "run"]):
+        p = forked_gb.run(args, tmp_path, env, timeout=600, argv0=forked_gb.CLI)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+    assert "3 of 3 verified" in p.stdout, p.stdout
+    metrics = pd.read_csv(tmp_path / "run" / "gd" / "metrics.csv")
+    assert metrics["margin_ratio"].iloc[-1] > 0.5 and metrics["inconsistency"].iloc[-1] < 0.5, metrics

@@ -24,6 +24,7 @@ from gbcli.fs.safe import flatten, is_file, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
+from gbcli.runs.index import grid_axes, sweep_points
 from gbcli.store.records import read_metrics as _read_metrics
 from gbcli.store.views import SweepView
 
@@ -513,9 +514,14 @@ def _naming_keys(varied: list[str], runs: dict) -> list[str]:
 
 
 def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFrame, dict]]:
-    """Each sweep point's metrics (those `keep` takes) and its flattened config, by point id."""
+    """Each sweep point's metrics (those `keep` takes) and its flattened config, by point id: the
+    points of the grid `tables/points.csv` lists when it is there (a folder left by an earlier grid
+    in the same sweep directory is not one of them), else every point folder."""
+    grid = {str(r["point"]) for r in sweep_points(out_dir)}
     runs = {}
     for p, point in SweepView(out_dir).points(layout.METRICS).items():
+        if grid and p not in grid:
+            continue
         m = read_metrics(point.dir.metrics) if is_file(point.dir.metrics) else None
         if m is not None and keep(m):
             config = point.config()
@@ -637,8 +643,6 @@ def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame],
     runs = _sweep_runs(out_dir)
     if not runs:
         return None, {}, {}
-    from gbcli.runs.index import grid_axes, sweep_points
-
     grid = [str(r["point"]) for r in sweep_points(out_dir)]   # the grid's order (tables/points.csv)
     axes = list(grid_axes(out_dir))
     varied = _varied(runs)
