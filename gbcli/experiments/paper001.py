@@ -252,18 +252,18 @@ class Features(Instrument):
 INSTRUMENTS = {i.name: i for i in (Rank(), Alignment(), LayerRank(), ClosestAlignment(), Features())}
 
 
-def point_frames(out_dir: Path, name: str) -> dict[str, pd.DataFrame]:
+def point_frames(out_dir: str | Path, name: str) -> dict[str, pd.DataFrame]:
     """Each point's table `gd/<name>`, by point id (in id order)."""
     return {p: read_csv_untrusted(f) for p, f in SweepDir(out_dir).gd_files(name).items()}
 
 
-def stacked(out_dir: Path, name: str) -> pd.DataFrame | None:
+def stacked(out_dir: str | Path, name: str) -> pd.DataFrame | None:
     """Every point's `gd/<name>` in one table with a `point` column; None when no point has one."""
     frames = [t.assign(point=p) for p, t in point_frames(out_dir, name).items()]
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-def write_table(out_dir: Path, name: str, table: pd.DataFrame) -> Path:
+def write_table(out_dir: str | Path, name: str, table: pd.DataFrame) -> Path:
     path = Path(out_dir) / layout.TABLES / f"{name}.csv"
     write_csv(path, table)
     return path
@@ -275,11 +275,11 @@ def new_figure(**options):
     return Figure(layout="constrained", **options)
 
 
-def save_figure(fig, out_dir: Path, name: str, **options) -> list[Path]:
+def save_figure(fig, out_dir: str | Path, name: str, **options) -> list[Path]:
     return [save_png(fig, Path(out_dir) / layout.FIGURES / f"{name}.png", **options)]
 
 
-def point_names(out_dir: Path) -> dict[str, str]:
+def point_names(out_dir: str | Path) -> dict[str, str]:
     """point id -> its readable name in the sweep's `tables/points.csv` (written before the reports
     run); empty when the table is missing or damaged, and a point it lacks keeps its id."""
     path = SweepDir(out_dir).points_table
@@ -303,7 +303,6 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     """For a sweep whose points track `alignment`: `tables/neurons.csv` (every point's final
     per-neuron cosines) and `figures/neurons.png`, one histogram per point of the cosines with w+- and,
     next to them, with the class means (close to w+- but not them)."""
-    out_dir = Path(out_dir)
     table = stacked(out_dir, "neurons.csv")
     if table is None:
         return []
@@ -340,7 +339,6 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
     and `figures/layers.png`: per point (a row of panels) and weight matrix, its top singular values
     (s_k / s_1, log scale) and its rows projected on the top two singular directions (coloured by
     the sign of their output weight when the model has one), as the paper's Figures 1-2 and 4."""
-    out_dir = Path(out_dir)
     sv, rows = stacked(out_dir, "singular_values.csv"), stacked(out_dir, "rows.csv")
     if sv is None or rows is None:
         return []
@@ -382,7 +380,6 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
 def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     """For a sweep whose points track `features`: `tables/features.csv` and `figures/features.png`
     (appendix D's Figure 3: per layer, the histograms of f_i . f_j across the classes and within each)."""
-    out_dir = Path(out_dir)
     stats, hist = stacked(out_dir, "features.csv"), stacked(out_dir, "feature_hist.csv")
     if stats is None or hist is None:
         return []

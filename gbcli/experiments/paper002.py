@@ -243,7 +243,6 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
     """For a sweep tracking `output_linearity`: `tables/output_linearity.csv` (each point's last logged
     columns) and `figures/output_linearity.png` (per point: f over the plane with f = 0 and the linear
     rule's boundary; f and its best linear fit along the boundary's normal)."""
-    out_dir = Path(out_dir)
     grids, lines = point_frames(out_dir, "output_grid.csv"), point_frames(out_dir, "output_line.csv")
     points = in_sweep_order([p for p in grids if p in lines], point_names(out_dir))
     if not points:
@@ -327,7 +326,6 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     """For a sweep of leaky nets that differ in `training.batch_size` (SGD against GD, Theorem 4.1):
     `tables/risk.csv` (per point: the last mean training loss, the largest loss of a training point,
     and `_risk`'s first steps) and `figures/risk.png` (mean and largest point loss against the step)."""
-    out_dir = Path(out_dir)
     metrics = point_frames(out_dir, layout.METRICS)
     cfgs = {p: SweepView(out_dir).point(p).config(strict=True) for p in metrics}
     leaky = [p for p in metrics if "normalized_margin" in metrics[p]]   # homogeneous nets (the sweep's leaky ones)
@@ -366,7 +364,8 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
 # ------------------------------------------------------------------ Theorem 4.1 and Figure 1 per init scale
 
 
-def _init_scale_points(out_dir: Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame], dict[str, Path]]:
+def _init_scale_points(out_dir: str | Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame],
+                                                     dict[str, Path]]:
     """The points of a sweep over `model.init_scale` on an input plane: those with `gd/output_grid.csv`
     (the `output_linearity` instrument) and a homogeneous net's metrics (`normalized_margin`), in the
     sweep's order, with their configs, metrics and grids' files; none unless two init scales or more."""
@@ -388,7 +387,6 @@ def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
     holds for any bound on the initial row norms): `tables/risk_by_init.csv` (per point, by bias and
     init scale: the first and last mean training loss and largest loss of a training point, and
     `_risk`'s first steps) and `figures/risk_by_init.png` (both losses against the step)."""
-    out_dir = Path(out_dir)
     points, cfgs, metrics, _ = _init_scale_points(out_dir)
     if not points:
         return []
@@ -471,7 +469,6 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
     (per point, by bias and init scale: `boundary_row`) and `figures/boundary_by_init.png` (per point:
     sign f over the plane, f = 0, the rule's boundary <w_bar - u_bar, x> = 0, and each unit's
     direction in the plane; one row per bias setting, one column per init scale)."""
-    out_dir = Path(out_dir)
     points, cfgs, _, grid_files = _init_scale_points(out_dir)
     if not points:
         return []

@@ -86,7 +86,6 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     """For a sweep of the paper-003 constructions: `tables/kkt.csv` (every point's row) and
     `figures/kkt.png`: (a) ||theta||^2 at margin 1 along training over the global value found;
     (b) the decrease of ||theta||^2 found within eps of GD's limit (and of the global point) vs eps."""
-    out_dir = Path(out_dir)
     rows = []
     sweep = SweepView(out_dir)
     for point in (view.root for view in sweep.points().values()):   # each row computed from its point's records
@@ -206,7 +205,6 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     init scheme, scale and seed, the premise at step 0, the end's pattern, ||theta||^2 at margin 1,
     outcome), `tables/init_outcomes_summary.csv` (per scheme and scale: the fraction of each outcome with
     its 95% Wilson interval) and `figures/init_outcomes.png`."""
-    out_dir = Path(out_dir)
     rows = []
     for pid, point in SweepView(out_dir).points(layout.METRICS).items():
         m = point.metrics()
@@ -364,7 +362,6 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     """For a sweep tracking `layer_optimality`: `tables/layer_optimality.csv` (every point's layers, with
     its construction, activation and loss) and `figures/layer_optimality.png` (per layer: the smallest
     ||u||^2 found within eps and anywhere, over u~'s)."""
-    out_dir = Path(out_dir)
     frames = []
     for pid, t in point_frames(out_dir, "layer_optimality.csv").items():
         cfg = SweepView(out_dir).point(pid).config(strict=True)

@@ -276,7 +276,6 @@ MAX_COLUMNS = 6      # configurations (one matrix each) per row of the figure
 def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     """`tables/init_agreement.csv` and `figures/init_agreement.png` (the pairwise inconsistency
     matrix, one per configuration) for a sweep over init seeds."""
-    out_dir = Path(out_dir)
     table = init_agreement(out_dir)
     if table is None:
         return []
