@@ -362,17 +362,15 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     """For a sweep tracking `layer_optimality`: `tables/layer_optimality.csv` (every point's layers, with
     its construction, activation and loss) and `figures/layer_optimality.png` (per layer: the smallest
     ||u||^2 found within eps and anywhere, over u~'s)."""
-    frames = []
-    for pid, t in point_frames(out_dir, "layer_optimality.csv").items():
+    tables, frames = point_frames(out_dir, "layer_optimality.csv"), []
+    for pid in in_sweep_order(tables, point_names(out_dir)):   # the grid's order
         cfg = SweepView(out_dir).point(pid).config(strict=True)
-        frames.append(t.assign(
+        frames.append(tables[pid].assign(
             point=pid, construction=cfg["name"], model=cfg["model"]["kind"],
             activation=cfg["model"].get("activation", "relu"), loss=cfg["training"].get("loss", "logistic")))
     if not frames:
         return []
     table = pd.concat(frames, ignore_index=True)
-    order = {q: i for i, q in enumerate(in_sweep_order(table["point"], point_names(out_dir)))}
-    table = table.sort_values("point", key=lambda c: c.map(order), kind="stable", ignore_index=True)   # the grid's order
     first = ["point", "construction", "model", "activation", "loss", "layer"]
     table = table[first + [c for c in table.columns if c not in first]]
     write_table(out_dir, "layer_optimality", table)
