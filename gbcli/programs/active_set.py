@@ -15,12 +15,10 @@ of one solve (relative gaps of 1e-13, where the interior-point method stops at 1
 answer is certified as the interior-point method's would be, by the same gap.
 
 This is the method of Hintermueller, Ito and Kunisch (2003) for bound-constrained QPs; for an
-M-matrix it converges in finitely many steps, in general it may cycle (on MNIST's svm-l2: 6-8
-Cholesky steps where the interior-point method takes 12-15 Newton steps of the full N x N matrix).
-Whenever it does not reach its fixed point (a cycle, a singular Q_FF, non-finite multipliers, no
-positive margin, a gap above the tolerance, MAX_STEPS) it returns None and the caller runs the
-interior-point method, so it can cost time but never an answer. (libsvm, the library for this
-dual, has a bias, and stops uncertified at its tolerance.)
+M-matrix it converges in finitely many steps, in general it may cycle. Whenever it does not reach
+its fixed point (a cycle, a singular Q_FF, non-finite multipliers, no positive margin, a gap above
+the tolerance, MAX_STEPS) it returns None and the caller runs the interior-point method, so it can
+cost time but never an answer. Its measurements: docs/solvers-and-certificates.md.
 """
 
 from __future__ import annotations
