@@ -7,7 +7,6 @@ kind's own words (its units, its default init seed) come from the registry.
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,7 +20,8 @@ from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows, che
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
 from gbcli.programs.design import Status
-from gbcli.store.records import NOT_GBS, GdStatus, Verdict, gd_status, stage_record, stage_status
+from gbcli.store.records import NOT_GBS, GdRecord, GdStatus, ProgramRecord, Verdict, stage_record
+from gbcli.store.views import RunView
 from gbcli.logs import run_log
 from gbcli.store.integrity import check_run
 from gbcli.store.lock import check_kind, run_lock
@@ -32,28 +32,22 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-SUMMARY_KEYS = ("predictor", "train_error", "val_error", "status")
-RESULT_KEYS = ("predictor", "train_error", "val_error", "status")
+STAGE_KEYS = ("predictor", "train_error", "val_error", "status")   # what a table takes of every stage record
 
 
 def _outputs(path: Path, n: int | None = None, key: str = "val_out", against: Path | None = None) -> np.ndarray:
     """The validation outputs of a predictions.npz (GbError naming the file when it is not one); n:
     the length of the outputs in `against` they are compared with."""
-    def load(p):
-        with load_npz_untrusted(p) as z:
-            arr = z[key if key in z.files or key == "val_out" else "val_out"]
-            if arr.dtype.kind not in "fiu":
-                raise GbError(f"{p}: {key} holds {arr.dtype} values, not real outputs; rerun the stage")
-            return np.asarray(arr, dtype=float)
-
     try:
-        out = load(path)
-    except GbError:
-        raise
+        with load_npz_untrusted(path) as z:
+            arr = z[key if key in z.files or key == "val_out" else "val_out"]
     except KeyError:
         raise GbError(f"{path}: has no val_out array; rerun the stage") from None
     except Exception as exc:   # truncated zip, foreign file: numpy raises a variety of errors
         raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
+    if arr.dtype.kind not in "fiu":
+        raise GbError(f"{path}: {key} holds {arr.dtype} values, not real outputs; rerun the stage")
+    out = np.asarray(arr, dtype=float)
     if out.ndim != 1 or (n is not None and len(out) != n):
         other = f" as {against} has" if against is not None else ""
         raise GbError(f"{path}: {key} has shape {out.shape}, expected ({n},){other}; the stages do not belong "
@@ -99,10 +93,10 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
     gd = None
     run = RunDir(run_dir)
     if is_file(run.summary):
-        s = stage_record(run.summary, SUMMARY_KEYS, gd=True)
+        s = stage_record(run.summary, STAGE_KEYS, gd=True)
         meta = _meta(run.gd_config)
         gd_val = _outputs(run.gd_predictions)
-        status = gd_status(s)
+        status = GdRecord(run.summary, s).status
         if status == GdStatus.OK and not (np.isfinite(gd_val).all()
                                    and np.isfinite(_outputs(run.gd_predictions, key="train_out")).all()):
             status = GdStatus.DIVERGED   # computed from the network's outputs, whatever its record says
@@ -110,9 +104,9 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
         errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
                        "val_error": s["val_error"], "status": status})
     for result in run.results():
-        r = stage_record(result, RESULT_KEYS)
+        r = stage_record(result, STAGE_KEYS)
         meta = _meta(result.parent / layout.CONFIG)
-        status = stage_status(result, r)   # one status for one record (gb runs shows the same)
+        status = ProgramRecord(result, r).status   # one status for one record (gb runs shows the same)
         preds = result.parent / layout.PREDICTIONS
         svm_val = _outputs(preds, None if gd is None else len(gd[1]), against=run.gd_predictions) \
             if is_file(preds) else None
@@ -162,15 +156,15 @@ def _drawn_and_reported(run_dir: Path) -> tuple:
     training tracked instruments (its gd/config.yaml's training.track), and the experiments' run
     reports where a program is not convex (they read non-convex results). A run with neither needs
     no torch nor matplotlib, so that `gb compare RUN` answers in well under a CPU second."""
-    run = RunDir(run_dir)
-    training = (read_stored_config(run.gd_config) or {}).get("training")
+    view = RunView(run_dir)
+    training = (view.config() or {}).get("training")
     drawn = ()
     if isinstance(training, dict) and training.get("track"):
         from gbcli.runs.figures import plot_run_training   # matplotlib and torch: only when drawing
 
         drawn = (plot_run_training,)
     nonconvex = {name for spec in MODELS.values() for name, p in spec.programs.items() if p.fit is not None}
-    if not any(r.parent.name in nonconvex for r in run.results()):
+    if not any(r.parent.name in nonconvex for r in view.dir.results()):
         return drawn
     from gbcli.registry import RUN_REPORTS   # the experiments' reports (they load torch)
 

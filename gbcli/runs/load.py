@@ -20,6 +20,7 @@ from gbcli.reports.tables import read_tables
 from gbcli.runs.index import grid_axes, resolve, sweep_points
 from gbcli.store.labels import read_labels
 from gbcli.store.lock import dir_kind
+from gbcli.store.records import GdStatus
 from gbcli.store.views import RunView, SweepView
 
 
@@ -91,7 +92,7 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
     summary = view.gd()
     if summary is not None:
         out.summary = {**summary.fields, "status": summary.status}
-        if out.summary["status"] == "ok":
+        if summary.status == GdStatus.OK:
             out.model = load_trained(run.root, cfg, prepare(cfg).dataset.dim, "load_run")
     if is_file(run.metrics):
         out.metrics = view.metrics()

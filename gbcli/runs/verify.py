@@ -1,31 +1,15 @@
 """`gb verify`: check every stored result again, from the data: each program's certificate without a
-solver, and each trained network's outputs from its weights.
-
-For each solved convex program found under a directory, the program's design is rebuilt from its
-stored config (`prepare`, `build_design`; the trained network from the run's `gd/model.pt` when the
-program reads it), and from the stored arrays alone this module recomputes the primal objective,
-every training margin, the weak-duality bound of the stored multipliers (or, for an infeasible
-program, the dual ray's bound on every predictor's relative margin), the training and validation
-predictions and errors, all through `gbcli.programs.certify.certificate`. It compares them with
-what the records claim (`result.json`, a results folder's `tables/errors.csv`, the compact file's
-own copy of the claims) and with the stored predictions. A run's trained network is a row of its
-own (`verify_network`).
+solver (`gbcli.programs.certify.certificate` on the arrays of its compact file, against what its
+records claim: result.json, the compact file's claims, a results folder's tables/errors.csv, its
+predictions.npz), and each trained network's outputs from its weights (`verify_network`).
 
     from gbcli.runs.verify import verify
     rows = verify("runs/my-sweep")          # one dict per result: where, objective ("gd": the network), verified, problems, ...
 
-What it reads (everything is untrusted: never through a symlink, npz without pickles, every array's
-shape, dtype and finiteness checked; a file that cannot be used makes its program "not verified"):
-
-- a run directory: `gd/{config.yaml, summary.json, model.pt, predictions.npz}` and
-  `svm/<objective>/{config.yaml, result.json, compact.npz, predictions.npz}`;
-- a sweep directory: each point `points/<id>/` as a run directory, and its `solutions/` folder;
-- a results folder (e.g. results/paper/fig2 once it carries solutions): `solutions/<id>/config.yaml`,
-  `solutions/<id>/<objective>.npz` (and `solutions/<id>/model.pt` for programs that read the
-  trained network), with the claims of `tables/errors.csv` when it exists;
-- a folder of those (e.g. results/paper): each subfolder that is one of the above.
-
-The compact solution files and the readers of stored files are `gbcli.store.solutions`'s.
+It takes a run directory, a sweep (its points as runs, then its `solutions/`), a results folder
+(`solutions/<id>/{config.yaml, <objective>.npz, model.pt}` and tables/errors.csv) or a folder of
+those. Everything is untrusted (`gbcli.store.solutions`'s readers: never through a symlink, npz
+without pickles, every array checked); a file that cannot be used makes its program "not verified".
 """
 
 from __future__ import annotations
@@ -170,11 +154,9 @@ def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = R
 
 
 class _Problems:
-    """The problem (data and gating) of the program being checked. The programs are checked grouped
-    by their dataset, then by their problem (`_group_key`), so the last one is the only one kept:
-    `gb verify` holds the data of one program at a time (and the source pool its splits share), not
-    of every dataset and problem met (results/paper/shallow: 2.08 GB peak for 576 programs, 1.74 GB
-    for its largest program alone)."""
+    """The problem (data and gating) of the program being checked. The programs come grouped by
+    dataset, then problem (`_group_key`), so only the last one is kept: `gb verify` holds the data of
+    one program at a time (and the source pool its splits share), never of every problem met."""
 
     def __init__(self, tick=None, tol: float = CERTIFY_TOL):
         self.tol = tol   # the certificate's tolerance: the user's (the command line), never a stored config's
@@ -231,18 +213,24 @@ def _row(where: str, objective: str, claims: dict, *problems: str) -> dict:
             "problems": list(problems)}
 
 
-def _unchecked(row: dict, exc: Exception) -> None:
-    """Why a program could not be checked, as one of its problems (never a crash): a stored file or
-    config gb cannot use (Unusable, GbError) in its own words. Input that is missing where gb looked
-    (the data set's files: MissingInput) is no program's problem: every program would fail alike, so
-    the command stops at once with the one line that says what to set."""
-    if isinstance(exc, MissingInput):
-        raise exc
-    row["problems"].append(str(exc) if isinstance(exc, Unusable) else shorten(str(exc), 200) if isinstance(exc, GbError)
-                           else f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
-
-
-def _finish(row: dict, got: dict | None, gd: bool = False) -> dict:
+def _program(where: str, objective: str, problems: _Problems, check, *args, gd: bool = False) -> dict:
+    """One row: `check(row, *args)` adds its problems and returns what it recomputed; the row is
+    verified when it recomputed a result and found no problem. What keeps a program from being
+    checked is one of its problems, never a crash: a stored file or config gb cannot use (Unusable,
+    GbError) in its own words. Input that is missing where gb looked (the data set's files:
+    MissingInput) is no program's problem: every program would fail alike, so the command stops at
+    once with the one line that says what to set."""
+    row = _row(where, objective, {})
+    try:
+        got = check(row, *args)
+    except MissingInput:
+        raise
+    except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
+        row["problems"].append(str(exc) if isinstance(exc, Unusable) else shorten(str(exc), 200)
+                               if isinstance(exc, GbError) else
+                               f"could not be checked ({type(exc).__name__}: {shorten(str(exc), 120)})")
+        got = None
+    problems.tick()
     row["problems"] = list(dict.fromkeys(row["problems"]))   # the same claim read twice (solution and compact file)
     if got is not None and not row["problems"] and not is_result(got["status"], gd=gd):
         row["problems"].append(f"not certified (recomputed: {got['status']}, relative gap {got.get('rel_gap')!r:.12}, "
@@ -251,19 +239,6 @@ def _finish(row: dict, got: dict | None, gd: bool = False) -> dict:
     if got is not None and row.get("value") is None:
         row["value"] = got.get("objective")
     return row
-
-
-def _program(where: str, objective: str, problems: _Problems, check, *args, gd: bool = False) -> dict:
-    """One row: `check(row, *args)` adds its problems and returns what it recomputed, whatever the
-    received files hold (`_unchecked`: never a crash); `_finish` judges the row."""
-    row = _row(where, objective, {})
-    try:
-        got = check(row, *args)
-    except Exception as exc:   # noqa: BLE001 (Unusable, or received data gb did not foresee: reported)
-        _unchecked(row, exc)
-        got = None
-    problems.tick()
-    return _finish(row, got, gd)
 
 
 def _table_claims(table: dict | None, objective: str, row: dict, expected: bool = True) -> list:
@@ -480,11 +455,10 @@ def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None
         if stage.name.startswith(".") or is_file(stage) or not present(stage):   # a link is checked (and refused)
             continue
         rows.append(row := _program(where, stage.name, problems, check, stage, stage.name))
-        if unit.own is not None and row["verified"] and "compact" in row["checked"]:
-            try:   # its copy in the sweep's solutions/ is verified with it
-                unit.own[(unit.point, stage.name)] = _digest(read_untrusted(stage / layout.COMPACT, MAX_SOLUTION_BYTES))
-            except (OSError, ValueError):
-                pass
+        digest = _digest(stage / layout.COMPACT) if unit.own is not None and row["verified"] \
+            and "compact" in row["checked"] else None
+        if digest is not None:   # its copy in the sweep's solutions/ is verified with it
+            unit.own[(unit.point, stage.name)] = digest
     return rows
 
 
@@ -495,8 +469,7 @@ def _check_copies(root: Path, unit: _Unit, problems: _Problems) -> list[dict]:
     point, where, (cfg, cfg_error) = unit.folder, unit.where, unit.config
     identity = _identity(cfg, point, root, point.name) if cfg is not None else []
 
-    def trained_from(c, dim):
-        no_links(root, point / layout.MODEL)
+    def trained_from(c, dim):   # `_network` refuses a link
         if not present(point / layout.MODEL):
             raise Unusable(f"the program reads the trained network: {layout.MODEL} missing")
         return _network(root, point / layout.MODEL, c, dim)
@@ -515,13 +488,9 @@ def _check_copies(root: Path, unit: _Unit, problems: _Problems) -> list[dict]:
 
     rows = []
     for path in sorted(p for p in point.iterdir() if p.suffix == ".npz"):
-        if unit.own and (point.name, path.stem) in unit.own:
-            try:   # a copy of the point's own compact.npz: verified with the point
-                if _digest(read_untrusted(path, MAX_SOLUTION_BYTES)) == unit.own[(point.name, path.stem)]:
-                    problems.tick()
-                    continue
-            except (OSError, ValueError):
-                pass
+        if unit.own and (point.name, path.stem) in unit.own and _digest(path) == unit.own[(point.name, path.stem)]:
+            problems.tick()   # a copy of the point's own compact.npz: verified with the point
+            continue
         rows.append(_program(where, path.stem, problems, check, path))
     return rows
 
@@ -605,12 +574,10 @@ def _errors_claims(folder: Path, root: Path) -> dict:
     out = {}
     if "point" not in table.columns or "predictor" not in table.columns:
         return out
-    for r in table.to_dict("records"):
-        c = {k: r[k] for k in ("status", "objective", "rel_gap", "min_margin", "val_error", "train_error", "certified")
-             if k in r and not (isinstance(r[k], float) and math.isnan(r[k]) and k in ("status", "certified"))}
-        if isinstance(c.get("certified"), float):   # an empty cell of a program without a certificate
-            c.pop("certified")
-        out[(str(r["point"]), str(r["predictor"]))] = c
+    for r in table.to_dict("records"):   # an empty status, or a float certified (no certificate), claims nothing
+        out[(str(r["point"]), str(r["predictor"]))] = {
+            k: r[k] for k in ("status", "objective", "rel_gap", "min_margin", "val_error", "train_error", "certified")
+            if k in r and not (isinstance(r[k], float) and (k == "certified" or k == "status" and math.isnan(r[k])))}
     return out
 
 
@@ -714,8 +681,12 @@ def verify(path: str | Path, export: dict | None = None, progress: bool = False,
     return rows
 
 
-def _digest(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
+def _digest(path: Path) -> bytes | None:
+    """The sha256 of a compact file's bytes (None when it cannot be read)."""
+    try:
+        return hashlib.sha256(read_untrusted(path, MAX_SOLUTION_BYTES)).digest()
+    except (OSError, ValueError):
+        return None
 
 
 def _arrays_digest(arrays: dict[str, np.ndarray]) -> bytes:
