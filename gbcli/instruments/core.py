@@ -16,6 +16,7 @@
   section 7; it scales with ||w||^2) and its scale-free form divided by sum_n lam_n margin_n.
 - agreement: `inconsistency`, the fraction of validation points on which the network and the
   matching convex predictor disagree in sign.
+- contrast: both against the l2 geometry's program when the matching one follows another optimizer.
 
 The instruments need an exactly homogeneous model (the config refuses the others). The papers'
 own instruments live in `gbcli.experiments`.
@@ -115,6 +116,44 @@ class Agreement(Instrument):
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         return {"inconsistency": inconsistency(val_out.double().cpu().numpy(), tracker.svm_val)}
+
+
+class Contrast(Instrument):
+    """For a model whose matching program follows its optimizer (docs/optimizers.md): the same two
+    measurements against the program of the l2 geometry, gradient descent's, whatever the configured
+    optimizer: `margin_ratio_l2` (min y f / ||w||_2^L over the best that program allows) and
+    `inconsistency_l2` (validation points on which the network and its predictor disagree). Under
+    gradient descent they equal margin_ratio and inconsistency; under another optimizer they say
+    how far its limit is from gradient descent's."""
+
+    name = "contrast"
+    resumable = True
+    description = "margin ratio and inconsistency against the l2 geometry's program (gradient descent's)"
+    columns = ("margin_ratio_l2", "inconsistency_l2")
+    panels = (("margin_ratio_l2", "normalized margin / best (the l2 program)", "linear"),
+              ("inconsistency_l2", "inconsistency with the l2 program", "linear"))
+
+    def setup(self, tracker, context: TrackContext) -> dict:
+        from gbcli.programs.certify import certificate
+
+        cfg = context.cfg
+        gd = cfg.model_copy(update={"training": cfg.training.model_copy(update={"optimizer": "sgd",
+                                                                                "descent": "gradient"})})
+        prog = context.spec.matching_program(gd)
+        design, sol = context.solve(prog)
+        cert = certificate(design, sol, cfg.svm.certify_tol)
+        if not cert["certified"]:
+            raise GbError(f"training.track: contrast: {prog} is not certified (relative gap {cert['rel_gap']:.1e}); "
+                          f"its predictor cannot be a reference")
+        tracker.contrast = (context.spec.best_normalized_margin(gd, sol.value),
+                            decision(sol.zeta, design.x_val, design.e_val))
+        return {"contrast": {"program": prog, "objective": float(sol.value), "rel_gap": cert["rel_gap"]}}
+
+    def measure(self, tracker, model, x, y, ctx, margins, val_out):
+        best, val = tracker.contrast
+        size = float(flat_weights(model).pow(2).sum().sqrt()) ** tracker.degree
+        gamma = float(margins.double().min()) / size if size > 0 else float("nan")
+        return {"margin_ratio_l2": gamma / best, "inconsistency_l2": inconsistency(val_out.double().cpu().numpy(), val)}
 
 
 def _slug(program: str) -> str:
@@ -232,7 +271,7 @@ def _cosine(ref: dict, z: np.ndarray, obj: float) -> float:
     return (q(z + zo) - q(z - zo)) / 4 / math.sqrt(size) if size > 0 else float("nan")
 
 
-INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement(), Convergence())}
+INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement(), Convergence(), Contrast())}
 
 
 class Tracker:

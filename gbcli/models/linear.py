@@ -52,7 +52,7 @@ class Spec(ModelSpec):
                                     description="the l-infinity max-margin LP"),
                 "svm-l1.5": Program("svm-l1.5", "l1.5", linear_design("l1.5"),
                                     description="the l1.5 max-margin cone program")}
-    instruments = ("margin", "kkt", "agreement", "reg-path")
+    instruments = ("margin", "kkt", "agreement", "reg-path", "contrast")
     coordinate_descent = True
 
     def network(self, cfg, dim):
