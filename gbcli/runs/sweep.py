@@ -49,7 +49,7 @@ from gbcli.store.labels import write_labels
 from gbcli.store.lock import check_kind, run_lock, write_marker
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import check_tree, is_dir, is_file, open_append, remove
+from gbcli.fs.safe import check_tree, is_dir, is_file, open_append, remove, subdirs
 from gbcli.runs.executors import make_executor
 from gbcli.store.solutions import copy_point_solutions
 from gbcli.runs.compare import compare, compare_run
@@ -402,6 +402,11 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
         atomic_write_text(SweepDir(out).config, dump_yaml(read_config(path, overrides)))
         dirs = {point_id(p): SweepDir(out).point(point_id(p)).root for p in points}
         done = heal_points(dirs, echo)
+        others = sorted(d.name for d in subdirs(SweepDir(out).points) if d.name not in dirs)
+        if others:   # a changed grid in the same folder: nothing is removed unasked
+            echo(f"{len(others)} point folder{'s' if len(others) > 1 else ''} in {SweepDir(out).points} "
+                 f"{'are' if len(others) > 1 else 'is'} not in this grid ({', '.join(others[:3])}"
+                 f"{' ...' if len(others) > 3 else ''}): kept, and left out of the tables and figures")
         todo = [p for p in points if point_id(p) not in done]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
