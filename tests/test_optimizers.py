@@ -142,14 +142,15 @@ TEACHER = {"name": "linear-teacher", "n_samples": 300, "train_size": 8, "val_siz
 
 
 @pytest.mark.parametrize("optimizer, lr, steps, program", [
-    ("sgd", 1.0, 3000, "svm-shallow"), ("steepest-l2", 0.2, 5000, "svm-shallow"),
+    ("sgd", 1.0, 5000, "svm-shallow"), ("steepest-l2", 0.2, 5000, "svm-shallow"),
     ("steepest-l1", 0.2, 10000, "svm-l1"), ("mirror", 0.5, 3000, "svm-l1.5"), ("sign", 0.05, 20000, "svm-linf"),
-    ("adam", 0.3, 45000, "svm-linf")])
+    ("adam", 0.3, 60000, "svm-linf")])
 def test_gb_tracks_each_optimizer_against_the_program_of_its_geometry(tmp_path, optimizer, lr, steps, program):
     """`gb train-gd` of a linear model with `training.optimizer` and the margin, agreement and contrast
     instruments: the tracked margin ratio (the normalized margin in the optimizer's geometry over
     its program's) passes 0.99 and the inconsistency with that program's predictor on the validation
-    set falls to at most 1 in 100 within `steps` full-batch steps on log R (loss-normalized); the
+    set reaches 0 within `steps` full-batch steps on log R (loss-normalized; each budget is at least
+    a third above the step where it first did, docs/optimizers.md); the
     ratio against the l2 SVM stays below 0.99, and the network disagrees more with the l2 SVM than with
     its own program, for the optimizers of other geometries."""
     import pandas as pd
@@ -165,7 +166,7 @@ def test_gb_tracks_each_optimizer_against_the_program_of_its_geometry(tmp_path, 
     assert MODELS["linear"].matching_program(cfg) == program
     train_gd(cfg, tmp_path, progress=False)
     last = pd.read_csv(tmp_path / "gd" / "metrics.csv").iloc[-1]
-    assert last["margin_ratio"] > 0.99 and last["inconsistency"] <= 0.01, last.to_dict()
+    assert last["margin_ratio"] > 0.99 and last["inconsistency"] == 0, last.to_dict()
     # the contrast with gradient descent's program (the l2 SVM): the same numbers in the l2 geometry,
     # clearly below in another
     if program == "svm-shallow":
