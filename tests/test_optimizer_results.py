@@ -44,4 +44,4 @@ def test_every_cell_of_a_matrix_is_its_seeds_mean_min_and_max(matrix):
             assert got == pytest.approx(want, abs=5.1e-4), (label, program)
             assert value.startswith("*") == bool(c.predicted.any())
             checked += 1
-    assert checked >= 6
+    assert checked >= 2 * len(programs)   # at least two optimizers, every program's cell read
