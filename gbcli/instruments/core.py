@@ -151,7 +151,7 @@ class Contrast(Instrument):
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         best, val = tracker.contrast
-        size = float(flat_weights(model).pow(2).sum().sqrt()) ** tracker.degree
+        size = tracker.norm(model, 2.0)
         gamma = float(margins.double().min()) / size if size > 0 else float("nan")
         return {"margin_ratio_l2": gamma / best, "inconsistency_l2": inconsistency(val_out.double().cpu().numpy(), val)}
 
@@ -319,10 +319,10 @@ class Tracker:
     def columns(self) -> tuple[str, ...]:
         return tuple(c for i in self.instruments for c in i.columns)
 
-    def norm(self, model: nn.Module) -> float:
-        """||w||_q^L, q the matching program's geometry (l2; a linear model's optimizer's: l1 for
-        coordinate descent, l-infinity for sign descent, ...)."""
-        w, q = flat_weights(model), self.context.spec.margin_geometry(self.cfg)
+    def norm(self, model: nn.Module, q: float | None = None) -> float:
+        """||w||_q^L, q the matching program's geometry unless given (l2; a linear model's optimizer's:
+        l1 for coordinate descent, l-infinity for sign descent, ...)."""
+        w, q = flat_weights(model), self.context.spec.margin_geometry(self.cfg) if q is None else q
         if q == 2:
             size = float(w.pow(2).sum().sqrt())
         elif q == 1:
