@@ -127,12 +127,15 @@ def test_local_pool_runs_every_point_and_aggregates(tmp_path):
         "d_error_vs_units.png", "panels.png"]
     again = gb(tmp_path, "sweep", str(path), "-q")
     assert again.returncode == 0 and "4 points, 4 done, running 0" in again.stdout
-    # the grid narrowed in the same folder: the other points' folders stay, said, out of the tables
+    # the grid narrowed in the same folder: the other points' folders stay, said on one line (an odd
+    # folder name escaped), out of the tables
     write(tmp_path, {"contexts.seed": [1], "training.momentum": [0.0, 0.9]})
+    (tmp_path / "runs/grid/points/0\nodd").mkdir()
     narrowed = gb(tmp_path, "sweep", str(path), "-q")
     assert narrowed.returncode == 0 and "2 points, 2 done, running 0" in narrowed.stdout
-    assert "2 point folders in" in narrowed.stdout and "are not in this grid" in narrowed.stdout, narrowed.stdout
-    assert len(list((tmp_path / "runs/grid/points").iterdir())) == 4
+    said = [line for line in narrowed.stdout.splitlines() if "are not in this grid" in line]
+    assert len(said) == 1 and said[0].startswith("3 point folders in") and "(0\\nodd, " in said[0], narrowed.stdout
+    assert len(list((tmp_path / "runs/grid/points").iterdir())) == 5
     assert set(pd.read_csv(tables / "errors.csv").context_seed) == {1}
 
 

@@ -36,7 +36,7 @@ from gbcli.config.schema import execution_keys
 from gbcli.errors import GbError
 from gbcli.models.base import Problem, check_weights
 from gbcli.provenance import Clock
-from gbcli.text import quoted, shorten
+from gbcli.text import printable, quoted, shorten
 from gbcli.fs.safe import atomic_write_text, dump_yaml, flatten, staged_writes, write_csv
 from gbcli.logs import log
 from gbcli.registry import SWEEP_REPORTS, spec_of
@@ -404,9 +404,10 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
         done = heal_points(dirs, echo)
         others = sorted(d.name for d in subdirs(SweepDir(out).points) if d.name not in dirs)
         if others:   # a changed grid in the same folder: nothing is removed unasked
+            named = ", ".join(shorten(printable(o), 40) for o in others[:3]) + (" ..." if len(others) > 3 else "")
             echo(f"{len(others)} point folder{'s' if len(others) > 1 else ''} in {SweepDir(out).points} "
-                 f"{'are' if len(others) > 1 else 'is'} not in this grid ({', '.join(others[:3])}"
-                 f"{' ...' if len(others) > 3 else ''}): kept, and left out of the tables and figures")
+                 f"{'are' if len(others) > 1 else 'is'} not in this grid ({named}): kept, and left out of the "
+                 f"tables and figures")
         todo = [p for p in points if point_id(p) not in done]
         echo(f"sweep {base.name}: {len(points)} points, {len(points) - len(todo)} done, running {len(todo)}"
              f" ({executor}, {jobs} at a time)")
