@@ -1,13 +1,8 @@
 """The safe file layer of run and sweep directories: the ONE place that checks links.
 
-- Writes are atomic: a temporary file in the same directory, then a rename, so a reader (or a rerun
-  after a crash) sees the old file or the complete new one, never a half-written one. Files get the
-  mode the umask allows (0666 & ~umask), like any file the user creates.
-- Everything gb reads from a run directory is untrusted (it may have been received from anyone):
-  never through a symlink, only a regular file, size-bounded, never unpickled.
-- Appends, locks and removals never follow a link; `check_tree` refuses a tree that holds one in a
-  folder gb owns (folders of other programs, `layout.FOREIGN`, are left alone).
-"""
+Writes are atomic (temp file, then rename) with the umask's mode. What gb reads from a run directory
+is untrusted: never through a symlink, only a regular file, size-bounded, never unpickled. Appends,
+locks and removals never follow a link; `check_tree` refuses a tree holding one where gb owns it."""
 
 from __future__ import annotations
 
@@ -36,10 +31,9 @@ _STAGE: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.ContextVar
 
 @contextlib.contextmanager
 def staged_writes(landing=contextlib.nullcontext):
-    """Hold every `atomic_write_*` of the block in memory and land them (each atomically, in order,
-    inside `landing()`, e.g. the directory's lock) only when the block ends without an exception: a
-    report that fails half way on a received record then writes nothing. Reads of the block see the
-    held files. Nested blocks land with the outermost one."""
+    """Hold the block's `atomic_write_*` in memory; land them in order inside `landing()` (e.g. the
+    lock) only when the block ends without an exception. Reads see held files; nested blocks land
+    with the outermost."""
     if _STAGE.get() is not None:
         yield
         return
@@ -58,9 +52,8 @@ def staged_writes(landing=contextlib.nullcontext):
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file, fsync, rename, fsync of the folder); held back
-    inside `staged_writes`. Both fsyncs: after a power loss the rename may otherwise be on disk before
-    the file's bytes (a complete-looking file of zeros or half its length), or not on disk at all."""
+    """Write `data` to `path` atomically (temp file, fsync, rename, fsync of the folder; both fsyncs so
+    a power loss leaves no renamed file of zeros); held back inside `staged_writes`."""
     stage = _STAGE.get()
     if stage is not None:
         key = os.path.abspath(path)
@@ -92,8 +85,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def fsync_folder(folder: str | Path) -> None:
-    """Flush a folder's entries (a rename, a new file) to disk. A file system that cannot fsync a
-    folder (EINVAL, EBADF on some network and FUSE mounts) has nothing more to give: skipped."""
+    """Flush a folder's entries to disk (skipped where the file system cannot: EINVAL, EBADF...)."""
     try:
         fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
     except OSError:
@@ -111,10 +103,8 @@ MAX_DEPTH = 64   # folder levels below a run or sweep directory: gb makes at mos
 
 
 def entries_below(directory: str | Path, foreign: frozenset[str] = frozenset()):
-    """(path, lstat mode) of every entry below `directory` (which may itself be a link: the user
-    named it), in no particular order, skipping its top-level folders named in `foreign`. Links are
-    not followed; the walk does not recurse (`Path.rglob` and `os.walk` do) and refuses a tree more
-    than MAX_DEPTH folders deep with one line."""
+    """(path, lstat mode) of every entry below `directory`, skipping its top-level `foreign` folders;
+    links are not followed, and a tree more than MAX_DEPTH folders deep is refused."""
     root = Path(directory)
     stack = [(root, 0)] if root.is_dir() else []
     while stack:
@@ -139,7 +129,6 @@ def entries_below(directory: str | Path, foreign: frozenset[str] = frozenset()):
 
 
 def files_below(directory: str | Path):
-    """Every regular file below `directory` (see `entries_below`)."""
     return (p for p, mode in entries_below(directory) if stat.S_ISREG(mode))
 
 
@@ -163,10 +152,8 @@ MAX_READ_BYTES = 1024 ** 3   # larger than any file gb writes into a run directo
 
 
 def read_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> bytes:
-    """The bytes of a file gb reads from a run directory, which may have been received from anyone:
-    never through a symlink (O_NOFOLLOW), only a regular file (opened non-blocking, so a FIFO put
-    where a record belongs cannot hang the reader), at most `limit` bytes. OSError or ValueError
-    otherwise (the callers turn both into one line naming the file)."""
+    """The bytes of an untrusted file: never through a symlink, only a regular file (opened
+    non-blocking: a FIFO cannot hang the reader), at most `limit` bytes; OSError or ValueError else."""
     held = (_STAGE.get() or {}).get(os.path.abspath(path))
     if held is not None:   # written earlier in this `staged_writes` block
         if len(held) > limit:
@@ -179,16 +166,12 @@ def read_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> bytes:
             raise ValueError(f"{path}: not a regular file")
         if st.st_size > limit:
             raise ValueError(f"{path}: {st.st_size} bytes, more than the {limit} gb reads")
-        chunks, size = [], 0
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
+        data = bytearray()
+        while chunk := os.read(fd, 1 << 20):
+            data += chunk
+            if len(data) > limit:   # the file grew since fstat
                 raise ValueError(f"{path}: more than the {limit} bytes gb reads")
-        return b"".join(chunks)
+        return bytes(data)
     finally:
         os.close(fd)
 
@@ -202,20 +185,17 @@ def read_json(path: str | Path) -> Any:
 
 
 def read_csv_untrusted(path: str | Path, **options):
-    """A CSV table of a run directory as a DataFrame (read as `read_untrusted`; `options` for pandas)."""
     import pandas as pd
 
     return pd.read_csv(io.BytesIO(read_untrusted(path)), **options)
 
 
 def load_npz_untrusted(path: str | Path):
-    """An .npz of a run directory, never with pickles (object arrays are refused by numpy)."""
     return np.load(io.BytesIO(read_untrusted(path)), allow_pickle=False)
 
 
 class NotGbs(GbError):
-    """A file of a run directory that is not gb's to load (unreadable, not a regular file, too large,
-    foreign, holding objects other than tensors): `why` says which."""
+    """A file of a run directory that is not gb's to load: `why` says why."""
 
     def __init__(self, path: str | Path, why: str):
         super().__init__(f"{path}: {why}")
@@ -223,9 +203,8 @@ class NotGbs(GbError):
 
 
 def load_tensors_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> Any:
-    """A torch file of a run directory (a network, a training checkpoint) as data, never through a
-    link, at most `limit` bytes unpacked (torch's zip members may be deflated), by torch.load with
-    weights_only=True: tensors, containers and numbers only, a pickle payload is refused, never run."""
+    """A torch file of a run directory as data: never through a link, at most `limit` bytes unpacked,
+    torch.load with weights_only=True (a pickle payload is refused, never run)."""
     import pickle
     import warnings
 
@@ -256,8 +235,8 @@ def load_tensors_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> Any
 
 
 def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
-    """An .npz as np.savez_compressed writes it, but at zlib level 1: float64 results barely
-    compress, and level 6 cost 3% of a Figure 2 grid's CPU for a few percent of size."""
+    """An .npz as np.savez_compressed writes it, at zlib level 1 (float64 barely compresses; level 6
+    cost 3% of a Figure 2 grid's CPU)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for name, a in arrays.items():
@@ -270,11 +249,9 @@ MAX_YAML_DEPTH = 64   # nesting levels of a YAML file gb reads back (its own are
 
 
 def load_yaml(text: str) -> Any:
-    """The one reader of YAML that gb wrote and reads back (a run's config.yaml, a sweep's config):
-    safe types only, with libyaml's parser when PyYAML has it (10x faster). Such files are received
-    data: an alias (`*name`; a few lines of them can stand for billions of nodes, which every walk of
-    the document would visit) or nesting deeper than MAX_YAML_DEPTH is refused (yaml.YAMLError)
-    before anything is built. gb writes no aliases (`dump_yaml`)."""
+    """The one reader of YAML gb wrote and reads back: safe types, libyaml when there. Received data:
+    an alias (a few lines can stand for billions of nodes) or nesting deeper than MAX_YAML_DEPTH is
+    refused (yaml.YAMLError) before anything is built."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
@@ -287,8 +264,7 @@ def load_yaml(text: str) -> Any:
 
 
 def _no_shared_nodes(root) -> None:
-    """yaml.YAMLError when a node of the composed document is reached twice (only an alias makes
-    that) or lies deeper than MAX_YAML_DEPTH. Each node is visited once: linear in the file."""
+    """yaml.YAMLError when a node is reached twice (an alias) or lies deeper than MAX_YAML_DEPTH."""
     seen: set[int] = set()
     stack = [(root, 1)]
     while stack:
@@ -310,8 +286,7 @@ class _NoAliasDumper(yaml.SafeDumper):
 
 
 def dump_yaml(data: Any) -> str:
-    """YAML text of `data` as gb writes it (keys in their order, safe types): an object met twice is
-    written out twice, never as an alias, which `load_yaml` would refuse."""
+    """YAML text of `data` (keys in order, safe types), never with an alias (`load_yaml` refuses them)."""
     return yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False)
 
 
@@ -346,17 +321,16 @@ def is_link(path: str | Path) -> bool:
 
 
 def present(path: str | Path) -> bool:
-    """Something is there (a dangling link too, or a file held by `staged_writes`)."""
+    """Something is there (a dangling link too, or a staged file)."""
     return os.path.abspath(path) in (_STAGE.get() or {}) or os.path.lexists(path)
 
 
 def is_file(path: str | Path) -> bool:
-    """A regular file, not a link to one (or a file held by `staged_writes`)."""
+    """A regular file, not a link to one (or a staged file)."""
     return os.path.abspath(path) in (_STAGE.get() or {}) or (not os.path.islink(path) and os.path.isfile(path))
 
 
 def is_dir(path: str | Path) -> bool:
-    """A real folder, not a link to one."""
     return not os.path.islink(path) and os.path.isdir(path)
 
 
@@ -379,8 +353,7 @@ def open_fd(path: str | Path, flags: int, mode: int = 0o666) -> int:
 
 
 def open_lock(path: str | Path, key: str = "") -> int:
-    """A lock file opened read-write (created when absent), never through a link: GbError naming
-    the file when it is one (a received lock that links elsewhere must not be truncated)."""
+    """A lock file opened read-write (created when absent), never through a link (GbError)."""
     try:
         fd = open_fd(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
@@ -394,8 +367,7 @@ def open_lock(path: str | Path, key: str = "") -> int:
 
 
 def open_append(path: str | Path, buffering: int = -1):
-    """A text file opened for appending (created when absent), never through a link: OSError ELOOP
-    on one (a received log that links to another file must not be appended to)."""
+    """A text file opened for appending (created when absent), never through a link (OSError ELOOP)."""
     fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     return os.fdopen(fd, "a", buffering=buffering, encoding="utf-8")
 
@@ -406,11 +378,9 @@ def _short(text, limit: int = 120) -> str:
 
 
 def check_tree(root: str | Path, foreign: frozenset[str] = frozenset({"slurm"})) -> None:
-    """Refuse a run or sweep directory holding a symlink, FIFO, socket or device anywhere gb owns
-    below it (gb would write, truncate or remove through it: a received `svm/` linked to another
-    folder would have that folder's contents removed). The directory itself may be a link: the user
-    named it. The top-level folders in `foreign` belong to other programs (submitit's `slurm/`
-    holds a link to its job script) and are not walked (`entries_below`)."""
+    """Refuse a run or sweep directory holding a symlink, FIFO, socket or device where gb owns it (gb
+    would write or remove through it). The root may be a link (the user named it); `foreign` top-level
+    folders (submitit's `slurm/`) are not walked."""
     for p, mode in entries_below(root, foreign):
         if stat.S_ISLNK(mode):
             try:
@@ -425,8 +395,7 @@ def check_tree(root: str | Path, foreign: frozenset[str] = frozenset({"slurm"}))
 
 
 def remove(path: str | Path) -> None:
-    """Remove a file or folder of gb's; a symlink is removed itself, never followed (shutil.rmtree
-    on Linux works through directory descriptors, so a link that appears inside is not followed either)."""
+    """Remove a file or folder of gb's; a symlink is removed itself, never followed (nor by rmtree)."""
     path = Path(path)
     if os.path.islink(path) or (path.exists() and not path.is_dir()):
         path.unlink(missing_ok=True)
@@ -438,9 +407,8 @@ RECORD_LIMIT = 64 * 1024 ** 2   # a JSON record larger than this is not gb's
 
 
 def read_record(path: str | Path, limit: int = RECORD_LIMIT) -> dict | None:
-    """A JSON record of a run directory as a dict; None when it is missing, a link, unreadable,
-    not JSON or not a mapping. The one lenient reader: callers that must refuse a bad record use
-    `read_json` and say why."""
+    """A JSON record as a dict; None when missing, a link, unreadable, not JSON or not a mapping (the
+    lenient reader: callers that must refuse a bad record use `read_json`)."""
     try:
         if not is_file(path):
             return None
