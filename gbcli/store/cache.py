@@ -1,26 +1,9 @@
-"""The solve cache: a program whose design and solver options are identical to one already solved
-in the same sweep (or run) is not solved again.
-
-The key is a hash of everything the solver sees: every field of the `GatedDesign` except the
-validation arrays (the training inputs, labels, gates, norm, groups, units, count) and the solver
-with its options (`max_iters`, `eps`, `certify_tol`, and the device its arrays live on when not the
-CPU: a GPU sums in another order, so its answer differs from the CPU's in the last bits). A hit
-returns the stored `Solution` (zeta, lam, status, iterations, ...), the very answer a solve of this
-program would give on the same number of threads (a point re-run alone gives the sweep's numbers:
-README, "A point re-run alone"); the stage that uses it recomputes the predictions and the
-certificate on its own design, so a reused result is exactly as valid as a solved one, and its
-`result.json` says where it came from (`cached_from: <point id>/<objective>`).
-
-In a sweep the cache is a folder (`OUT/solves/<key>.npz`, one file per solved program, written
-atomically: a reader sees a complete entry or none). A worker holds an exclusive lock on
-`<key>.lock` while it looks up and solves, so a twin program that comes up meanwhile waits for the
-answer instead of solving it again (the kernel releases the lock of a killed process). Only
-certified results are stored. Without a folder the cache lives for one `fit_svm` call.
-
-The folder is untrusted like the rest of a run directory: an entry that cannot be read, is not
-gb's, carries another key, does not fit the program or does not certify on it counts as missing
-(a warning names it; the program is solved again and the entry replaced atomically).
-"""
+"""The solve cache: a program identical to one already solved in the same sweep (or run) is not
+solved again. The key hashes everything the solver sees (the design but its validation arrays; the
+solver, its options, and a non-CPU device, whose sums differ in the last bits). A sweep's cache is
+`OUT/solves/<key>.npz` (certified answers only, written atomically), `<key>.lock` held while a worker
+looks up and solves. Entries are untrusted: one that is unreadable, not gb's, of another key or not
+fitting the program counts as missing (a warning names it; solved again and replaced)."""
 
 from __future__ import annotations
 
@@ -62,8 +45,7 @@ class SolveCache:
     # -------------------------------------------------------------- the key
 
     def _digest(self, a: np.ndarray) -> str:
-        """blake2b of an array's dtype, shape and bytes; memoized per array object for the life of
-        this cache (one fit_svm call: its programs share the data arrays, which nobody mutates)."""
+        """blake2b of an array's dtype, shape and bytes, memoized per array object (nobody mutates them)."""
         hit = self._digests.get(id(a))
         if hit is not None and hit[0] is a:
             return hit[1]
@@ -84,21 +66,17 @@ class SolveCache:
 
     def key(self, design: GatedDesign, solver: str, max_iters: int | None, eps: float | None,
             certify_tol: float, device: str = "cpu") -> str:
-        """`device`: where the solver's arrays live (only a solver that honours svm.device moves them).
-        A reused answer must be the one this program would get solved here: the same bits, not just
-        a certified solution (a point re-run alone gives the sweep's numbers). CPU keys are the
-        ones of before (a sweep's existing solves/ stays valid)."""
+        """`device`: where the solver's arrays live; in the key when not the CPU, so a reused answer has
+        the bits a solve here would give (CPU keys stay as they were)."""
         fields = {f.name: self._value(getattr(design, f.name)) for f in dataclasses.fields(design)
                   if f.name not in NOT_SOLVED_FROM}
         return _hash({"format": FORMAT, "design": fields, "solver": solver, "max_iters": max_iters, "eps": eps,
                       "certify_tol": certify_tol, **({"device": device} if device != "cpu" else {})})
 
     def constraints_key(self, design: GatedDesign) -> str:
-        """The key of the program's constraints alone (training inputs, labels, gates): programs
-        that differ only in their norm (svm-gln and svm-l2 on one network's gates) share their
-        feasible set, so a dual ray that certifies one infeasible bounds every predictor of the
-        others too; the stage stores a certified ray under this key as well (`OUT/solves/<key>.npz`)
-        and certifies it again on each program's own design and norm before it is used."""
+        """The key of the program's constraints alone (training inputs, labels, gates): programs that
+        differ only in their norm share a feasible set, so a certified dual ray is stored here too
+        (and certified again on each program's own design before use)."""
         fields = {name: self._value(getattr(design, name)) for name in ("x_train", "y_train", "e_train")}
         return _hash({"format": FORMAT, "constraints": fields})
 
@@ -106,10 +84,8 @@ class SolveCache:
 
     @contextlib.contextmanager
     def claim(self, key: str, wait: bool = True):
-        """Hold `key` while looking it up and solving: another process waits, then finds the answer
-        (or, with `wait` False, gets `Busy` at once and can do other work first). The lock file is
-        opened without following a link (`safe.open_lock`): a received `solves/` whose lock links elsewhere is refused, never
-        truncated through."""
+        """Hold `key` while looking it up and solving: another process waits (or, with `wait` False,
+        gets `Busy`). The lock file is never opened through a link (`safe.open_lock`)."""
         if self.folder is None:
             yield
             return
@@ -125,10 +101,8 @@ class SolveCache:
             os.close(fd)
 
     def rounds(self, key: str) -> Path | None:
-        """Where a working-set solve of `key` keeps its round checkpoint in a sweep
-        (`OUT/solves/<key>.rounds.npz`), or None without a folder. It belongs to the program, not to
-        the point that happened to solve it: a twin point that takes the claim after an interrupted
-        sweep resumes from the rounds another point saved."""
+        """A working-set solve's round checkpoint (`OUT/solves/<key>.rounds.npz`; None without a folder):
+        the program's, so a twin point resumes from the rounds another saved."""
         return None if self.folder is None else self.folder / f"{key}.rounds.npz"
 
     def entry(self, key: str) -> str:
@@ -136,11 +110,8 @@ class SolveCache:
         return str(self.folder / f"{key}.npz") if self.folder is not None else f"(in memory) {key}"
 
     def get(self, key: str, design: GatedDesign | None = None, warn=None) -> tuple[Solution, str] | None:
-        """The stored solution and where it was solved (`<run>/<objective>`), or None. An entry that
-        cannot be read, is not gb's, answers another key or does not fit `design` (array shapes,
-        finite values) counts as missing: `warn` (a message sink) is told which entry, and the
-        program is solved again and the entry replaced. The caller certifies a hit on its own design
-        and treats an entry that does not certify as missing too."""
+        """The stored solution and where it was solved (`<run>/<objective>`), or None; an unusable entry
+        counts as missing and `warn` (a message sink) names it. The caller certifies a hit."""
         if key in self._memory:
             return self._memory[key]
         if self.folder is None:
@@ -170,9 +141,8 @@ class SolveCache:
             raise Unusable("it answers another program (its key differs)")
         if meta.get("format", FORMAT) != FORMAT:
             raise Unusable(f"format {meta.get('format')!r}, not {FORMAT}")
-        types = {"origin": str, "status": str, "solver": str, "message": str}
-        for k, t in types.items():
-            if not isinstance(meta.get(k), t):
+        for k in ("origin", "status", "solver", "message"):
+            if not isinstance(meta.get(k), str):
                 raise Unusable(f"metadata without a valid {k!r}")
         if not is_result(meta["status"]):
             raise Unusable(f"status {meta['status'][:40]!r} is not a certified answer")
