@@ -1,13 +1,8 @@
-"""Datasets for binary classification: MNIST, Fashion-MNIST, scikit-learn digits, synthetic sets,
-explicit points.
+"""Datasets for binary classification: MNIST, Fashion-MNIST, scikit-learn digits, synthetic sets, explicit points.
 
-Each kind of set is a parameter class (the config's `dataset` section, discriminated by `name`)
-that owns its pool and its split: every set becomes a `Dataset` with labels in {-1, +1}, split
-into train and validation parts by the same seeded permutation as `torch.utils.data.random_split`,
-so runs are reproducible and comparable with torch-based code. Image files are read from a local
-data directory and verified by the md5 of their decompressed bytes; only `fetch` downloads or
-writes anything there.
-"""
+Each kind is a parameter class (the config's `dataset` section, by `name`) owning its pool and its split: labels
+in {-1, +1}, split as `torch.utils.data.random_split` does. Image files are read from a local data directory and
+verified by the md5 of their decompressed bytes; only `fetch` writes there."""
 
 from __future__ import annotations
 
@@ -83,21 +78,14 @@ DOWNLOAD_TIMEOUT = 30.0  # seconds without data before a mirror is given up
 
 def data_dir(override: str | Path | None = None) -> Path:
     """The data directory: `override` if given, else $GB_DATA_DIR, else DEFAULT_DATA_DIR."""
-    if override is not None and str(override) != "":
-        return Path(override).expanduser()
-    env = os.environ.get("GB_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    return DEFAULT_DATA_DIR
+    chosen = str(override or "") or os.environ.get("GB_DATA_DIR")
+    return Path(chosen).expanduser() if chosen else DEFAULT_DATA_DIR
 
 
 @dataclasses.dataclass
 class Dataset:
-    """A binary classification set split into train and validation parts.
-
-    `x_pool` holds every preprocessed input of the source set (train and val rows included);
-    it may be shared between datasets through the in-process cache, so it is read-only.
-    """
+    """A binary classification set split into train and validation parts; `x_pool` holds every preprocessed
+    input of the source set (shared through the in-process cache, so read-only)."""
 
     name: str
     x_train: np.ndarray
@@ -257,7 +245,8 @@ class ImageSet(DatasetParams):
         return IMAGE_DIMS[self.name] + 1   # a constant 1 feature is appended
 
     def pool(self) -> tuple[np.ndarray, np.ndarray]:
-        x, labels = _digits() if self.name == "digits" else _image_pool(self.name, _data_root(self.data_dir))
+        root = None if self.name == "digits" else _data_root(self.data_dir)
+        x, labels = _digits() if root is None else _image_pool(*_idx_files(self.name, root, "train"))
         if self.classes is not None:   # paper 002: digit pairs
             x, labels = _keep_classes(x, labels, self.classes)
         return x, np.where(np.isin(labels, self.positive_classes), 1.0, -1.0)
@@ -309,11 +298,8 @@ class LinearTeacher(SyntheticSet):
 
 
 class Orthogonal(SyntheticSet):
-    """An orthogonally separable set (paper 001).
-
-    Phuong & Lampert's: x = s |g|, label s, kept if <x, z> >= 0. Every entry of x has the sign of its
-    label, so same-label points have positive inner products and opposite-label points negative
-    ones; z = (1, -1, 1, ...) breaks the symmetry."""
+    """An orthogonally separable set (paper 001, Phuong & Lampert's): x = s |g|, label s, kept if <x, z> >= 0 with
+    z = (1, -1, 1, ...), so same-label points have positive inner products and opposite-label points negative ones."""
 
     name: Literal["orthogonal"] = Field("orthogonal", description="an orthogonally separable set (paper 001)")
 
@@ -454,25 +440,22 @@ def split_indices(n_total: int, train_size: int, val_size: int, seed: int) -> tu
     """Train and val indices exactly as torch's random_split([train, rest, val]) with `seed`."""
     import torch  # imported here: torch is slow to import and only needed for this permutation
 
-    perm = torch.randperm(n_total, generator=torch.Generator().manual_seed(seed)).numpy()
-    perm = perm.astype(np.int64)
+    perm = torch.randperm(n_total, generator=torch.Generator().manual_seed(seed)).numpy().astype(np.int64)
     return perm[:train_size].copy(), perm[n_total - val_size :].copy()
 
 
-def _image_pool(name: str, root: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Preprocessed training images (N, 785) and raw labels of an image set, cached."""
-    paths = tuple(_find(name, root, f) for f in SPLIT_FILES["train"])
-    return _image_pool_cached(name, paths, tuple(_stamp(p) for p in paths))
+def _idx_files(name: str, root: Path, split: str) -> tuple[str, tuple[Path, Path], tuple]:
+    """The cache key of a split's (images, labels) files: the name, the paths and their stamps."""
+    paths = tuple(_find(name, root, f) for f in SPLIT_FILES[split])
+    return name, paths, tuple(_stamp(p) for p in paths)
 
 
 @functools.lru_cache(maxsize=2)
-def _image_pool_cached(name: str, paths: tuple[Path, Path], stamps: tuple) -> tuple[np.ndarray, np.ndarray]:
+def _image_pool(name: str, paths: tuple[Path, Path], stamps: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Preprocessed training images (N, 785) and raw labels of an image set."""
     images, labels = _load_idx_cached(name, paths, stamps)
     x = np.empty((len(images), 28 * 28 + 1), dtype=np.float64)
-    x[:, :-1] = images.reshape(len(images), -1)
-    x[:, :-1] /= 255.0  # pixels to [0, 1] ...
-    x[:, :-1] -= 0.5
-    x[:, :-1] /= 0.5  # ... then normalized to [-1, 1] like torchvision's Normalize(0.5, 0.5)
+    x[:, :-1] = (images.reshape(len(images), -1) / 255.0 - 0.5) / 0.5   # [-1, 1], as torchvision's Normalize(0.5, 0.5)
     x[:, -1] = 1.0
     x.flags.writeable = False
     return x, labels
@@ -480,11 +463,8 @@ def _image_pool_cached(name: str, paths: tuple[Path, Path], stamps: tuple) -> tu
 
 @functools.lru_cache(maxsize=1)
 def _digits() -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn's 8x8 digits (shipped with the package), scaled to [-1, 1] plus a 1.
-
-    Read from the package's own file rather than through `sklearn.datasets.load_digits`, for
-    speed: importing scikit-learn imports scipy.stats (0.8 CPU seconds, more than a short
-    training) to parse a 1,797-row CSV. `tests/test_data.py` checks it equals `load_digits()`."""
+    """scikit-learn's 8x8 digits, scaled to [-1, 1] plus a 1: read from the package's file, not through
+    `load_digits`, whose import of scipy.stats costs 0.8 CPU seconds (tests check they are equal)."""
     import gzip
     import importlib.util
 
@@ -498,7 +478,6 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
     labels = table[:, -1].astype(np.int64)
     labels.flags.writeable = False
     return x, labels
-
 
 
 def _linear_teacher(n: int, dim: int, seed: int, margin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -537,22 +516,15 @@ def _append_one(x: np.ndarray) -> np.ndarray:
     return np.hstack([x, np.ones((len(x), 1))])
 
 
-
 # ----------------------------------------------------------------------------- IDX files
 
-
 def load_idx(name: str, split: str = "train", data_dir: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Raw uint8 images (n, 28, 28) and labels (n,) of an image set, checksums verified.
-
-    The arrays are cached in-process and therefore read-only.
-    """
+    """Raw uint8 images (n, 28, 28) and labels (n,) of an image set, checksums verified (cached: read-only)."""
     if name not in IMAGE_SETS:
         raise GbError(f"dataset.name {quoted(name)} has no IDX files; image sets are: {', '.join(IMAGE_SETS)}")
     if split not in SPLIT_FILES:
         raise GbError(f"split {quoted(split)} is not one of: {', '.join(SPLIT_FILES)}")
-    root = _data_root(data_dir)
-    paths = tuple(_find(name, root, f) for f in SPLIT_FILES[split])
-    return _load_idx_cached(name, paths, tuple(_stamp(p) for p in paths))
+    return _load_idx_cached(*_idx_files(name, _data_root(data_dir), split))
 
 
 @functools.lru_cache(maxsize=4)
@@ -626,9 +598,8 @@ def _size_problem(n: int, size: int) -> str:
 
 
 def _gunzip_bounded(f, size: int, keep: bool) -> tuple[bytearray | None, str | None, str | None]:
-    """Stream-decompress the gzip file object `f` (any number of members), hashing as it goes and
-    stopping as soon as the output exceeds `size` bytes: (data, md5, problem) as `_read_bounded`.
-    A stream that is not gzip counts as a checksum mismatch."""
+    """Stream-decompress the gzip file object `f` (any number of members), hashing as it goes and stopping as
+    soon as the output exceeds `size` bytes: (data, md5, problem); a stream that is not gzip: a checksum mismatch."""
     out = memoryview(bytearray(size)) if keep else None
     md5 = hashlib.md5(usedforsecurity=False)
     n = 0
@@ -689,13 +660,9 @@ def _data_root(override: str | Path | None) -> Path:
 
 # ----------------------------------------------------------------------------- verify / fetch
 
-
 def verify(name: str, data_dir: str | Path | None = None) -> dict[str, str]:
-    """Status of each IDX file of `name` ("ok", "missing", "checksum mismatch"); {} if no files.
-
-    Keys are the decompressed file names (e.g. "train-images-idx3-ubyte"): the .gz file is
-    checked when present, else the uncompressed one.
-    """
+    """Status of each IDX file of `name` (`_status`) by decompressed file name, the .gz file checked when present;
+    {} for a set without files."""
     _check_name(name)
     if name not in IMAGE_SETS:
         return {}
@@ -713,35 +680,24 @@ def _status(name: str, root: Path, base: str) -> str:
     return "ok" if problem is None else problem if problem == "checksum mismatch" else f"corrupt ({problem})"
 
 
-def fetch(
-    name: str,
-    data_dir: str | Path | None = None,
-    mirrors: Sequence[str] | None = None,
-    progress: bool = True,
-) -> Path:
-    """Download the missing or corrupt .gz files of `name` into <data_dir>/<name>/.
-
-    Mirrors come from `mirrors`, else $GB_MIRRORS (comma-separated), else the defaults; each
-    file is taken from the first mirror whose copy passes the checksum, and written atomically.
-    Sets without files (digits, synthetic) need nothing: the data directory is returned as is.
-    """
+def fetch(name: str, data_dir: str | Path | None = None, mirrors: Sequence[str] | None = None,
+          progress: bool = True) -> Path:
+    """Download the missing or corrupt .gz files of `name` into <data_dir>/<name>/, each from the first mirror
+    (`mirrors`, else $GB_MIRRORS, comma-separated, else the defaults) whose copy passes the checksum, written
+    atomically. A set without files needs nothing: the data directory is returned."""
     _check_name(name)
     root = _data_root(data_dir)
     if name not in IMAGE_SETS:
         return root
     bases = [b for b in CHECKSUMS[name] if _status(name, root, b) != "ok"]
     if bases:
-        urls = _mirrors(name, mirrors)
+        urls, bar = _mirrors(name, mirrors), None
         if progress:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-            bar = Progress(
-                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                console=Console(stderr=True), transient=False,
-            )
-        else:
-            bar = None
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                           console=Console(stderr=True), transient=False)
         with bar if bar is not None else contextlib.nullcontext():
             for base in bases:
                 _fetch_file(name, root, base, urls, bar)
