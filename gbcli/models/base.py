@@ -1,24 +1,14 @@
-"""What a model kind is: its parameters, its spec (build, gating, degree, programs, instruments,
-checkpoint loading) and the pieces every spec shares.
-
-A model kind lives in one module of this package that defines a `Params` section (pydantic, with
-`kind: Literal[...]` as the discriminator) and a `ModelSpec` subclass; `gbcli.registry` lists the
-specs. Nothing outside a model's own module branches on its kind: the config, the run stages,
-the instruments, tables and figures ask the spec.
-
-Every network is a torch module called as `model(x, ctx)`: `x` is (B, D) and `ctx` the (B, H)
-local contexts (ignored by models without contexts). `weights()` lists the homogeneous weights
-(the output bias excluded), so the normalized margin min y f / ||w||^L is defined for all of them.
-
-A kind's module imports without torch (the config validates against its `Params` and asks its
-spec before anything heavy loads): torch, the kind's networks (`gbcli.models.networks.<kind>`)
-and the programs' designs are imported inside the methods that build, train or solve.
-"""
+"""What a model kind is: a `Params` section (pydantic; `kind: Literal[...]` is the discriminator) and a
+`ModelSpec` subclass (build, gating, degree, programs, instruments, checkpoint loading) in one module of
+this package; nothing outside it branches on its kind. Networks are called as `model(x, ctx)` (x (B, D),
+ctx (B, H) local contexts) and `weights()` lists the homogeneous weights (the output bias excluded).
+A kind's module imports without torch: torch and `gbcli.models.networks.<kind>` load inside methods."""
 
 from __future__ import annotations
 
 import importlib
 import math
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Optional
 
@@ -35,9 +25,6 @@ if TYPE_CHECKING:
     from gbcli.data.sources import Dataset
     from gbcli.models.gating import Hyperplanes
     from gbcli.programs.design import GatedDesign
-
-
-# ------------------------------------------------------------------ parameters
 
 
 class ModelParams(Section):
@@ -60,12 +47,8 @@ class ModelParams(Section):
         return self.depth
 
 
-# torch-default: what torch's nn.Linear / nn.Conv2d draw when built, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-# (kaiming_uniform with a = sqrt(5)); "the default initialisation times 0.05" of paper 001
+# torch-default: nn.Linear / nn.Conv2d's U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform, a = sqrt(5))
 InitScheme = Literal["orthogonal", "kaiming", "normal", "torch-default"]
-
-
-# ------------------------------------------------------------------ the data a run works on
 
 
 @dataclass
@@ -80,12 +63,9 @@ class Problem:
 
 @dataclass(frozen=True)
 class Program:
-    """A max-margin program that describes a model's limit (protocol section 5).
-
-    Convex programs have a norm (`gbcli.programs.norms`) and a design function
-    `design(cfg, problem, trained) -> GatedDesign`, where `trained` is the run's trained network
-    when `needs_trained` (else None). Non-convex programs (paper 003) have `fit` instead:
-    `fit(name, cfg, spec, problem, trained, echo) -> (result, arrays)`."""
+    """A max-margin program that describes a model's limit (protocol section 5). Convex ones have a norm
+    (`gbcli.programs.norms`) and `design(cfg, problem, trained) -> GatedDesign` (`trained`: the trained
+    network when `needs_trained`); non-convex ones (paper 003) `fit(name, cfg, spec, problem, trained, echo)`."""
 
     name: str
     norm: str | None = None
@@ -96,9 +76,6 @@ class Program:
     description: str = ""
 
 
-# ------------------------------------------------------------------ the spec
-
-
 class ModelSpec:
     """Everything about one model kind. Subclasses set the class attributes and override what differs."""
 
@@ -106,6 +83,7 @@ class ModelSpec:
     Params: ClassVar[type[ModelParams]]
     description: ClassVar[str] = ""
     programs: ClassVar[dict[str, Program]] = {}
+    matching: ClassVar[str | None] = None               # `matching_program` when it is one fixed program
     instruments: ClassVar[tuple[str, ...]] = ("kkt",)   # which `training.track` instruments apply
     # theory instruments (paper 003's per-layer problems): each row of a 2-D weight is a layer of its own
     rows_are_layers: ClassVar[bool] = False
@@ -116,8 +94,14 @@ class ModelSpec:
     # a list of networks, forward(x, gates stacked (K, n, ...)) -> (K, n), `weights()`, and
     # `unstack(networks)` copying its weights back; None: trained one network at a time
     Stacked: ClassVar[type | None] = None
+    example_model: ClassVar[dict] = {}   # the contract test's (tests/test_contract.py) model keys
 
-    # ---- identity and sizes
+    def __init_subclass__(cls, **kwargs):
+        """A class that sets its own `kind` is that kind's spec: its module's `SPEC` (what the registry lists)."""
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            sys.modules[cls.__module__].SPEC = cls()
+
     def units(self, params: ModelParams) -> int:
         """Number of gated units H (`hidden_units`; 1 when the model has none)."""
         return getattr(params, "hidden_units", 1)
@@ -135,7 +119,6 @@ class ModelSpec:
     def check(self, cfg) -> None:
         """Cross-section checks of a whole config; raise ValueError naming the key."""
 
-    # ---- data and network
     def gating(self, cfg, dataset: Dataset) -> Problem:
         """The problem this model trains on: the dataset and, for gated models, its contexts."""
         return Problem(dataset)
@@ -156,7 +139,6 @@ class ModelSpec:
         return model
 
     def init_scheme(self, cfg) -> str:
-        """The scheme every weight tensor is drawn with (`model.init`, else the kind's default)."""
         return getattr(cfg.model, "init", None) or self.default_init
 
     def after_init(self, model: nn.Module, cfg, gen: torch.Generator) -> None:
@@ -178,24 +160,21 @@ class ModelSpec:
         """A checkpoint's state dict as the configured network loads it."""
         return state_dict
 
-    # ---- programs and instruments
     def matching_program(self, cfg) -> str | None:
         """The program whose optimum is GD's limit (the margin and agreement instruments)."""
-        return None
+        return self.matching
 
     def margin_geometry(self, cfg) -> float:
-        """The q of the lq norm of the weights a normalized margin divides by (min y f / ||w||_q^L):
-        the matching program's geometry; l2 unless the kind follows its optimizer's."""
+        """The q of the lq norm a normalized margin divides by (min y f / ||w||_q^L): the matching
+        program's geometry; l2 unless the kind follows its optimizer's."""
         return 2.0
 
     def matching_ready(self, cfg, model: nn.Module | None) -> bool:
-        """Whether the matching program is defined for the network as it is now (None: before
-        training); most programs depend on the data only."""
+        """Whether the matching program is defined for the network as it is now (None: before training)."""
         return True
 
     def best_normalized_margin(self, cfg, optimum: float) -> float | None:
-        """The largest normalized margin min y f / ||w||^L the model can have, from the matching
-        program's optimum."""
+        """The largest min y f / ||w||^L the model can have, from the matching program's optimum."""
         return None
 
     def matching_info(self, cfg, problem: Problem, solution) -> dict:
@@ -211,17 +190,11 @@ class ModelSpec:
         network's own (None otherwise): `published_inconsistency` in the tables."""
         return None
 
-    # ---- the contract test (tests/test_contract.py) runs every model and program on this
-    example_model: ClassVar[dict] = {}
-
     def example(self, program: str) -> dict:
         """A tiny raw config of this model for `program`: trains in seconds, solves in less."""
         return {"name": f"example-{self.kind}", "dataset": {"name": "digits", "train_size": 60, "val_size": 60},
                 "model": {"kind": self.kind, **self.example_model},
                 "training": {"epochs": 3, "batch_size": 20, "log_points": 2}, "svm": {"objectives": [program]}}
-
-
-# ------------------------------------------------------------------ shared helpers
 
 
 def networks(module: str):

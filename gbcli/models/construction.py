@@ -1,9 +1,6 @@
-"""Paper 003's small networks (Vardi, Shamir & Srebro): what `diagonal`, `conv` and the two-neuron
-construction of `relu` share: the activations (`activate`) and their 0/1 derivatives (`gate`),
-Problem 2, min ||theta||^2 s.t. y_i f_theta(x_i) >= 1, and its local searches as programs (`NONCONVEX`,
-solved by `gbcli.programs.nonconvex`), and `ConstructionSpec`. The paper's tables and figure are in
-`gbcli.experiments.paper003`.
-"""
+"""What paper 003's small networks (`diagonal`, `conv`, `relu`'s two-neuron construction) share: the
+activations and their 0/1 derivatives, Problem 2 (min ||theta||^2 s.t. y_i f_theta(x_i) >= 1) and its
+local searches as programs (solved by `gbcli.programs.nonconvex`), and `ConstructionSpec`."""
 
 from __future__ import annotations
 
@@ -17,9 +14,6 @@ if TYPE_CHECKING:
     import torch
 
 
-# ------------------------------------------------------------------ activations of the small networks
-
-
 def activate(z: torch.Tensor, activation: str) -> torch.Tensor:
     return z.relu() if activation == "relu" else z
 
@@ -29,12 +23,8 @@ def gate(z: np.ndarray, activation: str) -> np.ndarray:
     return (z > 0).astype(float) if activation == "relu" else np.ones_like(z)
 
 
-# ------------------------------------------------------------------ the programs (fit-svm)
-
-
 def fit_nonconvex(*args, **kwargs):
-    """Problem 2's solve (`gbcli.programs.nonconvex.fit_nonconvex`, torch and scipy: loaded when a
-    program is solved, not when the kind is declared)."""
+    """`gbcli.programs.nonconvex.fit_nonconvex`, imported (with torch and scipy) only when solving."""
     from gbcli.programs.nonconvex import fit_nonconvex as fit
 
     return fit(*args, **kwargs)
@@ -53,8 +43,7 @@ NONCONVEX = tuple(PROGRAMS)
 
 
 class ConstructionSpec(ModelSpec):
-    """The paper's small networks (diagonal, conv): explicit initial weights, Problem 2 as their
-    programs, and a construction as the contract test's example (`example_model`, `example_x`)."""
+    """Paper 003's diagonal and conv: explicit initial weights, Problem 2, a construction as example."""
 
     programs = PROGRAMS
     instruments = ("kkt", "layer_optimality")

@@ -1,6 +1,5 @@
-"""Paper 003's convolution with disjoint patches and one shared filter:
-f(x) = sum_j v_j sigma(<w, x^(j)>), started from explicit weights; its program is the non-convex
-Problem 2 (gbcli.models.construction)."""
+"""Paper 003's shared-filter convolution over disjoint patches, f(x) = sum_j v_j sigma(<w, x^(j)>), from
+explicit weights; its program is the non-convex Problem 2 (gbcli.models.construction)."""
 
 from __future__ import annotations
 
@@ -38,6 +37,3 @@ class Spec(construction.ConstructionSpec):
         pre = patches @ w
         g = construction.gate(pre, cfg.model.activation)
         return (pre * g) @ v, np.hstack([np.einsum("nj,njp->np", g * v, patches), pre * g])
-
-
-SPEC = Spec()

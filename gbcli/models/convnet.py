@@ -1,21 +1,7 @@
-"""Paper 001's convolutional net on MNIST (Phuong & Lampert, appendix D, Table 1): six convolutional
-layers conv(n, k, s, p) with ReLUs, then fc(3136, 128), ReLU, fc(128, 1); every layer has a bias
-(as torch builds them). Trained with Adam and the logistic loss (= binary cross-entropy on the
-logits) in the paper (`training.optimizer: adam`).
-
-Input: the dataset's rows are 28 x 28 images flattened with a constant 1 appended (785
-coordinates); the net drops that constant (its layers have biases, which play its role) and
-reshapes the 784 pixels to 1 x 28 x 28.
-
-Init: torch's default for every layer (weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in))),
-then the two fully connected layers' weights are multiplied by `model.init_scale` (the paper's
-0.05: "we multiply the weights of the fully-connected layers by 0.05"); the convolutions keep the
-default scale.
-
-The net is not homogeneous (biases): only the instruments that do not need homogeneity apply
-(`layer_rank` on the first fc layer, `features`); the logged normalized margin divides by
-||weights||^8 and means nothing here.
-"""
+"""Paper 001's convolutional net on MNIST (Phuong & Lampert, appendix D, Table 1): six conv(n, k, s, p)
+layers with ReLUs, fc(3136, 128), ReLU, fc(128, 1), all with biases; the paper trains it with Adam.
+Inputs are 28 x 28 images plus a constant 1 (785 coordinates), which the net drops (its biases play its
+role). Not homogeneous: only `layer_rank` and `features` apply; the logged normalized margin means nothing."""
 
 from __future__ import annotations
 
@@ -62,7 +48,8 @@ class Spec(ModelSpec):
         return networks(__name__).ConvNet(cfg.model.convs, cfg.model.fc_units, IMAGE)
 
     def build(self, cfg, dim):
-        """torch's default init for every layer from the seeded generator, then the fc weights x init_scale."""
+        """torch's default init for every layer from the seeded generator, then the fc weights x init_scale
+        (the paper's 0.05 on the fully connected layers; the convolutions keep the default scale)."""
         import torch
 
         model = self.network(cfg, dim)
@@ -75,6 +62,3 @@ class Spec(ModelSpec):
             model.fc1.weight.mul_(cfg.model.init_scale)
             model.fc2.weight.mul_(cfg.model.init_scale)
         return model
-
-
-SPEC = Spec()

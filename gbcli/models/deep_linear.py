@@ -1,11 +1,6 @@
-"""Deep linear networks (paper 004): x -> W_L ... W_1 x, with W_1 (width x D), W_2..W_{L-1}
-(width x width) and W_L (1 x width). The predictor is linear, w = W_1' ... W_L', and GD on
-separable data drives its direction to the linear max-margin SVM (`svm-shallow`, one context).
-
-A network of depth L is L-homogeneous: its best normalized margin min y f / ||theta||^L comes
-from the balanced factorization (every layer of norm ||w||^(1/L)): ||theta||^2 = L ||w||^(2/L), so
-the best value is 1 / (L^(L/2) ||w*||) with ||w*||^2 the SVM's optimum.
-"""
+"""Deep linear networks (paper 004): x -> W_L ... W_1 x; the predictor w = W_1' ... W_L' is linear
+and GD drives its direction to the linear SVM (`svm-shallow`). The best min y f / ||theta||^L is the
+balanced factorization's, ||theta||^2 = L ||w||^(2/L): 1 / (L^(L/2) ||w*||), ||w*||^2 the SVM's optimum."""
 
 from __future__ import annotations
 
@@ -28,7 +23,7 @@ class Params(ModelParams):
 class Spec(ModelSpec):
     kind, Params = "deep-linear", Params
     description = "paper 004: x -> W_L ... W_1 x"
-    programs = LINEAR_SVM
+    programs, matching = LINEAR_SVM, "svm-shallow"
     instruments = ("margin", "kkt", "agreement", "layers")
     default_init = "normal"
     example_model = {"depth": 3, "width": 4}
@@ -36,15 +31,9 @@ class Spec(ModelSpec):
     def network(self, cfg, dim):
         return networks(__name__).DeepLinear(cfg.model.depth, cfg.model.width, dim)
 
-    def matching_program(self, cfg):
-        return "svm-shallow"
-
     def best_normalized_margin(self, cfg, optimum):
         depth = cfg.model.depth
         return 1.0 / (depth ** (depth / 2) * math.sqrt(optimum))
 
     def describe(self, row):
         return f"N={row['train_size']}"
-
-
-SPEC = Spec()

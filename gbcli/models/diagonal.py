@@ -1,11 +1,7 @@
-"""Paper 003's depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>,
-started from explicit weights; its program is the non-convex Problem 2 (gbcli.models.construction).
-
-At depth 2 with the linear activation, f(x) = <beta, x> with beta = w_1 o w_2, and the parameter
-problem in a geometry induces a convex program on beta (docs/optimizers.md): l2 on the weights
-(gradient descent) gives the l1 max-margin on beta, since ||w_1||^2 + ||w_2||^2 >= 2 ||beta||_1
-(AM-GM per coordinate, equal at |w_1k| = |w_2k|); l-infinity on the weights (sign descent, Adam)
-gives the l-infinity max-margin, since max_k max(|w_1k|, |w_2k|)^2 >= ||beta||_inf."""
+"""Paper 003's depth-m diagonal network, h_j = sigma(w_j o h_{j-1}) (j < m), f(x) = <w_m, h_{m-1}>, from
+explicit weights; its program is Problem 2 (gbcli.models.construction). At depth 2, linear, f = <beta, x>
+with beta = w_1 o w_2 (docs/optimizers.md): l2 on the weights induces the l1 max-margin on beta
+(||w_1||^2 + ||w_2||^2 >= 2 ||beta||_1), l-infinity the l-infinity one (max |w|^2 >= ||beta||_inf)."""
 
 from __future__ import annotations
 
@@ -85,6 +81,3 @@ class Spec(construction.ConstructionSpec):
         for j in range(m):
             jac[:, j, :] = x * gates * np.prod(np.delete(w, j, axis=0), axis=0)
         return h @ w[-1], jac.reshape(len(x), -1)
-
-
-SPEC = Spec()

@@ -1,6 +1,5 @@
-"""The frozen-gate ReLU network (FReLU): a ReLU net whose gates [w_gate_h . x >= 0] are frozen
-from its first layer after `freeze_gates_after` epochs of ordinary ReLU training (0: at init);
-only the linear weights then move. Its programs are the ReLU's gate programs."""
+"""The frozen-gate ReLU network (FReLU): its gates [w_gate_h . x >= 0] freeze from the first layer after
+`freeze_gates_after` epochs of ReLU training (0: at init), then only the linear weights move."""
 
 from __future__ import annotations
 
@@ -22,6 +21,8 @@ class Spec(relu.Spec):
     kind, Params = "frelu", Params
     description = "ReLU with frozen gates (freeze_gates_after epochs of warm-up)"
     programs = dict(relu.GATE_PROGRAMS)
+    # GD on the linear weights behind frozen gates tends to the FReLU-norm program on them (GLN paper)
+    matching = "svm-lc"
     instruments = ("margin", "kkt", "agreement", "rank")
     example_model = {"hidden_units": 4, "freeze_gates_after": 1}
 
@@ -30,13 +31,8 @@ class Spec(relu.Spec):
         if cfg.model.freeze_gates_after == 0:
             model.freeze_gates()
 
-    def matching_program(self, cfg):
-        """GD on the linear weights behind frozen gates converges in direction to the FReLU-norm
-        program on those gates: svm-lc's program (the GLN paper's Theorem, the FReLU case)."""
-        return "svm-lc"
-
     def matching_ready(self, cfg, model):
-        """The program is defined once the gates are frozen: at init, or after the warm-up."""
+        """Once the gates are frozen: at init, or after the warm-up."""
         return model is not None and bool(model.frozen)
 
     def best_normalized_margin(self, cfg, optimum):
@@ -46,6 +42,3 @@ class Spec(relu.Spec):
     def on_epoch(self, model, cfg, epoch):
         if epoch == cfg.model.freeze_gates_after and not model.frozen:
             model.freeze_gates()
-
-
-SPEC = Spec()

@@ -1,10 +1,6 @@
-"""Gating: which context each input falls into (protocol section 3).
-
-A unit with k hyperplanes has C = 2^k local contexts: the k bits [w_j . x > b_j] read as a
-binary number with hyperplane 0 the most significant bit (`context_index`, the one place the order
-is defined). The global context of x is the tuple of its local contexts over the H units. The
-frozen random gates of `svm-rc` are the k = 1 case with orthogonal-init normals and median offsets.
-"""
+"""Gating: which context each input falls into (protocol section 3). A unit with k hyperplanes has
+C = 2^k local contexts, the bits [w_j . x > b_j] (order: `context_index`); the global context of x is
+the tuple of its local contexts over the H units. `svm-rc`'s random gates are the k = 1 case."""
 
 from __future__ import annotations
 
@@ -21,9 +17,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Hyperplanes:
-    """H units x k hyperplanes: normals (H, k, D) and offsets (H, k). `raw_offsets` are the offsets as
-    drawn, before median init replaced them (the published evaluation gates with those). Gating is
-    computed in the normals' dtype (float32 for the published draws, as the published code)."""
+    """H units x k hyperplanes: normals (H, k, D), offsets (H, k), `raw_offsets` as drawn before median init
+    (the published evaluation gates with those). Gated in the normals' dtype (float32: published draws)."""
 
     normals: np.ndarray
     offsets: np.ndarray
@@ -55,31 +50,24 @@ class Hyperplanes:
 
 
 def context_index(side: np.ndarray) -> np.ndarray:
-    """(..., k) hyperplane sides [w_j . x > b_j] -> (...) int64 local contexts in [0, 2^k).
-
-    THE bit order of the context index, used everywhere: hyperplane 0 is the MOST significant bit,
-    c = sum_j 2^(k-1-j) side_j (for k = 2: c = 2 side_0 + side_1). This is protocol section 3's
-    definition of the local context and the published code's (section 10, "Bit order of the context
-    index": its lookup table is itertools.product([0, 1], repeat=k)). The corrected programs do not
-    depend on the order, but the reference programs' groups {i, i+H, ...} of rows h*C + c and the
-    assignment of initial weights to contexts do."""
+    """(..., k) hyperplane sides [w_j . x > b_j] -> (...) int64 local contexts in [0, 2^k), THE bit order:
+    hyperplane 0 is the MOST significant bit, c = sum_j 2^(k-1-j) side_j (protocol sections 3 and 10, the
+    published code's itertools.product table). The reference programs' groups and the initial weights'
+    assignment to contexts depend on it."""
     side = np.asarray(side)
     k = side.shape[-1]
     return (side.astype(np.int64) << np.arange(k - 1, -1, -1, dtype=np.int64)).sum(-1, dtype=np.int64)
 
 
 def context_sides(ctx: np.ndarray, k: int) -> np.ndarray:
-    """The inverse of `context_index`: (...) local contexts -> (..., k) 0/1 sides, column j the side
-    of hyperplane j."""
+    """The inverse of `context_index`: (...) local contexts -> (..., k) 0/1 sides of hyperplanes 0..k-1."""
     return (np.asarray(ctx, dtype=np.int64)[..., None] >> np.arange(k - 1, -1, -1, dtype=np.int64)) & 1
 
 
 def projections(x: np.ndarray, normals: np.ndarray) -> np.ndarray:
-    """x @ normals' in the normals' dtype. For float32 normals (the published draws) the inputs are
-    rounded to float32 as the published code's are, but the products are summed in float64 and
-    rounded once: a float32 BLAS product depends on the thread count and blocking, and moved inputs
-    within 1e-5 of a hyperplane to the other side between runs (fig2's tables changed with
-    `sweep.threads`). Done by hand because no library offers a deterministic float32 product."""
+    """x @ normals' in the normals' dtype. For float32 normals the inputs are rounded to float32 (as the
+    published code's) but summed in float64 and rounded once: a float32 BLAS product depends on the
+    thread count, and moved inputs within 1e-5 of a hyperplane across it between runs."""
     if normals.dtype != np.float32:
         return x @ normals.T
     return (_rounded_to_float32(x) @ normals.astype(np.float64).T).astype(np.float32)
@@ -95,9 +83,8 @@ def forget_dead() -> None:
 
 
 def _rounded_to_float32(a: np.ndarray) -> np.ndarray:
-    """`a` rounded to float32, held in float64. A sweep worker gates the same read-only 60,000-image
-    pool at every point, and rounding it costs more than the product: the result is kept while the
-    pool lives (only for read-only arrays, which cannot change under the cache)."""
+    """`a` rounded to float32, held in float64; kept while a large read-only `a` lives (a sweep worker
+    gates the same 60,000-image pool at every point, and rounding costs more than the product)."""
     hit = _ROUNDED.get(id(a))
     if hit is not None and hit[0]() is a:
         return hit[1]
@@ -140,11 +127,10 @@ def sample_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, me
 
 def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, median_init: bool = True,
                           normal_std: float = 36.0, offset_std: float = 9.0) -> Hyperplanes:
-    """The draw sequence of the published code (protocol section 10), in float32: seed torch's global
-    generator with `seed`, create nn.Linear(D, H*k, bias=False) (its default initialisation consumes
-    draws), redraw its weight N(0, normal_std^2) (row h*k + j: unit h, hyperplane j), then the offsets
-    (H, k) N(0, offset_std^2); with median init the offsets become torch.quantile(W x, 0.5) over the
-    pool. The caller's global generator state is restored afterwards."""
+    """The published code's draw sequence (protocol section 10), float32: seed torch's global generator,
+    build nn.Linear(D, H*k, bias=False) (its init consumes draws), redraw its weight N(0, normal_std^2)
+    (row h*k + j: unit h, hyperplane j), then offsets N(0, offset_std^2), or with median init
+    torch.quantile(W x, 0.5) over the pool. The caller's generator state is restored."""
     import torch
 
     k = int(np.log2(count))
@@ -165,10 +151,8 @@ def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int,
 
 
 def torch_median(a: np.ndarray) -> torch.Tensor:
-    """Column medians as `torch.quantile(col, 0.5)` gives them (the published code's median init),
-    bit for bit: the two middle order statistics, joined by torch.lerp with weight 0.5 (N even) or 0
-    (N odd), as torch's linear interpolation does. Written out because torch.quantile sorts every
-    column and took 0.2 s of each Figure 2 point (np.partition: 0.035 s at 60,000 x 50)."""
+    """Column medians bit for bit as `torch.quantile(col, 0.5)` (the published median init): the two middle
+    order statistics joined by torch.lerp, without quantile's full sort (0.2 s of each Figure 2 point)."""
     import torch
 
     n = a.shape[0]

@@ -1,12 +1,7 @@
-"""The deep gated linear network (protocol sections 3-5): H units x C hyperplane contexts.
-
-z_h = <w1[h, ctx_h], x>, out = sum_h w2[h] z_h (+ bias). The predictor depends on the weights only
-through zeta[h*C + c] = w2[h] w1[h, c], so its max-margin limit is a convex program in zeta:
-`svm-gln` (the GLN norm, a group norm over units) and `svm-l2` (the L2 norm of all C^H context
-predictors), plus the published code's variants `svm-gln-reference` and `svm-l2-reference`.
-Under an optimizer of the l-infinity geometry (sign descent) the program its parameters induce is
-`svm-gln-linf`, the l-infinity max-margin LP on zeta (docs/optimizers.md).
-"""
+"""The deep gated linear network (protocol sections 3-5): H units x C hyperplane contexts,
+z_h = <w1[h, ctx_h], x>, out = sum_h w2[h] z_h (+ bias). The predictor depends on the weights only through
+zeta[h*C + c] = w2[h] w1[h, c], so its limit is a convex program in zeta: `svm-gln` (group norm over
+units), `svm-l2`, the published code's `-reference` variants, and `svm-gln-linf` under l-infinity."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ class HyperplaneSpec(ModelSpec):
     """A kind gated by random hyperplanes (`contexts`: the GLNs), seeded by contexts.seed unless
     model.init_seed is set."""
 
-    def gated_units(self, params) -> int:
-        """How many units get their own k hyperplanes."""
+    def gated_units(self, params) -> int:   # units with their own k hyperplanes
         return self.units(params)
 
     def default_init_seed(self, cfg):
@@ -57,8 +51,7 @@ class HyperplaneSpec(ModelSpec):
 
 
 def context_design(norm: str, reference_grouping: bool = False):
-    """The design of the GLN programs: one-hot contexts per unit, rows grouped by unit (or, for the
-    published code's variant, in the groups {i, i+H, ...})."""
+    """One-hot contexts per unit, rows grouped by unit (the published code's variant: groups {i, i+H, ...})."""
 
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:
         from gbcli.programs.design import GatedDesign, one_hot, reference_groups, unit_groups
@@ -110,9 +103,8 @@ class Spec(HyperplaneSpec):
         return f"H={row['hidden_units']}, C={row['contexts']}, N={row['train_size']}, median_init={row['median_init']}"
 
     def published_outputs(self, model, cfg, problem):
-        """The validation outputs the published comparison used (protocol section 10): the trained
-        weights and normals, but the offsets as drawn (its reloaded network lost the median offsets).
-        Without median init nothing was lost: the outputs themselves."""
+        """The trained weights and normals with the offsets as drawn: the published comparison's reloaded
+        network lost the median offsets (protocol section 10); without median init nothing was lost."""
         if not cfg.contexts.median_init or problem.hyperplanes is None or problem.hyperplanes.raw_offsets is None:
             return None
         import torch
@@ -122,6 +114,3 @@ class Spec(HyperplaneSpec):
         with torch.no_grad():
             x = torch.tensor(ds.x_val, dtype=torch.float32)
             return model.float().cpu()(x, torch.tensor(hp.local_contexts(ds.x_val))).double().numpy()
-
-
-SPEC = Spec()

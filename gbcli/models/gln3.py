@@ -1,13 +1,7 @@
-"""A three-layer gated linear network (GLN paper, Theorem 3.1 beyond two layers): H units with C
-hyperplane contexts at each of the two hidden layers, both gated by the input.
-
-z1_h = <W1[h, c1_h(x)], x>, z2_k = <W2[k, c2_k(x)], z1>, out = <w3, z2>. For each global context
-the predictor is linear in x, beta = sum_k w3_k sum_h W2[k, c2_k][h] W1[h, c1_h], a homogeneous
-polynomial of degree 3 in the weights: Theorem 3.1 says GD's limit direction is a stationary point
-of the non-convex min ||w||^2 s.t. y f(x) >= 1, which the `kkt` instrument measures (there is no
-matching convex program). The 2H units' contexts are drawn as the deep GLN's (`gbcli.models.gln`):
-the first H columns of the local contexts gate layer 1, the last H layer 2.
-"""
+"""A three-layer gated linear network (GLN paper, Theorem 3.1 beyond two layers): z1_h = <W1[h, c1_h(x)], x>,
+z2_k = <W2[k, c2_k(x)], z1>, out = <w3, z2>, degree 3 in the weights. GD's limit is a KKT point of the
+non-convex min ||w||^2 s.t. y f(x) >= 1 (the `kkt` instrument; no convex program). The 2H units' contexts
+are drawn as the deep GLN's: the first H columns gate layer 1, the last H layer 2."""
 
 from __future__ import annotations
 
@@ -38,6 +32,3 @@ class Spec(HyperplaneSpec):
 
     def describe(self, row):
         return f"H={row['hidden_units']} (x2 layers), C={row['contexts']}, N={row['train_size']}"
-
-
-SPEC = Spec()

@@ -1,8 +1,6 @@
-"""Paper 002's leaky network: 2k leaky units max(alpha z, z) without biases, output weights fixed
-to +v (the first k units, the w_i) and -v (the last k, the u_i); only the first layer is trained,
-so the net is 1-homogeneous in its trained weights. In the perfect agreement regime (PAR) its
-limit is `svm-par`; `svm-shallow` (the plain linear SVM) checks that the data is linearly separable.
-"""
+"""Paper 002's leaky network: 2k leaky units max(alpha z, z), no biases, output weights fixed to +v (the
+first k, w_i) and -v (the last k, u_i); only the first layer trains (1-homogeneous). In the perfect
+agreement regime (PAR) its limit is `svm-par`; `svm-shallow` checks that the data is linearly separable."""
 
 from __future__ import annotations
 
@@ -56,6 +54,7 @@ class Spec(ModelSpec):
     description = "paper 002: 2k leaky units, output weights fixed to +-v"
     programs = {"svm-par": Program("svm-par", "sq", par_design, description="the PAR limit (paper 002)"),
                 **LINEAR_SVM}
+    matching = "svm-par"
     instruments = ("margin", "kkt", "agreement", "rank", "clusters", "output_linearity")
     default_init = "normal"
     example_model = {"hidden_units": 4}
@@ -64,20 +63,13 @@ class Spec(ModelSpec):
         m = cfg.model
         return networks(__name__).LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
 
-    def matching_program(self, cfg):
-        return "svm-par"
-
     def matching_info(self, cfg, problem, solution):
-        """svm-par's optimum bounds only perfectly clustered nets in the PAR (`best_normalized_margin`,
-        so the `margin` instrument's ratio is against that net: above 1 means GD beat every such net);
-        and the PAR's gate signs at the svm-par solution (the theorem's limit only if they hold):
-        positives <w,x> > 0 > <u,x>, negatives <w,x> < 0 < <u,x>."""
+        """svm-par's optimum bounds only perfectly clustered nets in the PAR (a `margin` ratio above 1: GD
+        beat every such net); `par_consistent`: the share of points with the PAR's gate signs at the
+        solution (the theorem's limit only if all hold): <w,x> > 0 > <u,x> on positives, reversed on negatives."""
         k, v = cfg.model.hidden_units // 2, cfg.model.output_weight
         ds = problem.dataset
         yx = ds.y_train[:, None] * (ds.x_train @ solution.zeta.T)
         best = v * np.sqrt(k) / np.sqrt(solution.value)
         return {"par_normalized_margin": best, "best_normalized_margin": best,
                 "par_consistent": float(np.mean((yx[:, 0] > 0) & (yx[:, 1] < 0)))}
-
-
-SPEC = Spec()

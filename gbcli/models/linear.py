@@ -1,7 +1,6 @@
-"""A plain linear predictor <w, x> (paper 004): its limit is the max-margin program in its
-optimizer's geometry (docs/optimizers.md): the linear SVM `svm-shallow` under gradient descent,
-`svm-l1` under coordinate descent, `svm-linf` under sign descent or Adam, `svm-l1.5` under mirror
-descent with p = 1.5."""
+"""A plain linear predictor <w, x> (paper 004): its limit is the max-margin program in its optimizer's
+geometry (docs/optimizers.md): `svm-shallow` (gradient descent), `svm-l1` (coordinate descent),
+`svm-linf` (sign descent, Adam), `svm-l1.5` (mirror descent, p = 1.5)."""
 
 from __future__ import annotations
 
@@ -24,16 +23,13 @@ class Params(ModelParams):
 
 
 def feature_design(ft: np.ndarray, y: np.ndarray, fv: np.ndarray, norm: str = "sq") -> GatedDesign:
-    """A linear predictor on training / validation features `ft` / `fv` as a gated design: one
-    always-on context."""
+    """A linear predictor on training / validation features `ft` / `fv`: one always-on context."""
     from gbcli.programs.design import GatedDesign, constant_gates
 
     return GatedDesign(ft, y, constant_gates(len(ft)), fv, constant_gates(len(fv)), norm)
 
 
 def linear_design(norm: str):
-    """The linear predictor on the inputs."""
-
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:
         return feature_design(problem.dataset.x_train, problem.dataset.y_train, problem.dataset.x_val, norm)
 
@@ -69,6 +65,3 @@ class Spec(ModelSpec):
     def best_normalized_margin(self, cfg, optimum):
         # the l2 program's objective is ||w||^2; the others' is the norm itself
         return sqrt_margin(optimum) if geometry(cfg.training) == 2.0 else 1.0 / optimum
-
-
-SPEC = Spec()

@@ -1,7 +1,6 @@
-"""Paper 001's one-class programs `svm-pos` / `svm-neg`: the max-margin directions w+ and w- of the
-positives and of the negatives alone, declared by the two-layer ReLU net (`relu`) and the residual
-net (`residual`). The instruments that compare neurons with them are in `gbcli.experiments.paper001`.
-"""
+"""Paper 001's one-class programs `svm-pos` / `svm-neg` (the max-margin directions w+ / w- of the
+positives / negatives alone), declared by `relu` and `residual`; their instruments are in
+`gbcli.experiments.paper001`."""
 
 from __future__ import annotations
 
@@ -17,10 +16,9 @@ if TYPE_CHECKING:
 
 
 def one_class_design(sign: float):
-    """svm-pos (sign +1): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only. svm-neg: w- the
-    same on the negatives, written with label -1 and gate -1 so that the design's decision
-    -<w-, x> is a classifier of the task (positive on the positives), like svm-pos's <w+, x>. Its
-    training and validation errors are that classifier's over every training and validation point."""
+    """svm-pos (sign +1): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only; svm-neg: w- on the
+    negatives, with label and gate -1 so that its decision -<w-, x> classifies the task as <w+, x> does
+    (errors: that classifier's over every training and validation point)."""
     name = "svm-pos" if sign > 0 else "svm-neg"
 
     def design(cfg, problem: Problem, trained=None) -> GatedDesign:

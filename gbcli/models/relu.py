@@ -1,10 +1,7 @@
-"""The two-layer ReLU network without biases, x -> H -> 1 (protocol section 4; papers 001 and 003).
-
-Its programs fix the ReLU's gates and ask for the max-margin linear weights behind them:
-`svm-rc` (random gates), `svm-lc` (the trained net's gates), `svm-hl` (a linear SVM on the trained
-hidden layer), `svm-gates` (a linear SVM on the gate pattern); paper 001's `svm-pos` / `svm-neg`
-(the one-class max-margin directions w+ / w-) and paper 003's non-convex Problem 2.
-"""
+"""The two-layer ReLU network without biases, x -> H -> 1 (protocol section 4; papers 001 and 003). Its
+programs: max-margin linear weights behind fixed gates (`svm-rc` random, `svm-lc` the trained net's),
+linear SVMs on the trained hidden layer (`svm-hl`) or gate pattern (`svm-gates`), paper 001's one-class
+`svm-pos` / `svm-neg` and paper 003's Problem 2."""
 
 from __future__ import annotations
 
@@ -36,7 +33,7 @@ class Params(ModelParams):
 
 
 def _numpy(method, x: np.ndarray) -> np.ndarray:
-    """A trained network's `method` (gates, hidden) on the inputs `x`, in float64, as an array."""
+    """A trained network's `method` (gates, hidden) on the inputs `x`, in float64."""
     import torch
 
     with torch.no_grad():
@@ -44,8 +41,7 @@ def _numpy(method, x: np.ndarray) -> np.ndarray:
 
 
 def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem, always_on: bool) -> GatedDesign:
-    """The FReLU design: one unit per gate, each its own group (the FReLU norm sum_h ||zeta_h||),
-    with an extra always-on unit when `always_on`."""
+    """One unit per gate, each its own group (the FReLU norm sum_h ||zeta_h||); `always_on` adds one."""
     from gbcli.programs.design import GatedDesign, constant_gates, singleton_groups
 
     ds = problem.dataset
@@ -65,9 +61,8 @@ def random_gates_design(cfg, problem: Problem, trained=None) -> GatedDesign:
 
 
 def learned_gates_design(always_on: bool):
-    """svm-lc: exactly the trained network's H gates [w_h . x >= 0] (the GLN paper's eq. 22 and the
-    published code): infeasible when, e.g., a training point has every gate off. The variant
-    svm-lc-always-on adds an always-on unit, which makes such points separable by a linear part."""
+    """svm-lc: the trained network's H gates [w_h . x >= 0] (GLN paper eq. 22; infeasible when a training
+    point has every gate off); svm-lc-always-on adds an always-on unit, which separates such points."""
 
     def design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
         ds = problem.dataset
@@ -149,13 +144,9 @@ class Spec(ModelSpec):
         return net.double()
 
     def numpy_margins(self, theta_parts, x, cfg):
-        """f(x) = sum_h v_h relu(<w_h, x>) and its Jacobian in (w1, w2), in closed form (the ReLU with
-        derivative 0 at 0, as torch), for paper 003's Problem 2."""
+        """f(x) = sum_h v_h relu(<w_h, x>) and its Jacobian in (w1, w2) (relu' = 0 at 0, as torch's)."""
         w1, w2 = theta_parts
         pre = x @ w1.T
         g = (pre > 0).astype(float)
         jw = (g * w2[0])[:, :, None] * x[:, None, :]           # (n, H, d)
         return (pre * g) @ w2[0], np.hstack([jw.reshape(len(x), -1), pre * g])
-
-
-SPEC = Spec()

@@ -1,17 +1,7 @@
 """Paper 001's residual ReLU network (Phuong & Lampert, section 5.2, eq. 30), no biases:
-
-    f_1 = W_1 x,   f_l = f_{l-1} + W_l relu(f_{l-1})  (l = 2..L-1),   f = W_L relu(f_{L-1}),
-
-W_1 (width x D), W_2..W_{L-1} (width x width), W_L (1 x width). The paper trains L = 4, width 100,
-with the same init, optimiser and schedule as its two-layer net (torch's default init times 0.05,
-`model.init: torch-default`, `model.init_scale: 0.05`).
-
-The net is not homogeneous in its weights (the skip connections add terms of different degrees),
-so only the instruments that do not need homogeneity apply: `layer_rank` (singular values and
-projected rows of W_1..W_{L-1}) and `closest_alignment` (each first-layer row against the closer
-of w+ / w-, `svm-pos` / `svm-neg`). `homogeneity` is L, the top degree, for the logged normalized
-margin only.
-"""
+f_1 = W_1 x, f_l = f_{l-1} + W_l relu(f_{l-1}) (l = 2..L-1), f = W_L relu(f_{L-1}). The paper trains
+L = 4, width 100, torch's default init times 0.05. Not homogeneous (skip connections mix degrees): only
+`layer_rank` and `closest_alignment` apply; `homogeneity` L (the top degree) serves the logged margin."""
 
 from __future__ import annotations
 
@@ -44,6 +34,3 @@ class Spec(ModelSpec):
 
     def network(self, cfg, dim):
         return networks(__name__).ResidualNet(cfg.model.depth, cfg.model.width, dim)
-
-
-SPEC = Spec()

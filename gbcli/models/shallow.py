@@ -44,6 +44,7 @@ class Spec(HyperplaneSpec):
     kind, Params = "shallow", Params
     description = "one unit, C = 2^k global contexts"
     programs = {"svm-shallow": Program("svm-shallow", "sq", shallow_design, description="one linear SVM per context")}
+    matching = "svm-shallow"
     instruments = ("margin", "kkt", "agreement")
     figure_axis = "hyperplanes"
     example_model = {"output_bias": False}
@@ -60,14 +61,8 @@ class Spec(HyperplaneSpec):
         return {"w": full, "w_rest": torch.empty(0, dim), "slot": torch.empty(0, dtype=torch.long),
                 **({"bias": sd["bias"]} if "bias" in sd else {})}
 
-    def matching_program(self, cfg):
-        return "svm-shallow"
-
     def best_normalized_margin(self, cfg, optimum):
         return sqrt_margin(optimum)   # the objective is ||w||^2 itself
 
     def describe(self, row):
         return f"k={int(math.log2(row['contexts']))}, N={row['train_size']}, median_init={row['median_init']}"
-
-
-SPEC = Spec()

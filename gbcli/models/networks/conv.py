@@ -1,5 +1,3 @@
-"""Paper 003's shared-filter convolution's torch module (`gbcli.models.conv`)."""
-
 from __future__ import annotations
 
 import torch

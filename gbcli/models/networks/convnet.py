@@ -1,5 +1,3 @@
-"""Paper 001's convolutional net's torch module (`gbcli.models.convnet`)."""
-
 from __future__ import annotations
 
 import torch
@@ -11,8 +9,7 @@ CHUNK = 512   # images per forward pass
 
 
 class ConvNet(nn.Module):
-    """conv layers -> flatten -> fc(., fc_units) -> fc(fc_units, 1), ReLU after every layer but the last,
-    on `image` x `image` pictures."""
+    """conv layers -> flatten -> fc(., fc_units) -> fc(fc_units, 1), ReLU after all but the last."""
 
     def __init__(self, convs, fc_units: int, image: int):
         super().__init__()
@@ -28,9 +25,8 @@ class ConvNet(nn.Module):
         self.fc2 = nn.Linear(fc_units, 1)
 
     def features(self, x: torch.Tensor, pre: bool = False) -> list[torch.Tensor]:
-        """The input images and the output of every hidden layer, each flattened: after its ReLU, or
-        with `pre` before it (post-ReLU features have no negative inner products, so only the
-        pre-activations can show appendix D's orthogonal separability in full)."""
+        """The input images and every hidden layer's output, flattened: after its ReLU, or with `pre` before
+        it (only pre-activations can show appendix D's orthogonal separability in full)."""
         side = self.image
         h = x[:, :side * side].reshape(len(x), 1, side, side)   # the constant 1 coordinate is dropped
         out = [h.flatten(1)]

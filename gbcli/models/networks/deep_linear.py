@@ -1,5 +1,3 @@
-"""The deep linear network's torch module (`gbcli.models.deep_linear`)."""
-
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,3 @@
-"""Paper 003's diagonal network's torch module (`gbcli.models.diagonal`)."""
-
 from __future__ import annotations
 
 import torch

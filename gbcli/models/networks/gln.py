@@ -1,5 +1,4 @@
-"""The deep gated linear network's torch modules (`gbcli.models.gln`): one network, and K of one
-shape stacked as one computation for a sweep's batched training."""
+"""The deep GLN's torch modules: one network, and K of one shape stacked for a sweep's batched training."""
 
 from __future__ import annotations
 
@@ -8,17 +7,15 @@ from torch import nn
 
 
 def column_major(x: torch.Tensor) -> bool:
-    """Whether `x` (n x d) is the transpose of a contiguous (d x n) tensor: `Step` keeps the full
-    training batch so (`gbcli.training.step`), where the (HC x d) @ (d x n) products of the forward
-    and backward passes run 1.3-1.5x faster on one core than the row-major (n x d) @ (d x HC) ones."""
+    """Whether `x` (n x d) is the transpose of a contiguous (d x n) tensor, as `gbcli.training.step` keeps
+    the full batch: its (HC x d) @ (d x n) products run 1.3-1.5x faster on one core than row-major ones."""
     return x.dim() == 2 and x.shape[0] > 1 and x.stride(0) == 1 and x.stride(1) == x.shape[0]
 
 
 def gated_units(x: torch.Tensor, w1: torch.Tensor, rows: torch.Tensor, rows_t: torch.Tensor | None = None
                 ) -> torch.Tensor:
-    """z[n, h] = <w1[rows[n, h]], x[n]>: every context's product, then each unit's gated one.
-    A column-major `x` (`column_major`) is multiplied as w1 @ x.T and gathered along the contexts
-    (`rows_t`: rows.T contiguous, when the caller keeps it)."""
+    """z[n, h] = <w1[rows[n, h]], x[n]>: every context's product, then each unit's gated one (a column-major
+    `x` as w1 @ x.T, gathered along `rows_t` = rows.T contiguous when the caller keeps it)."""
     if column_major(x):
         return (w1 @ x.T).gather(0, rows.T.contiguous() if rows_t is None else rows_t).T
     return (x @ w1.T).gather(1, rows)
@@ -43,9 +40,8 @@ class DeepGLN(nn.Module):
         return out + self.bias if self.bias is not None else out
 
     def gates(self, ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The rows of w1 the contexts select (ctx[n, h] + h C), and their transpose: the gates of a
-        GLN are fixed, so those of the tensor passed at every step (the full batch) are kept (while it
-        is that very tensor, unchanged in place) instead of being recomputed per step."""
+        """The rows of w1 the contexts select (ctx[n, h] + h C) and their transpose; kept for the full
+        batch's tensor while it is that very tensor, unchanged (a GLN's gates are fixed)."""
         key = getattr(self, "_gates", None)
         if key is not None and key[0] is ctx and key[1] == ctx._version:
             return key[2], key[3]
@@ -65,10 +61,9 @@ class DeepGLN(nn.Module):
 
 
 class StackedGLN(nn.Module):
-    """K DeepGLNs of one shape as one computation (batched training of a sweep's points): the
-    K networks' parameters as stacked tensors, one optimizer step for all; each network's products
-    are the very calls `DeepGLN` makes (a wide or batched product sums in another order on some
-    CPUs, and batched training must reproduce the plain loop's trajectories exactly)."""
+    """K DeepGLNs of one shape as one computation: stacked parameters, one optimizer step for all. Each
+    network's products are the very calls `DeepGLN` makes (a wide or batched product sums in another
+    order on some CPUs, and batched training must reproduce the plain loop's trajectories exactly)."""
 
     column_major_input = True   # as DeepGLN's: the full batch comes column-major (`column_major`)
 
@@ -82,7 +77,6 @@ class StackedGLN(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         rows = ctx + self.first_row                                                  # (K, n, H)
-        # one (n x D) @ (D x H*C) product per network, not one wide product: see the class docstring
         z = torch.stack([gated_units(x, self.w1[j], rows[j]) for j in range(len(rows))])
         out = torch.stack([z[j] @ self.w2[j, 0] for j in range(len(z))])
         return out + self.bias[:, None] if self.bias is not None else out

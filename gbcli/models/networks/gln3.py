@@ -1,5 +1,3 @@
-"""The three-layer GLN's torch module (`gbcli.models.gln3`)."""
-
 from __future__ import annotations
 
 import torch

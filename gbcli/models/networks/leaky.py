@@ -1,5 +1,3 @@
-"""Paper 002's leaky network's torch module (`gbcli.models.leaky`)."""
-
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,3 @@
-"""The linear predictor's torch module (`gbcli.models.linear`)."""
-
 from __future__ import annotations
 
 import torch

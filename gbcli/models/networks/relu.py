@@ -1,5 +1,3 @@
-"""The two-layer ReLU network's torch module (`gbcli.models.relu`, and the frozen-gate `frelu`)."""
-
 from __future__ import annotations
 
 import torch
@@ -7,11 +5,8 @@ from torch import nn
 
 
 class ReLUNet(nn.Module):
-    """x -> H -> 1 ReLU network without biases (2-homogeneous).
-
-    With `frozen` set, unit h is gated by [w_gate_h . x >= 0] from a frozen copy of the first
-    layer (frozen-gate ReLU, FReLU); only the linear weights then move.
-    """
+    """x -> H -> 1 ReLU network without biases (2-homogeneous). Once `frozen` (FReLU), unit h is gated by
+    [w_gate_h . x >= 0] from a frozen copy of the first layer."""
 
     def __init__(self, units: int, dim: int):
         super().__init__()

@@ -1,5 +1,3 @@
-"""Paper 001's residual ReLU network's torch module (`gbcli.models.residual`)."""
-
 from __future__ import annotations
 
 import torch

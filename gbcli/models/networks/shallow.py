@@ -1,5 +1,3 @@
-"""The shallow GLN's torch module (`gbcli.models.shallow`)."""
-
 from __future__ import annotations
 
 import torch
@@ -8,14 +6,10 @@ from torch import nn
 
 
 class ShallowGLN(nn.Module):
-    """One unit with C global contexts, each with its own linear predictor: out = <w[ctx], x> (+ bias).
-
-    With C = 2^15 contexts and at most N = 2000 of them holding training points, SGD on the full
-    (C, D) weight would move 25M numbers per step for nothing: a context without training points
-    gets no gradient, so (plain or momentum) SGD leaves its weights at their initial values.
-    `restrict(ctx_train)` therefore trains only the used rows (`w`) and keeps the others as a
-    fixed buffer (`w_rest`, zero on the used rows); the trajectory is the same, and
-    `full_weight()` reassembles the (C, D) matrix."""
+    """One unit with C global contexts, each its own linear predictor: out = <w[ctx], x> (+ bias).
+    A context without training points gets no gradient, so `restrict(ctx_train)` trains only the used
+    rows (`w`) and keeps the others as a fixed buffer (`w_rest`, zero on the used rows): the same
+    trajectory without moving 25M numbers a step at C = 2^15; `full_weight()` reassembles (C, D)."""
 
     def __init__(self, count: int, dim: int, output_bias: bool = True):
         super().__init__()
@@ -26,8 +20,7 @@ class ShallowGLN(nn.Module):
         self.register_buffer("slot", torch.empty(0, dtype=torch.long))  # context -> row of w, or -1
 
     def restrict(self, ctx: torch.Tensor, sparse_grad: bool = False) -> None:
-        """Train only the rows of the contexts in `ctx`. `sparse_grad` (for plain SGD, whose update
-        then touches only the batch's rows; momentum needs the dense buffer) is exact as well."""
+        """Train only the rows of the contexts in `ctx`; `sparse_grad` (exact too) for plain SGD only."""
         self.sparse_grad = sparse_grad
         used = torch.unique(ctx[:, 0])
         full = self.w.detach()
