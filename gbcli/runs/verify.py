@@ -1,16 +1,7 @@
-"""`gb verify`: check every stored result again, from the data: each program's certificate without a
-solver (`gbcli.programs.certify.certificate` on the arrays of its compact file, against what its
-records claim: result.json, the compact file's claims, a results folder's tables/errors.csv, its
-predictions.npz), and each trained network's outputs from its weights (`verify_network`).
-
-    from gbcli.runs.verify import verify
-    rows = verify("runs/my-sweep")          # one dict per result: where, objective ("gd": the network), verified, problems, ...
-
-It takes a run directory, a sweep (its points as runs, then its `solutions/`), a results folder
-(`solutions/<id>/{config.yaml, <objective>.npz, model.pt}` and tables/errors.csv) or a folder of
-those. Everything is untrusted (`gbcli.store.solutions`'s readers: never through a symlink, npz
-without pickles, every array checked); a file that cannot be used makes its program "not verified".
-"""
+"""`gb verify`: every stored result checked again from the data, without a solver: each program's certificate
+(`certify.certificate` on its compact file) against what its records claim, each trained network's outputs from
+its weights. Takes a run, a sweep, a results folder (`solutions/<id>/`, tables/errors.csv) or a folder of those.
+Everything is untrusted (never through a symlink, no pickles); a file gb cannot use makes its program unverified."""
 
 from __future__ import annotations
 
@@ -50,18 +41,15 @@ from gbcli.training.losses import loss_fn
 from gbcli.training.memory import check_memory
 
 
-# An output this small against the largest is 0 but for rounding (a degenerate program's predictor,
-# svm-l2-reference at an optimum of ~1e-29, has validation outputs of ~1e-15 next to ~4): its sign
-# comes from the order of the machine's sums, so another CPU may give the other one. Such a point
-# decides neither a stored label nor an error rate.
+# An output this small against the largest is 0 but for rounding (svm-l2-reference: ~1e-15 next to ~4): its sign
+# is the machine's order of sums, so it decides neither a stored label nor an error rate.
 ROUNDING_ZERO = 1e-12
 
 
 def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | None, lam: np.ndarray | None,
                    claimed_status: str, tol: float) -> dict:
-    """The recomputed facts of a stored solution: the certificate (certify.certificate), the status it
-    bears out (optimal / inaccurate for a predictor, infeasible / failed for multipliers alone), the
-    training and validation outputs and errors."""
+    """The recomputed certificate, the status it bears out (optimal / inaccurate for a predictor, infeasible /
+    failed for multipliers alone), the outputs and errors."""
     sol = Solution(zeta, Status.INFEASIBLE if zeta is None else claimed_status, math.nan, 0.0, "", lam=lam)
     cert = certificate(design, sol, tol)
     out = {**cert, "train_out": None, "val_out": None, "train_error": math.nan, "val_error": math.nan}
@@ -81,23 +69,17 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
     return out
 
 
-# A ray's bound on every predictor's relative margin is a sum that cancels to rounding level (~1e-17 for
-# an exactly conflicting set): recomputed on another CPU it differs in every digit, and so does the dual
-# objective derived from it (1/bound^2-like, ~1e29). The certificate is the bound below NOT_SEPARABLE
-# (1e-9); a claimed bound within 1e-12 of the recomputed one claims nothing the data do not bear out.
+# A ray's bound on the relative margin cancels to rounding level (~1e-17), differing in every digit on another
+# CPU (and so the dual objective, ~1e29): the certificate is the bound below 1e-9, so 1e-12 claims nothing more.
 RAY_BOUND_ATOL = 1e-12
-# A predictor recovered from stored multipliers reproduces the writer's certificate to WRITE_TOL on the
-# machine that wrote it; on another CPU the recovery's sums (svm-l2-reference's null-space solve) move
-# its objective by ~1e-9 relative and the gap by ~1e-9: both far inside the certificate's 1e-6.
+# A predictor recovered from stored multipliers: another CPU's sums move its objective and gap by ~1e-9.
 RECOVERED_RTOL = 1e-7
 RECOVERED_ATOL = 1e-8
 
 
 def compare_claims(got: dict, claims: dict, source: str, recovered: bool = False) -> list[str]:
-    """What a record (`source`: result.json, errors.csv, the compact file's claims) claims that the
-    recomputation does not bear out. `recovered`: the predictor was recovered from stored multipliers
-    (the `multipliers` form), a solve whose last digits depend on the machine's sums: objectives are
-    then compared to RECOVERED_RTOL and gaps and margins to RECOVERED_ATOL."""
+    """What a record (`source`) claims that the recomputation does not bear out; `recovered` (the `multipliers`
+    form): objectives to RECOVERED_RTOL, gaps and margins to RECOVERED_ATOL."""
     bad = []
     status = claims.get("status")
     if status is not None and status != got["status"]:
@@ -117,9 +99,7 @@ def compare_claims(got: dict, claims: dict, source: str, recovered: bool = False
         if zero is not None and zero.any():
             checks = [(k, r, float(zero.sum()) / zero.size if k == f"{part}_error" else a) for k, r, a in checks]
     for key, rtol, atol in checks:
-        if key not in claims or key not in got:
-            continue
-        if not close(claims[key], got[key], rtol, atol):
+        if key in claims and key in got and not close(claims[key], got[key], rtol, atol):
             bad.append(f"{source}: {key} {shorten(repr(claims[key]), 30)}, recomputed {got[key]!r:.30}")
     return bad
 
@@ -128,8 +108,7 @@ PREDICTION_RTOL = 1e-7   # outputs recomputed from a compact file's multipliers 
 
 
 def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = RTOL, published: bool = False) -> list[str]:
-    """A run's predictions.npz against the recomputed outputs (same values to `rtol`, same signs);
-    `published`: a network's `val_out_published` too (stored only for models that have them)."""
+    """predictions.npz against the recomputed outputs (to `rtol`, same signs); `published`: val_out_published too."""
     bad = []
     if not published and "val_out_published" in arrays:
         bad.append("predictions.npz: val_out_published stored for a model without published outputs")
@@ -150,54 +129,43 @@ def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = R
     return bad
 
 
-# ------------------------------------------------------------------ the problem of the program being checked
-
-
 class _Problems:
-    """The problem (data and gating) of the program being checked. The programs come grouped by
-    dataset, then problem (`_group_key`), so only the last one is kept: `gb verify` holds the data of
-    one program at a time (and the source pool its splits share), never of every problem met."""
+    """The problem (data and gating) of the program being checked; the programs come grouped by
+    `_group_key`, so only the last is kept (memory: one problem's data at a time)."""
 
-    def __init__(self, tick=None, tol: float = CERTIFY_TOL):
-        self.tol = tol   # the certificate's tolerance: the user's (the command line), never a stored config's
-        self.tick = tick or (lambda: None)   # called once per program checked (the progress of `gb verify`)
+    def __init__(self, tick, tol: float):
+        self.tol = tol   # the user's tolerance (the command line), never a stored config's
+        self.tick = tick   # called once per program checked (the progress bar)
         self.key: tuple[str, str] | None = None
         self.current = None
 
     def problem(self, cfg):
         key = _group_key(cfg)
-        if key != self.key:   # a problem's data and model: refused when too large, before anything is built
+        if key != self.key:   # refused when too large, before anything is built
             check_memory(cfg)
-            data_changed = self.key is None or key[0] != self.key[0]
-            self.key, self.current = None, None   # the last problem's arrays go before the next is built
-            if data_changed:   # the splits (and their float32 copies) of the last dataset; its source pool stays
+            if self.key is None or key[0] != self.key[0]:   # the last dataset's splits go; its source pool stays
                 forget_splits()
                 forget_dead()
-            self.current = stages.prepare(cfg)
-            self.key = key
+            self.key, self.current = None, None   # the last problem's arrays go before the next is built
+            self.current, self.key = stages.prepare(cfg), key
         return self.current
 
 
 def _group_key(cfg) -> tuple[str, str]:
-    """(dataset, problem) hashes of a config: the order in which `verify` checks programs, so that
-    those of one dataset, and within it those of one problem, come one after the other."""
+    """(dataset, problem) hashes of a config: the order in which `verify` checks programs."""
     if cfg is None:
         return ("", "")
     return section_hash(cfg, ("dataset",)), section_hash(cfg, PROBLEM_SECTIONS)
 
 
 def _design(objective: str, cfg, problems: _Problems, trained_from) -> tuple[GatedDesign, object, object]:
-    """(design, dataset, program) of `objective` under `cfg`; `trained_from(cfg, dim)` loads the
-    trained network for programs that read it."""
+    """(design, dataset, program); `trained_from(cfg, dim)` loads the trained network where the program reads it."""
     program = program_of(cfg, objective)
     if program.design is None:
         return None, None, program
     problem = problems.problem(cfg)
     trained = trained_from(cfg, problem.dataset.dim) if program.needs_trained else None
     return stages.build_design(objective, cfg, problem, trained), problem.dataset, program
-
-
-# ------------------------------------------------------------------ one row per program
 
 
 def _shown(claims: dict, key: str = "objective") -> dict:
@@ -214,12 +182,9 @@ def _row(where: str, objective: str, claims: dict, *problems: str) -> dict:
 
 
 def _program(where: str, objective: str, problems: _Problems, check, *args, gd: bool = False) -> dict:
-    """One row: `check(row, *args)` adds its problems and returns what it recomputed; the row is
-    verified when it recomputed a result and found no problem. What keeps a program from being
-    checked is one of its problems, never a crash: a stored file or config gb cannot use (Unusable,
-    GbError) in its own words. Input that is missing where gb looked (the data set's files:
-    MissingInput) is no program's problem: every program would fail alike, so the command stops at
-    once with the one line that says what to set."""
+    """One row: `check(row, *args)` adds its problems and returns what it recomputed; verified when it recomputed
+    a result and found no problem. A file gb cannot use is a problem, never a crash; MissingInput (the data set's
+    files) stops the command: every program would fail alike."""
     row = _row(where, objective, {})
     try:
         got = check(row, *args)
@@ -242,8 +207,7 @@ def _program(where: str, objective: str, problems: _Problems, check, *args, gd: 
 
 
 def _table_claims(table: dict | None, objective: str, row: dict, expected: bool = True) -> list:
-    """[(source, claims)] of `objective`'s row in tables/errors.csv (none without a table); a row it
-    lacks is a problem when `expected`."""
+    """[(source, claims)] of `objective`'s row in tables/errors.csv; a missing row is a problem when `expected`."""
     if table is not None and objective in table:
         return [(f"{layout.TABLES}/{layout.ERRORS}", table[objective])]
     if table is not None and expected:
@@ -252,8 +216,7 @@ def _table_claims(table: dict | None, objective: str, row: dict, expected: bool 
 
 
 def _network(root: Path, path: Path, cfg, dim: int):
-    """The network of a stored model.pt (tensors only, never unpickled, never through a link) of the
-    config's model kind; Unusable naming model.pt otherwise."""
+    """The network of a stored model.pt (tensors only, never through a link) of the config's model kind."""
     no_links(root, path)
     try:
         state = stages.load_checkpoint(path, remedy="")
@@ -281,9 +244,8 @@ def _check_compact(root: Path, path: Path, design, ds, objective: str, tol: floa
 
 
 def _identity(cfg, run: Path, root: Path, point: str | None) -> list[str]:
-    """A program is the one its run asks for: of the problem (data, model, contexts) of the run's
-    `gd/config.yaml`, and for a sweep's point or a results folder's `solutions/<id>/`, of that very
-    id. A program copied in from another seed, config and records with it, is caught here."""
+    """A program is the one its run asks for: of the problem of the run's gd/config.yaml, and of the very id of
+    a sweep's point or `solutions/<id>/` (catches a program copied in, config and records with it)."""
     bad = []
     if point is not None and point_id(cfg) != point:
         bad.append(f"{layout.CONFIG}: the config of point {point_id(cfg)}, not of {shorten(point, 40)} (copied in?)")
@@ -303,31 +265,14 @@ NETWORK_RTOL = 1e-4   # a network's outputs recomputed in float32 against the st
                       # machine or thread count sums in another order: ~1e-6 of the largest output)
 
 
-def verify_network(root: Path, run: Path, where: str, problems: _Problems, point: str | None = None,
-                   table: dict | None = None) -> dict | None:
-    """The row of a run's trained network (`gd/`), None when the run has none and `table` (the
-    sweep's tables/errors.csv rows of this point, by predictor) claims none: its outputs on the
-    training and validation points (and the published comparison's, when the model has them)
-    recomputed from `gd/model.pt` (tensors only, never unpickled) on the data of `gd/config.yaml`,
-    against `gd/predictions.npz`; the errors, final loss and status of `summary.json` and of the
-    table against those outputs. A network whose outputs are not finite, or whose loss grew
-    EXPLODED-fold over its value at step 0 (recomputed from the seeded initialization), is
-    diverged whatever its record says; a diverged network is not verified: it is not a trained
-    predictor."""
-    gd = RunDir(run)
-    claims = {k: c for k, c in (table or {}).items() if str(k).startswith("gd-")}
-    stage = present(gd.gd) and not is_file(gd.gd) and \
-        (not is_dir(gd.gd) or any(not p.name.startswith(".") for p in gd.gd.iterdir()))   # a link is refused
-    if not stage and not claims:
-        return None
-    return _program(where, layout.GD, problems, _check_network, root, run, problems, point, claims, stage, gd=True)
-
-
 def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point: str | None, claims: dict,
-                   stage: bool) -> dict:
+                   trained: bool) -> dict:
+    """A trained network's outputs recomputed from gd/model.pt on the data of gd/config.yaml, against
+    gd/predictions.npz and the errors, loss and status of summary.json and `claims` (the table's rows). Outputs
+    not finite, or a loss grown EXPLODED-fold over step 0's (rebuilt from the seed): diverged, not verified."""
     gd = RunDir(run)
     row["checked"] = "network"
-    if not stage:
+    if not trained:
         raise Unusable(f"{layout.GD}: missing ({layout.TABLES}/{layout.ERRORS} has the network)")
     record = read_stored(root, gd.summary)
     row.update(_shown(record, "val_error"))
@@ -355,13 +300,14 @@ def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point:
     finite = all(np.isfinite(v).all() for v in got.values()) and math.isfinite(loss)
     exploded = finite and initial is not None and loss > EXPLODED * max(initial, 1e-12)
     claimed = record.get("status")
+    diverged = not finite or exploded or claimed == GdStatus.DIVERGED
     if (not finite or exploded) and claimed != GdStatus.DIVERGED:
         row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r}, but the recomputed "
                                + ("outputs are not finite" if not finite else
                                   f"training loss grew from {initial:.3g} to {loss:.3g}") + " (diverged)")
     elif claimed not in tuple(GdStatus):
         row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r} is not a network's")
-    if not finite or exploded or claimed == GdStatus.DIVERGED:
+    if diverged:
         row["problems"].append("diverged: " + ("the network's outputs are not finite" if not finite else
                                                f"the training loss grew from {initial:.3g} to {loss:.3g}" if exploded
                                                else shorten(str(record.get("message", "recorded")), 120))
@@ -382,9 +328,8 @@ def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point:
                 not math.isclose(claimed_loss, loss, rel_tol=NETWORK_RTOL, abs_tol=1e-300):
             row["problems"].append(f"{layout.SUMMARY}: train_loss {shorten(repr(claimed_loss), 30)} is not the "
                                    f"recomputed {loss:.9g}")
-        sources = [(layout.SUMMARY, record)]
-        sources += [(f"{layout.TABLES}/{layout.ERRORS} ({shorten(k, 30)})", c) for k, c in claims.items()]
-        for source, c in sources:
+        for source, c in [(layout.SUMMARY, record),
+                          *((f"{layout.TABLES}/{layout.ERRORS} ({shorten(k, 30)})", c) for k, c in claims.items())]:
             if source != layout.SUMMARY and c.get("status") != (GdStatus.DIVERGED if exploded else claimed):
                 row["problems"].append(f"{source}: status {shorten(repr(c.get('status')), 40)}, the record's is "
                                        f"{row['claimed_status']!r}")
@@ -396,15 +341,19 @@ def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point:
                                            f"{error(out, y):.12g}")
         if claims and cfg.model.predictor not in claims:
             row["problems"].append(f"{layout.TABLES}/{layout.ERRORS}: no row for {cfg.model.predictor}")
-    got["status"] = GdStatus.DIVERGED if not finite or exploded or claimed == GdStatus.DIVERGED else GdStatus.OK
+    got["status"] = GdStatus.DIVERGED if diverged else GdStatus.OK
     return got
 
 
 def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None) -> list[dict]:
-    """One row per program of a run directory (`svm/<objective>/`), after its network's."""
-    run, where = unit.folder, unit.where
-    network = verify_network(root, run, where, problems, unit.point, unit.table)
-    rows = [] if network is None else [network]
+    """One row per program of a run directory (`svm/<objective>/`), after its network's (when it has one, or the
+    table claims one)."""
+    run, where, gd = unit.folder, unit.where, RunDir(unit.folder).gd
+    claims = {k: c for k, c in (unit.table or {}).items() if str(k).startswith("gd-")}
+    trained = present(gd) and not is_file(gd) and \
+        (not is_dir(gd) or any(not p.name.startswith(".") for p in gd.iterdir()))   # a link is refused
+    rows = [_program(where, layout.GD, problems, _check_network, root, run, problems, unit.point, claims, trained,
+                     gd=True)] if trained or claims else []
     svm = RunDir(run).svm
     try:
         no_links(run, svm)
@@ -455,17 +404,15 @@ def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None
         if stage.name.startswith(".") or is_file(stage) or not present(stage):   # a link is checked (and refused)
             continue
         rows.append(row := _program(where, stage.name, problems, check, stage, stage.name))
-        digest = _digest(stage / layout.COMPACT) if unit.own is not None and row["verified"] \
-            and "compact" in row["checked"] else None
-        if digest is not None:   # its copy in the sweep's solutions/ is verified with it
+        if unit.own is not None and row["verified"] and "compact" in row["checked"] \
+                and (digest := _digest(stage / layout.COMPACT)) is not None:   # its copy in solutions/ is verified too
             unit.own[(unit.point, stage.name)] = digest
     return rows
 
 
 def _check_copies(root: Path, unit: _Unit, problems: _Problems) -> list[dict]:
-    """One row per compact file `solutions/<id>/<objective>.npz` (a results folder's, or a sweep's
-    copies of its points' files: one whose bytes have the digest of its verified point's is not
-    checked twice)."""
+    """One row per compact file `solutions/<id>/<objective>.npz` (a copy with the bytes of its verified point's is
+    not checked twice)."""
     point, where, (cfg, cfg_error) = unit.folder, unit.where, unit.config
     identity = _identity(cfg, point, root, point.name) if cfg is not None else []
 
@@ -503,18 +450,14 @@ NONCONVEX_CLAIMS = ("objective", "min_margin", "train_error", "val_error", "glob
 
 
 def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, program, problems: _Problems) -> dict:
-    """A non-convex program's record checked by solving it again (`program.fit`, seeded by
-    svm.search_seed): every number and word it claims, its point (theta.npz) and its outputs
-    (predictions.npz) must be the rerun's. The status verify goes by is the rerun's: `optimal` when
-    it certifies its point (feasible, and for the global search two restarts agree)."""
+    """A non-convex program's record, theta.npz and predictions.npz against a rerun of its seeded search; the status
+    is the rerun's (`optimal` when it certifies its point: feasible, and two restarts agree for the global one)."""
     problem = problems.problem(cfg)
     trained = stages.load_trained(run, cfg, problem.dataset.dim, stage.name) if program.needs_trained else None
     result, arrays = program.fit(stage.name, cfg, spec_of(cfg), problem, trained, echo=lambda msg: None)
-    bad = []
-    for key in NONCONVEX_CLAIMS:
-        want, claim = result.get(key), record.get(key)
-        if not _same_claim(want, claim):
-            bad.append(f"{layout.RESULT}: {key} {shorten(repr(claim), 40)} is not the rerun's {shorten(repr(want), 40)}")
+    bad = [f"{layout.RESULT}: {k} {shorten(repr(record.get(k)), 40)} is not the rerun's "
+           f"{shorten(repr(result.get(k)), 40)}" for k in NONCONVEX_CLAIMS
+           if not _same_claim(result.get(k), record.get(k))]
     for name, stem in ((layout.THETA, "theta"), (layout.PREDICTIONS, "predictions")):
         if stem not in arrays:
             if present(stage / name):
@@ -527,8 +470,8 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
             continue
         for key, want in arrays[stem].items():
             got = stored.get(key)
-            if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=NONCONVEX_RTOL,
-                                                                         atol=NONCONVEX_RTOL * max(1.0, float(np.abs(want).max()))):
+            if got is None or got.shape != want.shape or not np.allclose(
+                    got, want, rtol=NONCONVEX_RTOL, atol=NONCONVEX_RTOL * max(1.0, float(np.abs(want).max()))):
                 bad.append(f"{name}: {key} is not the rerun's")
     status = Status.OPTIMAL if result["certified"] else \
         Status.FAILED if result["status"] == Status.FAILED else Status.INACCURATE
@@ -537,8 +480,7 @@ def verify_nonconvex(root: Path, run: Path, stage: Path, record: dict, cfg, prog
 
 
 def _same_claim(want, claim) -> bool:
-    """A claimed number, bool or list of them equal to the rerun's to NONCONVEX_RTOL (NaN to NaN);
-    anything else (a word, None) equal as it is."""
+    """Numbers (or lists) equal to NONCONVEX_RTOL (NaN to NaN); anything else (a word, None) equal as it is."""
     if want is None or claim is None or isinstance(want, str) or isinstance(claim, str):
         return want == claim
     try:
@@ -548,12 +490,8 @@ def _same_claim(want, claim) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=NONCONVEX_RTOL, atol=NONCONVEX_RTOL, equal_nan=True))
 
 
-# ------------------------------------------------------------------ what there is to verify, in one traversal
-
-
 class _Unit(NamedTuple):
-    """A folder whose programs `verify` checks together, one row each: a run directory (its `gd/` and
-    `svm/<objective>/`), a sweep's point, or a results folder's `solutions/<id>/` (`copies`)."""
+    """A folder whose programs `verify` checks together: a run, a sweep's point or `solutions/<id>/` (`copies`)."""
 
     where: str
     folder: Path
@@ -571,22 +509,19 @@ def _errors_claims(folder: Path, root: Path) -> dict:
         return {}
     no_links(root, path)
     table = read_csv_untrusted(path)
-    out = {}
     if "point" not in table.columns or "predictor" not in table.columns:
-        return out
-    for r in table.to_dict("records"):   # an empty status, or a float certified (no certificate), claims nothing
-        out[(str(r["point"]), str(r["predictor"]))] = {
-            k: r[k] for k in ("status", "objective", "rel_gap", "min_margin", "val_error", "train_error", "certified")
-            if k in r and not (isinstance(r[k], float) and (k == "certified" or k == "status" and math.isnan(r[k])))}
-    return out
+        return {}
+    keys = ("status", "objective", "rel_gap", "min_margin", "val_error", "train_error", "certified")
+    return {(str(r["point"]), str(r["predictor"])): {   # an empty status, or a float certified, claims nothing
+        k: r[k] for k in keys if k in r and not (isinstance(r[k], float) and (k == "certified" or k == "status"
+                                                                               and math.isnan(r[k])))}
+        for r in table.to_dict("records")}
 
 
 def _walk(root: Path, targets: list):
-    """Everything `verify` checks under `root`, in the order it checks it: (slot, a `_Unit` or rows
-    already known), the slots numbering the rows as the folders are listed. A sweep's points come
-    before its `solutions/` (the copies of verified points are not checked twice); within each, the
-    folders are grouped by data and problem (`_group_key`). A generator: a `solutions/` folder's
-    claimed programs without their file are looked for once its copies are checked."""
+    """(slot, a `_Unit` or rows already known) in the order `verify` checks them, slots in listing order: a sweep's
+    points before its `solutions/`, each grouped by `_group_key`. Lazy: a `solutions/` folder's claimed programs
+    without their file are looked for once its copies are checked."""
     slot = itertools.count()
     for folder, kind, prefix in targets:
         if kind == "run":
@@ -635,27 +570,19 @@ def _kind(path: Path) -> str | None:
 
 
 def _programs(targets: list) -> int:
-    """How many programs `verify` will meet in `targets` (for its progress; nothing is read)."""
+    """How many programs `verify` will meet in `targets` (its progress; nothing is read)."""
     def count(run: Path) -> int:
         return len(subdirs(RunDir(run).svm, hidden=False)) + int(present(RunDir(run).summary) or present(RunDir(run).model))
 
-    n = 0
-    for folder, k, _ in targets:
-        if k == "run":
-            n += count(folder)
-        else:
-            n += sum(count(p) for p in subdirs(SweepDir(folder).points, hidden=False))
-            n += sum(len(list(p.glob("*.npz"))) for p in subdirs(folder / layout.SOLUTIONS, hidden=False))
-    return n
+    return sum(count(f) if k == "run" else sum(map(count, subdirs(SweepDir(f).points, hidden=False)))
+               + sum(len(list(p.glob("*.npz"))) for p in subdirs(f / layout.SOLUTIONS, hidden=False))
+               for f, k, _ in targets)
 
 
 def verify(path: str | Path, export: dict | None = None, progress: bool = False, tol: float = CERTIFY_TOL) -> list[dict]:
-    """Verify every stored solution under `path` (a run, a sweep, a results folder or a folder of
-    those); one dict per program: where (run, point id or `<folder>/<point id>`), objective, value
-    (the claimed objective), claimed_status, verified (True, False, or None for a program without a
-    certificate to check), checked (what was recomputed from), problems (each mismatch, one line).
-    Raises GbError (bad input) when `path` is not a directory or holds nothing to verify.
-    `export`: filled with each verified program's compact arrays (see `export_solutions`)."""
+    """One dict per program under `path`: where, objective, value (the claimed objective), claimed_status,
+    verified, checked (what was recomputed from), problems (one line each). GbError when `path` holds nothing to
+    verify. `export`: filled with where each verified program's compact arrays are (`export_solutions`)."""
     root = Path(path)
     if not root.is_dir():
         raise GbError(f"DIR: {shorten(str(root), 200)}: not a directory")
@@ -669,8 +596,7 @@ def verify(path: str | Path, export: dict | None = None, progress: bool = False,
     with Progress(f"verify {shorten(str(root), 60)}", _programs(targets), show=progress,
                   counter="{done}/{total} results") as bar:
         problems, slots = _Problems(bar.advance, tol), {}
-        # a received file's numbers may overflow (a predictor scaled by 1e308): it is then not verified,
-        # and said so in its row, not in numpy warnings on the terminal
+        # a received file's numbers may overflow (1e308): said in its row, not in numpy warnings
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for s, unit in _walk(root, targets):
                 slots[s] = unit if isinstance(unit, list) else _check_copies(root, unit, problems) if unit.copies \
@@ -697,13 +623,9 @@ def _arrays_digest(arrays: dict[str, np.ndarray]) -> bytes:
     return h.digest()
 
 
-# ------------------------------------------------------------------ solutions into a results folder
-
-
 def _check_writable(dest: Path) -> None:
-    """Refuse a DEST that cannot be written before verifying (minutes on a sweep), without writing
-    anything: its nearest existing folder must be writable and not on a read-only or virtual file
-    system (/proc: root passes the permission check, then mkdir fails)."""
+    """Refuse a DEST that cannot be written before verifying (minutes on a sweep), writing nothing: a read-only
+    or virtual file system too (/proc: root passes the permission check, then mkdir fails)."""
     try:
         existing = next((p for p in (dest, *dest.parents) if present(p)), Path("."))
         writable = existing.is_dir() and os.access(existing, os.W_OK | os.X_OK) and not read_only_fs(existing)
@@ -716,10 +638,8 @@ def _check_writable(dest: Path) -> None:
 
 def export_solutions(source: str | Path, dest: str | Path, progress: bool = False,
                      tol: float = CERTIFY_TOL) -> tuple[list[dict], int]:
-    """Verify `source` (a sweep or run directory) and write each verified program's compact
-    solution into `dest/solutions/<point id>/<objective>.npz`, with the point's config.yaml (and
-    model.pt when a program reads the trained network). Returns (rows, files written). A program
-    that does not verify is not exported."""
+    """Verify `source` and write each verified program's compact file into `dest/solutions/<point id>/`, with its
+    config.yaml (and model.pt when the program reads the network). Returns (rows, files written)."""
     root = Path(dest)
     if present(root) and not root.is_dir():
         raise GbError(f"--export: {shorten(str(root), 200)}: not a folder")
@@ -729,10 +649,8 @@ def export_solutions(source: str | Path, dest: str | Path, progress: bool = Fals
     _check_writable(root)
     found: dict = {}
     rows = verify(source, export=found, progress=progress, tol=tol)
-    dest = root / layout.SOLUTIONS
-    written = 0
     for (where, objective), (compact, digest, config, model) in sorted(found.items()):
-        folder = dest / where
+        folder = root / layout.SOLUTIONS / where
         try:   # read again (verify kept only its digest): exactly the arrays it verified, or none
             arrays = read_npz(Path(source), compact, COMPACT_ARRAYS)
         except Unusable as exc:
@@ -744,7 +662,6 @@ def export_solutions(source: str | Path, dest: str | Path, progress: bool = Fals
         atomic_write_text(folder / layout.CONFIG, read_untrusted(config, MAX_CONFIG_BYTES).decode("utf-8"))
         if model is not None:
             atomic_write_bytes(folder / layout.MODEL, read_untrusted(model))
-        written += 1
-    return rows, written
+    return rows, len(found)
 
 
