@@ -1,23 +1,9 @@
-"""Paper 001 (min-norm / rank-two bias of ReLU nets on orthogonally separable data).
-
-The model-side pieces live with the models: the balanced init (`model.init: balanced`,
-|w2_j| = ||w1_j|| with random signs) in `gbcli.models.relu`, and the programs `svm-pos` /
-`svm-neg` (the one-class max-margin directions w+ and w-) in `gbcli.models.one_class`. Here:
-
-- the instruments `rank` (singular values of the first layer; also used for paper 002's nets) and
-  `alignment` (each neuron's cosine with w+ or w-, by the sign of its output weight, and with the
-  class means), with the final per-neuron table `gd/neurons.csv`;
-- the sweep report `tables/neurons.csv` + `figures/neurons.png`;
-- for the deeper nets (section 5.2's residual net, appendix D's conv net: models that list their
-  weight matrices in `matrices()`, rows = neurons, and optionally the output weight of each row in
-  `row_weights()`): the instrument `layer_rank` (singular values of every listed matrix, and
-  each matrix's rows projected on its top two right singular directions), `closest_alignment`
-  (each first-layer row against the closer of w+ / w-, and of the class means), `features`
-  (appendix D: inner products of the learned features within and across classes, layer by layer),
-  and the sweep report `figures/layers.png` + `figures/features.png`.
-
-The sweep reports' shared readers and writers (`point_frames`, `stacked`, `write_table`,
-`save_figure`) are here too; the other papers' modules use them.
+"""Paper 001 (min-norm / rank-two bias of ReLU nets on orthogonally separable data): the instruments
+`rank`, `alignment` (neurons against svm-pos / svm-neg, `gd/neurons.csv`) and, for the deeper nets of
+section 5.2 and appendix D (`matrices()`, `row_weights()`), `layer_rank`, `closest_alignment` and
+`features`; their sweep reports; and the sweep reports' shared readers and writers (`point_frames`,
+`stacked`, `write_table`, `save_figure`), which the other papers' modules use. The balanced init and
+the programs live with the models (`gbcli.models.relu`, `gbcli.models.one_class`).
 """
 
 from __future__ import annotations
@@ -84,8 +70,7 @@ class Alignment(Instrument):
               ("mean_align_median", "median cosine of neurons with the class means", "linear"))
 
     def setup(self, tracker, context: TrackContext) -> dict:
-        """w+ (svm-pos), w- (svm-neg) and the class means mu+, mu- in `tracker.references`; returns
-        the programs' objectives and cos(w+-, mu+-) for summary.json."""
+        """w+ (svm-pos), w- (svm-neg), mu+, mu- in `tracker.references`; objectives and cos(w+-, mu+-) returned."""
         ds, refs, info = context.problem.dataset, {}, {}
         for obj, key, s in (("svm-pos", "pos", 1.0), ("svm-neg", "neg", -1.0)):
             _, sol = context.solve(obj)
@@ -191,10 +176,8 @@ def orthogonal_separability(prod: dict) -> dict:
 
 
 class Features(Instrument):
-    """Appendix D's Figure 3: are the learned features orthogonally separable? (examples of the same
-    class with positive inner products, of different classes with non-positive ones). Measured on the
-    features after the ReLU and, where the model offers them, before it (`_pre` columns): after a ReLU
-    no inner product is negative, so across-class pairs can only reach 0 there."""
+    """Appendix D's Figure 3: are the learned features orthogonally separable? After the ReLU and, where
+    the model offers them, before it (`_pre`): after a ReLU across-class products can only reach 0."""
 
     name = "features"
     description = "inner products of learned features within and across classes (after and before the ReLU)"
@@ -213,7 +196,6 @@ class Features(Instrument):
         return {"feature_points": len(idx)}
 
     def _features(self, tracker, model, pre: bool = False) -> tuple[list[torch.Tensor], np.ndarray]:
-        """Every layer's features of the sampled points (in the model's dtype; float64 one layer at a time)."""
         x, pos = tracker.feature_points
         p = next(model.parameters())
         with torch.no_grad():
@@ -280,8 +262,7 @@ def save_figure(fig, out_dir: str | Path, name: str, **options) -> list[Path]:
 
 
 def point_names(out_dir: str | Path) -> dict[str, str]:
-    """point id -> its readable name in the sweep's `tables/points.csv` (written before the reports
-    run); empty when the table is missing or damaged, and a point it lacks keeps its id."""
+    """point id -> its readable name in the sweep's `tables/points.csv`; empty when that is missing or damaged."""
     path = SweepDir(out_dir).points_table
     if not is_file(path):
         return {}
@@ -293,23 +274,20 @@ def point_names(out_dir: str | Path) -> dict[str, str]:
 
 
 def in_sweep_order(points, names: dict[str, str]) -> list[str]:
-    """The distinct point ids of `points` in the order of the sweep's points.csv (its grid), the
-    others after them."""
+    """The distinct point ids of `points` in the grid's order (`names`), the others after them."""
     order = {p: i for i, p in enumerate(names)}
     return sorted(dict.fromkeys(points), key=lambda p: order.get(p, len(order)))
 
 
 def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
-    """For a sweep whose points track `alignment`: `tables/neurons.csv` (every point's final
-    per-neuron cosines) and `figures/neurons.png`, one histogram per point of the cosines with w+- and,
-    next to them, with the class means (close to w+- but not them)."""
+    """`tables/neurons.csv` (every point's final per-neuron cosines) and `figures/neurons.png` (their
+    histograms per point) for a sweep tracking `alignment` or `closest_alignment`."""
     table = stacked(out_dir, "neurons.csv")
     if table is None:
         return []
     write_table(out_dir, "neurons", table)
     names = point_names(out_dir)
     points = in_sweep_order(table["point"], names)
-    # `alignment` picks w+ or w- (and the class mean) by the sign of a_j; `closest_alignment` the closer one
     closest = "closest" in table and table["closest"].notna().any()
     ref = "the closer of w+ / w-" if closest else "w+ / w-"
     from matplotlib.ticker import MaxNLocator
@@ -335,10 +313,8 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
 
 
 def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
-    """For a sweep whose points track `layer_rank`: `tables/singular_values.csv`, `tables/rows.csv`
-    and `figures/layers.png`: per point (a row of panels) and weight matrix, its top singular values
-    (s_k / s_1, log scale) and its rows projected on the top two singular directions (coloured by
-    the sign of their output weight when the model has one), as the paper's Figures 1-2 and 4."""
+    """`tables/singular_values.csv`, `tables/rows.csv` and `figures/layers.png` (the paper's Figures 1-2
+    and 4: per point and matrix, s_k / s_1 and the rows projected on the top two singular directions)."""
     sv, rows = stacked(out_dir, "singular_values.csv"), stacked(out_dir, "rows.csv")
     if sv is None or rows is None:
         return []
@@ -378,8 +354,7 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
 
 
 def plot_sweep_features(out_dir: str | Path) -> list[Path]:
-    """For a sweep whose points track `features`: `tables/features.csv` and `figures/features.png`
-    (appendix D's Figure 3: per layer, the histograms of f_i . f_j across the classes and within each)."""
+    """`tables/features.csv` and `figures/features.png` (appendix D's Figure 3) for a sweep tracking `features`."""
     stats, hist = stacked(out_dir, "features.csv"), stacked(out_dir, "feature_hist.csv")
     if stats is None or hist is None:
         return []

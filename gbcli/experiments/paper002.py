@@ -1,29 +1,16 @@
-"""Paper 002 (leaky nets in the perfect agreement regime): the `clusters` instrument.
+"""Paper 002 (leaky nets in the perfect agreement regime; the net and svm-par: `gbcli.models.leaky`).
 
-With w_bar / u_bar the means of the +v / -v units: `cluster_radius` r = max distance of a unit to
-its group mean (and `cluster_radius_rel` = r / mean unit norm); `outside_linear` (train) and
-`outside_linear_val`: fraction of points with |<w_bar - u_bar, x>| <= 2 r ||x||, outside the linear
-regime where sign f(x) = sign <w_bar - u_bar, x> (protocol section 9; the strict Lipschitz bound has
-alpha |...| on the left, see results/theory); `max_group_angle` (degrees);
-`linear_sign_mismatch_val`, the fraction of validation points where sign f != sign <w_bar - u_bar, x>;
-`par_cosine`, cos(w_bar - u_bar, w* - u*) with (w*, u*) the svm-par solution (the matching program);
-`zero_output_val`, the fraction of validation points where f(x) = 0 exactly (with alpha = 0, a ReLU
-net, every unit is off there: appendix D.1's non-linear region). The data may leave the region near
-the boundary empty (a teacher margin), so `zero_output_iso` and `linear_sign_mismatch_iso` measure
-the same on ISO_POINTS isotropic inputs N(0, I) (fixed seed): the decision boundary over the whole
-input space, as appendix D.1's Figure 5 draws it.
-The perfect agreement regime (section 6.2, appendix I): a +v unit w_i is in the PAR when it classifies
-every training point like the labels (y_n <w_i, x_n> > 0 for all n), a -v unit u_i when it classifies
-every point the other way (y_n <u_i, x_n> < 0): `par_fraction` is the fraction of units in the PAR
-(`par_fraction_w`, `par_fraction_u` per group), and `par_max_angle` the largest angle (degrees) of a
-unit to its svm-par direction (w* for the +v units, u* for the -v units): 0 in the theorem's limit.
-The leaky network and svm-par are the model `gbcli.models.leaky`.
-Also the instrument `output_linearity` (Figure 3: f against its best linear fit on a 2-D input plane)
-and the sweep reports `figures/output_linearity.png`; for leaky sweeps that differ in
-`training.batch_size`, `tables/risk.csv` / `figures/risk.png` (Theorem 4.1: SGD against GD); for leaky
-sweeps over `model.init_scale` that track `output_linearity`, `tables/risk_by_init.csv` /
-`figures/risk_by_init.png` (Theorem 4.1 at each init scale) and `tables/boundary_by_init.csv` /
-`figures/boundary_by_init.png` (Figure 1: how far sign f is from any line).
+`clusters`, with w_bar / u_bar the means of the +v / -v units: `cluster_radius` r, the largest distance
+of a unit to its group mean (`_rel`: over the mean unit norm); `outside_linear` (`_val`), the fraction
+of points with |<w_bar - u_bar, x>| <= 2 r ||x||, outside the linear regime where sign f(x) =
+sign <w_bar - u_bar, x> (protocol section 9); `max_group_angle` (degrees); `linear_sign_mismatch_val`,
+where sign f != sign <w_bar - u_bar, x>; `par_cosine`, cos(w_bar - u_bar, w* - u*) with svm-par's
+(w*, u*); `zero_output_val`, where f(x) = 0 exactly; the `_iso` columns: the same on ISO_POINTS inputs
+N(0, I) (appendix D.1's Figure 5). A +v unit is in the PAR (section 6.2) when y_n <w_i, x_n> > 0 for
+all n, a -v unit when y_n <u_i, x_n> < 0: `par_fraction` (`_w`, `_u` per group), and `par_max_angle`,
+the largest angle (degrees) of a unit to its svm-par direction (0 in the theorem's limit).
+Also `output_linearity` (Figure 3) and the sweep reports output_linearity, risk (Theorem 4.1: SGD
+against GD), risk_by_init and boundary_by_init (Theorem 4.1 and Figure 1 per `model.init_scale`).
 """
 
 from __future__ import annotations
@@ -130,16 +117,12 @@ class Clusters(Instrument):
 
 # ------------------------------------------------------------------ Figure 3 and Theorem 4.1
 
-# `output_linearity` (Figure 3: a clustered net's decision boundary is linear, its output is not).
-# On a plane of inputs (dim 2, or dim 2 with the constant bias feature of `dataset.bias`), a GRID x GRID
-# grid over [-R, R]^2 (R the largest training norm): `output_linear_r2`, the R^2 of the best linear
-# function of the net's input (least squares over the grid; with the bias feature, an affine function of
-# the plane); `output_linear_dev`, its largest residual over max |f|; `output_sign_mismatch_grid`, the
-# fraction of the grid where sign f != sign <w_bar - u_bar, x>; `output_slope_ratio`, along the normal
-# of the linear rule's boundary line through its point nearest the origin, the largest slope of f over
-# the smallest (f is piecewise linear there; 1 for a linear function, nan if f is not increasing). Its final tables are
-# `output_grid` (f, the fit and the linear rule on the grid) and `output_line` (f and the fit along that
-# normal); the sweep's `figures/output_linearity.png` draws them.
+# `output_linearity` (Figure 3: a clustered net's decision boundary is linear, its output is not), on
+# a GRID x GRID grid over [-R, R]^2 of the input plane (R the largest training norm; with `dataset.bias`
+# the constant feature appended): `output_linear_r2` and `output_linear_dev` (largest residual over
+# max |f|) of f's least-squares linear (affine with the bias) fit; `output_sign_mismatch_grid`, where
+# sign f != sign <w_bar - u_bar, x>; `output_slope_ratio`, f's largest slope over its smallest along the
+# normal of the rule's boundary line (1 when linear, nan when f is not increasing there).
 
 GRID = 61
 
@@ -166,8 +149,7 @@ def _lift(p: np.ndarray, const: float, bias: bool) -> np.ndarray:
 
 
 def _normal_line(direction: np.ndarray, const: float, bias: bool, r: float, n: int = 201):
-    """Points x0 + t n, t in [-r, r]: n the unit normal of the rule's boundary line in the plane, x0 its
-    point nearest the origin."""
+    """Points x0 + t n, t in [-r, r]: n the unit normal of the rule's boundary line, x0 its point nearest 0."""
     d = direction[:2]
     nrm = d / max(np.linalg.norm(d), 1e-300)
     off = -(direction[2] * const) / max(np.linalg.norm(d), 1e-300) if bias else 0.0
@@ -240,9 +222,8 @@ def on_grid(grid: pd.DataFrame, *columns: str) -> list[np.ndarray]:
 
 
 def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
-    """For a sweep tracking `output_linearity`: `tables/output_linearity.csv` (each point's last logged
-    columns) and `figures/output_linearity.png` (per point: f over the plane with f = 0 and the linear
-    rule's boundary; f and its best linear fit along the boundary's normal)."""
+    """`tables/output_linearity.csv` (each point's last logged columns) and `figures/output_linearity.png`
+    (f over the plane, f = 0 and the rule's boundary; f and its fit along the normal)."""
     grids, lines = point_frames(out_dir, "output_grid.csv"), point_frames(out_dir, "output_line.csv")
     points = in_sweep_order([p for p in grids if p in lines], point_names(out_dir))
     if not points:
@@ -289,8 +270,8 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
 
 
 def _max_point_loss(m: pd.DataFrame, loss: str) -> pd.Series:
-    """Every point's loss is at most the loss at the smallest margin (leaky nets: 1-homogeneous, so
-    min_n y_n f(x_n) = normalized_margin x ||w||)."""
+    """The largest loss of a training point: the loss at the smallest margin, normalized_margin x ||w||
+    (leaky nets are 1-homogeneous)."""
     low = m["normalized_margin"] * m["weight_norm"]
     return np.exp(-low) if loss == "exponential" else np.logaddexp(0.0, -low)
 
@@ -299,8 +280,8 @@ RISK_EPS = 0.1   # Theorem 4.1's eps in `tables/risk.csv`: the first step with e
 
 
 def _risk(m: pd.DataFrame, cfg: dict) -> tuple[pd.Series, dict]:
-    """The largest loss of a training point at each logged step, and the columns that end a risk row:
-    the first logged step where every point's loss is below RISK_EPS and where the training error is 0."""
+    """The largest point loss at each logged step, and the first logged steps where it is below RISK_EPS
+    and where the training error is 0."""
     worst = _max_point_loss(m, cfg["training"].get("loss", "logistic"))
     below, fitted = m["step"][worst < RISK_EPS], m["step"][m["train_error"] == 0]
     return worst, {"first_step_all_below_eps": below.min() if len(below) else None,
@@ -308,8 +289,8 @@ def _risk(m: pd.DataFrame, cfg: dict) -> tuple[pd.Series, dict]:
 
 
 def _risk_figure(curves: list[tuple], xlabel: str, eps_label: str | None = None):
-    """Both panels: (a) the mean training loss, (b) the largest loss of a training point, against the
-    step (log scales); `curves`: (step, mean, worst, line style) each."""
+    """(a) the mean training loss and (b) the largest point loss against the step (log scales);
+    `curves`: (step, mean, worst, line style) each."""
     fig = new_figure(figsize=(12, 4.6))
     ax_a, ax_b = fig.subplots(1, 2)
     for step, mean, worst, style in curves:
@@ -323,9 +304,8 @@ def _risk_figure(curves: list[tuple], xlabel: str, eps_label: str | None = None)
 
 
 def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
-    """For a sweep of leaky nets that differ in `training.batch_size` (SGD against GD, Theorem 4.1):
-    `tables/risk.csv` (per point: the last mean training loss, the largest loss of a training point,
-    and `_risk`'s first steps) and `figures/risk.png` (mean and largest point loss against the step)."""
+    """For leaky nets that differ in `training.batch_size` (SGD against GD, Theorem 4.1): `tables/risk.csv`
+    (per point: last mean and largest point loss, `_risk`'s first steps) and `figures/risk.png`."""
     metrics = point_frames(out_dir, layout.METRICS)
     cfgs = {p: SweepView(out_dir).point(p).config(strict=True) for p in metrics}
     leaky = [p for p in metrics if "normalized_margin" in metrics[p]]   # homogeneous nets (the sweep's leaky ones)
@@ -366,9 +346,8 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
 
 def _init_scale_points(out_dir: str | Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame],
                                                      dict[str, Path]]:
-    """The points of a sweep over `model.init_scale` on an input plane: those with `gd/output_grid.csv`
-    (the `output_linearity` instrument) and a homogeneous net's metrics (`normalized_margin`), in the
-    sweep's order, with their configs, metrics and grids' files; none unless two init scales or more."""
+    """(points, configs, metrics, grid files) of the homogeneous nets of a sweep over `model.init_scale` with
+    `gd/output_grid.csv`, in the sweep's order; empty unless two init scales or more."""
     grids = SweepDir(out_dir).gd_files("output_grid.csv")
     metrics = {p: m for p, m in point_frames(out_dir, layout.METRICS).items() if p in grids and "normalized_margin" in m}
     points = in_sweep_order(metrics, point_names(out_dir))
@@ -383,10 +362,8 @@ def _scale_and_bias(cfg: dict) -> tuple[float, bool]:
 
 
 def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
-    """For a leaky sweep over `model.init_scale` on an input plane (`_init_scale_points`; Theorem 4.1
-    holds for any bound on the initial row norms): `tables/risk_by_init.csv` (per point, by bias and
-    init scale: the first and last mean training loss and largest loss of a training point, and
-    `_risk`'s first steps) and `figures/risk_by_init.png` (both losses against the step)."""
+    """`tables/risk_by_init.csv` (per point: first and last mean and largest point loss, `_risk`'s first
+    steps) and `figures/risk_by_init.png` for `_init_scale_points` (Theorem 4.1 holds at any init scale)."""
     points, cfgs, metrics, _ = _init_scale_points(out_dir)
     if not points:
         return []
@@ -436,8 +413,8 @@ def best_line_disagreement(x: np.ndarray, s: np.ndarray, offsets: np.ndarray) ->
 
 
 def sign_changes_on_circle(grid: pd.DataFrame) -> int:
-    """The sign changes of f around the circle of half the grid's radius (2 for a line through the
-    disc), f read at the grid point nearest each point of the circle (every CIRCLE_STEP_DEG degrees)."""
+    """The sign changes of f around the circle of half the grid's radius (2 for a line through the disc),
+    at the grid point nearest each CIRCLE_STEP_DEG degrees."""
     (f,) = on_grid(grid, "f")
     lim = float(np.abs(grid["x1"]).max())
     t = np.linspace(-lim, lim, len(f))
@@ -450,10 +427,9 @@ def sign_changes_on_circle(grid: pd.DataFrame) -> int:
 
 
 def boundary_row(grid: pd.DataFrame, bias: bool) -> dict:
-    """How far sign f on the plane grid of `output_grid.csv` is from ANY line (not only from the rule
-    sign <w_bar - u_bar, x>): `best_line_disagreement` over the grid points where f is not 0 (|f| above
-    1e-9 max |f|), through the origin only without the bias feature (f is then 1-homogeneous), and the
-    sign changes around a circle."""
+    """How far sign f on the grid (where |f| > 1e-9 max |f|) is from ANY line: `best_line_disagreement`
+    (lines through the origin only without the bias feature: f is then 1-homogeneous), and the sign
+    changes around a circle."""
     x, f = grid[["x1", "x2"]].to_numpy(), grid["f"].to_numpy()
     keep = np.abs(f) > 1e-9 * np.abs(f).max()
     x, s = x[keep], np.sign(f[keep])
@@ -464,11 +440,9 @@ def boundary_row(grid: pd.DataFrame, bias: bool) -> dict:
 
 
 def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
-    """For a leaky sweep over `model.init_scale` on an input plane (`_init_scale_points`; Figure 1: a
-    small init gives a boundary close to linear, a large one need not): `tables/boundary_by_init.csv`
-    (per point, by bias and init scale: `boundary_row`) and `figures/boundary_by_init.png` (per point:
-    sign f over the plane, f = 0, the rule's boundary <w_bar - u_bar, x> = 0, and each unit's
-    direction in the plane; one row per bias setting, one column per init scale)."""
+    """Figure 1 (a small init gives a boundary close to linear) for `_init_scale_points`:
+    `tables/boundary_by_init.csv` (`boundary_row` per point) and `figures/boundary_by_init.png` (sign f,
+    f = 0, the rule's boundary and each unit's direction; a row per bias setting, a column per scale)."""
     points, cfgs, _, grid_files = _init_scale_points(out_dir)
     if not points:
         return []

@@ -1,19 +1,8 @@
-"""Paper 003 (Vardi, Shamir & Srebro): is GD's limit a local or a global optimum of Problem 2?
-
-Problem 2 is the max-margin problem in parameter space, min ||theta||^2 s.t. y_i f_theta(x_i) >= 1.
-GD on a homogeneous net converges in direction to a KKT point of it; the paper builds small
-networks where that point is not even a local optimum. The networks and their programs are model
-concepts: the shared pieces of the constructions (activations, gates, `ConstructionSpec`, the
-programs `nonconvex-global`, `local-search`, `local-search-global`) are in
-`gbcli.models.construction`, and Problem 2's SLSQP solves (`Problem2`, `flat_theta`, re-exported
-here) in `gbcli.programs.nonconvex`. This module holds what only the paper's report needs:
-
-- the run's `tables/kkt.csv` (one row, the paper's Tables 1-2 entry for the construction);
-- the sweep's `tables/kkt.csv` and `figures/kkt.png`;
-- the instrument `relu_pattern` (Theorem 3.2 under random inits) and the sweep's
-  `tables/init_outcomes*.csv` / `figures/init_outcomes.png`;
-- the instrument `layer_optimality` (Theorems 5.2-5.4: each layer against Problem 4, the max-margin
-  problem of that layer alone) and the sweep's `tables/layer_optimality.csv` / `figures/layer_optimality.png`.
+"""Paper 003 (Vardi, Shamir & Srebro): is GD's limit, a KKT point of Problem 2 (min ||theta||^2 s.t.
+y_i f_theta(x_i) >= 1), a local or a global optimum? The constructions and programs are in
+`gbcli.models.construction` and `gbcli.programs.nonconvex`; here the report: `tables/kkt.csv` (the
+paper's Tables 1-2) and `figures/kkt.png`, and the instruments `relu_pattern` (Theorem 3.2) and
+`layer_optimality` (Theorems 5.2-5.4) with their sweep reports.
 """
 
 from __future__ import annotations
@@ -41,8 +30,8 @@ SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's li
 
 
 def kkt_row(run_dir: str | Path) -> dict | None:
-    """The paper's Tables 1-2 entry for one run: GD's limit (||theta||^2 at margin 1, KKT residual),
-    the global value found, and the local search around GD's limit (and around the global point)."""
+    """The paper's Tables 1-2 entry of one run: GD's limit (||theta||^2 at margin 1, KKT residual), the
+    global value found, and the local searches around GD's limit and the global point."""
     view = RunView(run_dir)
     run = view.dir
     res = {o: ProgramRecord.read(run.result(o), strict=True).fields for o in NONCONVEX if run.result(o).is_file()}
@@ -83,9 +72,8 @@ def write_kkt_table(run_dir: str | Path) -> Path | None:
 
 
 def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
-    """For a sweep of the paper-003 constructions: `tables/kkt.csv` (every point's row) and
-    `figures/kkt.png`: (a) ||theta||^2 at margin 1 along training over the global value found;
-    (b) the decrease of ||theta||^2 found within eps of GD's limit (and of the global point) vs eps."""
+    """`tables/kkt.csv` (every point's row) and `figures/kkt.png`: (a) ||theta||^2 at margin 1 along
+    training over the global value; (b) the decrease found within eps of GD's limit (and the global point)."""
     rows = []
     sweep = SweepView(out_dir)
     for point in (view.root for view in sweep.points().values()):   # each row computed from its point's records
@@ -137,22 +125,17 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
 
 # ------------------------------------------------------------------ Theorem 3.2 under random inits
 
-# `relu_pattern` (two-layer ReLU nets, `relu`): which units are active on which training points.
-# `units_active_all`: units with <w_j, x_i> > 0 on every training point; `units_dead`: units active on
-# none; `thm32_premise`: 1 when one unit is active on every point with v_j > 0 and every other unit is
-# negative on every point (Theorem 3.2's assumption on the initialization, `thm32_premise` below, read
-# at step 0; later, the pattern of its KKT point); `top_unit_share`: the largest share of ||theta||^2
-# one unit carries (||w_j||^2 + v_j^2); `norm_sq_margin1`: ||theta||^2 / min_i y_i f(x_i), ||theta||^2
-# at margin 1 (nan until every point is fitted).
-# The sweep report sorts each run's end into outcomes: `one unit carries the net` (top_unit_share above
-# ONE_UNIT_SHARE with every point fitted: that unit is active on every point, Theorem 3.2's KKT point,
-# not a local optimum), `units split the points`, `not fitted` (a training point still misclassified).
+# `relu_pattern` (two-layer ReLU nets): `units_active_all` / `units_dead`, units with <w_j, x_i> > 0 on
+# every / no training point; `thm32_premise` (read at step 0: Theorem 3.2's assumption on the init);
+# `top_unit_share`, the largest share of ||theta||^2 one unit carries (||w_j||^2 + v_j^2);
+# `norm_sq_margin1`, ||theta||^2 / min_i y_i f(x_i) (nan until every point is fitted). A run ends as
+# one of OUTCOMES: one unit carries the net (share above ONE_UNIT_SHARE, fitted: Theorem 3.2's KKT
+# point, not a local optimum), units split the points, or not fitted.
 
 
 def thm32_premise(w1: np.ndarray, v: np.ndarray, x: np.ndarray) -> bool:
-    """Theorem 3.2's assumption on the initialization, as the paper states it: some unit j has
-    <w_j, x_i> > 0 on every training point x_i and v_j > 0, and every other unit has <w_k, x_i> < 0 on
-    every point (both strict; the other units' v is free). w1: first layer (rows: units), v: output weights."""
+    """Theorem 3.2's assumption on the init: a unit j with <w_j, x_i> > 0 on every point and v_j > 0, and
+    <w_k, x_i> < 0 on every point for every other unit (both strict). w1: rows are units; v: output weights."""
     pre = x @ w1.T
     pos, neg = (pre > 0).all(0), (pre < 0).all(0)
     return any(pos[j] and v[j] > 0 and all(neg[k] for k in range(len(v)) if k != j) for j in range(len(v)))
@@ -201,10 +184,9 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def write_init_outcomes(out_dir: str | Path) -> list[Path]:
-    """For a sweep tracking `relu_pattern` over initializations: `tables/init_outcomes.csv` (per point:
-    init scheme, scale and seed, the premise at step 0, the end's pattern, ||theta||^2 at margin 1,
-    outcome), `tables/init_outcomes_summary.csv` (per scheme and scale: the fraction of each outcome with
-    its 95% Wilson interval) and `figures/init_outcomes.png`."""
+    """`tables/init_outcomes.csv` (per point: init, premise at step 0, the end's pattern, outcome),
+    `tables/init_outcomes_summary.csv` (per init scheme and scale: each outcome's fraction with its 95%
+    Wilson interval) and `figures/init_outcomes.png`, for a sweep tracking `relu_pattern`."""
     rows = []
     for pid, point in SweepView(out_dir).points(layout.METRICS).items():
         m = point.metrics()
@@ -268,17 +250,11 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
 
 # ------------------------------------------------------------------ Theorems 5.2-5.4 (per layer)
 
-# `layer_optimality` (the constructions' kinds: relu, diagonal, conv): at the end of training, each
-# layer of GD's network scaled to margin 1, theta~, against Problem 4, the max-margin problem of that
-# layer alone, min ||u||^2 s.t. y_i f(x_i) >= 1 with every other layer fixed at theta~. A layer is a
-# parameter tensor (relu: w1, w2; conv: w, v), and for the diagonal nets each row of `w` (one layer's
-# diagonal). SLSQP (scipy) solves Problem 4 from u~ and from LAYER_RESTARTS random starts (the best:
-# `global_norm_sq`; each layer's f is linear in that layer for these nets, so for linear nets Problem 4
-# is convex and this is its optimum), and within eps of u~ for eps in LAYER_RADII, from u~ and random
-# points of the ball (`local_norm_sq_eps_*`). Its final table `layer_optimality` has one row per layer;
-# the sweep's `tables/layer_optimality.csv` collects them. Theorem 5.2: every layer of a linear net's KKT
-# point is a global optimum of Problem 4; 5.4: a ReLU net's layer is a local one when every neuron's
-# input is non-zero; 5.3: otherwise it may not be even a local one.
+# `layer_optimality`: each layer u~ of GD's net scaled to margin 1 (a parameter tensor; for the diagonal
+# nets a row of `w`) against Problem 4, min ||u||^2 s.t. y_i f(x_i) >= 1 with the other layers fixed,
+# by SLSQP from u~ and LAYER_RESTARTS random starts (`global_norm_sq`; convex for linear nets) and
+# within eps of u~ for eps in LAYER_RADII (`local_norm_sq_eps_*`). Theorem 5.2: a linear net's layers
+# are global optima; 5.4: a ReLU net's are local ones when no neuron's input is 0; 5.3: else maybe not.
 
 LAYER_RESTARTS = 20
 LAYER_RADII = (0.1, 0.01, 0.001)
@@ -359,9 +335,8 @@ class LayerOptimality(Instrument):
 
 
 def write_layer_table(out_dir: str | Path) -> list[Path]:
-    """For a sweep tracking `layer_optimality`: `tables/layer_optimality.csv` (every point's layers, with
-    its construction, activation and loss) and `figures/layer_optimality.png` (per layer: the smallest
-    ||u||^2 found within eps and anywhere, over u~'s)."""
+    """`tables/layer_optimality.csv` (every point's layers) and `figures/layer_optimality.png` (per layer:
+    the smallest ||u||^2 found within eps and anywhere, over ||u~||^2)."""
     tables, frames = point_frames(out_dir, "layer_optimality.csv"), []
     for pid in in_sweep_order(tables, point_names(out_dir)):   # the grid's order
         cfg = SweepView(out_dir).point(pid).config(strict=True)

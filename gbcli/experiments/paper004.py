@@ -1,27 +1,18 @@
-"""Paper 004 (Telgarsky's implicit-bias survey): its instruments, the init-agreement report and the margin-bound report.
+"""Paper 004 (Telgarsky's implicit-bias survey): its instruments and the init-agreement report.
 
-- `grad-alignment` (every homogeneous model): `grad_alignment` = <w / ||w||, -grad R / ||grad R||>
-  over all homogeneous weights, which tends to 1 along GD (Lyu-Li '19, Ji-Telgarsky '20), and
-  `grad_misalignment` = 1 - that (for a log axis), and `loss_weight_points`, the number of points
-  -grad R is spread over (exp of the entropy of the shares -l'(q_n) / sum -l'(q_m)): the alignment
-  is 1 only when those shares are the max-margin problem's multipliers, so it lags when the margins
-  are so large that one point carries the gradient. R is the configured mean training loss; the
-  direction of grad R is that of grad log R, which is what we differentiate (no underflow).
-- `layers` (deep linear networks x -> W_L ... W_1 x): `product_svm_cosine`, the cosine of the
-  end-to-end predictor w = (W_L ... W_1)' with the max-margin SVM u (the matching program
-  `svm-shallow`); `layer_alignment_min` / `_mean` over j of |<W_j / ||W_j||, v_j v_{j-1}'>| with the
-  unit vectors v_0 = u / ||u|| and v_j = W_j v_{j-1} / ||W_j v_{j-1}|| (so the value is
-  ||W_j v_{j-1}|| / ||W_j||_F; it is 1 exactly when W_j is the rank-one v_j v_{j-1}' scaled, the
-  limit of Ji-Telgarsky's corollary); `rank_one_min`, min_j s_1(W_j) / ||W_j||_F (rank one,
-  whatever the SVM).
-- `reg-path` (models linear in their weights: the linear predictor): the GD iterate w_t against
-  the regularization path, u_t = argmin {R(u) : ||u|| <= ||w_t||}: `reg_path_angle` (degrees),
-  `reg_path_log_gap` = log R(w_t) - log R(u_t) >= 0, `reg_path_kkt` = 1 - cos(u_t, -grad R(u_t)),
-  the solve's own optimality check (0 at the exact minimizer), and the angles of w_t (`svm_angle`)
-  and u_t (`reg_path_svm_angle`) to the max-margin SVM (the matching program), the scale of the first.
-- the sweep report `tables/init_agreement.csv` + `figures/init_agreement.png`: for the points of a
-  sweep that differ only in `model.init_seed`, the pairwise inconsistency of their GD networks on
-  the validation set and their final normalized margins (do several inits reach one limit?).
+- `grad-alignment`: <w / ||w||, -grad R / ||grad R||> over the homogeneous weights (tends to 1 along GD;
+  `grad_misalignment` = 1 - that), and `loss_weight_points`, exp of the entropy of the shares
+  -l'(q_n) / sum -l'(q_m) (the points -grad R is spread over). R: the mean training loss; we
+  differentiate log R (same direction, no underflow).
+- `layers` (deep linear nets): `product_svm_cosine`, cos((W_L ... W_1)', u) with u the max-margin SVM
+  (`svm-shallow`); `layer_alignment_min` / `_mean`, ||W_j v_{j-1}|| / ||W_j||_F with v_0 = u / ||u||,
+  v_j = W_j v_{j-1} / ||W_j v_{j-1}|| (1 when W_j is rank one v_j v_{j-1}'); `rank_one_min`, min_j
+  s_1(W_j) / ||W_j||_F.
+- `reg-path` (linear predictors): w_t against u_t = argmin {R(u) : ||u|| <= ||w_t||}: `reg_path_angle`
+  (degrees), `reg_path_log_gap` = log R(w_t) - log R(u_t) >= 0, `reg_path_kkt` = 1 - cos(u_t, -grad
+  R(u_t)) (0 at the exact minimizer), and the angles to the SVM, `svm_angle` (w_t), `reg_path_svm_angle`.
+- `tables/init_agreement.csv` + `figures/init_agreement.png`: points that differ only in
+  `model.init_seed`, their GD networks' pairwise validation inconsistency and final normalized margins.
 """
 
 from __future__ import annotations
@@ -58,9 +49,8 @@ def loss_weight_points(margins: torch.Tensor, loss: str) -> float:
 
 
 def gradient_alignment(model: nn.Module, x, y, ctx, loss: str, spread: bool = False):
-    """<w / ||w||, -grad R / ||grad R||> over the homogeneous weights (float64). Weights that are not
-    trained parameters (the shallow GLN's unused rows) have zero gradient and enter ||w|| only.
-    With `spread`, also the number of points the gradient is spread over (`loss_weight_points`)."""
+    """<w / ||w||, -grad R / ||grad R||> over the homogeneous weights (float64; untrained weights enter
+    ||w|| only); with `spread`, also `loss_weight_points`."""
     net, x, y, ctx = float64_copy(model, x, y, ctx)
     ws = [w for w in net.weights() if w.requires_grad]
     with torch.enable_grad():
@@ -92,8 +82,7 @@ class GradientAlignment(Instrument):
 
 
 def layer_measures(layers: list[np.ndarray], svm: np.ndarray) -> dict:
-    """The end-to-end product's cosine with the SVM direction and each layer's alignment with the
-    rank-one v_j v_{j-1}' (see the module docstring). `layers`: W_1 (width x D) ... W_L (1 x width)."""
+    """The `layers` columns (module docstring); `layers`: W_1 (width x D) ... W_L (1 x width)."""
     prod = layers[0]
     for w in layers[1:]:
         prod = w @ prod
@@ -153,14 +142,9 @@ class _Flat:
 
 
 def constrained_minimizer(flat: _Flat, radius: float, starts: list[np.ndarray]) -> tuple[np.ndarray, float]:
-    """argmin {R(u) : ||u|| <= radius} for a loss that is convex in u (a linear model), by
-    L-BFGS on the sphere u = radius z / ||z||; returns (u, log R(u)).
-
-    On separable data R has no minimizer, so the constrained one lies on the sphere, and a convex R
-    has no other stationary point there with a descent multiplier: minimizing over z is exact. We
-    use scipy's L-BFGS-B (with the exact gradient of log R, which has the same minimizer and does
-    not underflow) rather than a conic solver: cvxpy's solvers work to an absolute accuracy of about
-    1e-8 while R is e^-50 here, and the logistic loss's log R has no DCP form."""
+    """argmin {R(u) : ||u|| <= radius} for a loss convex in u (a linear model), by L-BFGS on the sphere
+    u = radius z / ||z||, which is exact (on separable data the minimizer lies on the sphere); returns
+    (u, log R(u)). Not a conic solver: their ~1e-8 absolute accuracy is useless at R ~ e^-50."""
     def fun(z):
         nz = np.linalg.norm(z)
         u = radius * z / nz
@@ -190,9 +174,7 @@ def _angle(a: np.ndarray, b: np.ndarray) -> float:
 
 def reg_path_measures(model: nn.Module, x, y, ctx, loss: str, previous: np.ndarray | None,
                       svm: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
-    """The GD iterate against the constrained minimizer at its norm (see the module docstring),
-    and, given the max-margin direction `svm`, both their angles to it; also returns the minimizer
-    (a warm start for the next logged step)."""
+    """The `reg-path` columns (module docstring) and the minimizer (the next logged step's warm start)."""
     flat = _Flat(model, x, y, ctx, loss)
     w = flat.vector()
     radius = float(np.linalg.norm(w))
@@ -232,10 +214,9 @@ INSTRUMENTS = {i.name: i for i in (GradientAlignment(), LayerAlignment(), RegPat
 
 
 def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
-    """Pairs of points whose resolved configs differ only in `model.init_seed` (and the name):
-    the inconsistency of their GD networks' validation predictions and both final normalized
-    margins, with the `configuration` the pair shares (the keys that tell the configurations of the
-    sweep apart; empty when there is one). None when there are no such pairs."""
+    """Pairs of points whose configs differ only in `model.init_seed` (and the name): their validation
+    inconsistency and final margins, with the `configuration` (the keys that tell the sweep's
+    configurations apart). None without such pairs."""
     points, raw = {}, {}
     for pid, view in SweepView(out_dir).points().items():
         run = view.dir
@@ -274,8 +255,7 @@ MAX_COLUMNS = 6      # configurations (one matrix each) per row of the figure
 
 
 def plot_init_agreement(out_dir: str | Path) -> list[Path]:
-    """`tables/init_agreement.csv` and `figures/init_agreement.png` (the pairwise inconsistency
-    matrix, one per configuration) for a sweep over init seeds."""
+    """`tables/init_agreement.csv` and `figures/init_agreement.png` (an inconsistency matrix per configuration)."""
     table = init_agreement(out_dir)
     if table is None:
         return []
