@@ -1,33 +1,25 @@
-"""Run-directory integrity: what each stage was computed from, and no stale or mixed results.
-
-- `fit-svm` refuses a run directory whose GD stage (or earlier programs) came from another
-  problem, and a program whose trained network is missing, unfinished or diverged; `compare`
-  refuses a stage whose upstream changed or is missing, and an interrupted stage.
-- Rerunning a stage first removes its record (so it counts as unfinished until the new one is
-  complete), then everything that depended on it, then writes; a process killed at any moment
-  leaves a directory whose finished stages are consistent, and the next run cleans the temp files.
-- A record without a manifest (`gbcli.store.identity`) is not a finished stage of this gb: it is
-  stale, never trusted.
-"""
+"""Run-directory integrity: no stale or mixed results. A rerun removes a stage's record first (the
+stage is then unfinished), then what depended on it, then writes, so a kill at any moment leaves
+consistent finished stages. A record without a manifest (`identity`) is stale, never trusted."""
 
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 
-from gbcli.config.loading import read_stored_config
+from gbcli.config.loading import read_stored_config, validate
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, file_hash, gd_manifest, section_hash, svm_manifest
 from gbcli.fs.layout import RunDir
 from gbcli.store.lock import write_marker
 from gbcli.store.records import GdStatus, Record, is_result, resumable
-from gbcli.fs.safe import (_short, is_file, open_fd, present, read_csv_untrusted, read_json, read_record,
+from gbcli.fs.safe import (_short, flatten, is_file, open_fd, present, read_csv_untrusted, read_json, read_record,
                            read_untrusted, remove)
 
 
 def manifest_of(record_path: Path) -> dict | None:
-    """The manifest of a stage record (None: missing, unreadable, or a record without one)."""
     rec = Record.read(record_path)
     return rec.manifest if rec is not None else None
 
@@ -37,16 +29,12 @@ def manifest_of(record_path: Path) -> dict | None:
 
 def remove_reports(run_dir: Path) -> None:
     run = RunDir(run_dir)
-    remove(run.errors)   # the record of `compare`
-    for d in (run.tables, run.figures):
-        remove(d)
+    for path in (run.errors, run.tables, run.figures):   # the record of `compare` first
+        remove(path)
 
 
 def differing_keys(saved: dict | None, cfg, sections: tuple[str, ...]) -> str:
-    """The dotted keys of `sections` whose values differ between a saved config.yaml and `cfg`
-    ("model.kind: gln here, relu in the config"), for the messages of refusals."""
-    from gbcli.fs.safe import flatten
-
+    """The dotted keys of `sections` that differ between a saved config.yaml and `cfg`, for refusals."""
     if not isinstance(saved, dict):
         return ""
     now = cfg.to_dict()
@@ -60,10 +48,8 @@ def differing_keys(saved: dict | None, cfg, sections: tuple[str, ...]) -> str:
 
 
 def _check_saved_config(path: Path, record: Path, manifest: dict, key: str, sections: tuple[str, ...]) -> None:
-    """A stage's config.yaml must be the config its record was computed from (the record's manifest
-    hashes it): an edited or swapped config would label the record's numbers with other settings."""
-    from gbcli.config import validate   # pydantic only (no torch)
-
+    """A stage's config.yaml must be the one its record's manifest hashes (an edited or swapped config
+    would label the record's numbers with other settings)."""
     saved = read_stored_config(path)
     try:
         got = section_hash(validate(saved, str(path)), sections) if saved is not None else None
@@ -75,16 +61,13 @@ def _check_saved_config(path: Path, record: Path, manifest: dict, key: str, sect
 
 
 def _outdated(run: RunDir, problem: str) -> list[Path]:
-    """The program records a retraining makes stale: of another problem, or that used the network."""
     return [r for r in run.results()
             if (m := manifest_of(r)) is None or m.get("problem") != problem or m.get("upstream")]
 
 
 def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
-    """What a (re)training of `cfg` in `run_dir` meets, before anything is written: the finished GD
-    record of this very config (the training would only repeat it), and the finished results it
-    would remove (a network of another config; programs of another problem or that used the old
-    network). Unfinished stages are not results: they are removed without asking."""
+    """What a (re)training of `cfg` meets: the finished GD record of this very config (nothing to
+    do), and the finished results it would remove (unfinished stages go without asking)."""
     run = RunDir(run_dir)
     rec = Record.read(run.summary)
     manifest = gd_manifest(cfg)
@@ -100,10 +83,8 @@ def plan_gd(run_dir: Path, cfg) -> tuple[dict | None, list[str]]:
 
 
 def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[dict | None, str | None]:
-    """What solving `objective` in `run_dir` meets: its finished record when it was solved from this
-    very config and network (solving again would only repeat it), else what would be lost (a finished
-    result of other svm options; None when there is none, or when it is stale: its network was
-    retrained since, so it is no result any more)."""
+    """What solving `objective` meets: its finished record of this very config and network, else
+    what would be lost (a result of other svm options; None when none or stale)."""
     run = RunDir(run_dir)
     record = run.result(objective)
     if not present(record):
@@ -121,8 +102,7 @@ def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[d
 
 
 def begin_gd(run_dir: Path, cfg) -> None:
-    """Before a (re)training writes anything: the old GD stage becomes unfinished, the programs that
-    used the old network or another problem are removed, and so are the reports."""
+    """Before a (re)training writes: the GD stage becomes unfinished; outdated programs and reports go."""
     run = RunDir(run_dir)
     remove(run.summary)
     for record in _outdated(run, gd_manifest(cfg)["problem"]):
@@ -135,10 +115,8 @@ def begin_gd(run_dir: Path, cfg) -> None:
 
 
 def begin_svm(run_dir: Path, objective: str) -> None:
-    """Before a program is (re)solved: its old result becomes unfinished and the reports go."""
-    run = RunDir(run_dir)
-    remove(run.result(objective))
-    remove_reports(run.root)
+    remove(RunDir(run_dir).result(objective))   # the old result is unfinished, then the reports go
+    remove_reports(run_dir)
 
 
 # ------------------------------------------------------------------ checks
@@ -219,12 +197,8 @@ def check_run(run_dir: Path) -> None:
 
 
 def _torn(path: Path) -> bool:
-    """Whether a file of a finished stage is not whole: missing where the stage needs it, a link,
-    unreadable, or not what gb writes there (a record that is not a JSON object, a config that is
-    not a YAML mapping, an archive whose members fail their CRC: what a power loss that cut the file
-    leaves)."""
-    import zipfile
-
+    """Whether a file of a finished stage is not whole: missing, a link, unreadable, or not what gb
+    writes there (an archive whose members fail their CRC: a power loss cut it)."""
     if not is_file(path):
         return True
     if path.suffix == ".json":
@@ -243,8 +217,7 @@ def _torn(path: Path) -> bool:
 
 
 def _stage_files(run: RunDir) -> list[tuple[Path, list[Path]]]:
-    """Each finished stage of a run directory: (its record, written last; the files the record
-    stands for, those it needs first)."""
+    """Each finished stage: (its record, written last; its files, config first; manifest key; sections)."""
     stages = []
     if present(run.summary):
         optional = [p for p in (run.metrics, run.gd_predictions) if present(p)]
@@ -257,8 +230,8 @@ def _stage_files(run: RunDir) -> list[tuple[Path, list[Path]]]:
 
 
 def _torn_stage(record: Path, files: list[Path], key: str, sections: tuple[str, ...]) -> Path | None:
-    """The first torn file of a finished stage (`_torn`), its config included when it is whole YAML
-    but not the config its record's manifest hashes (a file cut at a line break); None when whole."""
+    """The first torn file of a finished stage, its config included when not the one its manifest
+    hashes (a file cut at a line break); None when whole."""
     bad = next((p for p in (record, *files) if _torn(p)), None)
     if bad is not None:
         return bad
@@ -270,14 +243,9 @@ def _torn_stage(record: Path, files: list[Path], key: str, sections: tuple[str, 
 
 
 def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
-    """Undo what a crash tore in a sweep point's folder (a kill -9, then a power loss that cut the
-    newest files short), so that the point redoes it; returns the torn files found. Only for a
-    folder gb made: a point's, named by its own id under its sweep's points/ (the sweep knows it;
-    this function does not judge whose a folder is). A torn marker is written again; a finished
-    stage with a torn record, config, network or solution loses its record (an unfinished stage: it
-    is run again, and what it writes replaces the rest; a program that used the network is redone
-    with it); torn tables or a torn failure record are removed. `stages`:
-    False checks the marker only (a done point, whose tables were checked against its records)."""
+    """Undo what a crash tore in a sweep point's folder (gb's own) so the point redoes it; returns the
+    torn files. A torn marker is rewritten; a finished stage with a torn file loses its record (it
+    reruns); torn tables or failure record go. `stages` False: the marker only (a done point)."""
     run = RunDir(run_dir)
     torn: list[Path] = []
     if present(run.marker):
@@ -301,8 +269,7 @@ def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
 
 
 def _whole_csv(path: Path) -> bool:
-    """A table that pandas reads and that ends with a line break (gb's writer ends every line: a
-    table cut short ends inside its last line)."""
+    """A table that pandas reads and that ends with a line break (a table cut short does not)."""
     try:
         data = read_untrusted(path, 1024 ** 3)
         read_csv_untrusted(path)
