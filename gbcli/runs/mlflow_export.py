@@ -1,9 +1,6 @@
-"""Export runs and sweeps to an MLflow tracking store (`gb runs export mlflow`; the optional extra
-`pip install 'gbcli[mlflow]'`): each directory replayed through the live tracking path
-(`gbcli.runs.tracking.Live.replay`), a sweep as the parent run of its points, into SQLite in DIR by
-default (`DIR/mlflow.db`, artifacts in `DIR/mlflow-artifacts/`). What a run carries, and how an
-export again skips or replaces it: docs/mlflow-and-runs.md. Input is refused before the store is
-touched; files are read as untrusted data, and symlinks are never followed.
+"""`gb runs export mlflow`: each directory replayed through the live tracking path (`tracking.Live.replay`),
+a sweep as the parent run of its points, into `DIR/mlflow.db` by default (docs/mlflow-and-runs.md).
+Input is refused before the store is touched; files are read as untrusted data, links never followed.
 """
 
 from __future__ import annotations
@@ -31,8 +28,8 @@ def check_experiment(name: str) -> None:
 
 
 def default_uri(root: Path) -> str:
-    """SQLite in `root`. A path holding a character that a URI reads as syntax (? # %) or a control
-    character is refused: the database would land elsewhere than the path gb reports."""
+    """SQLite in `root`; a path holding URI syntax (? # %) or a control character is refused: the
+    database would land elsewhere than the path gb reports."""
     path = (Path(root) / layout.MLFLOW_DB).resolve()
     odd = sorted({c for c in str(path) if c in "?#%" or not c.isprintable()})
     if odd:
@@ -67,9 +64,8 @@ def check_uri(uri: str, key: str = "--tracking-uri") -> None:
 
 def export(root: str | Path = "runs", tracking_uri: str | None = None, experiment: str = "gb",
            echo=None) -> dict:
-    """Log every run and sweep under `root` (a sweep with its points as child runs) into the MLflow
-    store at `tracking_uri` (default: SQLite in `root`); returns counts of what was logged. Messages
-    go to `echo` (default: the `gbcli` logger)."""
+    """Log every run and sweep under `root` into the MLflow store at `tracking_uri` (default: SQLite in
+    `root`); returns counts of what was logged. Messages go to `echo` (default: the `gbcli` logger)."""
     echo = echo or logging.getLogger("gbcli").info
     root = Path(root)
     if not root.is_dir():
@@ -81,9 +77,7 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     check_tree(root, foreign=frozenset(top - {layout.MLFLOW_DB, layout.MLFLOW_ARTIFACTS}))
     uri = default_uri(root) if tracking_uri is None else tracking_uri
     check_uri(uri, "--dir" if tracking_uri is None else "--tracking-uri")   # a read-only DIR: refused now
-    # A config key MLflow refuses as a parameter name (MLflow's rule; a sweep's config.yaml keeps the
-    # user's model.weights names as given) would stop the export partway: refused before the store
-    # is touched, naming the directory. The keys are those the tracking logs.
+    # a config key MLflow refuses as a parameter name would stop the export partway: refused now
     todo = [(info, [read_any(p) for p in subdirs(SweepDir(info.path).points)] if info.kind == "sweep" else [])
             for info in scan(root)]
     for one in [d for info, points in todo for d in (info, *points)]:
@@ -112,9 +106,7 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
 
 
 def _export(todo: list, uri: str, experiment: str, echo) -> dict:
-    """Replay each directory (a sweep, then its points as its child runs) through the live tracking
-    path, saying first what it does (before MLflow is imported and its store opened: seconds), then
-    how far it is."""
+    """Replay each directory (a sweep, then its points as its children), saying first what it does."""
     from gbcli.logs import Progress
     from gbcli.runs.tracking import Live, open_store
 
@@ -127,14 +119,12 @@ def _export(todo: list, uri: str, experiment: str, echo) -> dict:
                   counter="{done}/{total} runs") as bar:
         mlflow_client, exp_id = open_store(uri, experiment, echo)
         for info, points in todo:
-            rid, created = Live.replay(mlflow_client, uri, experiment, exp_id, info)
-            counts["sweeps" if info.kind == "sweep" else "runs"] += created
-            counts["unchanged"] += not created
-            bar.advance()
-            for point in points:
-                _, made = Live.replay(mlflow_client, uri, experiment, exp_id, point, parent=rid)
-                counts["points"] += made
+            parent = None
+            for one in (info, *points):
+                rid, made = Live.replay(mlflow_client, uri, experiment, exp_id, one, parent=parent)
+                counts["points" if parent else "sweeps" if one.kind == "sweep" else "runs"] += made
                 counts["unchanged"] += not made
+                parent = parent or rid
                 bar.advance()
     echo(f"exported to {uri} (experiment {experiment}): {counts['runs']} runs, {counts['sweeps']} sweeps with "
          f"{counts['points']} points; {counts['unchanged']} unchanged since the last export")

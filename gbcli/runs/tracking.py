@@ -1,13 +1,7 @@
-"""The MLflow run of a run or sweep directory: the one home of how gb writes into MLflow, live while
-a stage works (config `tracking: {mlflow: URI}`) and replayed from the records afterwards (`gb runs
-export mlflow`, or a tracked stage with nothing left to do), with one naming and one parameter set
-either way (docs/mlflow-and-runs.md). One run directory is one MLflow run, found by the directory's
-path (the tag `gb.path_id`): an export finds a run tracked live up to date, and a run exported
-earlier is continued or replaced, never doubled; a sweep is the parent run of its points.
-
-Live tracking never costs a run: a store that does not answer or refuses something costs one
-warning line, and the stage goes on untracked (gb writes its own records first; MLflow is a view of
-them). MLflow's own lines (its database being created, "View run ... at") never reach the terminal.
+"""The one home of how gb writes into MLflow: live while a stage works (config `tracking: {mlflow: URI}`)
+and replayed from the records afterwards (`gb runs export mlflow`), one naming either way
+(docs/mlflow-and-runs.md). One directory is one MLflow run, found by its path (tag `gb.path_id`), never
+doubled; a sweep is the parent of its points. A store that fails costs one warning line, never the run.
 """
 
 from __future__ import annotations
@@ -38,35 +32,33 @@ _DEAD: set[str] = set()   # the tracking URIs that failed in this process
 
 def check(cfg) -> None:
     """Before any work: tracking asked for with MLflow missing is bad input, not a warning."""
-    if cfg.tracking.mlflow is None:
-        return
+    if cfg.tracking.mlflow is not None:
+        _import_mlflow("tracking.mlflow")
+
+
+def _import_mlflow(what: str):
     try:
-        import mlflow  # noqa: F401
+        import mlflow
     except ImportError:
-        raise GbError("tracking.mlflow: MLflow is not installed (pip install 'gbcli[mlflow]')") from None
+        raise GbError(f"{what}: MLflow is not installed (pip install 'gbcli[mlflow]')") from None
+    return mlflow
 
 
 def client(tracking_uri: str, what: str = "gb runs export mlflow"):
-    """An MlflowClient for `tracking_uri`, quiet: MLflow's own lines (its database being created, the
-    traceback of a database error that gb reports in one line, and the "View run / View experiment"
-    lines it writes to stdout when a run on a server ends) are not gb's messages."""
-    # a tracking server that does not answer: one try of 10 s, not MLflow's minutes of retries
+    """An MlflowClient for `tracking_uri`, quiet: MLflow's own lines (database creation, tracebacks,
+    "View run ...") are not gb's messages. A server that does not answer: one try of 10 s, no retries."""
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"   # read by MLflow when a run ends
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        raise GbError(f"{what}: MLflow is not installed (pip install 'gbcli[mlflow]')") from None
+    mlflow = _import_mlflow(what)
     logging.getLogger("mlflow").setLevel(logging.CRITICAL)
     logging.getLogger("alembic").setLevel(logging.CRITICAL)   # the database's migrations, when it is created
-    return MlflowClient(tracking_uri=tracking_uri)
+    return mlflow.tracking.MlflowClient(tracking_uri=tracking_uri)
 
 
 def open_store(uri: str, experiment: str, say, what: str = "gb runs export mlflow") -> tuple:
-    """(`client`, the id of `experiment`, created when missing: with a SQLite store, its artifacts
-    beside the database, `mlflow-artifacts/<name>/`). The longest wait of tracking, MLflow setting
-    up a new SQLite database's tables (about 10 s), is named (`say`) before it starts."""
+    """(`client`, the id of `experiment`, created when missing; a SQLite store's artifacts in
+    `mlflow-artifacts/<name>/` beside it). A new database's setup (about 10 s) is named (`say`) first."""
     db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
     if db and not present(db):
         say(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
@@ -79,8 +71,7 @@ def open_store(uri: str, experiment: str, say, what: str = "gb runs export mlflo
 
 
 def absolute(uri: str) -> str:
-    """A SQLite URI with a relative path (`sqlite:///runs/mlflow.db`) made absolute here: a sweep's
-    workers may start elsewhere."""
+    """A SQLite URI's relative path made absolute here: a sweep's workers may start elsewhere."""
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
     return uri
@@ -119,8 +110,7 @@ def runs_of(mlflow_client, experiment: str, path: Path) -> list:
 
 
 def fingerprint(path: Path, under: str = "") -> str:
-    """A hash of a run's records (what the export shows): unchanged records, no new MLflow run.
-    `under`: of the records in that folder only (`gd`: the training)."""
+    """A hash of a run's records (of those in `under` only, if given): unchanged records, no new MLflow run."""
     h = hashlib.sha256()
     for rel in sorted(str(p.relative_to(path)) for p in files_below(path / under if under else path)
                       if p.name in layout.STAGE_RECORDS):
@@ -139,9 +129,8 @@ def is_point(path: Path) -> bool:
 
 
 def run_name(path: Path, labels: dict) -> str:
-    """An MLflow run's name, live or replayed: the directory's `--name`; a sweep point, its sweep's
-    folder and what tells it from the other points (`hs/hidden_units=10,seed=1`, from the sweep's
-    points.csv; its id when that table is missing); else the folder's name."""
+    """An MLflow run's name: the directory's `--name`; a sweep point, its sweep's folder and what tells
+    it from the other points (`hs/hidden_units=10,seed=1`; its id without points.csv); else the folder's."""
     if labels.get("name"):
         return str(labels["name"])
     if is_point(path):
@@ -152,9 +141,8 @@ def run_name(path: Path, labels: dict) -> str:
 
 
 def sweep_params(path: Path) -> dict:
-    """A sweep's parameters, live or replayed: each axis of its config as given (`grid.<key>` and
-    `zip.<key>`: the list of its values) and the keys every point shares; never a base value that an
-    axis overrides (nor one that differs between the points, as points.csv lists them)."""
+    """A sweep's parameters: each axis as given (`grid.<key>`, `zip.<key>`: its list of values) and the
+    keys every point shares; never a base value that an axis overrides."""
     from gbcli.runs.index import grid_axes
 
     raw = SweepView(path).config() or {}
@@ -171,7 +159,6 @@ def sweep_params(path: Path) -> dict:
 
 
 def _own_tags(path: Path, kind: str, labels: dict) -> dict[str, str]:
-    """Where the run is, its kind and labels: the tags it is created with."""
     path = Path(path).resolve()
     tags = {"gb.path": str(path), "gb.path_id": path_id(path), "gb.kind": kind,
             **{f"gb.tag.{k}": v for k, v in labels.get("tags", {}).items()}}
@@ -186,12 +173,9 @@ def _own_tags(path: Path, kind: str, labels: dict) -> dict[str, str]:
 
 
 def seal(mlflow_client, rid: str, info, curves: bool) -> None:
-    """Log a directory's results (at the time the run ended), artifacts and tags (where it is, its
-    statuses, the training's provenance, its labels) into its MLflow run, the training curves from
-    metrics.csv too when `curves` (their points spread over the training's own wall time in
-    proportion to their step: metrics.csv holds steps, not times), and end it, FINISHED or FAILED
-    as its records say; the tags `gb.fingerprint` and `gb.exported`, logged last, then tell a later
-    export that the run is up to date."""
+    """Log a directory's results, artifacts and tags into its MLflow run (with `curves`, metrics.csv's
+    rows too, spread over the training's wall time by step) and end it, FINISHED or FAILED as its records
+    say; `gb.fingerprint` and `gb.exported`, logged last, tell a later export the run is up to date."""
     from mlflow.entities import Metric, RunTag
 
     from gbcli.runs.index import show
@@ -219,8 +203,7 @@ def seal(mlflow_client, rid: str, info, curves: bool) -> None:
 
 
 def _times(prov: dict) -> tuple[int | None, int | None]:
-    """(start, end) of a run in ms since the epoch: its records' earliest `started` and latest `ended`
-    (provenance); None when no record says (MLflow then takes the export's time)."""
+    """(start, end) in ms since the epoch: the records' earliest `started` and latest `ended` (or None)."""
     import datetime as dt
 
     def stamps(key: str):
@@ -235,8 +218,7 @@ def _times(prov: dict) -> tuple[int | None, int | None]:
 
 
 def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
-    """(file, folder in the artifact store) of a directory's records, configs, log (a run's), tables
-    and figures; never a link, nor a file below one (`files_below` follows none)."""
+    """(file, artifact folder) of a directory's records, configs, log, tables and figures; never a link."""
     run, sweep = RunDir(path), SweepDir(path)
     named = {sweep.marker, sweep.config, sweep.record} if kind == "sweep" else \
         {run.marker, run.log, run.gd_config, run.summary, run.metrics}
@@ -249,9 +231,8 @@ def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
 
 
 def _curves(path: Path) -> list[tuple[str, float, int]]:
-    """(column, value, step) of each finite value of gd/metrics.csv ([] when it is missing or
-    unreadable). A row without a usable step (an empty cell, text, a fraction, out of MLflow's range)
-    cannot be placed on a curve: it is left out; without a step column, the rows in order."""
+    """(column, value, step) of each finite value of gd/metrics.csv ([] when unreadable); a row without a
+    whole step in MLflow's range is left out; without a step column, the rows in order."""
     import pandas as pd
 
     try:
@@ -275,9 +256,8 @@ def _curves(path: Path) -> list[tuple[str, float, int]]:
 
 
 class Live:
-    """The MLflow run of one run or sweep directory while a stage works on it (`start`), or while its
-    records are replayed into it (`replay`). Every call to MLflow of a live stage goes through
-    `_guard`: its first failure is one warning and ends the tracking of this stage."""
+    """The MLflow run of one directory while a stage works on it (`start`) or its records are replayed
+    (`replay`). A live stage's calls go through `_guard`: the first failure warns and ends its tracking."""
 
     def __init__(self, uri: str, experiment: str, path: Path, stage: str, params: dict):
         self.uri, self.experiment = absolute(uri), experiment
@@ -289,8 +269,7 @@ class Live:
 
     @classmethod
     def start(cls, cfg, path: str | Path, stage: str, fresh: bool = False, kind: str = "run") -> "Live | None":
-        """The directory's MLflow run, RUNNING (None when the config asks for no tracking). `fresh`:
-        the stage starts its records anew, so an earlier MLflow run of the directory is replaced."""
+        """The directory's MLflow run, RUNNING (None untracked); `fresh`: an earlier run is replaced."""
         if cfg.tracking.mlflow is None or absolute(cfg.tracking.mlflow) in _DEAD:
             return None
         live = cls(cfg.tracking.mlflow, cfg.tracking.experiment, Path(path), stage, flatten(cfg.to_dict()))
@@ -306,11 +285,9 @@ class Live:
     @classmethod
     def replay(cls, mlflow_client, uri: str, experiment: str, exp_id: str, info, parent: str | None = None
                ) -> tuple[str, bool]:
-        """Log a directory's records (`info`, from `gbcli.runs.index`) into its MLflow run as the live
-        stages would have: nothing when an earlier replay of these very records is there; the run
-        tracked live while it trained, when its training is unchanged, continued with what the later
-        stages added; else a new run (any other run of the directory replaced, never doubled).
-        Returns (MLflow run id, whether anything was logged). MLflow's errors are raised."""
+        """Log a directory's records (`info`) into its MLflow run as live stages would have: nothing when
+        these very records are there; the live run continued when its training is unchanged; else a new
+        run (others replaced). Returns (run id, whether anything was logged); MLflow's errors are raised."""
         now, training = fingerprint(info.path), fingerprint(info.path, layout.GD)
         earlier = runs_of(mlflow_client, exp_id, info.path)
         done = next((r for r in earlier if r.data.tags.get("gb.fingerprint") == now
@@ -326,7 +303,7 @@ class Live:
         start, _ = _times(show(info.path).get("provenance") or {})
         one._open(mlflow_client, exp_id, earlier, live, info.kind, parent=parent, start=start, live=False)
         try:
-            one._finish(info)
+            seal(mlflow_client, one.rid, info, curves=one.created)
         except BaseException:
             with contextlib.suppress(Exception):
                 mlflow_client.set_terminated(one.rid, status="FAILED")   # not "exported": the next replay redoes it
@@ -349,9 +326,8 @@ class Live:
 
     def _open(self, mlflow_client, exp_id: str, earlier: list, keep, kind: str, parent: str | None = None,
               start: int | None = None, live: bool = True) -> None:
-        """Continue `keep` (one of the directory's `earlier` runs) or create its run, a sweep point's
-        the child of its sweep's; the others are deleted (records started anew, or a second run of
-        it: replaced, never doubled)."""
+        """Continue `keep` (one of `earlier`) or create the run (a point's the child of its sweep's); the
+        others are deleted."""
         _drop(mlflow_client, earlier, keep)
         params = sweep_params(self.path) if kind == "sweep" else self.params
         if keep is None:
@@ -376,9 +352,7 @@ class Live:
         self.client, self.exp_id = mlflow_client, exp_id
 
     def replay_points(self, dirs: list[Path], say) -> None:
-        """A sweep's points that were finished before this run of it (a sweep run untracked, then again
-        with tracking): each replayed from its records as a child of this run (`replay`; nothing for
-        one already there). `say`: the line that says so first."""
+        """The points finished before tracking began, each replayed as a child of this run; `say` first."""
         if self.client is None or not dirs:
             return
         from gbcli.runs.index import read_any
@@ -393,7 +367,7 @@ class Live:
         self._guard("logging the points finished earlier", replay_all)
 
     def row(self, row: dict) -> None:
-        """One logged row of metrics.csv, as it is logged (sent at most every FLUSH_SECONDS)."""
+        """One row of metrics.csv, as it is logged (sent at most every FLUSH_SECONDS)."""
         if self.client is None:
             return
         from mlflow.entities import Metric
@@ -414,16 +388,12 @@ class Live:
         from gbcli.runs.index import read_any
 
         self._guard("logging the metrics", self._flush)
-        self._guard("logging the results", lambda: self._finish(read_any(self.path)))
-
-    def _finish(self, info) -> None:
-        # the training curves from metrics.csv when this stage began the run and is not the training
-        # (whose rows were logged as measured)
-        seal(self.client, self.rid, info, curves=self.created and self.stage != "train-gd")
+        # metrics.csv's curves when this stage began the run and is not the training (which logged its rows)
+        curves = self.created and self.stage != "train-gd"
+        self._guard("logging the results", lambda: seal(self.client, self.rid, read_any(self.path), curves))
 
     def ended(self, status: str) -> None:
-        """The stage stopped (KILLED: interrupted, FAILED: an error): what was logged stays; a rerun
-        continues the run."""
+        """The stage stopped (KILLED: interrupted, FAILED: an error); a rerun continues the run."""
         self._guard("logging the metrics", self._flush)
         self._guard("ending the run", lambda: self.client.set_terminated(self.rid, status=status))
 
@@ -437,8 +407,8 @@ def _drop(mlflow_client, runs: list, keep) -> None:
 
 @contextlib.contextmanager
 def tracked(live: Live | None):
-    """A stage's work, tracked by `live` (None: untracked): finished at its end, KILLED or FAILED
-    when it stops with an exception (which goes on)."""
+    """A stage's work, tracked by `live` (None: untracked): finished at its end, KILLED or FAILED on an
+    exception (which goes on)."""
     if live is None:
         yield
         return
@@ -451,11 +421,9 @@ def tracked(live: Live | None):
 
 
 def replay_done(cfg, run_dir: str | Path, lead: str) -> str | None:
-    """A tracked stage with nothing left to do (its records are finished, from this very config):
-    the directory's records replayed into its MLflow run (`Live.replay`, as `gb runs export mlflow`
-    does; nothing when they are there already). One line, `lead` and what it does, is logged before
-    the replay (seconds: MLflow is imported, its store opened) and returned; None untracked. A store
-    that fails costs one warning line, as a live stage's."""
+    """A tracked stage with nothing left to do: its records replayed (`Live.replay`, as the export does).
+    One line, `lead` and what it does, is logged first and returned (None untracked); a failing store
+    costs one warning line."""
     if cfg.tracking.mlflow is None:
         return None
     from gbcli.runs.index import read_any
