@@ -1,9 +1,5 @@
-"""What an instrument is: a named measurement of a model during training (`training.track`),
-evaluated at the logged steps and written as columns of `gd/metrics.csv`.
-
-Instruments are registered in `gbcli.registry` (the general ones from `gbcli.instruments.core`,
-the papers' from `gbcli.experiments`); a model spec lists the instruments that apply to it.
-"""
+"""What an instrument is: a named measurement of a model during training (`training.track`), evaluated
+at the logged steps and written as columns of `gd/metrics.csv`; `gbcli.registry` lists them."""
 
 from __future__ import annotations
 
@@ -32,16 +28,14 @@ class Instrument:
     columns: ClassVar[tuple[str, ...]] = ()
     needs_matching: ClassVar[bool] = False   # uses the model's matching program (solved once)
     needs_homogeneous: ClassVar[bool] = True  # False: also defined for non-homogeneous models (weights' ranks)
-    # True: `measure` reads only the weights of that step and what `setup` computed, never a value
-    # carried from an earlier logged step, so a run resumed from a checkpoint logs the rows an
-    # uninterrupted run logs (the training keeps checkpoints only when every tracked instrument is)
+    # True: `measure` reads only that step's weights and what `setup` computed, so a run resumed from a
+    # checkpoint logs an uninterrupted run's rows (checkpoints are kept only when every instrument is)
     resumable: ClassVar[bool] = False
     # (column, axis label, y scale) of the panels this instrument adds to the training figure
     panels: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     def applies(self, spec) -> bool:
-        """Whether a model kind can track this instrument: by default, when its spec lists it
-        (an instrument defined for every homogeneous model returns True)."""
+        """Whether a model kind can track this (by default: its spec lists it)."""
         return self.name in spec.instruments
 
     def setup(self, tracker, context: TrackContext) -> dict:

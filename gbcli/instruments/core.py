@@ -1,26 +1,15 @@
-"""The general theory instruments for a trained homogeneous model (protocol section 7).
-
-- margin: `margin_ratio` = normalized margin / the best one the matching convex program allows,
-  and `margin_gap` = best - normalized margin. A degree-L model's normalized margin is
-  min_n y_n f(x_n) / ||w||^L; the best value comes from the model spec
-  (`best_normalized_margin`), e.g. 1 / (2 opt) for the deep GLN and 1 / sqrt(opt) when the
-  program's objective is ||w||^2 itself. A model whose matching program follows its optimizer (a
-  linear model, docs/optimizers.md) is compared in that program's geometry: min y<w,x> / ||w||_q.
-- kkt: `kkt_residual`, `kkt_complementarity` and `kkt_complementarity_rel`. w is rescaled to margin
-  1 and lam >= 0 fitted by non-negative least squares to w = sum_n lam_n y_n grad_w f(x_n)
-  (stationarity of min ||w||^2 / 2 s.t. y f >= 1), with one more row asking
-  sum_n lam_n (margin_n - 1) = 0: when N exceeds the number of weights, many lam fit w equally
-  well and plain NNLS may spread them over points far from the margin; the extra row picks the
-  multipliers on the support, so an exact KKT point scores 0 on both. We report the relative
-  residual ||w - sum ...|| / ||w||, the complementarity sum_n lam_n (margin_n - 1) (protocol
-  section 7; it scales with ||w||^2) and its scale-free form divided by sum_n lam_n margin_n.
-- agreement: `inconsistency`, the fraction of validation points on which the network and the
-  matching convex predictor disagree in sign.
-- contrast: both against the l2 geometry's program when the matching one follows another optimizer.
-
-The instruments need an exactly homogeneous model (the config refuses the others). The papers'
-own instruments live in `gbcli.experiments`.
-"""
+"""The general theory instruments (protocol section 7), for exactly homogeneous models (the papers' own are
+in `gbcli.experiments`):
+- margin: `margin_ratio` = min_n y_n f(x_n) / ||w||^L over the best the matching program allows (the spec's
+  `best_normalized_margin`; ||w|| in that program's geometry, docs/optimizers.md), `margin_gap` = best - it.
+- kkt: w rescaled to margin 1, lam >= 0 fitted by NNLS to w = sum_n lam_n y_n grad f(x_n) (stationarity of
+  min ||w||^2 / 2 s.t. y f >= 1) plus a row asking sum_n lam_n (margin_n - 1) = 0 (when N exceeds the
+  weights, it picks the multipliers on the support): `kkt_residual` ||w - sum ...|| / ||w||,
+  `kkt_complementarity` sum_n lam_n (margin_n - 1) (scales with ||w||^2), `kkt_complementarity_rel` that
+  over sum_n lam_n margin_n.
+- agreement: `inconsistency`, the share of validation points where the network and the matching
+  program's predictor disagree in sign.
+- contrast: both against the l2 geometry's program when the matching one follows another optimizer."""
 
 from __future__ import annotations
 
@@ -45,12 +34,9 @@ def flat_weights(model: nn.Module) -> torch.Tensor:
 
 def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.Tensor | None,
                  degree: int) -> dict:
-    """The KKT columns of the model's weights, rescaled to margin 1 (see the module docstring).
-
-    Per-sample gradients come from torch.func.jacrev (float64). Weights that are not parameters
-    (the shallow GLN's rows of contexts without training points) have zero gradient at every
-    training point, so they enter the residual whole. NNLS is solved on the R factor of the
-    (P + 1) x N system (same minimizer, an N-column problem). NaN while some margin is <= 0."""
+    """The KKT columns (module docstring); NaN while some margin is <= 0. Weights that are not parameters
+    (the shallow GLN's fixed rows) have zero gradient, so they enter the residual whole; NNLS runs on the
+    R factor of the (P + 1) x N system (same minimizer)."""
     net, x, y, ctx = float64_copy(model, x, y, ctx)   # float64 on the CPU: scipy's NNLS takes it from here
     params = {k: p.detach() for k, p in net.named_parameters()}
     with torch.no_grad():
@@ -119,12 +105,9 @@ class Agreement(Instrument):
 
 
 class Contrast(Instrument):
-    """For a model whose matching program follows its optimizer (docs/optimizers.md): the same two
-    measurements against the program of the l2 geometry, gradient descent's, whatever the configured
-    optimizer: `margin_ratio_l2` (min y f / ||w||_2^L over the best that program allows) and
-    `inconsistency_l2` (validation points on which the network and its predictor disagree). Under
-    gradient descent they equal margin_ratio and inconsistency; under another optimizer they say
-    how far its limit is from gradient descent's."""
+    """`margin_ratio_l2` and `inconsistency_l2`: margin and agreement against the l2 geometry's program
+    (gradient descent's) whatever the optimizer, for a kind whose matching program follows it
+    (docs/optimizers.md): how far the optimizer's limit is from gradient descent's."""
 
     name = "contrast"
     resumable = True
@@ -134,17 +117,11 @@ class Contrast(Instrument):
               ("inconsistency_l2", "inconsistency with the l2 program", "linear"))
 
     def setup(self, tracker, context: TrackContext) -> dict:
-        from gbcli.programs.certify import certificate
-
         cfg = context.cfg
         gd = cfg.model_copy(update={"training": cfg.training.model_copy(update={"optimizer": "sgd",
                                                                                 "descent": "gradient"})})
         prog = context.spec.matching_program(gd)
-        design, sol = context.solve(prog)
-        cert = certificate(design, sol, cfg.svm.certify_tol)
-        if not cert["certified"]:
-            raise GbError(f"training.track: contrast: {prog} is not certified (relative gap {cert['rel_gap']:.1e}); "
-                          f"its predictor cannot be a reference")
+        design, sol, cert = _certified(self, context, prog)
         tracker.contrast = (context.spec.best_normalized_margin(gd, sol.value),
                             decision(sol.zeta, design.x_val, design.e_val))
         return {"contrast": {"program": prog, "objective": float(sol.value), "rel_gap": cert["rel_gap"]}}
@@ -160,22 +137,26 @@ def _slug(program: str) -> str:
     return program.replace("-", "_")
 
 
+def _certified(ins: Instrument, context: TrackContext, prog: str) -> tuple:
+    """(design, solution, certificate) of `prog`, refused unless certified: an unvouched direction is no reference."""
+    from gbcli.programs.certify import certificate
+
+    design, sol = context.solve(prog)
+    cert = certificate(design, sol, context.cfg.svm.certify_tol)
+    if not cert["certified"]:
+        raise GbError(f"training.track: {ins.name}: {prog} is not certified (relative gap {cert['rel_gap']:.1e}); "
+                      f"its predictor cannot be a reference")
+    return design, sol, cert
+
+
 class Convergence(Instrument):
-    """Where GD goes, against each certified convex program of the kind's comparison list (issue 37):
-    at every logged step, for program o with solution zeta_o (solved once, before training),
-    - `inconsistency_<o>` / `train_inconsistency_<o>`: the fraction of validation / training points
-      on which the network and zeta_o disagree in sign;
-    - `margin_ratio_<o>`: the network's normalized margin in o's own objective over o's best,
-      min_n y_n f(x_n) * (opt_o / obj_o(zeta))^(1/k), k the objective's degree in zeta (1 for a
-      norm, 2 for a squared norm; measured, not assumed), with zeta the network's predictor in o's
-      coordinates (the GLN: zeta[h C + c] = w2[h] w1[h, c]); 1 exactly at o's optimum direction;
-    - `angle_<o>`: the angle in degrees between zeta and zeta_o in o's own geometry: for a quadratic
-      objective (svm-l2) in the inner product of its form, <a, b> = (q(a + b) - q(a - b)) / 4 (the
-      angle between the context predictors: zeta has directions that svm-l2's form and every
-      predictor are blind to, e.g. a vector added to every context of one unit and subtracted from
-      another's, and the raw angle depended on them); for svm-gln, whose norm sees every
-      coordinate, in zeta's coordinates.
-    Needs a model whose network exposes `zeta()` in the programs' coordinates (the deep GLN)."""
+    """Where GD goes, against each certified convex program o of the list (solution zeta_o, solved once
+    before training), for a network whose `zeta()` is in the programs' coordinates (the deep GLN):
+    `inconsistency_<o>` / `train_inconsistency_<o>`, the validation / training sign disagreement with zeta_o;
+    `margin_ratio_<o>` = min_n y_n f(x_n) (opt_o / obj_o(zeta))^(1/k), k the objective's measured degree in
+    zeta, 1 at o's optimum direction; `angle_<o>` (degrees) in o's geometry: for a quadratic objective
+    (svm-l2) in its form's inner product (q(a + b) - q(a - b)) / 4, blind like its predictors to some
+    directions of zeta; otherwise in zeta's coordinates. Plus the `gln_certificate` columns."""
 
     name = "convergence"
     resumable = True
@@ -197,7 +178,6 @@ class Convergence(Instrument):
               ("max_dead_dual_norm", "largest dual norm of a dead unit (> 1: violates svm-gln)", "linear"))
 
     def setup(self, tracker, context: TrackContext) -> dict:
-        from gbcli.programs.certify import certificate
         from gbcli.programs.norms import NORMS
 
         tracker.against = {}
@@ -206,11 +186,7 @@ class Convergence(Instrument):
         for prog in self.PROGRAMS + tuple(p for p in self.GEOMETRY_PROGRAMS if p == matching):
             if prog not in context.spec.programs:
                 continue
-            design, sol = context.solve(prog)
-            cert = certificate(design, sol, context.cfg.svm.certify_tol)
-            if not cert["certified"]:   # a direction nobody can vouch for is no reference
-                raise GbError(f"training.track: convergence: {prog} is not certified (relative gap "
-                              f"{cert['rel_gap']:.1e}); its predictor cannot be a reference")
+            design, sol, cert = _certified(self, context, prog)
             norm = NORMS[design.norm]
             zeta = np.asarray(sol.zeta, dtype=np.float64)
             degree = math.log2(norm.value(design, 2 * zeta) / norm.value(design, zeta))
@@ -254,8 +230,7 @@ class Convergence(Instrument):
 
 
 def _arrays(model, x, y, ctx) -> tuple:
-    """(w1, w2, x, y, ctx) as float64 numpy arrays on the CPU (ctx: integers), for the certificate;
-    x, y and ctx may be tensors or (read-only) numpy arrays."""
+    """(w1, w2, x, y, ctx) as float64 numpy arrays (ctx: integers), from tensors or numpy arrays."""
     arr = lambda a: as_numpy(a) if torch.is_tensor(a) else np.asarray(a, dtype=np.float64)
     ints = lambda a: a.cpu().numpy() if torch.is_tensor(a) else np.asarray(a)
     return arr(model.w1), arr(model.w2).reshape(-1), arr(x), arr(y), ints(ctx)
@@ -344,7 +319,4 @@ class Tracker:
         return row
 
     def final_tables(self, model: nn.Module) -> dict:
-        out = {}
-        for ins in self.instruments:
-            out.update(ins.final_tables(self, model))
-        return out
+        return {k: v for ins in self.instruments for k, v in ins.final_tables(self, model).items()}

@@ -1,26 +1,9 @@
-"""Which limit a 2-layer GLN is heading for: svm-gln's optimum, or a KKT point of the parameter
-problem with a dead unit that violates svm-gln's conditions (issue 47; the derivation is in
-docs/gln-certificate.md).
-
-The network: f(x) = sum_h v_h <W_h[gamma_h(x)], x>, v = w2 (H,), W_h = the C rows h*C .. h*C+C-1 of
-w1, gates (contexts) fixed. The parameter problem is min ||w||^2 / 2 s.t. y_n f(x_n) >= 1 (protocol
-section 7's convention), whose KKT conditions at a point rescaled to margin 1 are, with lam >= 0 and
-g_h(lam) = sum_n lam_n y_n phi_h(x_n) (the C x D block of unit h: row c is the sum over the points in
-context c of unit h):
-
-    layer 1:  W_h = v_h g_h(lam)            layer 2:  v_h = <W_h, g_h(lam)>
-    complementary slackness: lam_n (margin_n - 1) = 0          dual feasibility: lam >= 0
-
-With this scaling lam is exactly svm-gln's multiplier: a KKT point whose units are all alive is
-svm-gln's optimum, and one with dead units (v_h = 0 and W_h = 0) is its optimum iff a multiplier
-has ||g_h(lam)|| <= 1 at every dead unit.
-
-`certify` is the pure numpy computation (float64) the `convergence` instrument logs; tests call it
-directly. Without an explicit lam it uses the dual estimate that gradient descent itself produces:
-the logistic loss's weights s_n = -l'(q_n) = sigmoid(-q_n) at the current (unnormalized) margins q_n
-(a softmin of the margins: exp(-q_n) for large q), times the scalar c >= 0 that minimizes the
-stationarity residual of the margin-1 weights (closed form; c > 0 since f is 2-homogeneous).
-"""
+"""Which limit a 2-layer GLN is heading for: svm-gln's optimum, or a KKT point of the parameter problem
+min ||w||^2 / 2 s.t. y_n f(x_n) >= 1 with a dead unit that violates svm-gln's conditions (the derivation:
+docs/gln-certificate.md). At margin 1, with lam >= 0 and g_h(lam) = sum_n lam_n y_n phi_h(x_n) (unit h's
+C x D block), KKT is W_h = v_h g_h(lam), v_h = <W_h, g_h(lam)>, lam_n (margin_n - 1) = 0; lam is then
+svm-gln's multiplier, and dead units (v_h = 0, W_h = 0) keep svm-gln optimal iff ||g_h(lam)|| <= 1.
+`certify` is the float64 numpy computation the `convergence` instrument logs."""
 
 from __future__ import annotations
 
@@ -97,9 +80,8 @@ class Certificate:
 
 
 def track_columns(w1, w2, x, y, ctx) -> dict:
-    """The `convergence` instrument's certificate columns (COLUMNS): the protocol's NNLS multipliers'
-    certificate, and the residual and largest dead-unit dual norm of the loss's softmin estimate;
-    all NaN while some training margin is <= 0."""
+    """COLUMNS: the NNLS multipliers' certificate, and the softmin estimate's residual and largest dead-unit
+    dual norm; all NaN while some training margin is <= 0."""
     cert = certify(w1, w2, x, y, ctx, "nnls")
     if cert is None:
         return dict.fromkeys(COLUMNS, float("nan"))
@@ -125,8 +107,8 @@ def outputs(w1: np.ndarray, w2: np.ndarray, x: np.ndarray, ctx: np.ndarray) -> n
 
 
 def softmin_dual(q: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) -> np.ndarray:
-    """The loss's weights sigmoid(-q_n) at the current margins q (relative to the largest), times the
-    c >= 0 that minimizes the margin-1 weights' stationarity residual ||w - c J's|| (closed form)."""
+    """The dual estimate GD itself produces: the logistic loss's weights sigmoid(-q_n) at the current margins
+    (relative to the largest), times the c >= 0 minimizing the margin-1 stationarity residual (closed form)."""
     soft = np.exp(np.logaddexp(0, -q.min()) - np.logaddexp(0, -q))   # sigmoid(-q) / sigmoid(-q_min)
     g = dual_blocks(soft, x, y, ctx, big_w.shape[1])
     u1, u2 = v[:, None, None] * g, np.einsum("hcd,hcd->h", big_w, g)
@@ -137,12 +119,10 @@ def softmin_dual(q: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) -> 
 def nnls_dual(margins: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx,
               candidates: int = MAX_CANDIDATES) -> np.ndarray:
     """Protocol section 7's multipliers: lam >= 0 minimizing ||w - sum_n lam_n y_n grad f(x_n)||^2
-    + (2 / ||w||)^2 (sum_n lam_n (margin_n - 1))^2 at margin 1 (the row that asks for complementary
-    slackness, weighted as the `kkt` instrument weights it), over the `candidates` points of smallest
-    margin (all of them when N <= candidates; the others get lam = 0, so the residual is then an upper
-    bound on the all-points fit). Solved in the Gram form: with J's rows y_n grad f(x_n),
-    <grad f(x_n), grad f(x_m)> = <x_n, x_m> sum_h v_h^2 [ctx_nh = ctx_mh] + sum_h z_h(n) z_h(m) and
-    <grad f(x_n), w> = 2 f(x_n) (f is 2-homogeneous), so only a k x k matrix is formed."""
+    + (2 / ||w||)^2 (sum_n lam_n (margin_n - 1))^2 at margin 1 (as the `kkt` instrument), over the
+    `candidates` points of smallest margin (the others get lam = 0: an upper bound on the all-points fit).
+    Solved in the Gram form, <grad f(x_n), grad f(x_m)> = <x_n, x_m> sum_h v_h^2 [ctx_nh = ctx_mh]
+    + sum_h z_h(n) z_h(m) and <grad f(x_n), w> = 2 f(x_n): only a k x k matrix is formed."""
     units, count, _ = big_w.shape
     k = min(len(margins), candidates)
     idx = np.argsort(margins, kind="stable")[:k]
@@ -167,10 +147,8 @@ def nnls_dual(margins: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx,
 
 
 def certify(w1, w2, x, y, ctx, lam="nnls", dead: float = DEAD_RELATIVE_NORM) -> Certificate | None:
-    """The certificate of the GLN (w1 (H*C, D), w2 (H,)) on the training data (x (N, D), y (N,) in
-    {-1, +1}, ctx (N, H) the local contexts), rescaled to margin 1; None while some margin is <= 0.
-    `lam`: the multipliers at margin 1 (an array), or how to estimate them: "nnls" (`nnls_dual`,
-    protocol section 7) or "softmin" (`softmin_dual`, the loss's own weights)."""
+    """The certificate of the GLN (w1 (H*C, D), w2 (H,)) on x (N, D), y (N,) in {-1, +1}, ctx (N, H), at
+    margin 1; None while some margin is <= 0. `lam`: the multipliers (an array), "nnls" or "softmin"."""
     w1, w2 = np.asarray(w1, dtype=np.float64), np.asarray(w2, dtype=np.float64).reshape(-1)
     x, y, ctx = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64), np.asarray(ctx)
     units = len(w2)
