@@ -1,10 +1,6 @@
-"""Gradient-descent training of the GD networks (protocol section 4).
-
-Minibatch SGD (or full-batch GD; or another update rule, `training.optimizer`) on the logistic or exponential
-loss, with a step schedule of learning-rate milestones. Metrics are evaluated on the full training
-and validation sets at `log_points` evenly spaced steps (including step 0 and the last step); with
-`validation: final` the validation set only at the last step.
-"""
+"""Gradient-descent training of the GD networks (protocol section 4): minibatch SGD, full-batch GD or another
+update rule on the logistic or exponential loss, with learning-rate milestones; metrics of the full training and
+validation sets at `log_points` steps (step 0 and the last included), resumable from checkpoints."""
 
 from __future__ import annotations
 
@@ -70,10 +66,9 @@ def epoch_lr(t, epoch: int) -> float:
 
 
 class MetricLog:
-    """The rows of metrics.csv: the full training (and validation) sets evaluated at a logged step,
-    and whether the network is still healthy. `training.validation: final`: the validation set is
-    evaluated only when asked (the last step), its error NaN in the other rows, unless an
-    instrument needs the validation outputs."""
+    """The rows of metrics.csv: the full training (and validation) sets at a logged step, and whether the network
+    is still healthy. `validation: final`: the validation error only when asked (the last step), else NaN, unless
+    an instrument needs the validation outputs."""
 
     def __init__(self, cfg, xt, yt, ct, xv, yv, cv, tracker=None, on_row=None):
         self.t, self.degree, self.tracker, self.on_row = cfg.training, cfg.model.homogeneity, tracker, on_row
@@ -139,10 +134,9 @@ ROW_TYPES = (int, float, str, bool, type(None))
 
 @dataclass
 class Checkpointing:
-    """Where `train` keeps its resumable state (`path`, e.g. RUN_DIR/gd/checkpoint.pt), how often
-    (`seconds`; also when interrupted), what computation it belongs to (`identity`: plain data,
-    e.g. the config's hash and the data's shape; a checkpoint of another identity is not used), and
-    the checkpoint to resume from (`resume`, as `read_checkpoint` returned it)."""
+    """Where `train` keeps its resumable state (`path`, e.g. RUN_DIR/gd/checkpoint.pt), how often (`seconds`; also
+    when interrupted), the computation it belongs to (`identity`: plain data; a checkpoint of another is not used)
+    and the state to resume from (`resume`, as `read_checkpoint` returned it)."""
 
     path: Path
     identity: dict
@@ -153,10 +147,9 @@ class Checkpointing:
 
 def save_checkpoint(ck: Checkpointing, step: int, seconds: float, model: nn.Module, opt, batch_generator,
                     rows: list[dict], **extra) -> None:
-    """The training state at the boundary before `step` (rows logged at it are logged again) into
-    `ck.path`: tensors and plain containers only (it loads with weights_only=True; numpy scalars as
-    Python numbers), written atomically: a process killed while writing leaves the previous one. One
-    that cannot be written (a full disk) is warned about, not raised: the training goes on."""
+    """The training state at the boundary before `step` (rows logged at it are logged again) into `ck.path`:
+    tensors and plain containers only (it loads tensors-only), written atomically. One that cannot be written
+    (a full disk) is warned about, not raised: the training goes on."""
     buf = io.BytesIO()
     torch.save({"format": CHECKPOINT_FORMAT, "identity": ck.identity, "torch": str(torch.__version__), "step": step,
                 "seconds": seconds, "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
@@ -179,10 +172,10 @@ def note_row(bar, row: dict) -> None:
              **({"val_err": val} if val is not None and val == val else {}))
 
 
-def _load(path: Path) -> tuple[dict | None, str]:
-    """A training checkpoint's state, of any identity: (state, ""), else (None, why), `why` empty
-    when there is none. The run directory is untrusted: `load_tensors_untrusted` (never through a
-    link, tensors only: a pickle payload is refused, not run)."""
+def read_checkpoint(path: Path, identity: dict | None = None) -> tuple[dict | None, str]:
+    """A training checkpoint's state (of this `identity` when given): (state, ""), else (None, why), `why` empty
+    when there is none. Read tensors-only and never through a link (the run directory is untrusted); its
+    tensors are checked against the network when resuming (`_restore`)."""
     if not present(path):
         return None, ""
     try:
@@ -191,27 +184,18 @@ def _load(path: Path) -> tuple[dict | None, str]:
         return None, exc.why
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         return None, "not a gb training checkpoint of this version"
+    if identity is not None and state.get("identity") != identity:
+        return None, "a checkpoint of another config or data"
     return state, ""
 
 
-def read_checkpoint(path: Path, identity: dict) -> tuple[dict | None, str]:
-    """The checkpoint at `path` when it is one of this computation, as `_load`. Its tensors are
-    checked against the network when resuming (`_restore`)."""
-    state, why = _load(path)
-    if state is not None and state.get("identity") != identity:
-        return None, "a checkpoint of another config or data"
-    return state, why
-
-
 def checkpoint_step(path: Path, config: str) -> int | None:
-    """The step a training checkpoint of the config whose gd manifest hash is `config` was taken at
-    (None when there is no usable one, or one of another config): what a resumed sweep says it
-    resumes from."""
-    state = _load(path)[0] or {}
-    step, identity = state.get("step"), state.get("identity")
-    if not (isinstance(identity, dict) and identity.get("config") == config):
-        return None
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
+    """The step of the training checkpoint of the config whose gd manifest hash is `config` (None without a
+    usable one): what a resumed sweep says it resumes from."""
+    state = read_checkpoint(path)[0] or {}
+    identity, step = state.get("identity"), state.get("step")
+    ok = isinstance(identity, dict) and identity.get("config") == config and type(step) is int
+    return step if ok else None
 
 
 def _plain_rows(rows) -> bool:
@@ -223,7 +207,7 @@ def _plain_rows(rows) -> bool:
 def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float, int] | None:
     """What a run still training has done so far: the metric rows before its last checkpoint, the
     training seconds and the step at it (None without a usable checkpoint)."""
-    state = _load(path)[0] or {}
+    state = read_checkpoint(path)[0] or {}
     rows, seconds, step = state.get("rows"), state.get("seconds"), state.get("step")
     if not (_plain_rows(rows) and isinstance(seconds, float) and type(step) is int):
         return None
@@ -293,12 +277,10 @@ def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Sc
 def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_train: np.ndarray | None,
           x_val: np.ndarray, y_val: np.ndarray, ctx_val: np.ndarray | None, progress: bool = True,
           tracker=None, spec=None, checkpoint: Checkpointing | None = None, on_row=None) -> TrainResult:
-    """Train `model` in place as configured; returns the metric log and the final outputs.
-    `tracker` (gbcli.instruments) adds its instruments' columns at every logged step; `spec` (default:
-    the registry's) gets its per-epoch hook (FReLU freezes its gates). `checkpoint`: save the state
-    there every `checkpoint.seconds` and when interrupted, and resume from `checkpoint.resume` (one
-    that does not fit this network is warned about: step 0); with a `tracker` only when it is
-    `resumable`. `on_row(row)` is called with each row of the metric log as it is logged."""
+    """Train `model` in place as configured: the metric log and the final outputs. `tracker` (gbcli.instruments)
+    adds its columns at every logged step; `spec` (default: the registry's) gets its per-epoch hook. `checkpoint`:
+    save there every `checkpoint.seconds` and when interrupted, resume from `checkpoint.resume` (one that does not
+    fit: step 0); with a `tracker` only when it is `resumable`. `on_row(row)` sees each logged row."""
     spec = spec or spec_of(cfg)
     t = cfg.training
     device = check_device(cfg)
@@ -368,9 +350,8 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                     if checkpoint is not None and (interrupts.checkpoint_asked() or time.monotonic() >= next_save):
                         save()
                         next_save = time.monotonic() + checkpoint.seconds
-                    why = update.adapt(step)   # the adaptive step's estimate, when due
-                    if why:
-                        diverged = why
+                    diverged = update.adapt(step)   # the adaptive step's estimate, when due
+                    if diverged:
                         break
                     if step in log_at:
                         if not log(step, epoch + i / per_epoch, update.base_lr(lr)):
