@@ -1,20 +1,8 @@
-"""Batched training: the networks of a sweep that share their data and batch order (same model
-kind and architecture, training set and schedule; any context seeds, inits or momenta) trained as
-one torch computation, with the trajectories of the plain loop (`gbcli.training.loop.train`): K
-networks in one step pay its Python and dispatch overhead once (4x the matmul floor on the Figure 2
-grid at H = 10, N = 500).
-
-The model kind stacks its networks (`ModelSpec.Stacked`); the minibatch order, learning-rate
-schedule and logged steps are `train`'s, and each network's step is `torch.optim.SGD`'s (its own
-momentum buffer, `buf = mu buf + g`, `w -= lr buf`), elementwise on the stacked weights; the
-metrics are logged by `MetricLog` on each network. Any network whose training fails sends the
-whole group back to the plain loop (`None`), which then records it.
-
-Checkpoints: at the plain loop's interval (and when interrupted) the group writes each network's
-own plain-loop checkpoint. A group is never resumed as a group: when any of its networks has one,
-`gbcli.runs.stages.train_gd_group` trains each with the plain loop, which resumes from it (one
-resume path, not two), bit-identical to an uninterrupted batched run.
-"""
+"""Batched training: a sweep's networks that share data and batch order (same kind, architecture, training set
+and schedule; any context seeds, inits or momenta) trained as one torch computation (`ModelSpec.Stacked`) with
+the plain loop's trajectories: each network's step is `torch.optim.SGD`'s, elementwise on the stacked weights.
+Any failure sends the whole group back to the plain loop (`None`). The group writes each network's plain-loop
+checkpoint and is never resumed as a group: `runs.stages.train_gd_group` resumes each with the plain loop."""
 
 from __future__ import annotations
 
@@ -34,15 +22,12 @@ from gbcli.training.loop import (Checkpointing, MetricLog, Schedule, TrainResult
 from gbcli.training.losses import loss_fn
 from gbcli.optimizers import SGD
 
-# the only training key that may differ within a group (besides what the kind's gating draws:
-# context seeds, median init, init seeds)
-PER_NETWORK = ("momentum", "validation")
+PER_NETWORK = ("momentum", "validation")   # the training keys that may differ within a group
 
 
 def batch_key(cfg) -> str | None:
-    """Networks with the same key can be trained as one computation; None: this one cannot (its
-    kind does not stack or has a per-epoch hook, or it uses instruments, normalized steps,
-    coordinate descent or another optimizer than SGD: the batched loop takes SGD steps only)."""
+    """Networks with the same key can be trained as one computation; None: this one cannot (a kind that does not
+    stack or has a per-epoch hook; instruments, normalized steps, coordinate descent, an optimizer but SGD)."""
     spec, t = spec_of(cfg), cfg.training
     if (spec.Stacked is None or type(spec).on_epoch is not ModelSpec.on_epoch or t.track
             or t.step_rule != "constant" or t.descent != "gradient" or t.optimizer != "sgd"):
@@ -56,10 +41,9 @@ def batch_key(cfg) -> str | None:
 def train_batched(models: list[nn.Module], cfgs: list, problems: list,
                   checkpoints: list[Checkpointing | None] | None = None, on_rows: list | None = None,
                   ) -> list[TrainResult] | None:
-    """Train `models` (built from `cfgs`, gated as `problems`; one `batch_key`) in place; their
-    results, or None when one of them failed. `checkpoints`: each network's, written every
-    `seconds` of the first and when interrupted; nothing is resumed here. `on_rows`: each network's
-    `on_row` (as `train`'s)."""
+    """Train `models` (built from `cfgs`, gated as `problems`; one `batch_key`) in place: their results, or None
+    when one failed. `checkpoints`: each network's, written at the shortest interval and when interrupted
+    (nothing is resumed here); `on_rows`: each network's `on_row`."""
     if len({batch_key(c) for c in cfgs}) != 1 or batch_key(cfgs[0]) is None:
         raise ValueError("train_batched: the networks do not share a batch key")
     cfg, spec = cfgs[0], spec_of(cfgs[0])

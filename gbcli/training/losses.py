@@ -23,11 +23,7 @@ def log_softplus(z: torch.Tensor) -> torch.Tensor:
 
 
 def log_mean_loss(margins: torch.Tensor, kind: str) -> torch.Tensor:
-    """log R, R the mean exponential or logistic loss of the margins y f(x), via logsumexp.
-
-    Loss-normalized steps minimize this: eta_0 grad R / R = eta_0 grad log R, which stays finite
-    when R itself underflows (R reaches 1e-30 and below in long runs)."""
+    """log R, R the mean loss of the margins, via logsumexp: loss-normalized steps take eta_0 grad log R, finite
+    when R itself underflows (1e-30 and below in long runs)."""
     per_point = -margins if kind == "exponential" else log_softplus(-margins)
     return torch.logsumexp(per_point, 0) - math.log(margins.numel())
-
-

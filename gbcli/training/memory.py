@@ -1,7 +1,5 @@
-"""What a training needs in memory, asked before anything is allocated: the network is built on
-torch's meta device (shapes only) and its weights, gradients and momentum, with a logged
-evaluation pass over the data, are compared with the machine's memory. (The dataset alone is
-checked when the config is validated; the programs' solvers by `fit-svm`.)"""
+"""What a training needs in memory, asked before anything is allocated: the network built on torch's meta device
+(shapes only); its weights, gradients, momentum and an evaluation pass compared with the machine's memory."""
 
 from __future__ import annotations
 

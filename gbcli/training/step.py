@@ -1,20 +1,8 @@
-"""One training step of the plain loop (`gbcli.training.loop.train`): the minibatch, the objective,
-its gradient and the step size; `loop.train` takes the optimizer's update itself (inside its
-interrupt guard). `benchmarks/step_time.py` times this very object.
-
-The full batch is the training tensors themselves, unpermuted: gathering `xt[perm]` copied the whole
-design every step for a sum that only changes its order (the permutation is still drawn each epoch:
-the batch generator's state stays the one checkpoints keep). A network that takes a column-major
-design (`column_major_input`: the GLN) gets it as the transpose of a contiguous (d x N) copy, on
-which its two products run 1.3-1.5x faster on one core.
-
-The adaptive step (`training.adaptive_step`, `AdaptiveStep`): the base step eta_0 of a normalized
-step rule re-estimated every K steps as `fraction * 2 / lambda * nu(w)`, lambda the sharpness (the
-largest Hessian eigenvalue in absolute value) of the objective log R at w, by power iteration on
-Hessian-vector products, and nu(w) the rule's normalizer (||w||^(2L-2) for the homogeneous rule, 1
-for loss-normalized): the step on log R is then `fraction` of the stability bound 2 / lambda at the
-estimate, and follows ||w|| between estimates as the fixed rule does.
-"""
+"""One training step of the plain loop (`loop.train`, which takes the optimizer's update itself): the minibatch,
+the objective, its gradient and the step size. The full batch is the training tensors themselves, unpermuted (the
+permutation is still drawn: the generator's state is what checkpoints keep); a `column_major_input` network gets
+the transpose of a contiguous (d x N) copy (1.3-1.5x faster products). The adaptive step: eta_0 = fraction * 2 /
+lambda * nu(w) every K steps, lambda the sharpness of log R (power iteration), nu(w) the rule's normalizer."""
 
 from __future__ import annotations
 
@@ -67,8 +55,8 @@ def sharpness(model: nn.Module, objective, iters: int, seed: int) -> float:
 
 
 class AdaptiveStep:
-    """The base step eta_0 of a normalized rule, re-estimated every `every` steps (module docstring).
-    `eta0` is state a checkpoint keeps (`state`, `load`); before the first estimate it is `lr`."""
+    """The base step eta_0 of a normalized rule, re-estimated every `every` steps; `eta0` (`lr` before the first
+    estimate) is state a checkpoint keeps (`state`, `load`)."""
 
     def __init__(self, settings, lr: float):
         self.every, self.iters, self.fraction = settings.every, settings.power_iters, settings.fraction
@@ -100,10 +88,9 @@ class AdaptiveStep:
 
 
 class Step:
-    """The step of `loop.train` on `model` (already on its device) with the training tensors
-    `xt, yt, ct` and the optimizer `opt`: `loss(perm, i)` is the objective of the i-th minibatch of
-    the epoch's permutation (the full training set when the batch is all of it), `prepare(loss,
-    lr)` its gradient and the step size of the configured rule (the caller then takes `opt.step()`)."""
+    """The step of `loop.train` on `model` (on its device), the training tensors `xt, yt, ct` and `opt`: `loss(perm,
+    i)` the objective of the i-th minibatch of the epoch's permutation, `prepare(loss, lr)` its gradient and the
+    step size of the configured rule (the caller then takes `opt.step()`)."""
 
     def __init__(self, model: nn.Module, cfg, xt: torch.Tensor, yt: torch.Tensor, ct: torch.Tensor | None, opt,
                  batch: int):
