@@ -1,20 +1,12 @@
-"""Finding and reading runs: the index behind `gb runs` (list, show, diff) and the MLflow export.
-
-Everything is read from the run directories as untrusted data (`gbcli.fs.safe.read_untrusted`: no
-symlink is followed, no FIFO can hang the reader, a corrupt file is reported, never raised). A
-stage's status is computed where it can be: a program's `optimal` is shown only when its record's
-certificate fields (relative gap, smallest margin, tolerance) bear it out, a stage whose manifest no
-longer matches the network or problem it is paired with is `stale`, a stage directory without its
-record is `unfinished`, and a record that is not gb's is `foreign`.
-
-    from gbcli.runs.index import scan, show, diff
-    for run in scan("runs"):   # newest first
-        print(run.path, run.kind, run.status, run.stages)
-"""
+"""The index behind `gb runs` (list, show, diff) and the MLflow export, read as untrusted data (no symlink
+followed, a corrupt file reported, never raised). Statuses are computed: `optimal` only when the certificate
+fields bear it out, `stale` when a manifest no longer matches its network or problem, `unfinished` without a
+record, `foreign` when the record is not gb's."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -24,13 +16,14 @@ from gbcli.fs import layout
 from gbcli.store.labels import read_labels
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.reports.tables import mean_of, read_rows
+from gbcli.store.lock import dir_kind
 from gbcli.store.records import ProgramRecord, Verdict, number, run_state, sweep_state
 from gbcli.store.views import RunView, SweepView
 from gbcli.fs.safe import flatten, is_dir, is_file, mtime, present, read_record, subdirs
 from gbcli.text import shorten
 
-KEY_COLUMNS = ("dataset.name", "dataset.train_size", "model.kind", "model.hidden_units", "contexts.count",
-               "contexts.seed", "training.momentum")
+KEY_COLUMNS = {"dataset.name": "", "dataset.train_size": "N=", "model.kind": "", "model.hidden_units": "H=",
+               "contexts.count": "C=", "contexts.seed": "seed=", "training.momentum": "m="}   # -> prefix in a listing
 
 
 @dataclasses.dataclass
@@ -50,9 +43,8 @@ class RunInfo:
 
     def brief(self, root: Path | None = None) -> dict:
         """The row of a terminal listing: the key values in one column, the headline errors in two."""
-        short = {"dataset.name": "", "dataset.train_size": "N=", "model.kind": "", "model.hidden_units": "H=",
-                 "contexts.count": "C=", "contexts.seed": "seed=", "training.momentum": "m="}
-        config = " ".join(f"{p}{self.config[k]}" for k, p in short.items() if k in self.config and k not in self.axes)
+        config = " ".join(f"{p}{self.config[k]}" for k, p in KEY_COLUMNS.items()
+                          if k in self.config and k not in self.axes)
         if self.axes:   # a sweep: what its points vary, not the base config's one value of it
             from gbcli.reports.views import grid_line
 
@@ -88,16 +80,8 @@ class RunInfo:
         return out
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return mtime(path)
-    except OSError:
-        return 0.0
-
-
 def _time_of(records: list[tuple[Path, Any]]) -> str:
-    import datetime as dt
-
+    """When the newest record was written: its provenance's `ended`, else its file's mtime (UTC)."""
     times = []
     for path, rec in records:
         prov = rec.get("provenance") if rec is not None else None
@@ -105,31 +89,45 @@ def _time_of(records: list[tuple[Path, Any]]) -> str:
         if isinstance(ended, str) and len(ended) < 40:
             times.append(ended)
         elif path.exists():
-            times.append(dt.datetime.fromtimestamp(_mtime(path), dt.timezone.utc).isoformat(timespec="seconds"))
+            try:
+                t = mtime(path)
+            except OSError:
+                t = 0.0
+            times.append(dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="seconds"))
     return max(times) if times else ""
 
 
-def inconsistency_into(path: Path, numbers: dict[str, float]) -> None:
-    """The headline number of the question into `numbers`: each program's inconsistency with the
-    GD network (`<program>.inconsistency`) and 2p(1-p) of its pair (`<program>.expected_if_uncorrelated`),
-    from tables/inconsistency.csv (a sweep's: the mean over its points). Nothing when there is none."""
-    if not present(RunDir(path).inconsistency):
-        return
+def _means_into(numbers: dict[str, float], table: Path, by: str, keys: tuple[str, ...], keep=lambda r: True,
+                bounded: bool = False, order=list) -> None:
+    """The mean of each of `keys` per value of the column `by` of `table` into `numbers` ("<by value>.<key>"; a
+    fraction with `bounded`); nothing from a table that is missing or not gb's."""
     try:
-        table = read_rows(RunDir(path).inconsistency)
-        if not {"predictor_a", "predictor_b", "inconsistency", "expected_if_uncorrelated"} <= set(table.columns):
+        rows = read_rows(table)
+        if not {by, *keys} <= set(rows.columns):
             return
         groups: dict[Any, list[dict]] = {}
-        for r in table.rows:
-            if str(r["predictor_b"]).startswith("gd-") and r["predictor_a"] is not None:
-                groups.setdefault(r["predictor_a"], []).append(r)
-        for pred, group in groups.items():
-            for k in ("inconsistency", "expected_if_uncorrelated"):
-                v = mean_of(r[k] for r in group)
-                if v is not None and 0 <= v <= 1:
-                    numbers[f"{pred}.{k}"] = v
-    except Exception:   # noqa: BLE001 (not gb's table: the listing goes on without the number)
+        for r in rows.rows:
+            if keep(r) and r[by] is not None:
+                groups.setdefault(r[by], []).append(r)
+        for name in order(groups):
+            for k in keys:
+                v = mean_of(r[k] for r in groups[name])
+                if v is not None and (not bounded or 0 <= v <= 1):
+                    numbers[f"{name}.{k}"] = v
+    except Exception:   # noqa: BLE001 (no table yet, or not gb's: the listing goes on without the number)
         pass
+
+
+def inconsistency_into(path: Path, numbers: dict[str, float]) -> None:
+    """Each program's inconsistency with the GD network and 2p(1-p) of its pair into `numbers`, from
+    tables/inconsistency.csv (a sweep's: the mean over its points)."""
+    if present(RunDir(path).inconsistency):
+        _means_into(numbers, RunDir(path).inconsistency, "predictor_a", ("inconsistency", "expected_if_uncorrelated"),
+                    keep=lambda r: str(r["predictor_b"]).startswith("gd-"), bounded=True)
+
+
+def _numbers_into(numbers: dict[str, float], rec, name: str, keys: tuple[str, ...]) -> None:
+    numbers.update({f"{name}.{k}": number(rec.get(k)) for k in keys if number(rec.get(k)) is not None})
 
 
 def read_run(path: str | Path) -> RunInfo:
@@ -147,12 +145,10 @@ def read_run(path: str | Path) -> RunInfo:
         rec = view.gd()
         stages["gd"] = rec.status if rec is not None else Verdict.FOREIGN
         records.append((summary, rec))
-        gm = rec.manifest if rec is not None else None
         if rec is not None:
-            pred = rec.get("predictor") if isinstance(rec.get("predictor"), str) else "gd"
-            for k in ("train_error", "val_error"):
-                if number(rec.get(k)) is not None:
-                    numbers[f"{pred}.{k}"] = number(rec[k])
+            gm = rec.manifest
+            _numbers_into(numbers, rec, rec.get("predictor") if isinstance(rec.get("predictor"), str) else "gd",
+                          ("train_error", "val_error"))
         config = flatten(view.config() or {})
     elif run.gd.is_dir():
         stages["gd"] = Verdict.UNFINISHED
@@ -179,9 +175,7 @@ def read_run(path: str | Path) -> RunInfo:
                     status = Verdict.STALE
         stages[stage.name] = status
         if rec is not None:
-            for k in ("val_error", "objective"):
-                if number(rec.get(k)) is not None:
-                    numbers[f"{stage.name}.{k}"] = number(rec[k])
+            _numbers_into(numbers, rec, stage.name, ("val_error", "objective"))
         if not config:
             config = flatten(view.config(stage.name) or {})
     status = run_state(stages, is_file(run.errors))
@@ -198,19 +192,7 @@ def read_sweep(path: str | Path) -> RunInfo:
     stages = {k: str(v) for k, v in counts.items() if v}
     config = flatten(sweep.config() or {})
     numbers: dict[str, float] = {}
-    try:
-        errors = read_rows(RunDir(path).errors)
-        if {"predictor", "val_error"} <= set(errors.columns):
-            groups: dict[Any, list] = {}
-            for r in errors.rows:
-                if r["predictor"] is not None:
-                    groups.setdefault(r["predictor"], []).append(r["val_error"])
-            for pred in sorted(groups):
-                v = mean_of(groups[pred])
-                if v is not None:
-                    numbers[f"{pred}.val_error"] = v
-    except Exception:   # noqa: BLE001 (no tables yet, or not gb's: the listing shows the counts)
-        pass
+    _means_into(numbers, RunDir(path).errors, "predictor", ("val_error",), order=sorted)
     inconsistency_into(path, numbers)
     return RunInfo(path, "sweep", status, stages, config, numbers, _time_of([(sweep.dir.record, meta)]),
                    note=f"{total} points",
@@ -218,8 +200,6 @@ def read_sweep(path: str | Path) -> RunInfo:
 
 
 def read_any(path: str | Path) -> RunInfo:
-    from gbcli.store.lock import dir_kind
-
     path = Path(path)
     try:
         kind = dir_kind(path, key="RUN")
@@ -235,8 +215,8 @@ def _is_gb_dir(path: Path) -> bool:
 
 
 def _labelled(root: Path, depth: int = 2) -> list[Path]:
-    """The runs and sweeps under `root` (itself, if it is one; else its folders down to `depth`
-    levels, never inside a run or sweep, never through a symlink), without reading their records."""
+    """The runs and sweeps under `root` (itself, or its folders down to `depth` levels, never inside a run or sweep,
+    never through a symlink), without reading their records."""
     found: list[Path] = []
 
     def walk(d: Path, level: int) -> None:
@@ -255,8 +235,8 @@ def _labelled(root: Path, depth: int = 2) -> list[Path]:
 
 
 def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth: int = 2) -> list[RunInfo]:
-    """The runs and sweeps under `root` (`_labelled`), newest first. `filters`: dotted config key (or
-    kind, status) -> value as text; a run is listed when every one matches."""
+    """The runs and sweeps under `root`, newest first, those that match every filter (dotted config key, kind or
+    status -> value as text)."""
     root = Path(root)
     infos = [read_any(p) for p in _labelled(root, depth)]
     if filters:
@@ -270,9 +250,8 @@ def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth
 
 
 def sweep_points(path: str | Path) -> list[dict]:
-    """A sweep's points as its `tables/points.csv` lists them, in the grid's order: {"point": id,
-    "name": readable name, <each config key that varies>: value}; [] when the table is not there or
-    not gb's (a sweep not yet aggregated)."""
+    """A sweep's points from `tables/points.csv`: {"point": id, "name": readable name, <each varying key>: value},
+    keys in the grid's order; [] when the table is not there or not gb's."""
     table = SweepDir(path).points_table
     if not is_file(table):
         return []
@@ -299,9 +278,8 @@ def _declared_axes(path: str | Path) -> dict[str, list]:
 
 
 def grid_axes(path: str | Path) -> dict[str, list]:
-    """The config keys that vary between a sweep's points, in the grid's order, each with its values:
-    what tells its points apart, read from `tables/points.csv`, else from the `grid:` and `zip:` of
-    the sweep's config (a sweep not yet aggregated)."""
+    """The config keys that vary between a sweep's points, with their values: from `tables/points.csv`, else from
+    the config's `grid:` and `zip:` (a sweep not yet aggregated)."""
     axes: dict[str, list] = {}
     for row in sweep_points(path):
         for k, v in row.items():
@@ -321,11 +299,9 @@ def _point_named(sweep: Path, name: str) -> Path | None:
 
 
 def resolve(raw: str | Path, root: str | Path = "runs", key: str = "RUN") -> Path:
-    """The run or sweep a person names, wherever gb takes one (`gb runs show|diff`, `gb compare`,
-    `gb plot`, `gb verify`, `gbcli.load_run`): a path as given; else a path under `root`; else the
-    `--name` a run or sweep was given (as `gb runs` prints it in brackets); else a sweep's point by
-    its readable name or id, `SWEEP/NAME` (SWEEP a path or a name) or a NAME only one sweep under
-    `root` has. GbError naming `key` when nothing, or more than one run, answers to it."""
+    """The run or sweep a person names: a path; else a path under `root`; else a `--name`; else a sweep's point,
+    `SWEEP/NAME` (SWEEP a path or a name) or a NAME only one sweep under `root` has. GbError naming `key` when
+    nothing, or more than one run, answers to it."""
     text = str(raw)
     path, root = Path(text), Path(root)
     if text == "":
@@ -360,24 +336,20 @@ def _text(v: Any) -> str:
     return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
 
 
+def _same(got: str, want: str) -> bool:
+    try:   # 10 == 10.0, 0.9 == .9
+        return got == want or float(got) == float(want)
+    except ValueError:
+        return False
+
+
 def _matches(info: RunInfo, filters: dict[str, str]) -> bool:
     fields = {"kind": info.kind, "status": info.status, **{k: _text(v) for k, v in info.config.items()}}
-    for key, want in filters.items():
-        if key not in fields:
-            return False
-        got = fields[key]
-        if got != want:
-            try:   # 10 == 10.0, 0.9 == .9
-                if float(got) != float(want):
-                    return False
-            except ValueError:
-                return False
-    return True
+    return all(key in fields and _same(fields[key], want) for key, want in filters.items())
 
 
 def show(path: str | Path) -> dict:
-    """One run or sweep in full: what it is, its resolved config, provenance and results. A directory
-    `scan` lists as foreign (a marker that is not gb's, a mixed directory) is refused (GbError)."""
+    """One run or sweep in full: what it is, its config, provenance and results; GbError for a foreign one."""
     path = Path(path)
     info = read_any(path)
     if info.kind == "foreign":
@@ -424,17 +396,13 @@ def show(path: str | Path) -> dict:
 
 
 def diff(a: str | Path, b: str | Path) -> list[dict]:
-    """The config keys and headline numbers that differ between two runs (or sweeps): rows of
-    {"what": "config" | "number" | "stage", "key", "a", "b"}."""
+    """What differs between two runs (or sweeps): rows of {"what": "config" | "stage" | "number", "key", "a", "b"}."""
     ia, ib = read_any(a), read_any(b)
     rows = []
-    ignore = {"name", "output.dir"}
-    for k in sorted(set(ia.config) | set(ib.config)):
-        if k in ignore:
-            continue
-        va, vb = ia.config.get(k, "(absent)"), ib.config.get(k, "(absent)")
-        if _text(va) != _text(vb):
-            rows.append({"what": "config", "key": k, "a": _text(va), "b": _text(vb)})
+    for k in sorted((set(ia.config) | set(ib.config)) - {"name", "output.dir"}):
+        va, vb = _text(ia.config.get(k, "(absent)")), _text(ib.config.get(k, "(absent)"))
+        if va != vb:
+            rows.append({"what": "config", "key": k, "a": va, "b": vb})
     for k in sorted(set(ia.stages) | set(ib.stages)):
         va, vb = ia.stages.get(k, "(absent)"), ib.stages.get(k, "(absent)")
         if va != vb:
@@ -448,8 +416,7 @@ def diff(a: str | Path, b: str | Path) -> list[dict]:
 
 
 def headline(path: str | Path) -> str:
-    """The question's answer for a figure's title: each program's inconsistency with the GD network
-    and 2p(1-p) ("" before `gb compare`)."""
+    """A figure's title: each program's inconsistency with the GD network and 2p(1-p) ("" before `gb compare`)."""
     numbers: dict[str, float] = {}
     inconsistency_into(Path(path), numbers)
     pairs = [f"{k.split('.')[0]} {v:.3f}" for k, v in numbers.items() if k.endswith(".inconsistency")]
