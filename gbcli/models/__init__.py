@@ -1,5 +1,4 @@
-"""Model kinds, one module each, on the interface of `base` (what a kind is) and the hyperplane
-gating of `gating`; their torch modules are in `networks`. The registry of kinds is `gbcli.registry`."""
+"""Model kinds, one module each, on `base` (what a kind is) and `gating`; their torch modules are in `networks`."""
 
 from gbcli.lazy import attach
 

@@ -2,7 +2,7 @@
 `ModelSpec` subclass (build, gating, degree, programs, instruments, checkpoint loading) in one module of
 this package; nothing outside it branches on its kind. Networks are called as `model(x, ctx)` (x (B, D),
 ctx (B, H) local contexts) and `weights()` lists the homogeneous weights (the output bias excluded).
-A kind's module imports without torch: torch and `gbcli.models.networks.<kind>` load inside methods."""
+A kind's module imports without torch: torch and its `gbcli.models.networks` module load inside methods."""
 
 from __future__ import annotations
 
@@ -42,8 +42,7 @@ class ModelParams(Section):
 
     @property
     def homogeneity(self) -> int:
-        """Degree L of the network in its trained weights (an output bias aside): its `depth`, unless
-        the kind sets a class attribute."""
+        """Degree L in the trained weights (an output bias aside): `depth`, unless the kind sets it."""
         return self.depth
 
 
@@ -165,8 +164,7 @@ class ModelSpec:
         return self.matching
 
     def margin_geometry(self, cfg) -> float:
-        """The q of the lq norm a normalized margin divides by (min y f / ||w||_q^L): the matching
-        program's geometry; l2 unless the kind follows its optimizer's."""
+        """The q of min y f / ||w||_q^L: the matching program's geometry (l2 unless it follows the optimizer)."""
         return 2.0
 
     def matching_ready(self, cfg, model: nn.Module | None) -> bool:
@@ -186,8 +184,8 @@ class ModelSpec:
         return f"H={row['hidden_units']}, N={row['train_size']}"
 
     def published_outputs(self, model: nn.Module, cfg, problem: Problem) -> np.ndarray | None:
-        """Validation outputs as the published comparison measured them, when that differs from the
-        network's own (None otherwise): `published_inconsistency` in the tables."""
+        """Validation outputs as the published comparison measured them, if not the network's own (tables'
+        `published_inconsistency`)."""
         return None
 
     def example(self, program: str) -> dict:
@@ -197,9 +195,9 @@ class ModelSpec:
                 "training": {"epochs": 3, "batch_size": 20, "log_points": 2}, "svm": {"objectives": [program]}}
 
 
-def networks(module: str):
-    """The torch modules of the kind module `module` (its `__name__`): `gbcli.models.networks.<kind>`."""
-    return importlib.import_module(f"gbcli.models.networks.{module.rsplit('.', 1)[1]}")
+def networks(name: str):
+    """The torch modules `gbcli.models.networks.<name>`, imported when a network is built."""
+    return importlib.import_module(f"gbcli.models.networks.{name}")
 
 
 def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: float) -> torch.Tensor:

@@ -29,7 +29,7 @@ class Spec(construction.ConstructionSpec):
     example_x = [[4.0, 0.7, -4.0, 0.7]]
 
     def network(self, cfg, dim):
-        return networks(__name__).SharedFilterConv(cfg.model.patches, dim, cfg.model.activation)
+        return networks("construction").SharedFilterConv(cfg.model.patches, dim, cfg.model.activation)
 
     def numpy_margins(self, theta_parts, x, cfg):
         w, v = theta_parts

@@ -45,7 +45,7 @@ class Spec(ModelSpec):
     def network(self, cfg, dim):
         if dim != IMAGE * IMAGE + 1:
             raise GbError(f"dataset.name: model.kind convnet takes 28 x 28 images, not inputs of dimension {dim}")
-        return networks(__name__).ConvNet(cfg.model.convs, cfg.model.fc_units, IMAGE)
+        return networks("convnet").ConvNet(cfg.model.convs, cfg.model.fc_units, IMAGE)
 
     def build(self, cfg, dim):
         """torch's default init for every layer from the seeded generator, then the fc weights x init_scale

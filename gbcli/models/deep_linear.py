@@ -29,7 +29,7 @@ class Spec(ModelSpec):
     example_model = {"depth": 3, "width": 4}
 
     def network(self, cfg, dim):
-        return networks(__name__).DeepLinear(cfg.model.depth, cfg.model.width, dim)
+        return networks("linear").DeepLinear(cfg.model.depth, cfg.model.width, dim)
 
     def best_normalized_margin(self, cfg, optimum):
         depth = cfg.model.depth

@@ -42,7 +42,7 @@ class Spec(construction.ConstructionSpec):
     example_x = [[1.0, 2.0]]
 
     def network(self, cfg, dim):
-        return networks(__name__).DiagonalNet(cfg.model.depth, dim, cfg.model.activation)
+        return networks("construction").DiagonalNet(cfg.model.depth, dim, cfg.model.activation)
 
     @staticmethod
     def _induces(cfg) -> bool:

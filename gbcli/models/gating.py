@@ -101,8 +101,7 @@ def sides(proj: np.ndarray, offsets: np.ndarray, inclusive: bool = False) -> np.
 
 
 def median_offsets(normals: np.ndarray, x_pool: np.ndarray, inclusive: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Per-hyperplane median of the projections of the pool (each hyperplane halves the data), and
-    the pool's sides from those same projections."""
+    """Per-hyperplane medians of the pool's projections (each halves the data), and the pool's sides."""
     H, k, D = normals.shape
     proj = x_pool @ normals.reshape(H * k, D).T
     offsets = np.median(proj, axis=0)

@@ -28,8 +28,7 @@ class Params(ModelParams):
 
 
 class HyperplaneSpec(ModelSpec):
-    """A kind gated by random hyperplanes (`contexts`: the GLNs), seeded by contexts.seed unless
-    model.init_seed is set."""
+    """A kind gated by random hyperplanes (the GLNs), seeded by contexts.seed unless model.init_seed is set."""
 
     def gated_units(self, params) -> int:   # units with their own k hyperplanes
         return self.units(params)
@@ -82,10 +81,10 @@ class Spec(HyperplaneSpec):
 
     @property
     def Stacked(self):
-        return networks(__name__).StackedGLN
+        return networks("gln").StackedGLN
 
     def network(self, cfg, dim):
-        return networks(__name__).DeepGLN(cfg.model.hidden_units, cfg.contexts.count, dim, cfg.model.output_bias)
+        return networks("gln").DeepGLN(cfg.model.hidden_units, cfg.contexts.count, dim, cfg.model.output_bias)
 
     def matching_program(self, cfg):
         """svm-gln for the l2 geometry, svm-gln-linf for l-infinity; none for lq, q < 2 (non-convex)."""

@@ -61,7 +61,7 @@ class Spec(ModelSpec):
 
     def network(self, cfg, dim):
         m = cfg.model
-        return networks(__name__).LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
+        return networks("relu").LeakyNet(m.hidden_units, dim, m.leaky_alpha, m.output_weight)
 
     def matching_info(self, cfg, problem, solution):
         """svm-par's optimum bounds only perfectly clustered nets in the PAR (a `margin` ratio above 1: GD

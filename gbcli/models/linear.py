@@ -52,7 +52,7 @@ class Spec(ModelSpec):
     coordinate_descent = True
 
     def network(self, cfg, dim):
-        return networks(__name__).Linear(dim)
+        return networks("linear").Linear(dim)
 
     def matching_program(self, cfg):
         """The program of the optimizer's geometry (None where no program of it is declared)."""

@@ -52,8 +52,7 @@ def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem, always_on: bo
 
 
 def random_gates_design(cfg, problem: Problem, trained=None) -> GatedDesign:
-    """svm-rc: H random gates (orthogonal normals, median offsets) seeded by contexts.seed, and an
-    always-on unit (as the published code; protocol section 10)."""
+    """svm-rc: H random gates seeded by contexts.seed and an always-on unit (protocol section 10)."""
     ds = problem.dataset
     gates = random_relu_gates(cfg.model.hidden_units, ds.x_pool, cfg.contexts.seed)
     return frelu_design(gates.local_contexts(ds.x_train, ds.train_idx), gates.local_contexts(ds.x_val, ds.val_idx),
@@ -116,7 +115,7 @@ class Spec(ModelSpec):
         return cfg
 
     def network(self, cfg, dim):
-        return networks(__name__).ReLUNet(cfg.model.hidden_units, dim)
+        return networks("relu").ReLUNet(cfg.model.hidden_units, dim)
 
     def init_scheme(self, cfg):
         return "normal" if cfg.model.init == "balanced" else super().init_scheme(cfg)
@@ -138,7 +137,7 @@ class Spec(ModelSpec):
         if sd["w1"].shape[0] != cfg.model.hidden_units:
             raise GbError(f"{path}: has {sd['w1'].shape[0]} hidden units, the config has model.hidden_units = "
                           f"{cfg.model.hidden_units}")
-        net = networks(__name__).ReLUNet(sd["w1"].shape[0], sd["w1"].shape[1])
+        net = networks("relu").ReLUNet(sd["w1"].shape[0], sd["w1"].shape[1])
         net.w_gate = sd["w_gate"]
         net.load_state_dict(sd)
         return net.double()

@@ -33,4 +33,4 @@ class Spec(ModelSpec):
         return False
 
     def network(self, cfg, dim):
-        return networks(__name__).ResidualNet(cfg.model.depth, cfg.model.width, dim)
+        return networks("linear").ResidualNet(cfg.model.depth, cfg.model.width, dim)

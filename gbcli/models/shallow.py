@@ -1,5 +1,4 @@
-"""The shallow GLN (protocol section 4): one unit with C = 2^k global contexts, each with its own
-linear predictor; its max-margin limit is `svm-shallow`, one linear SVM per context."""
+"""The shallow GLN (protocol section 4): one unit, C = 2^k global contexts; its limit is `svm-shallow`."""
 
 from __future__ import annotations
 
@@ -50,7 +49,7 @@ class Spec(HyperplaneSpec):
     example_model = {"output_bias": False}
 
     def network(self, cfg, dim):
-        return networks(__name__).ShallowGLN(cfg.contexts.count, dim, cfg.model.output_bias)
+        return networks("shallow").ShallowGLN(cfg.contexts.count, dim, cfg.model.output_bias)
 
     def trained_state(self, sd, dim):
         """A trained (restricted) model comes back unrestricted: its full (C, D) weight."""

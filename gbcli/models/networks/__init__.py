@@ -1,5 +1,4 @@
-"""The torch modules of the model kinds, one module per kind (`networks.gln` for `gbcli.models.gln`,
-which imports it when it builds a network: `gbcli.models.base.networks`)."""
+"""The model kinds' torch modules, imported only when a kind builds a network (`gbcli.models.base.networks`)."""
 
 from gbcli.lazy import attach
 

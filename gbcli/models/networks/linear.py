@@ -1,3 +1,5 @@
+"""The torch modules of the linear kinds: `linear`, `deep-linear` and `residual`."""
+
 from __future__ import annotations
 
 import torch
@@ -16,3 +18,35 @@ class Linear(nn.Module):
 
     def weights(self) -> list[torch.Tensor]:
         return [self.w]
+
+
+class DeepLinear(nn.Module):
+    """f(x) = W_L ... W_1 x."""
+
+    def __init__(self, depth: int, width: int, dim: int):
+        super().__init__()
+        shapes = [(width, dim)] + [(width, width)] * (depth - 2) + [(1, width)]
+        self.layers = nn.ParameterList(nn.Parameter(torch.empty(*s)) for s in shapes)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        h = x
+        for layer in self.layers:
+            h = h @ layer.T
+        return h[:, 0]
+
+    def weights(self) -> list[torch.Tensor]:
+        return list(self.layers)
+
+
+class ResidualNet(DeepLinear):
+    """The deep linear network's weight matrices (same shapes), with skip connections and ReLUs."""
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        f = x @ self.layers[0].T
+        for w in self.layers[1:-1]:
+            f = f + torch.relu(f) @ w.T
+        return (torch.relu(f) @ self.layers[-1].T)[:, 0]
+
+    def matrices(self) -> dict[str, torch.Tensor]:
+        """W_1..W_{L-1} (rows: neurons); W_L is a single row."""
+        return {f"W{i + 1}": w for i, w in enumerate(self.layers[:-1])}

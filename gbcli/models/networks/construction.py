@@ -1,3 +1,5 @@
+"""The torch modules of paper 003's constructions: `diagonal` and `conv`."""
+
 from __future__ import annotations
 
 import torch
@@ -5,6 +7,24 @@ from torch import nn
 
 from gbcli.errors import GbError
 from gbcli.models import construction
+
+
+class DiagonalNet(nn.Module):
+    """Depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>."""
+
+    def __init__(self, depth: int, dim: int, activation: str):
+        super().__init__()
+        self.activation = activation
+        self.w = nn.Parameter(torch.empty(depth, dim))
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
+        h = x
+        for j in range(self.w.shape[0] - 1):
+            h = construction.activate(self.w[j] * h, self.activation)
+        return h @ self.w[-1]
+
+    def weights(self) -> list[torch.Tensor]:
+        return [self.w]
 
 
 class SharedFilterConv(nn.Module):
