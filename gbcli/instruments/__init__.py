@@ -1,5 +1,4 @@
-"""Theory instruments (`training.track`): the interface (`base`), the general instruments and the
-tracker that runs them during training (`core`). The papers' own instruments are in `gbcli.experiments`."""
+"""Theory instruments (`training.track`): the interface (`base`), the general ones and their Tracker (`core`)."""
 
 from gbcli.lazy import attach
 

@@ -28,10 +28,6 @@ from gbcli.metrics import inconsistency
 from gbcli.programs.design import decision
 
 
-def flat_weights(model: nn.Module) -> torch.Tensor:
-    return torch.cat([w.detach().double().reshape(-1) for w in model.weights()])
-
-
 def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.Tensor | None,
                  degree: int) -> dict:
     """The KKT columns (module docstring); NaN while some margin is <= 0. Weights that are not parameters
@@ -295,9 +291,9 @@ class Tracker:
         return tuple(c for i in self.instruments for c in i.columns)
 
     def norm(self, model: nn.Module, q: float | None = None) -> float:
-        """||w||_q^L, q the matching program's geometry unless given (l2; a linear model's optimizer's:
-        l1 for coordinate descent, l-infinity for sign descent, ...)."""
-        w, q = flat_weights(model), self.context.spec.margin_geometry(self.cfg) if q is None else q
+        """||w||_q^L, q the matching program's geometry unless given (docs/optimizers.md)."""
+        w = torch.cat([v.detach().double().reshape(-1) for v in model.weights()])
+        q = self.context.spec.margin_geometry(self.cfg) if q is None else q
         if q == 2:
             size = float(w.pow(2).sum().sqrt())
         elif q == 1:

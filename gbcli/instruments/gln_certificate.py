@@ -43,13 +43,10 @@ class Certificate:
     dead: np.ndarray           # (H,) bool: unit norm <= DEAD_RELATIVE_NORM x the largest
 
     @property
-    def stationarity(self) -> float:
-        return math.hypot(self.stationarity_w1, self.stationarity_w2)
-
-    @property
     def kkt_residual(self) -> float:
         """Both layers' stationarity, complementary slackness and dual feasibility, in one number."""
-        return self.stationarity + abs(self.complementarity) + self.dual_infeasibility
+        stationarity = math.hypot(self.stationarity_w1, self.stationarity_w2)
+        return stationarity + abs(self.complementarity) + self.dual_infeasibility
 
     @property
     def max_dead(self) -> tuple[float, int | None]:
@@ -71,8 +68,7 @@ class Certificate:
                 "max_dead_dual_unit": float("nan") if unit is None else unit}
 
     def heading(self, tol: float = 1e-2, dual_tol: float = 1e-3) -> Limit:
-        """The limit this point is heading for, on the certificate: near a KKT point (residual <= tol),
-        svm-gln unless a dead unit's dual norm exceeds 1 + dual_tol."""
+        """Near a KKT point (residual <= tol): svm-gln unless a dead unit's dual norm exceeds 1 + dual_tol."""
         if not self.kkt_residual <= tol:
             return Limit.NOT_NEAR_KKT
         value, _ = self.max_dead
