@@ -1,18 +1,7 @@
-"""scikit-learn estimators for the certified max-margin programs, on any data and without a config
-(docs/library-api.md).
-
-- `KernelSVM`: the hard-margin kernel SVM without bias, min ||w||^2 s.t. y_n f(x_n) >= 1, solved by
-  our interior-point method (`gbcli.programs.ipm`) on Q = yy' o K and certified in kernel space.
-- `GroupNormSVM`: the group-norm (multiple-kernel) program min sum_g ||zeta_g|| s.t. y_n f(x_n) >= 1
-  with f(x_n) = sum_r E[n, r] <zeta_r, x_n>, on gates E given by the caller or built from local
-  contexts (the svm-gln program of `gb fit-svm`), solved by a registered solver and certified by
-  `gbcli.programs.certify`.
-
-Both take any two labels: classes_[1] plays +1. Data that no predictor of the program separates
-is a checkable outcome (`on_inseparable`: "warn", the default, fits without a predictor, status_
-"infeasible", scoring NaN; "raise" raises `NotSeparableError`), and GroupNormSVM's gates travel
-with the points in X's last columns or as routed metadata: docs/library-api.md says how each works
-with cross-validation.
+"""scikit-learn estimators for the certified max-margin programs, on any data (docs/library-api.md):
+`KernelSVM` (hard margin, no bias) and `GroupNormSVM` (the group-norm program on gates or contexts).
+Both take any two labels (classes_[1] plays +1); inseparable data is "warn" (fitted without a
+predictor, status_ "infeasible", score NaN) or "raise" (`NotSeparableError`), per `on_inseparable`.
 """
 
 from __future__ import annotations
@@ -40,27 +29,21 @@ MAX_GATE_ENTRIES = 2 ** 31   # one-hot gate entries an estimator may build (16 G
 
 
 class NotSeparableError(ValueError):
-    """fit's answer, with on_inseparable="raise", to training data that no predictor of the
-    program separates: the hard-margin program has no solution. A ValueError, so code that caught
-    ValueError before still does; catch this class to tell inseparable data from bad input."""
+    """fit's answer (on_inseparable="raise") to inseparable training data; a ValueError subclass."""
 
 
 class NotSeparableWarning(UserWarning):
-    """Warned by fit, with on_inseparable="warn" (the default), when the training data is not
-    separable: one line; the estimator is fitted with status_ "infeasible", scores NaN and predicts
-    its majority_ class."""
+    """fit's one-line warning (on_inseparable="warn") on inseparable data: score NaN, predicts majority_."""
 
 
-def _check_on_inseparable(est) -> str:
+def _check_on_inseparable(est) -> None:
     if not isinstance(est.on_inseparable, str) or est.on_inseparable not in ON_INSEPARABLE:
         raise ValueError(f"{type(est).__name__}: on_inseparable must be 'raise' or 'warn', "
                          f"got {est.on_inseparable!r}")
-    return est.on_inseparable
 
 
 def _inseparable(est, message: str, classes, ypm, certificate_: dict, lam) -> None:
-    """Raise NotSeparableError, or (on_inseparable="warn") fit the estimator without a predictor and
-    say so in one line (a solver's message may hold newlines: a warning is one line per fold)."""
+    """Raise NotSeparableError, or fit without a predictor and warn in one line (one per fold)."""
     message = " ".join(str(message).split())
     positive = int(np.sum(ypm > 0))
     label = [repr(c.item() if isinstance(c, np.generic) else c) for c in classes]   # 0, not np.int64(0)
@@ -77,10 +60,7 @@ def _inseparable(est, message: str, classes, ypm, certificate_: dict, lam) -> No
 
 
 def _score(est, y, predicted, sample_weight) -> float:
-    """Mean accuracy; NaN for an estimator fitted without a predictor."""
-    if _no_predictor(est):
-        return float("nan")
-    return float(accuracy_score(y, predicted, sample_weight=sample_weight))
+    return float("nan") if _no_predictor(est) else float(accuracy_score(y, predicted, sample_weight=sample_weight))
 
 
 def _no_predictor(est) -> bool:
@@ -88,7 +68,7 @@ def _no_predictor(est) -> bool:
 
 
 def _binary_labels(est, y) -> tuple[np.ndarray, np.ndarray]:
-    """(classes, y mapped to -1 / +1 with classes[1] -> +1); ValueError unless exactly two classes."""
+    """(classes, y as -1 / +1 with classes[1] -> +1); ValueError unless exactly two classes."""
     check_classification_targets(y)
     y_type = type_of_target(y, input_name="y", raise_unknown=True)
     if y_type != "binary":
@@ -109,21 +89,20 @@ def _warn_inexact(est, status: str, message: str) -> None:
         warnings.warn(f"{type(est).__name__}: the solve is {status}: {message}", ConvergenceWarning, stacklevel=3)
 
 
-def _is_real(value) -> bool:
-    """A real number: int, float or numpy's, not a bool (True is not a tolerance) or a string."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+def _finite(value) -> bool:
+    """A finite real number, not a bool (True is not a tolerance) or a string."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(float(value))
 
 
 def _check_tol(est, tol) -> float:
-    """A certificate's tolerance is a finite number in (0, 1): tol >= 1 (or inf) would certify
-    anything, tol <= 0 (or NaN) nothing."""
-    if not _is_real(tol) or not math.isfinite(float(tol)) or not 0 < float(tol) < 1:
+    """tol in (0, 1): tol >= 1 would certify anything, tol <= 0 (or NaN) nothing."""
+    if not _finite(tol) or not 0 < float(tol) < 1:
         raise ValueError(f"{type(est).__name__}: tol must be a finite number in (0, 1), got {tol!r}")
     return float(tol)
 
 
 def _check_count(est, param: str, value, optional: bool = True) -> int | None:
-    """None (when `optional`) or a positive integer (not a bool or a float); ValueError naming `param`."""
+    """None (when `optional`) or a positive integer, not a bool or a float."""
     if value is None and optional:
         return None
     if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)) or value < 1:
@@ -135,20 +114,9 @@ def _check_count(est, param: str, value, optional: bool = True) -> int | None:
 class KernelSVM(ClassifierMixin, BaseEstimator):
     """Hard-margin kernel SVM without bias: min ||w||^2 s.t. y_n f(x_n) >= 1, f(x) = sum_n alpha_n k(x_n, x).
 
-    kernel: "linear", "rbf", "poly" (scikit-learn's pairwise kernels, with gamma, degree, coef0; gamma
-    None means 1 / n_features) or "precomputed" (fit takes the N x N training kernel, decision_function
-    the M x N kernel between new and training points). tol: the relative duality gap (and margin
-    shortfall) the solve is certified to; max_iter: interior-point iterations (None: the method's default).
-    on_inseparable: "warn" (the default: one NotSeparableWarning line, status_ "infeasible", score NaN)
-    or "raise" (NotSeparableError); see the module's docstring.
-    kernel, gamma, degree and coef0 are the hyperparameters GridSearchCV can select.
-
-    Fitted: classes_, alpha_ (N,), dual_coef_ (1, n_SV) and support_, coef_ (1, D) for the linear
-    kernel, lam_ (the dual multipliers), status_ ("optimal" | "inaccurate" | "infeasible"), objective_
-    (||w||^2) and certificate_ (primal_objective, dual_objective, rel_gap, min_margin, iterations,
-    certified, tolerance). When infeasible: classes_, majority_, status_, message_, objective_ (inf),
-    lam_ (the dual ray) and certificate_ (with relative_margin_bound: an upper bound on any predictor's
-    margin relative to ||w|| and the inputs' radius; certified when below 1e-9) only.
+    kernel: "linear", "rbf", "poly" (scikit-learn's; gamma None is 1 / n_features) or "precomputed" (N x N
+    at fit, M x N after); tol: the certified relative gap and margin shortfall. When fitted infeasible:
+    no alpha_, lam_ the dual ray, certificate_ with relative_margin_bound (certified below 1e-9).
     """
 
     def __init__(self, kernel="linear", gamma=None, degree=3, coef0=1.0, tol=1e-6, max_iter=None,
@@ -168,15 +136,14 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         return tags
 
     def _check_params(self) -> tuple[float, int | None]:
-        """(tol, max_iter), every parameter validated at fit as scikit-learn does; ValueError naming it."""
+        """(tol, max_iter), every parameter validated at fit, as scikit-learn does."""
         name = type(self).__name__
         if not isinstance(self.kernel, str) or self.kernel not in ("linear", "rbf", "poly", "precomputed"):
             raise ValueError(f"{name}: kernel must be 'linear', 'rbf', 'poly' or 'precomputed', got {self.kernel!r}")
-        if self.gamma is not None and (not _is_real(self.gamma) or not math.isfinite(float(self.gamma))
-                                       or not float(self.gamma) > 0):
+        if self.gamma is not None and not (_finite(self.gamma) and float(self.gamma) > 0):
             raise ValueError(f"{name}: gamma must be None or a finite positive number, got {self.gamma!r}")
         _check_count(self, "degree", self.degree, optional=False)
-        if not _is_real(self.coef0) or not math.isfinite(float(self.coef0)):
+        if not _finite(self.coef0):
             raise ValueError(f"{name}: coef0 must be a finite number, got {self.coef0!r}")
         _check_on_inseparable(self)
         return _check_tol(self, self.tol), _check_count(self, "max_iter", self.max_iter)
@@ -190,7 +157,6 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                 degree=self.degree, coef0=self.coef0)
 
     def fit(self, X, y):
-        """Solve the program on (X, y); inseparable data as `on_inseparable` says."""
         tol, max_iter = self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
@@ -244,13 +210,12 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         return self
 
     def _reset_fitted(self):
-        """Forget a previous fit's attributes that this fit may not set (a refit on other data)."""
+        """Forget a previous fit's attributes that this fit may not set."""
         for name in ("alpha_", "dual_coef_", "support_", "coef_", "majority_", "_constant"):
             self.__dict__.pop(name, None)
 
     def decision_function(self, X):
-        """f(x) = sum_n alpha_n k(x_n, x) for each row of X (M x N_train kernel rows when precomputed);
-        when fitted infeasible, the constant +1 or -1 of the majority_ class."""
+        """f(x) = sum_n alpha_n k(x_n, x); when fitted infeasible, the majority_ class's +1 or -1."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         if _no_predictor(self):
@@ -262,39 +227,15 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def score(self, X, y, sample_weight=None):
-        """Mean accuracy on (X, y); NaN when fitted without a predictor (inseparable training data)."""
         return _score(self, y, self.predict(X), sample_weight)
 
 
 class GroupNormSVM(ClassifierMixin, BaseEstimator):
     """The group-norm program min sum_g ||zeta_g||_F s.t. y_n f(x_n) >= 1, f(x_n) = sum_r E[n, r] <zeta_r, x_n>.
 
-    The gates E of the training (and of every new) point come from one of
-    - gates: an (N, R) gate matrix (0/1 ReLU gates, an always-on column, ...);
-    - contexts (N, H) ints in [0, count) with count C: E = one_hot(contexts, C), the GLN gating;
-    - neither: one always-on gate, so f is linear and the program is the linear hard-margin SVM.
-    groups: "units" (contexts: the C columns of each unit, the svm-gln norm; gates: one group per
-    column), None (one group per gate column) or a list of column-index arrays partitioning the R
-    columns. solver: a name in gbcli.programs.solvers.SOLVERS that solves group norms (default the
-    certified dual interior point); tol and max_iter are passed to it. groups chooses the norm
-    (GridSearchCV can select it: "units" the sum over units of their Frobenius norms, None the sum over
-    gate columns of their Euclidean norms).
-
-    Gates and contexts come as keyword arguments of fit / decision_function / predict / score (routable
-    by scikit-learn's metadata routing), or travel in X, so that cross-validation slices them with the points:
-    - context_columns: None, or H >= 1: the last H columns of X are the points' local contexts (integers
-      in [0, count)), one per unit;
-    - gate_columns: None, or R >= 1: the last R columns of X are the points' gate matrix E;
-    - count: the number of contexts per unit (None: the training contexts' largest value + 1); give it
-      when the contexts travel in X, or a fold whose training rows never reach the last context
-      cannot score rows that do. fit's count argument, when given, overrides it.
-    on_inseparable: "warn" (the default: one NotSeparableWarning line, status_ "infeasible", score NaN)
-    or "raise" (NotSeparableError); see the module's docstring.
-
-    Fitted: classes_, zeta_ (R, D), lam_ (the dual multipliers, when the solver gives them),
-    objective_, status_, message_, certificate_ (gbcli.programs.certify.certificate), groups_, count_,
-    gate_mode_. When infeasible: classes_, majority_, status_ "infeasible", objective_ (inf), lam_
-    (the dual ray), certificate_ (relative_margin_bound, certified), gate_mode_, count_, groups_, but no zeta_.
+    Gates E: `gates` (N, R), `contexts` (N, H) ints in [0, count) one-hot encoded, or neither (linear),
+    as keyword arguments (metadata routing) or in X's last `context_columns` / `gate_columns` columns
+    (give `count` then). groups: "units" (the svm-gln norm), None (one per gate column) or a partition.
     """
 
     def __init__(self, groups="units", tol=1e-6, max_iter=None, solver="dual", context_columns=None,
@@ -314,8 +255,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return tags
 
     def _gates(self, n, gates, contexts, count, fitting):
-        """(E, H, C, mode): the gate matrix of n points, the number of units and of contexts per unit, and
-        where the gates came from ("gates", "contexts" or "constant")."""
+        """(E, H, C, mode): n points' gates, units, contexts per unit, and "gates" | "contexts" | "constant"."""
         if gates is not None and contexts is not None:
             raise ValueError("pass gates or contexts, not both")
         if fitting and count is not None and contexts is None:
@@ -390,8 +330,6 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return groups
 
     def fit(self, X, y, gates=None, contexts=None, count=None):
-        """Solve the program on (X, y) with the points' gates (arguments, or X's last columns);
-        inseparable data as `on_inseparable` says."""
         from gbcli.programs.solvers import SOLVERS
 
         tol, max_iter = _check_tol(self, self.tol), _check_count(self, "max_iter", self.max_iter)
@@ -400,16 +338,13 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         _check_count(self, "count", self.count)
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
-        if not isinstance(self.solver, str) or self.solver not in SOLVERS \
-                or not SOLVERS[self.solver].can_solve("group"):
-            able = [n for n, s in SOLVERS.items() if s.can_solve("group")]
+        able = [n for n, s in SOLVERS.items() if s.can_solve("group")]
+        if not isinstance(self.solver, str) or self.solver not in able:
             raise ValueError(f"solver must be one of {able}, got {self.solver!r}")
         X, gates, contexts = self._split(X, gates, contexts)
         X = np.ascontiguousarray(X) if X.flags.writeable else X.copy()   # torch wants writable arrays
-        if count is None and contexts is not None:
+        if count is None:   # `_gates` refuses a count without contexts
             count = self.count
-        elif count is None and self.count is not None:
-            raise ValueError("count is the number of contexts per unit: it goes with contexts")
         e, units, count, mode = self._gates(len(X), gates, contexts, count, fitting=True)
         groups = self._group_list(e.shape[1], units, count, mode)
         design = GatedDesign(X, ypm, e, X[:0], e[:0], "group", groups, units, count)
@@ -432,8 +367,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X, gates=None, contexts=None):
-        """f(x) = sum_r E[x, r] <zeta_r, x>, with the new points' gates given as in fit; when fitted
-        infeasible, the constant +1 or -1 of the majority_ class."""
+        """f(x) = sum_r E[x, r] <zeta_r, x>, gates as in fit; fitted infeasible: the majority_ class's +1 or -1."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
         X, gates, contexts = self._split(X, gates, contexts)
@@ -447,6 +381,4 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         return self.classes_[(self.decision_function(X, gates, contexts) > 0).astype(int)]
 
     def score(self, X, y, sample_weight=None, gates=None, contexts=None):
-        """Mean accuracy on (X, y), with the points' gates given as in fit; NaN when fitted without
-        a predictor (inseparable training data)."""
         return _score(self, y, self.predict(X, gates, contexts), sample_weight)
