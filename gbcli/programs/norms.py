@@ -1,19 +1,7 @@
-"""The norms of the max-margin programs, one class each (protocol sections 5 and 6).
-
-A norm knows everything the solvers and the certificate ask of it: its value at zeta, the dual
-norm of a multiplier combination V (weak duality), the radius of the gated inputs, its cvxpy
-expression (primal solvers), its kernel form (the dual solver) and how the primal is recovered
-from the dual. Solvers ask `NORMS[design.norm]`; nothing branches on a norm's name.
-
-- `sq`:           sum_r ||zeta_r||^2                      (svm-shallow, svm-hl, svm-gates, ...)
-- `l2`:           zeta' M zeta = ||sum_r zeta_r||^2 + C ||(I - P) zeta||^2
-                  (the L2 norm of all C^H predictors divided by C^(H-2); svm-l2)
-- `group`:        sum over groups of ||zeta_group||_F      (svm-gln, svm-rc, svm-lc, ...)
-- `l2-reference`: ||A_ref zeta||^2 with the published code's A_ref (svm-l2-reference)
-- `l1`:           sum of |zeta| entries, an LP: the l1 margin that coordinate descent / AdaBoost
-                  maximize (paper 004; svm-l1)
-- `linf`:         the largest |zeta| entry, an LP: sign descent's margin (svm-linf)
-- `l1.5`:         the l1.5 norm of all entries, a cone program: mirror descent's with p = 1.5 (svm-l1.5)
+"""The norms of the max-margin programs, one class each (protocol sections 5 and 6): value, dual norm,
+input radius, cvxpy form, kernel form and primal recovery. Solvers ask `NORMS[design.norm]`; nothing
+branches on a norm's name. `sq`, `l2` (zeta' M zeta, svm-l2), `group` and `l2-reference` are the dual
+solver's; `l1` and `linf` are LPs (HiGHS), `l1.5` a cone program.
 """
 
 from __future__ import annotations
@@ -28,9 +16,6 @@ import torch
 
 from gbcli.programs.design import GatedDesign, Stop, combination, decision
 from gbcli.programs.ipm import Kernel, interior_point
-
-
-# ------------------------------------------------------------------ the matrices of the l2 norms
 
 
 def context_mean(units: int, count: int) -> sp.csr_matrix:
@@ -72,7 +57,7 @@ def reference_null_and_pinv(units: int, count: int) -> tuple[np.ndarray, np.ndar
 
 
 def _metric_norm(v: np.ndarray, m: np.ndarray) -> float:
-    """sqrt(<V, M V>) for a positive semidefinite M (rounding below 0 clipped)."""
+    """sqrt(<V, M V>) for a positive semidefinite M."""
     return float(np.sqrt(max(float(np.sum(v * (m @ v))), 0.0)))
 
 
@@ -81,11 +66,8 @@ def _metric_norm_rows(e: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(((e @ m) * e).sum(1), 0, None))
 
 
-# ------------------------------------------------------------------ the norms
-
-
 class Norm:
-    """Base class: a norm of zeta (or its square, for the quadratic ones)."""
+    """A norm of zeta (or its square, for the quadratic ones)."""
 
     name: ClassVar[str]
     description: ClassVar[str]            # for messages: "minimizes <description>"
@@ -101,27 +83,22 @@ class Norm:
         raise NotImplementedError
 
     def gate_radius(self, design: GatedDesign) -> np.ndarray:
-        """Per training point: the dual norm of its gates, so |f(x_n)| <= ||zeta|| ||x_n|| radius_n."""
+        """Per training point: the dual norm of its gates (|f(x_n)| <= ||zeta|| ||x_n|| radius_n)."""
         return np.linalg.norm(design.e_train, axis=1)
 
     def input_radius(self, design: GatedDesign) -> float:
-        """max_n of the dual norm of point n's gated input."""
         return float((np.linalg.norm(design.x_train, axis=1) * self.gate_radius(design)).max())
 
     def cvxpy(self, cp, design: GatedDesign, z, zm):
-        """The objective as a cvxpy expression of the flat variable z (zm: its R x D reshape); cp is
-        the cvxpy module, which only the primal solvers import (it is slow to import)."""
+        """The objective as a cvxpy expression of z (zm: its R x D reshape); cp: the cvxpy module."""
         raise NotImplementedError
 
     def kernel(self, design: GatedDesign, ky: torch.Tensor, e: torch.Tensor):
-        """(Ky, E, col_group) for the dual solver, given Ky = yy' o XX' and the gates E: the
-        single-group norms fold their gates into Ky (E None); group norms keep E and name each
-        column's group. None when the dual solver does not cover this norm."""
+        """(Ky, E, col_group) from Ky = yy' o XX' (E folded into Ky: E None); None: not the dual solver's."""
         return None
 
     def gate_metric(self, design: GatedDesign) -> np.ndarray | None:
-        """M (R x R) when `kernel` folds the gates as Ky o (E M E'): the dual solver then forms its
-        products in feature space (ipm.Kernel's `fold`); None for norms that keep E or fold otherwise."""
+        """M (R x R) when `kernel` folds the gates as Ky o (E M E') (ipm.Kernel's `fold`), else None."""
         return None
 
     def recover(self, design: GatedDesign, v: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -129,18 +106,12 @@ class Norm:
         raise NotImplementedError
 
     def predictor(self, design: GatedDesign, lam: np.ndarray, s: np.ndarray, precise: bool = False) -> np.ndarray:
-        """zeta = recover(V(lam), s) in float64. `precise`: V summed exactly and the recovery in long
-        double (11 float64 products instead of one), for a V that cancels: a nearly inseparable
-        program's V cancels 1e6- to 1e8-fold and the margins of a float64 recovery are then off by
-        ~5e-6 to ~0.1."""
+        """zeta = recover(V(lam), s) in float64. `precise`: V summed exactly and recovered in long double,
+        for a V that cancels (a float64 recovery's margins are then off by ~5e-6 to ~0.1)."""
         if not precise:
             return self.recover(design, combination(design, lam), s)
         v = combination(design, lam, precise=True)
         return np.asarray(self.recover(design, v, np.asarray(s, np.longdouble)), np.float64)
-
-    def solve_reduced(self, design: GatedDesign, tol: float, max_iters: int | None, device: str):
-        """Norms with `has_reduction`: their own exact route through the dual (see ReferenceL2)."""
-        raise NotImplementedError
 
 
 class SquaredL2(Norm):
@@ -257,8 +228,7 @@ class L1(Norm):
 
 
 class LInf(Norm):
-    """The largest absolute entry: an LP, the margin of sign descent (and, for linear predictors, of
-    Adam); on a GLN's lifted predictor, what l-infinity on its parameters induces (docs/optimizers.md)."""
+    """The largest absolute entry: an LP, sign descent's margin (docs/optimizers.md)."""
 
     name, description, default_solver = "linf", "the l-infinity norm (a linear program)", "highs"
 
@@ -276,8 +246,7 @@ class LInf(Norm):
 
 
 class Lp(Norm):
-    """The lp norm of all entries, 1 < p < 2 (a second-order cone program): the margin of mirror
-    descent with the potential ||w||_p^p / p; its dual is the lq norm, 1/p + 1/q = 1."""
+    """The lp norm of all entries, 1 < p < 2 (a cone program: mirror descent's margin); dual lq."""
 
     def __init__(self, p: float):
         self.p, self.q = p, p / (p - 1)
@@ -319,29 +288,15 @@ class ReferenceL2(Norm):
 
     def cvxpy(self, cp, design, z, zm):
         h, c = design.units, design.count
-        # ||A_ref zeta||^2 = ||(C I - T) zeta||^2 + ||s||^2 / (HC): the cross term vanishes
-        # because every column of T sums to C.
+        # ||A_ref zeta||^2 = ||(C I - T) zeta||^2 + ||s||^2 / (HC): every column of T sums to C
         t = sp.csr_matrix(count_groups_matrix(h, c))
         return (cp.sum_squares((c * sp.identity(design.rows, format="csr") - t) @ zm)
                 + cp.sum_squares(cp.sum(zm, axis=0)) / (h * c))
 
     def solve_reduced(self, design, tol, max_iters, device):
-        """The exact reduction of this program (we derived it; protocol section 5 calls the program
-        degenerate, this is what the degeneracy is).
-
-        ||A_ref zeta||^2 vanishes on zeta = B eta (B: the H-1 null directions of A_ref), and the
-        predictor sees that part through c_n = B' e_n. A point with c_n != 0 can get any margin from
-        the null part for free; only the points with c_n = 0 (their contexts hit each row class mod
-        H exactly once) constrain the objective. When the free points' null-space features are
-        linearly independent (checked: a Cholesky), the optimum is a kernel SVM on the constrained
-        points, with kernel <x,x'> e'(A'A)^+ e'. The program does not determine the rest of the
-        predictor; we take the minimum-norm null part that lifts each free point's margin to
-        max(1, its margin). Returns (status, message, zeta, lam, iterations, stop), or None when the
-        reduction does not apply.
-
-        Computed on one BLAS and one torch thread, whatever the caller uses: the program leaves
-        the predictor to rounding, so the rounding must not depend on the machine's threads (on 2
-        OpenBLAS threads, 6 of 48 Figure 2 points got another predictor)."""
+        """(status, message, zeta, lam, iterations, stop): a kernel SVM on the points without null-space gates
+        plus the minimum-norm null part lifting each free point to margin >= 1; None when that part's features
+        are dependent. One thread: the predictor is left to rounding, which must not depend on threads."""
         with _one_thread():
             x, y, e = design.x_train, design.y_train, design.e_train
             null, pinv, cn, free = self._split(design)
@@ -364,23 +319,18 @@ class ReferenceL2(Norm):
             return status, f"{message}; {note}" if message else note, zeta, lam, it, stop
 
     def complete(self, design: GatedDesign, lam: np.ndarray) -> np.ndarray | None:
-        """The predictor `solve_reduced` returns for the multipliers lam of its constrained points
-        (a deterministic function of lam: `gb verify` rebuilds it from stored multipliers), or None
-        when the free points' null-space features are dependent. One thread, as `solve_reduced`."""
+        """`solve_reduced`'s predictor of lam (`gb verify` rebuilds it from stored multipliers), or None."""
         with _one_thread():
             return self._complete(design, np.asarray(lam, np.float64), design.x_train @ design.x_train.T)
 
     @staticmethod
     def _split(design):
-        """(B, (A'A)^+, c = E B, free): the null space, the pseudo-inverse, each point's null-space
-        gates and the points they leave free."""
+        """(B, (A'A)^+, c = E B, free): null space, pseudo-inverse, null-space gates, free points."""
         null, pinv = reference_null_and_pinv(design.units, design.count)
         cn = design.e_train @ null
         return null, pinv, cn, np.abs(cn).max(1) > 1e-9
 
     def _complete(self, design, lam, gram):
-        """zeta = (A'A)^+ V(lam), scaled to margin 1 on the constrained points, plus the minimum-norm
-        null-space part that lifts each free point's margin to max(1, its margin)."""
         x, y, e = design.x_train, design.y_train, design.e_train
         null, pinv, cn, free = self._split(design)
         fixed = ~free
@@ -404,7 +354,6 @@ class ReferenceL2(Norm):
 
 @contextlib.contextmanager
 def _one_thread():
-    """One BLAS and one torch thread inside, the caller's count restored after."""
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -423,5 +372,4 @@ def norm_of(design: GatedDesign) -> Norm:
 
 
 def norm_value(design: GatedDesign, zeta: np.ndarray) -> float:
-    """The program's objective at `zeta` ((R, D) array)."""
     return norm_of(design).value(design, zeta)
