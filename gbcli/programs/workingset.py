@@ -1,26 +1,7 @@
-"""A certified working-set method for the kernel dual: programs with more training points than the
-N x N interior-point method can hold (peak memory O(|W|^2 + N D): the sub-design's kernel and the data).
-
-The support set grows much more slowly than N (830 points at N = 2000, 2215 at 10,000 for
-`svm-gln`, H = 50, C = 2), so the dual is solved on a working set W of training points:
-
-1. solve the dual on W (a sub-design: the same program on W's points) with the interior-point step;
-2. recover the primal zeta from W's multipliers and compute all N margins in feature space
-   (`decision`: one N x D x R product, never an N x N array);
-3. add the most violating points (margin below 1 - tol/100) to W, drop points whose margin has
-   been clearly above 1 for DROP_AFTER rounds in a row (a point that comes back after a drop is
-   never dropped again, so W cannot cycle), and repeat until no point violates.
-
-Every round is solved to the requested tolerance (a loose first pass costs a round of its own at the end).
-The certificate is the full solver's: the primal objective and all N margins of the returned zeta,
-and the weak-duality bound of W's multipliers padded with zeros (any lam >= 0 gives one).
-Infeasibility on W is infeasibility of the whole: a dual ray on a subset of the points is a ray of the full dual.
-
-With `checkpoint=(path, fingerprint)` the state that starts the next round is written atomically
-after every round, and a solve of the same program (`fingerprint`: the solve cache's key) resumes
-there. The file is untrusted: loaded without pickles, every array checked, ignored with a warning
-when it does not fit. With a `deadline` (time.monotonic()) no round starts after it; the solve then
-ends `inaccurate` with the dual bound of the last finished round's multipliers, its checkpoint kept.
+"""A certified working-set method for the kernel dual (peak memory O(|W|^2 + N D)): solve on W, compute
+all N margins in feature space, add the worst violators (margin < 1 - tol/100), drop points clearly above
+1 (a returning point stays, so W cannot cycle), until none violates. The certificate is the full
+solver's; a ray on W is a ray of the whole. The round checkpoint is untrusted: no pickles, every array checked.
 """
 
 from __future__ import annotations
@@ -53,8 +34,7 @@ LOG = logging.getLogger(__name__)   # one line per round (a long solve's progres
 
 
 class Answer(NamedTuple):
-    """A working-set solve's end: zeta None when infeasible (lam the full-length ray) or failed (lam W's
-    last multipliers, or None); lam has length N, zero outside W. `stop` says why it ended."""
+    """A working-set solve's end: zeta None when infeasible (lam the ray) or failed; lam is N long, 0 off W."""
 
     status: str
     message: str
@@ -65,12 +45,12 @@ class Answer(NamedTuple):
 
 
 def subset(design: GatedDesign, idx: np.ndarray) -> GatedDesign:
-    """The same program on the training points idx (validation data unchanged)."""
+    """The same program on the training points idx."""
     return replace(design, x_train=design.x_train[idx], y_train=design.y_train[idx], e_train=design.e_train[idx])
 
 
 def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndarray:
-    """y_n f(x_n) for every training point, in chunks (no N x N array, at most chunk x R temporaries)."""
+    """y_n f(x_n) for every training point, in chunks (at most chunk x R temporaries)."""
     n = len(design.y_train)
     return np.concatenate([decision(zeta, design.x_train[i:i + chunk], design.e_train[i:i + chunk])
                            * design.y_train[i:i + chunk] for i in range(0, n, chunk)])
@@ -80,9 +60,7 @@ ROUNDS_FORMAT = 1
 
 
 def precise(sub: GatedDesign, lam_w, radius: float) -> bool:
-    """Whether the predictor of W's multipliers must be summed exactly (`Norm.predictor`'s `precise`):
-    lam kept as a double-double, or V(lam) `cancels` (the exact sum is half of a round's time at
-    N = 2000, so only then). radius: the whole design's `input_radius`."""
+    """Whether W's predictor must be summed exactly (a double-double lam, or V(lam) `cancels`)."""
     if getattr(lam_w, "lo", None) is not None:
         return True
     lam = np.asarray(lam_w, np.float64)
@@ -90,7 +68,6 @@ def precise(sub: GatedDesign, lam_w, radius: float) -> bool:
 
 
 def save_rounds(path: Path, fingerprint: str, state: dict) -> None:
-    """The state that starts round `state['round']`, written atomically."""
     lam, mu, s = (np.asarray(a, np.float64) for a in state["warm"])
     write_npz(path, format=np.array(ROUNDS_FORMAT), fingerprint=np.array(fingerprint), n=np.array(state["n"]),
               round=np.array(state["round"]), iterations=np.array(state["iterations"]), w=state["w"],
@@ -99,8 +76,7 @@ def save_rounds(path: Path, fingerprint: str, state: dict) -> None:
 
 
 def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
-    """The saved state of this program's solve, or None (no file, another program's, or unusable:
-    every array is checked before it is trusted)."""
+    """The saved state of this program's solve, or None (none, another program's, or unusable)."""
     path = Path(path)
     if not present(path):
         return None
@@ -133,14 +109,9 @@ def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
 def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finish: Callable | None = None,
                       checkpoint: tuple[Path, str] | None = None, deadline: float | None = None,
                       through: int | None = None, stop: Callable[[], str | None] | None = None):
-    """Solve the program through the dual on a growing working set; returns an `Answer`.
-
-    solve_on(sub_design, tol, start[, deadline]) -> ipm.Outcome on a sub-design, from `start` (None:
-    cold; or (lam, mu, s) of the previous round on the new working set's points). finish(sub_design,
-    outcome, tol) -> Outcome or None: the polish of a final round that met the tolerance only on its
-    rounding floor (`Stop.STALLED_MET`), where its own gap is least reliable. through: stop after this
-    round (a rerun resumes from the checkpoint). stop: asked before every round after the first; a
-    reason ends the solve there, `inaccurate`, its message starting with STOPPED."""
+    """An `Answer`. solve_on(sub, tol, start[, deadline]) -> ipm.Outcome; finish: the polish of a final round
+    met only at its rounding floor; through: the last round; stop(): a reason ends it `inaccurate` (STOPPED);
+    no round starts after `deadline`; `checkpoint` = (path, fingerprint) saves each round's state for a rerun."""
     n = len(design.y_train)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
@@ -170,8 +141,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         return Answer("inaccurate", note, None, last_lam, total_it, Stop.TIME_LIMIT)
 
     def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
-        """zeta from W's multipliers scaled to margin 1 on W, all N margins, and the scale; None when
-        no margin on W is positive."""
+        """(zeta at margin 1 on W, all N margins, the scale), or None when no margin on W is positive."""
         zeta = norm.predictor(sub, lam_w, s, precise=precise(sub, lam_w, radius))
         m = margins(design, zeta)
         scale = float(m[w].min())
