@@ -1,20 +1,7 @@
-"""The dual (kernel) solver: every program whose norm has a kernel form (protocol section 6).
-
-Each program is written as a group-norm program, min sum_g ||zeta_g|| s.t. y_n f(x_n) >= 1, whose
-dual is
-
-    max 1'lam   s.t.   lam' Q_g lam <= 1 for every group g,   lam >= 0,
-    Q_g = (yy' o K) o (E_g E_g'),
-
-with K the N x N kernel and E_g the gate columns of group g. A quadratic norm ||w||^2 is the square
-of the one-group norm ||w||, so `svm-shallow`, `svm-l2`, `svm-hl` and `svm-gates` are the case
-G = 1 with the program's kernel (K o EE', K o E Mt^+ E', or the linear kernel on the features).
-The interior-point method itself is `gbcli.programs.ipm`; the norm supplies the kernel and the
-primal recovery.
-
-Primal recovery: zeta_g = s_g V_g with V = E' diag(lam o y) X and s_g the multiplier of group g's
-constraint; its margins are sum_g s_g (Q_g lam)_n = 1 + (dual slack), so it is feasible at
-convergence, and it is rescaled by its smallest margin when that is a hair below 1.
+"""The dual (kernel) solver (protocol section 6): every program as a group-norm program, solved on its
+dual max 1'lam s.t. lam' Q_g lam <= 1, lam >= 0, Q_g = (yy' o K) o (E_g E_g') (quadratic norms: G = 1).
+The norm supplies the kernel and the primal recovery zeta_g = s_g V_g, V = E' diag(lam o y) X, which is
+rescaled by its smallest margin.
 """
 
 from __future__ import annotations
@@ -39,8 +26,7 @@ POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl
 
 
 def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
-    """The interior-point method's kernel: Ky = yy' o XX' through the norm's kernel form, with the
-    features y_n x_n for the feature-space products (and the folded gates E, M of Ky o (E M E'))."""
+    """The interior-point method's kernel through the norm's kernel form, with the features y_n x_n."""
     t = lambda a: torch.as_tensor(np.array(a, dtype=np.float64, order="C"), device=device)   # a copy: inputs may be read-only
     e = t(design.e_train)
     xy, ky = _linear_kernel(design.x_train, design.y_train, device)
@@ -54,9 +40,7 @@ def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
 
 
 def primal_products(design: GatedDesign, grp: Kernel):
-    """(lam, s) -> (margins, lam'Q_g lam per group) through the primal in long double, V =
-    combination(lam) and then each point's product with zeta = recover(V, s): the polish's residuals
-    (`ipm.polish`), 10x more accurate on the nearly inseparable programs than the kernel products."""
+    """(lam, s) -> (margins, lam'Q_g lam per group) through the primal in long double (the polish's)."""
     norm = norm_of(design)
 
     def products(lam: np.ndarray, s: np.ndarray):
@@ -72,9 +56,7 @@ KERNEL_CACHE_MAX = 6000   # points: a kept N x N kernel costs 8 N^2 bytes (288 M
 
 
 def _linear_kernel(x: np.ndarray, y: np.ndarray, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(xy, Ky) = (diag(y) X, yy' o XX'); Ky is the caller's to change. The programs of one point
-    share the training set: for read-only inputs (a sweep worker's cached split) the last kernel is
-    kept and copied, not recomputed."""
+    """(xy, Ky) = (diag(y) X, yy' o XX'), Ky the caller's; the last kernel of read-only inputs is kept."""
     if _KERNEL:
         rx, ry, dev, xy, ky = _KERNEL[0]
         if rx() is x and ry() is y and dev == device:
@@ -89,18 +71,14 @@ def _linear_kernel(x: np.ndarray, y: np.ndarray, device: str) -> tuple[torch.Ten
 
 
 def dual_memory(n: int, norm: str) -> int:
-    """Bytes of the dual solver's largest arrays for N = n training points: three N x N float64 arrays,
-    or, above `workingset.WORKING_SET_ABOVE` (the norm's own reduction excepted), three |W| x |W| ones
-    for the first working set (later ones are set by the support set, which nothing knows in advance)."""
+    """Bytes of the dual solver's largest arrays: three N x N float64, or |W| x |W| for the first working set."""
     if NORMS[norm].has_reduction or n <= workingset.WORKING_SET_ABOVE:
         return 3 * 8 * n * n
     return 3 * 8 * min(n, workingset.START) ** 2
 
 
 def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
-    """Sharpen an infeasibility ray: min ||sum_n lam_n y_n phi_n|| over lam >= 0, 1'lam = 1, by NNLS
-    in feature space (phi_n = e_n (x) x_n), where V of an exactly conflicting set comes out at
-    rounding level (lam'Q lam's rounding hides how small it is). Returns the better of the two rays."""
+    """The better of lam and the NNLS ray min ||sum_n lam_n y_n phi_n|| over the simplex (feature space)."""
     n, r = design.e_train.shape
     if r * design.x_train.shape[1] > POLISH_MAX_FEATURES:
         return lam
@@ -116,7 +94,7 @@ def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
 
 
 def recover(design: GatedDesign, out: Outcome, seconds: float) -> Solution:
-    """zeta from (lam, s), rescaled to margin >= 1; the objective is the program's norm."""
+    """zeta from (lam, s), rescaled to margin 1."""
     norm = norm_of(design)
     lam = out.lam
     zeta = norm.predictor(design, lam, out.s, precise=out.stop is Stop.POLISHED or getattr(lam, "lo", None) is not None)
@@ -139,14 +117,9 @@ class DualSolver(Solver):
               working_set: bool | None = None, time_limit: float | None = None,
               checkpoint: tuple | None = None, through: int | None = None, stop=None,
               use_active_set: bool = True) -> Solution:
-        """working_set: True / False force the working-set method on or off; None (the default) uses it
-        above `workingset.WORKING_SET_ABOVE` training points. device: where the kernel arrays live
-        (default cpu: nothing moves to a GPU that was not asked for). time_limit: seconds, after which
-        the solve stops `inaccurate` with its bounds; checkpoint: (path, fingerprint) of the working
-        set's round checkpoint (`gbcli.programs.workingset`); through: the working set stops after
-        this round (resumable from the checkpoint); stop: a callable asked between working-set rounds,
-        whose reason ends the solve there (`workingset.solve_working_set`). use_active_set: False sends
-        the quadratic programs straight to the interior-point method (to compare the two)."""
+        """working_set: None uses it above WORKING_SET_ABOVE points; device: default cpu; time_limit:
+        seconds, then `inaccurate` with its bounds; checkpoint, through, stop: `workingset.solve_working_set`'s;
+        use_active_set: False skips the quadratic programs' active-set method."""
         tol = CERTIFY_TOL if eps is None else eps
         device = device or "cpu"
         deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -168,8 +141,6 @@ class DualSolver(Solver):
             return answer(*reduced)
 
         def finish(sub: GatedDesign, got: Outcome, sub_tol: float, grp: Kernel | None = None) -> Outcome | None:
-            """The active-set polish of an interior-point answer that stalled, or None when it does not
-            improve on it."""
             grp = grp if grp is not None else kernel_problem(sub, device)
             done = polish(grp, got.lam, got.s, norm.quadratic, primal_products(sub, grp))
             if done is None:
@@ -181,8 +152,7 @@ class DualSolver(Solver):
 
         def solve_on(sub: GatedDesign, sub_tol: float, start=None, deadline=deadline):
             grp = kernel_problem(sub, device)
-            if norm.quadratic and use_active_set:   # the quadratic programs' active-set method first (a round's guess:
-                # the previous round's support, lam > 0, and its violators, margin slack 0)
+            if norm.quadratic and use_active_set:   # a round's guess: the previous support and its violators
                 guess = None if start is None else (np.asarray(start[0]) > 0) | (np.asarray(start[1]) <= 0)
                 done = active_set(grp, sub_tol, deadline, guess, max_iters)
                 if done is not None:
@@ -191,7 +161,6 @@ class DualSolver(Solver):
             if got.status == "infeasible":
                 got = got._replace(lam=polish_ray(sub, got.lam))
             elif got.status == "inaccurate" and got.s is not None and got.stop is Stop.STALLED:
-                # stalled short of the tolerance (not stopped by max_iters): finish on its active set
                 got = finish(sub, got, sub_tol, grp) or got
             return got
 
