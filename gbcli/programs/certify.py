@@ -1,13 +1,7 @@
-"""Certificates: every solver's answer is checked the same way, whatever solver produced it.
-
-- A solution is certified when its relative duality gap and 1 - its smallest training margin are
-  both below the tolerance; the dual objective is a weak-duality bound computed from the solver's
-  margin multipliers lam (any lam >= 0 gives one).
-- An infeasibility is certified by a dual ray: an upper bound on every predictor's relative
-  margin below NOT_SEPARABLE.
-- A failed solve that left multipliers gets the same two bounds (a lower bound on the optimum, an
-  upper bound on every predictor's relative margin), uncertified: how far from separable the
-  program is when the solver could not finish.
+"""Certificates, the same whatever solver answered: a solution is certified when its relative gap
+(against the weak-duality bound of its multipliers lam >= 0) and 1 - its smallest margin are below
+the tolerance; an infeasibility when its dual ray bounds every predictor's relative margin below
+NOT_SEPARABLE. A failed solve's multipliers get the same bounds, uncertified.
 """
 
 from __future__ import annotations
@@ -23,12 +17,8 @@ PRECISE_ABOVE = 1e4  # V summed exactly when its terms are this many times large
 
 
 def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
-    """A lower bound on the program's optimum from any lam >= 0 (weak duality).
-
-    With V = E' diag(lam o y) X, every feasible zeta has 1'lam <= <V, zeta> <= ||V||_* ||zeta||, so
-    ||zeta|| >= 1'lam / ||V||_*, with ||.||_* the norm's dual norm; squared for the quadratic norms.
-    The bound does not depend on the scale of lam, so any solver's multipliers can be checked.
-    V is summed exactly when it cancels (`cancels`)."""
+    """A lower bound on the optimum from any lam >= 0: ||zeta|| >= 1'lam / ||V||_* (squared for the
+    quadratic norms), whatever lam's scale."""
     lam = np.clip(lam, 0, None)
     norm = norm_of(design)
     dn = norm.dual(design, _combination_for(design, lam))
@@ -41,15 +31,11 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
 
 
 def cancels(lam: np.ndarray, v: np.ndarray, radius: float) -> bool:
-    """Whether V = combination(lam) cancels: its terms (up to 1'lam radius) PRECISE_ABOVE times larger
-    than V, as for a nearly inseparable program (1e6- to 1e8-fold) or a dual ray. Its float64 sum is
-    then noise and V must be summed exactly; below that, float64's error in the margins is under 1e-11.
-    radius: the design's `input_radius`."""
+    """Whether V = combination(lam)'s terms are PRECISE_ABOVE times larger than V: its float64 sum is noise."""
     return float(np.clip(lam, 0, None).sum()) * radius > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300)
 
 
 def _combination_for(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
-    """V(lam) in float64, summed exactly and rounded once when it `cancels`."""
     v = combination(design, lam)
     if cancels(lam, v, input_radius(design)):
         v = combination(design, lam, precise=True).astype(np.float64)
@@ -63,8 +49,7 @@ def input_radius(design: GatedDesign) -> float:
 
 def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
     """From a dual ray lam >= 0: an upper bound on min_n y_n f(x_n) / (||zeta|| * input_radius) over
-    every predictor zeta (weak duality: 1'lam min_n y_n f(x_n) <= <V, zeta> <= ||V||_* ||zeta||).
-    Below NOT_SEPARABLE it certifies that the program is (numerically) infeasible."""
+    every predictor; below NOT_SEPARABLE it certifies infeasibility."""
     bound = dual_bound(design, lam)
     if norm_of(design).quadratic:
         bound = np.sqrt(bound)
@@ -78,10 +63,7 @@ GAP_FLOOR = 1e-12   # of the problem's own objective scale: below it an optimum 
 
 
 def relative_gap(primal: float, dual: float, radius: float, quadratic: bool) -> float:
-    """(primal - dual) / max(|primal|, floor), the floor GAP_FLOOR times the problem's own objective
-    scale: the smallest norm a margin-1 predictor can have is 1 / radius (squared for a quadratic
-    norm), so the gap is the same number for inputs scaled by any factor (a constant floor would
-    certify any optimum below it)."""
+    """(primal - dual) / max(|primal|, GAP_FLOOR (1 / radius)^(1 or 2)): a constant floor is not scale-free."""
     scale = (1.0 / radius) ** (2 if quadratic else 1) if radius > 0 and np.isfinite(radius) else 0.0
     floor = max(abs(primal), GAP_FLOOR * scale)
     if not floor > 0:
@@ -90,8 +72,7 @@ def relative_gap(primal: float, dual: float, radius: float, quadratic: bool) -> 
 
 
 def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) -> dict:
-    """Primal objective, dual objective, relative gap and smallest training margin of a solution,
-    and whether they meet the tolerance (relative gap <= tol, smallest margin >= 1 - tol)."""
+    """Primal and dual objectives, relative gap, smallest margin, and whether gap <= tol and margin >= 1 - tol."""
     tol = CERTIFY_TOL if tol is None else tol
     out = {"primal_objective": float("nan"), "dual_objective": float("nan"), "rel_gap": float("nan"),
            "min_margin": float("nan"), "iterations": sol.iterations, "certified": False, "tolerance": tol}
@@ -111,13 +92,8 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
     return out
 
 
-# ------------------------------------------------------------------ predictors from stored multipliers
-
-
 def scale_groups(design: GatedDesign) -> list[np.ndarray]:
-    """The rows that share one multiplier s_g in the dual recovery zeta_g = s_g recover(V(lam))_g:
-    a quadratic norm's single constraint covers every row, a group norm's one per group; a norm with
-    its own reduction (svm-l2-reference) needs none (its predictor is a function of lam alone)."""
+    """The rows sharing one s_g in zeta_g = s_g recover(V(lam))_g: all, each group, or none (a reduction)."""
     norm = norm_of(design)
     if norm.has_reduction:
         return []
@@ -125,10 +101,8 @@ def scale_groups(design: GatedDesign) -> list[np.ndarray]:
 
 
 def recovery_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray) -> np.ndarray | None:
-    """The multipliers s (one per `scale_groups` group) for which `predictor_from(design, lam, s)`
-    is closest to `zeta` (least squares per group): a dual solve's predictor is exactly of that
-    form, so storing (lam's support, s) instead of zeta loses only rounding. None when the norm has
-    no recovery from multipliers (the l1 norm, the reference norm's null-space part)."""
+    """s (per `scale_groups` group) making `predictor_from(design, lam, s)` closest to zeta (least squares),
+    so storing (lam, s) for zeta loses only rounding; None when the norm has no recovery."""
     norm = norm_of(design)
     if norm.has_reduction:
         return np.zeros(0)
@@ -145,9 +119,7 @@ def recovery_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray) -> n
 
 
 def predictor_from(design: GatedDesign, lam: np.ndarray, s: np.ndarray) -> np.ndarray | None:
-    """zeta = recover(V(lam), s) (float64): the predictor of stored multipliers (`recovery_scales`);
-    for a norm with its own reduction, the predictor that reduction makes of lam (None when it
-    does not apply)."""
+    """zeta = recover(V(lam), s) in float64, or a reducing norm's predictor of lam (None: no reduction)."""
     norm = norm_of(design)
     if norm.has_reduction:
         return norm.complete(design, np.clip(lam, 0, None))
