@@ -1,13 +1,6 @@
-"""The data of a convex max-margin program (protocol section 5) and what every solver returns.
-
-Every program has the same shape. A gated design assigns each input x_n a row of gates
-E[n, r] (one-hot per unit for GLN contexts, 0/1 for ReLU gates, a constant column for an
-always-on unit), the predictor is f(x_n) = sum_r E[n, r] <zeta_r, x_n>, and the program is
-
-    min  norm(zeta)   s.t.   y_n f(x_n) >= 1  for every training point n.
-
-Programs differ only in the design (built by the model that the program describes, see
-`gbcli.models`) and in the norm (`gbcli.programs.norms`).
+"""The data of a convex max-margin program (protocol section 5) and what every solver returns:
+min norm(zeta) s.t. y_n f(x_n) >= 1, f(x_n) = sum_r E[n, r] <zeta_r, x_n> with gates E (one-hot
+contexts, 0/1 ReLU gates, a constant column). Programs differ only in the design and the norm.
 """
 
 from __future__ import annotations
@@ -20,7 +13,6 @@ import numpy as np
 
 @dataclass
 class GatedDesign:
-    """The data of one program: inputs, labels, gates and the norm's structure."""
 
     x_train: np.ndarray          # (N, D)
     y_train: np.ndarray          # (N,) in {-1, +1}
@@ -31,8 +23,7 @@ class GatedDesign:
     groups: list[np.ndarray] = field(default_factory=list)  # row indices of each group (group norms)
     units: int = 1               # H (for the l2 norms)
     count: int = 1               # C (for the l2 norms)
-    # (x, e, y) of every training point, for a design that constrains only some of them (svm-pos /
-    # svm-neg: one class): its predictor classifies them all, and its training error is over them all
+    # (x, e, y) of every training point when the design constrains only some (svm-pos, svm-neg)
     classify: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
@@ -67,7 +58,6 @@ class Stop(StrEnum):
 
 @dataclass
 class Solution:
-    """A solver's outcome: the primal zeta and, when the solver gives one, the dual lam."""
 
     zeta: np.ndarray | None
     status: str        # a Status (optimal | inaccurate | infeasible | failed)
@@ -101,17 +91,13 @@ def decision(zeta: np.ndarray, x: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 def train_outputs(design: GatedDesign, zeta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(f(x_n), y_n) over the training points the predictor classifies: the design's own, or every
-    training point when the design constrains a subset (`classify`)."""
+    """(f(x_n), y_n) over every training point the predictor classifies (`classify` when set)."""
     x, e, y = design.classify or (design.x_train, design.e_train, design.y_train)
     return decision(zeta, x, e), y
 
 
 def combination(design: GatedDesign, lam: np.ndarray, precise: bool = False) -> np.ndarray:
-    """V = E' diag(lam o y) X (R x D): the multipliers' weighted sum of gated inputs. `precise`: its
-    terms' products summed exactly (`exact.ExactProduct`) and returned in numpy's long double before
-    any rounding, for a V that cancels (`certify.cancels`). (lam's float64 values and binary gates
-    make the terms E[n, r] lam_n y_n exact.)"""
+    """V = E' diag(lam o y) X (R x D). `precise`: summed exactly, in long double, for a V that cancels."""
     if precise:
         import torch   # torch is heavy to import and only the precise sums need it here
 
