@@ -1,24 +1,7 @@
-"""A primal-dual active-set method for the quadratic programs' dual.
-
-A quadratic norm has one group with its gates folded into the kernel, Q = Ky (N x N, positive
-semidefinite), and its program min ||zeta||^2 s.t. y_n f(x_n) >= 1 has the dual of a hard-margin
-SVM without a bias:
-
-    min 1/2 a'Qa - 1'a   s.t.   a >= 0,
-
-whose optimum is the a >= 0 with (Qa)_n = 1 where a_n > 0 and (Qa)_n >= 1 elsewhere. Given a guess
-F of the points with a_n > 0 (the support set), one Cholesky of Q_FF gives a_F = Q_FF^-1 1 with
-every margin of F exactly 1; then the points of F whose multiplier came out negative leave, the
-points outside F whose margin is below 1 join, and the step repeats until F does not change. At
-that fixed point a_F > 0 and every other margin is >= 1: the KKT conditions hold to the rounding
-of one solve (relative gaps of 1e-13, where the interior-point method stops at 1e-8), so the
-answer is certified as the interior-point method's would be, by the same gap.
-
-This is the method of Hintermueller, Ito and Kunisch (2003) for bound-constrained QPs; for an
-M-matrix it converges in finitely many steps, in general it may cycle. Whenever it does not reach
-its fixed point (a cycle, a singular Q_FF, non-finite multipliers, no positive margin, a gap above
-the tolerance, MAX_STEPS) it returns None and the caller runs the interior-point method, so it can
-cost time but never an answer. Its measurements: docs/solvers-and-certificates.md.
+"""A primal-dual active-set method (Hintermueller, Ito and Kunisch 2003) for the quadratic programs'
+dual min 1/2 a'Qa - 1'a s.t. a >= 0: a_F = Q_FF^-1 1 on the support guess F, negative multipliers
+leave F, margins below 1 join, until F is fixed (relative gaps of 1e-13). Short of its fixed point it
+returns None and the caller runs the interior-point method: it can cost time, never an answer.
 """
 
 from __future__ import annotations
@@ -40,11 +23,8 @@ SHRINK = 4              # a first guess whose Q_FF is singular is halved at most
 
 def active_set(grp: Kernel, tol: float, deadline: float | None = None, guess: np.ndarray | None = None,
                max_steps: int | None = None):
-    """(status, message, lam, s, steps) of the interior-point method's form (lam scaled so that
-    lam'Q lam = 1, zeta = s V(lam)), or None when the method did not reach a certified fixed point.
-    Only for single-group kernels with folded gates (grp.e is None): Q = grp.ky. guess: a boolean
-    mask of the first support guess (a working set's previous round: its support and its new
-    violators), else a seeded random half of the points. max_steps: svm.max_iters, at most MAX_STEPS."""
+    """An `ipm.Outcome` (lam'Q lam = 1), or None short of a certified fixed point; single-group kernels only.
+    guess: a mask of the first support guess (default: a seeded random half); max_steps: at most MAX_STEPS."""
     if grp.e is not None:
         return None
     q = grp.ky
@@ -67,8 +47,7 @@ def active_set(grp: Kernel, tol: float, deadline: float | None = None, guess: np
         qf = q.index_select(0, idx)                     # |F| x N: the margins need these rows too
         chol, info = torch.linalg.cholesky_ex(qf.index_select(1, idx))
         while int(info) != 0 and not sizes and shrunk < SHRINK and len(idx) > 1:
-            # the first guess has more points than Q's rank (digits' constant pixels: rank < N):
-            # a random half of it
+            # the first guess has more points than Q's rank (digits' constant pixels): a random half of it
             shrunk += 1
             idx = idx[torch.as_tensor(np.sort(rng.choice(len(idx), size=len(idx) // 2, replace=False)),
                                       device=q.device)]
@@ -101,7 +80,7 @@ def active_set(grp: Kernel, tol: float, deadline: float | None = None, guess: np
 
 
 def _answer(grp: Kernel, alpha: torch.Tensor, tol: float, steps: int, sizes: list[int]):
-    """The fixed point in the interior-point method's form, checked by its gap (None above tol)."""
+    """The fixed point as an `Outcome`, checked by its gap (None above tol)."""
     f = float(alpha @ (grp.ky @ alpha))
     if not f > 0:
         return None
