@@ -1,10 +1,7 @@
-"""Mehrotra predictor-corrector on the multiple-kernel dual, in dense float64 torch:
-
-    max 1'lam   s.t.   lam' Q_g lam <= 1 for every group g,   lam >= 0,   Q_g = Ky o (E_g E_g').
-
-sum_g a_g Q_g = Ky o (E diag(a) E') is one N x R x N product, so memory stays at three N x N arrays.
-Past EXACT_ABOVE (nearly inseparable programs) V(lam) is rounded once, lam is a double-double and
-Newton directions are refined by GMRES: certified down to relative margins of 3e-11 instead of ~3e-7.
+"""Mehrotra predictor-corrector in dense float64 torch on the multiple-kernel dual max 1'lam s.t.
+lam' Q_g lam <= 1 for every group g, lam >= 0, Q_g = Ky o (E_g E_g'): sum_g a_g Q_g is one N x R x N
+product, so memory stays at three N x N arrays. Past EXACT_ABOVE V(lam) is rounded once, lam is a
+double-double and Newton directions are refined by GMRES (relative margins certified to 3e-11, not 3e-7).
 """
 
 from __future__ import annotations
@@ -105,8 +102,7 @@ class Kernel:
         return ((self.ky @ (self.e * lam[:, None])) * self.e) @ self.member
 
     def products(self, lam: torch.Tensor, lam_lo: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(U, f), f_g = lam'Q_g lam, for lam + lam_lo; when `accurate` f is V's squared norms (lam'U
-        would cancel as V does), else lam'U with lam_lo ignored."""
+        """(U, f), f_g = lam'Q_g lam, for lam + lam_lo; when `accurate` f is V's squared norms (lam'U cancels)."""
         if not self.accurate():
             u = self.u(lam)
             return u, (u * lam[:, None]).sum(0)
@@ -167,8 +163,7 @@ class Kernel:
 
     def weighted(self, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """out = sum_g a_g Q_g = Ky o (E diag(a) E')."""
-        whole = slice(None)
-        self._block(a, self._factors(a), whole, whole, out)
+        self._block(a, self._factors(a), slice(None), slice(None), out)
         return out
 
     def newton_lower(self, a: torch.Tensor, left: torch.Tensor, right: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -208,19 +203,16 @@ def _basis(c: int) -> torch.Tensor:
     return q[:, 1:] * c ** 0.5
 
 
-def gmres(apply, precond, b: torch.Tensor, tol: float = 1e-14, most: int | None = None) -> tuple[torch.Tensor, int]:
-    """(x, steps) with apply(x) ~ b: GMRES right-preconditioned by precond (the float64 Cholesky solve,
-    wrong only in the few directions float64 cannot resolve), started from precond(b)."""
-    most = GMRES_STEPS if most is None else most
+def gmres(apply, precond, b: torch.Tensor, tol: float = 1e-14) -> tuple[torch.Tensor, int]:
+    """(x, steps) with apply(x) ~ b: GMRES right-preconditioned by precond, started from precond(b)."""
     x = precond(b)
     r = b - apply(x)
     beta, scale = float(r.norm()), float(b.norm())
     if beta <= tol * scale:
         return x, 0
-    basis, h = [r / beta], torch.zeros(most + 1, most, dtype=b.dtype, device=b.device)
-    z = []
-    y = None
-    for j in range(most):
+    basis, h = [r / beta], torch.zeros(GMRES_STEPS + 1, GMRES_STEPS, dtype=b.dtype, device=b.device)
+    z, y = [], None
+    for j in range(GMRES_STEPS):
         z.append(precond(basis[j]))
         v = apply(z[j])
         for _ in range(2):   # Gram-Schmidt twice: the basis stays orthogonal to rounding
