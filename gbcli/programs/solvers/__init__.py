@@ -1,11 +1,6 @@
-"""Solvers of the convex max-margin programs: a solver is a registered class that declares which
-norms it can solve (as cvxpy's solver classes declare their capabilities), so a request such as
-`--solver osqp --objective svm-gln` is checked by asking the solver, before any work.
-
-`NAMES` lists the registered solvers and imports nothing: a config's `svm.solver` and `gb fit-svm
---solver` are checked against it without loading torch. The registry itself (`SOLVERS`, name ->
-solver instance; `solve`, `default_solver`, `check_solver`) lives in `registered` and is resolved on
-first use (PEP 562); tests/test_first_hour.py checks that the two list the same solvers, in order.
+"""Solvers of the convex max-margin programs: registered classes that declare the norms they solve, so
+`--solver osqp --objective svm-gln` is refused before any work. `NAMES` imports nothing (configs are
+checked without torch); the registry (`SOLVERS`, `solve`, ...) lives in `registered`, loaded on first use.
 """
 
 from __future__ import annotations
@@ -27,8 +22,7 @@ class Solver:
     name: ClassVar[str]
     norms: ClassVar[frozenset[str]]      # names of the norms (gbcli.programs.norms) it solves
     default_max_iters: ClassVar[int]
-    # the options of `solve` beyond (design, max_iters, eps) that this solver honours (svm.time_limit,
-    # svm.device, a round checkpoint); a request for one it does not honour is refused before any work
+    # the options of `solve` beyond (design, max_iters, eps) it honours; others are refused before any work
     honours: ClassVar[frozenset[str]] = frozenset()
     description: ClassVar[str] = ""
 

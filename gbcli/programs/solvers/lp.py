@@ -1,15 +1,6 @@
-"""HiGHS (through scipy) on the linear programs: the l1 and l-infinity max-margin programs.
-
-Written here rather than through cvxpy because the cone solvers cvxpy offers stop short on these LPs
-(Clarabel's relative gap 1e-2 on svm-linf and 9e-4 on svm-l1 for a linear model on digits), while
-HiGHS ends at a vertex with exact complementary multipliers. Each LP is solved in its normalized
-form, which has an optimum whether or not the data is separable:
-
-    maximize g  subject to  A z >= g 1,  ||z|| <= 1        (A = `margin_matrix`, ||.|| = l1 or l-infinity)
-
-A positive g* gives the program's optimum zeta = z* / g* (norm 1 / g*); g* <= 0 means no predictor
-separates the data, and the margin rows' multipliers are then the dual ray that `certify` checks.
-The l-infinity ball is a box (variable bounds); the l1 ball takes z = u - v, u, v >= 0, sum(u + v) <= 1.
+"""HiGHS (through scipy; cvxpy's cone solvers stop short on these LPs) on the l1 and l-infinity programs,
+in the normalized form max g s.t. A z >= g 1, ||z|| <= 1, which has an optimum whether or not the data
+is separable: g* > 0 gives zeta = z* / g*; otherwise the margin rows' multipliers are the dual ray.
 """
 
 from __future__ import annotations
@@ -51,8 +42,7 @@ class Highs(Solver):
             opts.update(primal_feasibility_tolerance=eps, dual_feasibility_tolerance=eps)
         start = time.perf_counter()
         try:
-            # the interior point (with crossover to a vertex): on a GLN's LP at N = 250 it took 52 s where the
-            # dual simplex took 77 s (benchmarks/lp_time.py)
+            # the interior point with crossover: 52 s where the dual simplex took 77 s (benchmarks/lp_time.py)
             res = linprog(c, A_ub=sp.vstack(rows).tocsr(), b_ub=np.concatenate(b), bounds=bounds, method="highs-ipm",
                           options=opts)
         except (ValueError, MemoryError) as exc:   # scipy's input checks, or a design too large to hold

@@ -1,8 +1,5 @@
-"""Primal solvers through cvxpy: ECOS, OSQP, Clarabel and SCS, one registered class each.
-
-The primal has R*D variables (zeta, row-major) and one margin constraint per training point; the
-objective is the norm's own cvxpy expression (`gbcli.programs.norms`). The margin constraints'
-dual values are the multipliers lam that `gbcli.programs.certify` checks, as for every solver.
+"""Primal solvers through cvxpy (ECOS, OSQP, Clarabel, SCS): zeta row-major, the norm's cvxpy objective,
+and the margin constraints' dual values as the multipliers lam that `certify` checks.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ STATUS = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
 
 
 class CvxpySolver(Solver):
-    """A cvxpy back end; subclasses name it and its options for `max_iters` and for `eps`."""
 
     iters_option: ClassVar[str]
     eps_options: ClassVar[tuple[str, ...]]
@@ -69,8 +65,6 @@ class Ecos(CvxpySolver):
 
 
 class Osqp(CvxpySolver):
-    """OSQP solves quadratic programs only: no group norm, no l1."""
-
     name, norms, default_max_iters = "osqp", QUADRATIC_NORMS, 10_000
     iters_option, eps_options = "max_iter", ("eps_abs", "eps_rel")
     description = "OSQP (ADMM) on the primal, quadratic norms only (cvxpy)"
