@@ -1,6 +1,4 @@
-"""The registry of solvers (`gbcli.programs.solvers` resolves these names on first use): `SOLVERS`
-maps a name to a solver instance, `solve` runs a design through one, `check_solver` refuses an
-impossible solver/objective pair before any work."""
+"""The registry of solvers: `SOLVERS` (name -> instance), `solve`, `check_solver`."""
 
 from __future__ import annotations
 
@@ -30,5 +28,7 @@ def check_solver(solver: str, objective: str, norm: str, key: str = "--solver") 
 
 def solve(design: GatedDesign, solver: str | None = None, max_iters: int | None = None,
           eps: float | None = None) -> Solution:
-    """Solve with `solver` (default: the norm's default solver)."""
     return SOLVERS[solver or default_solver(design.norm)].solve(design, max_iters, eps)
+
+
+solve_primal = solve   # gbcli.programs.solve_primal(design, "clarabel"): the primal solvers' name for it
