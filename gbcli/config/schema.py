@@ -1,12 +1,7 @@
-"""The config schema: one section per concept, validated by pydantic; the only validator of a
-config, and it imports without torch (a typo is answered before anything heavy loads; the solvers
-and instruments are asked only by a config that names one, once every key is valid).
-
-The `model` and `dataset` sections are unions over the registered kinds (`UNIONS`: each model
-kind's `Params`, each dataset kind of `gbcli.data.sources`); a key the chosen kind does not have is
-refused. Validators only check: values derived from others (the `paper` schedule, the default
-validation size) are resolved by `gbcli.config.loading.validate`, which validates them again.
-"""
+"""The config schema, the only validator of a config: one pydantic section per concept, importing without torch
+(solvers and instruments are asked only once every key is valid). `model` and `dataset` are unions over the
+registered kinds (`UNIONS`). Validators only check: derived values (`resolution`) are filled in by
+`loading.validate`, which validates again."""
 
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ def machine_memory() -> int:
 
 DEFAULT_DATASET = "digits"
 
-# What a key says about a run when it is not what the run computes, as the metadata of its field
-# (`Field(..., json_schema_extra=EXECUTION)`); `execution_keys()` reads them and says what each means.
+# What a key is when not what the run computes, as its field's metadata; `execution_keys()` says what each means.
 EXECUTION = {"identity": "execution"}
 LOGGING = {"identity": "logging"}
 RESOLVED = {"identity": "resolved"}
@@ -49,16 +43,13 @@ ROLES = ("execution", "logging", "resolved")
 
 @dataclass(frozen=True)
 class Kinds:
-    """A section that is one of several kinds (model, dataset): the key that names the kind, each
-    kind's section class, and the kind of a section that names none."""
+    """A section of several kinds (model, dataset): the key naming the kind, each kind's class, the default kind."""
 
     key: str
     classes: dict[str, type[Section]]
     default: str
 
     def annotation(self):
-        """The section's type: one of `classes`, chosen by its `key` (the default when it omits it)."""
-
         def tag(value: Any) -> str | None:
             if isinstance(value, dict):
                 return value.get(self.key, self.default)
@@ -110,10 +101,8 @@ MAX_EPOCHS = 10 ** 12   # passes over the data: any more and steps overflow int6
 
 
 class AdaptiveStepConfig(Section):
-    """`training.adaptive_step`: the base step eta_0 of a normalized step_rule re-estimated along the
-    run (`gbcli.training.step.AdaptiveStep`): every `every` steps, eta_0 = fraction * 2 / lambda *
-    nu(w), lambda the sharpness of log R (power iteration on Hessian-vector products), nu(w) the
-    rule's normalizer (||w||^(2L-2), or 1 for loss-normalized)."""
+    """`training.adaptive_step`: the base step of a normalized step_rule re-estimated along the run
+    (`gbcli.training.step.AdaptiveStep`)."""
 
     every: StrictInt = Field(100, ge=1, le=10 ** 12, description="steps between two estimates of the sharpness")
     power_iters: StrictInt = Field(10, ge=1, le=1000, description="power iterations (Hessian-vector products) per "
@@ -433,8 +422,7 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
-        """Cross-section checks (no field is changed here). They run once every key is valid, so a
-        typo is answered before the solvers or instruments they ask for are imported (torch)."""
+        """Cross-section checks (no field is changed), once every key is valid: a typo is answered before torch."""
         spec = self.spec
         t = self.training
         known = instruments() if t.track else {}   # torch: only for a config that tracks instruments
@@ -489,9 +477,7 @@ class Config(Section):
         return self
 
     def _check_dataset_memory(self) -> None:
-        """Refuse, before anything is allocated, a dataset larger than the machine's memory (the
-        network is sized by the training stage, `gbcli.training.memory`; the programs' solvers by
-        `fit-svm`)."""
+        """Refuse, before anything is allocated, a dataset larger than the machine's memory."""
         d, ram = self.dataset, machine_memory()
         need = d.pool_bytes()
         if need > ram:
@@ -508,10 +494,8 @@ class Config(Section):
 
     def _check_instruments(self, known: dict) -> None:
         spec, track = self.spec, self.training.track
-        # The instruments are defined for exactly homogeneous models: an output bias shifts every
-        # margin by a constant, so neither min y f / ||w||^L nor the KKT conditions of
-        # min ||w||^2 s.t. y f >= 1 describe the trained predictor; we refuse rather than
-        # silently measure a different (bias-free) predictor.
+        # The instruments are defined for exactly homogeneous models: with an output bias neither the normalized
+        # margin nor the KKT conditions describe the trained predictor, which would be measured wrongly.
         if not spec.homogeneous(self.model) and any(known[n].needs_homogeneous for n in track):
             raise ValueError("training.track: the instruments need an exactly homogeneous model; "
                              "set model.output_bias: false")
@@ -526,7 +510,6 @@ class Config(Section):
 
     @property
     def spec(self):
-        """The model kind's spec (gbcli.models)."""
         return MODELS[self.model.kind]
 
     @property
@@ -539,36 +522,26 @@ class Config(Section):
         return self.spec.units(self.model)
 
     def resolution(self) -> dict:
-        """The values derived from others, as a nested dict of updates ({} when nothing is left to
-        resolve): the default validation size, the `paper` schedule, a points set's sizes."""
-        upd: dict = {}
+        """The values derived from others as nested updates ({} when none is left): the default validation
+        size, a points set's sizes, the `paper` schedule (200 * 2000 / N epochs, the decay at half)."""
         d, t = self.dataset, self.training
-        if d.val_size is None or d.train_size is None:
-            ds = {}
-            if d.train_size is None:
-                ds["train_size"] = d.source_size()
-            if d.val_size is None:
-                ds["val_size"] = d.default_val_size() if d.train_size is not None else d.source_size()
-            upd["dataset"] = ds
-        # The published schedule: 200*2000/N epochs, lr x0.25 at half (3200 steps at batch 128).
         n = d.train_size if d.train_size is not None else d.source_size()
         epochs = max(1, round(200 * 2000 / n)) if t.epochs == "paper" else t.epochs
-        tr = {}
-        if t.epochs == "paper":
-            tr["epochs"] = epochs
+        ds = {"train_size": n} if d.train_size is None else {}
+        if d.val_size is None:
+            ds["val_size"] = d.default_val_size() if d.train_size is not None else d.source_size()
+        tr = {"epochs": epochs} if t.epochs == "paper" else {}
         if t.lr_milestones == "paper":
             tr["lr_milestones"] = [epochs // 2]
-        if tr:
-            upd["training"] = tr
-        return upd
+        return {key: upd for key, upd in (("dataset", ds), ("training", tr)) if upd}
 
     def svm_options(self) -> set[str]:
         """The svm keys of this model's programs' own options (e.g. paper 003's restarts)."""
         return {o for p in self.spec.programs.values() for o in p.options}
 
     def to_dict(self) -> dict[str, Any]:
-        """The resolved config as plain data: what is saved next to every result (and validates
-        to the same Config). The svm keys that no program of the model uses are left out."""
+        """The resolved config as plain data, saved next to every result (it validates to the same Config),
+        without the svm keys no program of the model uses."""
         unused = program_options() - self.svm_options()
         exclude: dict = {k: True for k in ("grid", "zip") if getattr(self, k) is None}
         if unused:
@@ -578,15 +551,13 @@ class Config(Section):
 
 @functools.cache
 def program_options() -> frozenset[str]:
-    """The svm keys that belong to some program (paper 003's restarts, radii, search_seed), declared
-    by the programs (`Program.options`); a model none of whose programs uses one refuses it. The
-    other svm keys are every model's."""
+    """The svm keys declared by some program (`Program.options`: paper 003's restarts, radii, search_seed); a
+    model none of whose programs uses one refuses it."""
     return frozenset(o for p in programs().values() for o in p.options)
 
 
 def section_of(name: str) -> type[Section] | None:
-    """The class of a top-level section of one kind (training, svm, ...), else None (a value, or
-    a section of several kinds: `UNIONS`)."""
+    """The class of a top-level section of one kind (training, svm, ...), else None (a value, or a `UNIONS`)."""
     field = Config.model_fields.get(name)
     ann = field.annotation if field is not None else None
     return ann if isinstance(ann, type) and issubclass(ann, Section) else None
@@ -594,18 +565,12 @@ def section_of(name: str) -> type[Section] | None:
 
 @functools.cache
 def execution_keys(*roles: str) -> frozenset[str]:
-    """The one list of the keys that do not change what a run computes, as dotted keys (a whole
-    section: `sweep`; a model or dataset key: `model.<key>`, whatever the kind), read from the
-    marks on the fields; `roles` (default: all) selects among them:
-
-    - "execution" (`EXECUTION`): how, where or how often a stage runs: name, output, sweep,
-      training.checkpoint_seconds, svm.time_limit, svm.device. Left out of every identity: a
-      stage's manifest, a sweep point's id, the tag of a run directory.
-    - "logging" (`LOGGING`): only what is logged changes: training.validation. Left out of a
-      point's id (its results are the same); kept in the gd manifest (its metrics.csv differs).
-    - "resolved" (`RESOLVED`): a source of other keys' values: preset, grid, zip. Left out of
-      what is hashed from a resolved config (a point's id), which holds their effect; an override
-      of one (`--set preset=paper`) does change what runs."""
+    """The dotted keys that do not change what a run computes (`sweep`: a whole section; `model.<key>` whatever
+    the kind), read from the fields' marks; `roles` (default: all) selects among them:
+    "execution": how, where or how often a stage runs; left out of every identity.
+    "logging": only what is logged changes; left out of a point's id, kept in the gd manifest.
+    "resolved": a source of other keys' values (preset, grid, zip); left out of a point's id, which holds
+    their effect (an override of one does change what runs)."""
     wanted = set(roles or ROLES)
     unknown = wanted - set(ROLES)
     if unknown:
