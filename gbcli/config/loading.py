@@ -129,8 +129,7 @@ def load_yaml_text(text: str):
 
 
 def read_yaml(path: str | Path) -> dict:
-    """The mapping in a YAML config file. Only a regular file is read (a FIFO or a device such as
-    /dev/zero is refused, not waited on or read forever), and at most MAX_CONFIG_BYTES of it."""
+    """The mapping in a YAML config file (`_read_config_text`)."""
     path = Path(path)
     try:
         text = _read_config_text(path)
@@ -155,8 +154,8 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def _read_config_text(path: Path) -> str:
-    """The text of a config file: a regular file of at most MAX_CONFIG_BYTES, read once (opened
-    without blocking, so a FIFO without a writer does not hang; checked on the open file)."""
+    """The text of a config file: a regular file of at most MAX_CONFIG_BYTES (a FIFO or a device such as /dev/zero
+    is refused, not waited on or read forever), read once and checked on the open file."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except (FileNotFoundError, NotADirectoryError, ValueError):   # ValueError: a NUL in the path
@@ -183,11 +182,9 @@ def _read_config_text(path: Path) -> str:
 
 
 def read_stored_config(path: str | Path, strict: bool = False) -> dict | None:
-    """The one reader of a stored config (a stage's or a sweep's config.yaml: received data): its raw
-    mapping, read through the file layer (never through a link, a regular file of at most
-    MAX_CONFIG_BYTES, YAML without aliases: `gbcli.fs.safe.load_yaml`); `validate` makes it a Config.
-    None when it is missing, unreadable, not YAML or not a mapping; with `strict` that problem is
-    raised instead (FileNotFoundError when missing, else OSError, ValueError, yaml.YAMLError, ...)."""
+    """The one reader of a stored (received) config.yaml: its raw mapping, read through the file layer (no link,
+    at most MAX_CONFIG_BYTES, no aliases). None when missing, unreadable, not YAML or not a mapping; with `strict`
+    that problem is raised instead (FileNotFoundError when missing, else OSError, ValueError, yaml.YAMLError)."""
     from gbcli.fs.safe import load_yaml, read_text_untrusted   # numpy: not on a config error's path
 
     try:
@@ -224,18 +221,16 @@ def _validated(raw: dict, source: str) -> Config:
 
 
 def validate(raw: dict, source: str = "config") -> Config:
-    """Validate a raw dict (preset already applied) into a resolved Config, or raise a one-line
-    GbError. Derived values (`paper` schedule, default validation size) are filled in and the
-    result validated again, so a dumped config validates to the same Config."""
+    """A raw dict (preset applied) as a resolved Config, or a one-line GbError: the derived values are filled
+    in and validated again, so a dumped config validates to the same Config."""
     cfg = _validated(raw, source)
     updates = cfg.resolution()
     return _validated(deep_merge(raw, updates), source) if updates else cfg
 
 
 def _member_tagged(annotation: Any) -> bool:
-    """True when pydantic validates a key of this type as a union of members and names the failing
-    member in an error's location (`training.epochs.int`): two or more members besides null, a run
-    of literals counting as one."""
+    """Whether pydantic names the failing member of this type in an error's location (`training.epochs.int`):
+    two or more members besides null, a run of literals counting as one."""
     if get_origin(annotation) not in (Union, types.UnionType):
         return False
     members = [a for a in get_args(annotation) if a is not type(None)]
@@ -244,10 +239,8 @@ def _member_tagged(annotation: Any) -> bool:
 
 
 def config_key(loc: tuple | list) -> str:
-    """The dotted config key of a pydantic error location, without the tags pydantic adds: the
-    kind of a model or dataset section (`('model', 'gln', 'leaky_alpha')` -> model.leaky_alpha) and
-    the member of a union-typed key (`('training', 'epochs', 'int')` -> training.epochs). A long
-    part (an unknown key can be anything) is shortened."""
+    """The dotted config key of a pydantic error location, without the kind of a union section
+    (`('model', 'gln', 'leaky_alpha')` -> model.leaky_alpha) or a union member (`training.epochs.int`); shortened."""
     from gbcli.config.schema import UNIONS, Config, section_of
 
     parts: list[str] = []
@@ -352,27 +345,19 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     return validate(apply_preset(read_config(path, overrides), str(path)), str(path))
 
 
-def _trained(path: list[str]) -> bool:
-    """Whether an override of the key `path` changes what is trained: not an svm key (the run
-    directory holds every program), nor a key of how or where a run is done
-    (`gbcli.config.schema.execution_keys`: name, output, sweep, training.checkpoint_seconds)."""
-    from gbcli.config.schema import execution_keys
-
-    how = execution_keys("execution")
-    return path[0] != "svm" and not any(".".join(path[:i]) in how for i in range(1, len(path) + 1))
-
-
 def override_tag(overrides: list[str] | tuple[str, ...]) -> str | None:
-    """A short hash of the `--set` overrides that change what is trained (`_trained`; the last
-    value of a key counts), or None when there are none: the default run directory of
-    `--set model.hidden_units=50` is runs/<name>-<tag>, not the plain run's."""
+    """A short hash of the `--set` overrides that change what is trained (the last value of a key counts; not svm
+    keys, as the run directory holds every program, nor execution keys), or None when there are none: the default
+    run directory of `--set model.hidden_units=50` is runs/<name>-<tag>, not the plain run's."""
     import hashlib
     import json
 
-    values = {}
+    from gbcli.config.schema import execution_keys
+
+    how, values = execution_keys("execution"), {}
     for text in overrides:
         path, value = parse_override(text)
-        if _trained(path):
+        if path[0] != "svm" and not any(".".join(path[:i]) in how for i in range(1, len(path) + 1)):
             values[".".join(path)] = value
     if not values:
         return None
@@ -381,9 +366,8 @@ def override_tag(overrides: list[str] | tuple[str, ...]) -> str | None:
 
 
 def run_dir_for(cfg: Config, out: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Path:
-    """The run directory: --out, else output.dir, else runs/<name>, or runs/<name>-<tag> when
-    `--set` overrides change what is trained (`override_tag`): one directory per configuration, so
-    a run with overrides never replaces the plain run's results."""
+    """The run directory: --out, else output.dir, else runs/<name>, or runs/<name>-<tag> when `--set` overrides
+    change what is trained (`override_tag`), so a run with overrides never replaces the plain run's results."""
     if out is not None:
         if not str(out).strip():
             raise GbError("--out: an empty path (give a directory, e.g. runs/x)")
