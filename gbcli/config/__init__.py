@@ -1,10 +1,6 @@
-"""Run configuration: the schema (`schema`: sections, the model and dataset unions, the only
-validator of a config; it imports without torch), reading (`loading`: YAML, presets, `--set`
-overrides, one-line errors, run directories) and the reference of every key (`listing`: its type,
-default and description, for `gb config keys`).
-
-The names below and the submodules are resolved on first use (PEP 562): reading a YAML file needs
-neither pydantic's models nor the model kinds."""
+"""Run configuration: the schema (`schema`, the only validator), reading (`loading`: YAML, presets, `--set`,
+one-line errors, run directories) and the key reference (`listing`, for `gb config keys`). Names resolve on first
+use (PEP 562): reading YAML needs neither pydantic's models nor the model kinds."""
 
 from gbcli.lazy import attach
 

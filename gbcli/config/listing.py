@@ -22,10 +22,9 @@ from gbcli.schema import Section
 
 @functools.lru_cache(maxsize=1)
 def sections() -> dict[str, dict]:
-    """Section name ("" for the top level, "training", "model", "model.gln", ...) -> its entry:
-    {"description", "keys": {key: {"type", "default" (absent when required), "range", "description"}}}
-    or, for a section of several kinds (model, dataset), {"description", "union": the key that names
-    the kind, "default": the default kind, "kinds"}."""
+    """Section name ("" for the top level, "training", "model", "model.gln", ...) -> {"description", "keys": {key:
+    {"type", "default" (absent when required), "range", "description"}}}; for a union section (model, dataset)
+    {"description", "union": the key naming the kind, "default": the default kind, "kinds"}."""
     from gbcli.config.schema import UNIONS, Config, section_of
     from gbcli.registry import MODELS
 
@@ -51,27 +50,19 @@ def union_of(section: str) -> dict | None:
 
 # ------------------------------------------------------------------ types as text
 
-# A key's type is written as a small expression: int (strict: no bool, float or string), float
-# (strict: an int or a float, no bool or string), bool, strict_bool (true or false only), str, null, any, 'a' (a literal), list[T],
-# tuple[T, U], dict[K, V], and A | B.
+# A key's type is written as a small expression: int (strict: no bool, float or string), float (strict: an int or
+# a float), strict_bool (true or false only), str, null, any, 'a' (a literal), list[T], tuple[T, U], dict[K, V], A | B.
+SCALARS = {int: ("int", "int (coerced)"), bool: ("strict_bool", "bool"), float: ("float", "float (coerced)"),
+           str: ("strict str", "str"), type(None): ("null", "null"), Any: ("any", "any")}   # (strict, not strict)
 
 
 def type_text(annotation: Any, metadata: tuple | list = ()) -> str:
     """The type of a pydantic field (its annotation and metadata) as the reference writes it."""
     strict = any(getattr(m, "strict", None) for m in metadata)
     origin, args = get_origin(annotation), get_args(annotation)
-    if annotation is int:
-        return "int" if strict else "int (coerced)"
-    if annotation is bool:
-        return "strict_bool" if strict else "bool"
-    if annotation is float:
-        return "float" if strict else "float (coerced)"
-    if annotation is str:
-        return "strict str" if strict else "str"
-    if annotation is type(None):
-        return "null"
-    if annotation is Any:
-        return "any"
+    for scalar, names in SCALARS.items():
+        if annotation is scalar:
+            return names[0] if strict else names[1]
     if isinstance(annotation, type) and issubclass(annotation, Section):   # a nested mapping (training.adaptive_step)
         return "mapping"
     if origin is Annotated:
@@ -90,7 +81,7 @@ def type_text(annotation: Any, metadata: tuple | list = ()) -> str:
 
 
 def _doc(obj: Any) -> str:
-    """The first paragraph of a docstring, as one line."""
+    """The first paragraph of an object's own docstring, as one line."""
     doc = inspect.cleandoc(obj.__doc__ or "") if obj.__dict__.get("__doc__") else ""
     return " ".join(doc.split("\n\n")[0].split())
 
@@ -138,10 +129,9 @@ def _keys(cls, unions: tuple[str, ...] = ()) -> dict[str, dict]:
 
 
 def select(selector: str | None) -> tuple[list[str], str | None]:
-    """What `gb config keys SELECTOR` lists, as (sections, key or None): everything (None), a
-    section (`training`; `top`: the top level), a union section with all its kinds (`model`), one
-    kind (`model.gln`), or one key (`training.lr`; `model.hidden_units`: in every kind that has it).
-    A GbError otherwise."""
+    """What `gb config keys SELECTOR` lists, as (sections, key or None): everything (None), a section (`training`;
+    `top`), a union section with its kinds (`model`), a kind (`model.gln`), or a key (`training.lr`; in a union
+    section: in every kind that has it). A GbError otherwise."""
     from gbcli.errors import GbError
     from gbcli.text import quoted
 
@@ -173,9 +163,8 @@ def select(selector: str | None) -> tuple[list[str], str | None]:
 
 
 def rows(selector: str | None = None) -> list[dict]:
-    """One row per key of the selected sections (`select`): section, key (as written in a config:
-    model.kind, not model.gln.kind), type, range, default, required, description. A union section
-    contributes one row for its tag key (its kinds, its default)."""
+    """One row per key of the selected sections (`select`): section, key (as written in a config: model.kind,
+    not model.gln.kind), type, range, default, required, description; a union section's row is its tag key's."""
     names, only = select(selector)
     out = []
     for name in names:
