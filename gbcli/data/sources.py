@@ -298,8 +298,10 @@ class LinearTeacher(SyntheticSet):
 
 
 class Orthogonal(SyntheticSet):
-    """An orthogonally separable set (paper 001, Phuong & Lampert's): x = s |g|, label s, kept if <x, z> >= 0 with
-    z = (1, -1, 1, ...), so same-label points have positive inner products and opposite-label points negative ones."""
+    """An orthogonally separable set (paper 001).
+
+    Phuong & Lampert's: x = s |g|, label s, kept if <x, z> >= 0 (z = (1, -1, 1, ...)): same-label points have
+    positive inner products and opposite-label points negative ones."""
 
     name: Literal["orthogonal"] = Field("orthogonal", description="an orthogonally separable set (paper 001)")
 
