@@ -1,10 +1,7 @@
-"""The four figure panels of a sweep (protocol section 8), drawn from its aggregated tables.
-
-(a) each SVM's validation error against the GD network's; (b) inconsistency against GD error,
-with the 2p(1-p) expected of an uncorrelated predictor; (c) the best configuration of every
-predictor; (d) validation error against hidden units H (hyperplanes k for models with global contexts).
-Only usable results are drawn: GD rows with status ok, SVM rows optimal or inaccurate.
-Figures are plain matplotlib Figure objects rendered with Agg, so no display is needed.
+"""The figures of a run or sweep (protocol section 8): (a) each SVM's validation error against the GD
+network's; (b) inconsistency against GD error, beside the uncorrelated 2p(1-p); (c) the best configuration
+of every predictor; (d) error against hidden units H (or hyperplanes k); and the training curves. Only
+usable results are drawn (GD ok; SVM optimal or inaccurate); plain matplotlib Figures, rendered with Agg.
 """
 
 from __future__ import annotations
@@ -31,19 +28,34 @@ from gbcli.store.views import SweepView
 NAMES = {"a": "a_gd_vs_svm_error", "b": "b_inconsistency_vs_gd_error", "c": "c_best_configuration",
          "d": "d_error_vs_units"}
 MARKERS = "osD^v<>ph*"
-
-
-# gb trains in float32 (largest finite value 3.4e38): a logged value beyond this is none of gb's, and
-# one near float64's end (1e308) overflows an axis's limits and ticks (matplotlib raised `arange:
-# cannot compute length`). A step beyond 2**53 is not a whole number a float can hold.
+COLOUR_KEYS = ("hidden_units", "train_size", "contexts")   # the first that varies colours the dots
+LINE_STYLES = ("-", "--", ":", "-.")   # one per momentum value of a sweep's curves (in the grid's order), per N in (d)
+# a dot's fill per momentum value (panels a, b), and its word in the legend
+FILLS = {"full": "filled", "none": "hollow", "left": "left-half", "bottom": "lower-half", "right": "right-half",
+         "top": "upper-half"}
+RUN_STYLES = ("-", "--", "-.")   # runs 11-20 dashed, 21-30 dash-dotted: ten colours are not enough
+SLOPE_DECADES = 2.0   # the margin-gap slope is fitted over the last two decades of steps
+TRAINING_LOG_DECADES = 1.0   # a panel declared "log" keeps a log axis once its positive values span a decade
+FEW_POINTS = 12              # a line with fewer logged values marks each of them
+MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
+BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "training error", "linear"),
+                ("val_error", "validation error", "linear"),
+                # the implicit-bias quantities: the smallest training margin at unit parameter norm, and the norm
+                ("normalized_margin", "normalized margin (smallest over training points)", "linear"),
+                ("weight_norm", "parameter norm", "auto"))
+# why a tracked column has no value in a run's first rows (NaN): its instrument's definition
+UNDEFINED_BEFORE = {"kkt_residual": "the KKT conditions are defined once the network separates the training data",
+                    "kkt_complementarity": "defined once the network separates the training data",
+                    "kkt_complementarity_rel": "defined once the network separates the training data"}
+# gb trains in float32 (largest finite 3.4e38): a value beyond this is none of gb's, and one near 1e308
+# overflows an axis's limits and ticks. A step beyond 2**53 is not a whole number a float can hold.
 PLOTTABLE = 1e200
 MAX_STEP = 2.0 ** 53
 
 
 def read_metrics(path: Path) -> pd.DataFrame:
-    """A metrics.csv to draw (`gbcli.store.records.read_metrics`), refused in one line naming the file,
-    the column, the row and the value when a finite value is beyond what an axis can hold. NaN and
-    infinity are how gb logs a diverged step: they are not drawn."""
+    """A metrics.csv to draw, refused in one line (file, column, row, value) when a finite value is beyond
+    what an axis can hold. NaN and infinity (a diverged step) are not drawn."""
     frame = _read_metrics(path)
     for col in frame.columns:
         values = pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
@@ -76,31 +88,24 @@ def usable_pairs(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
     return pairs.merge(ok.rename(columns={"predictor": "predictor_b"}), on=key + ["predictor_b"])
 
 
-def _no_data(ax, what: str) -> None:
-    ax.text(0.5, 0.5, f"no usable results for {what}", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
-def predictor_order() -> list[str]:
-    """Every predictor name gb knows, in a fixed order (each model kind's GD network, then its
-    programs, in registry order): a predictor's colour is its place here, whatever else a figure shows."""
-    names: list[str] = []
-    for kind, spec in MODELS.items():
-        for name in (f"gd-{kind}", *spec.programs):
-            if name not in names:
-                names.append(name)
-    return names
+def _titled(ax, title: str, rows: pd.DataFrame) -> bool:
+    """Title a panel; True, with a note in place of the plot, when `rows` has nothing to draw."""
+    ax.set_title(title)
+    if rows.empty:
+        ax.text(0.5, 0.5, f"no usable results for panel {title[:3]}", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return rows.empty
 
 
 def predictor_style(label: str) -> tuple:
-    """(colour, marker) of a legend label, the same in every figure of every run and sweep: the
-    colour is the predictor's (`predictor_order`); a GD network's momentum variant ("gd-gln (momentum
-    0.9)") keeps its predictor's hue, darkened, with its own marker."""
+    """(colour, marker) of a legend label, the same in every figure: the colour is the predictor's place
+    among every predictor gb knows (registry order); a GD network's momentum variant ("gd-gln (momentum
+    0.9)") keeps its hue, darkened, with its own marker."""
     from matplotlib import colormaps
 
     base, _, rest = label.partition(" (")
-    order = predictor_order()
+    order = list(dict.fromkeys(n for kind, spec in MODELS.items() for n in (f"gd-{kind}", *spec.programs)))
     # tab10 first (the strongest colours go to the first kinds' predictors), then tab20b / tab20c
     palette = [*colormaps["tab10"].colors, *colormaps["tab20b"].colors, *colormaps["tab20c"].colors]
     i = order.index(base) if base in order else len(order) + sum(map(ord, base))
@@ -118,8 +123,7 @@ def predictor_style(label: str) -> tuple:
 
 
 def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
-    """Limits of an error axis that span at least `min_span` (one run's single point gave an axis
-    from 0.16596 to 0.16604), clipped to [0, 1]."""
+    """Limits of an error axis that span at least `min_span` (not 0.16596 to 0.16604), clipped to [0, 1]."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if not len(v):
@@ -132,9 +136,6 @@ def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
     (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
 
 
-COLOUR_KEYS = ("hidden_units", "train_size", "contexts")   # the first that varies colours the dots
-
-
 def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
     """One dot per (point, program): the marker says the program, its fill the momentum (when it
     varies: full, hollow, half, ...), and when a grid key varies the colour says its value (else
@@ -144,7 +145,7 @@ def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
 
     key = next((k for k in COLOUR_KEYS if k in pairs and pairs[k].nunique() > 1), None)
     momenta = sorted(pairs["momentum"].unique()) if "momentum" in pairs and pairs["momentum"].nunique() > 1 else []
-    fill = {m: FILL_STYLES[i % len(FILL_STYLES)] for i, m in enumerate(momenta)}
+    fill = {m: list(FILLS)[i % len(FILLS)] for i, m in enumerate(momenta)}
     values = sorted(pairs[key].unique()) if key else []
     colour = {v: colormaps["viridis"](i / max(len(values) - 1, 1) * 0.9) for i, v in enumerate(values)}
     by = ["predictor_a"] + (["momentum"] if momenta else []) + ([key] if key else [])
@@ -156,7 +157,7 @@ def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
     handles = [Line2D([], [], color="0.35" if key else style[n][0], marker=style[n][1], ls="", label=n)
                for n in sorted(pairs["predictor_a"].unique())]
     handles += [Line2D([], [], color="0.35", marker="o", ls="", fillstyle=fill[m],
-                       label=f"momentum {m:g} ({FILL_WORDS[fill[m]]} markers)") for m in momenta]
+                       label=f"momentum {m:g} ({FILLS[fill[m]]} markers)") for m in momenta]
     handles += [Line2D([], [], color=colour[v], marker="s", ls="", label=f"{key}={v:g}" if isinstance(v, float) else
                        f"{key}={v}") for v in values]
     return handles
@@ -169,9 +170,8 @@ def _legend_beside(ax, handles: list) -> None:
 
 def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     """GD validation error (x) against each SVM's (y); points below y=x are SVMs that generalize better."""
-    ax.set_title("(a) SVM vs GD validation error")
-    if pairs.empty:
-        return _no_data(ax, "panel (a)")
+    if _titled(ax, "(a) SVM vs GD validation error", pairs):
+        return
     handles = _scatter(ax, pairs, style, "svm_val_error")
     ax.set_xlabel("GD validation error")
     ax.set_ylabel("SVM validation error")
@@ -189,9 +189,8 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
 
 def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     """Inconsistency with the GD network against its error p, next to the uncorrelated 2p(1-p)."""
-    ax.set_title("(b) inconsistency vs GD validation error")
-    if pairs.empty:
-        return _no_data(ax, "panel (b)")
+    if _titled(ax, "(b) inconsistency vs GD validation error", pairs):
+        return
     handles = _scatter(ax, pairs, style, "inconsistency")
     ax.set_xlabel("GD validation error p")
     ax.set_ylabel("inconsistency with GD")
@@ -223,9 +222,8 @@ def by_hyperplanes(frame: pd.DataFrame) -> pd.Series:
 
 def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     """Bars of the best mean validation error (std over seeds), annotated with the configuration."""
-    ax.set_title("(c) best configuration per predictor")
-    if best.empty:
-        return _no_data(ax, "panel (c)")
+    if _titled(ax, "(c) best configuration per predictor", best):
+        return
     y = np.arange(len(best))
     ax.barh(y, best["val_error_mean"], xerr=best["val_error_std"].fillna(0), capsize=3,
             color=[style[s][0] for s in best["series"]], alpha=0.8)
@@ -240,14 +238,11 @@ def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
 
 
 def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
-    """Mean validation error against H (log2 axis), or hyperplanes k = log2 C (models whose spec says so).
-
-    One line per legend label (and per N when `rows` holds several); other settings are averaged.
-    """
-    ax.set_title("(d) validation error vs " + ("hyperplanes" if by_k else "hidden units"))
+    """Mean validation error against H (log2 axis), or hyperplanes k = log2 C (models whose spec says so):
+    one line per legend label (and per N when `rows` holds several); other settings are averaged."""
     ax.set_xlabel("hyperplanes k = log2(C)" if by_k else "hidden units H (log2 scale)")
-    if rows.empty:
-        return _no_data(ax, "panel (d)")
+    if _titled(ax, "(d) validation error vs " + ("hyperplanes" if by_k else "hidden units"), rows):
+        return
     rows = rows.assign(x=np.log2(rows["contexts"]) if by_k else rows["hidden_units"], series=series(rows))
     one = rows["x"].nunique() == 1   # a single H (one run): no log axis of one point
     if one and not by_k:
@@ -277,11 +272,13 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     best = best_configurations(errors, incons)
     hyper = by_hyperplanes(ok)
     kinds = [k for k in (False, True) if (hyper == k).any()] or [False]
+    draw = {"a": lambda ax: panel_a(ax, pairs, style), "b": lambda ax: panel_b(ax, pairs, style),
+            "c": lambda ax: panel_c(ax, best, style),
+            "d": lambda ax: panel_d(ax, ok[hyper == kinds[0]], style, kinds[0])}
     figs = {}
-    for key, draw in (("a", lambda ax: panel_a(ax, pairs, style)), ("b", lambda ax: panel_b(ax, pairs, style)),
-                      ("c", lambda ax: panel_c(ax, best, style))):
+    for key in "abc":
         fig = Figure(figsize=(7, 5) if key != "c" else (8, 1.5 + 0.5 * max(len(best), 2)), layout="constrained")
-        draw(fig.add_subplot())
+        draw[key](fig.add_subplot())
         figs[NAMES[key]] = fig
     ns = sorted(ok["train_size"].unique()) or [None]
     fig = Figure(figsize=(5 * len(ns), 4 * len(kinds)), layout="constrained")
@@ -293,27 +290,24 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     figs[NAMES["d"]] = fig
     fig = Figure(figsize=(14, 10), layout="constrained")
     axes = fig.subplots(2, 2)
-    panel_a(axes[0, 0], pairs, style)
-    panel_b(axes[0, 1], pairs, style)
-    panel_c(axes[1, 0], best, style)
-    panel_d(axes[1, 1], ok[hyper == kinds[0]], style, kinds[0])
+    for ax, key in zip(axes.ravel(), "abcd"):
+        draw[key](ax)
     if len(kinds) > 1:
         axes[1, 1].set_title(axes[1, 1].get_title() + f"\n(models by hyperplanes: see {NAMES['d']}.png)", fontsize=10)
     figs["panels"] = fig
-    for fig in figs.values():
-        plain_ticks(fig)
-        if title:
-            fig.suptitle(title)
-    return figs
+    return {stem: _finish(fig, title) for stem, fig in figs.items()}
 
 
-def plain_ticks(fig: Figure) -> None:
-    """Tick labels as the values themselves: no '+1e-3' offsets that make a reader add numbers."""
+def _finish(fig: Figure, title: str | None) -> Figure:
+    """Tick labels as the values themselves (no '+1e-3' offsets that make a reader add numbers); the title."""
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             fmt = axis.get_major_formatter()
             if hasattr(fmt, "set_useOffset"):
                 fmt.set_useOffset(False)
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def figure_title(errors: pd.DataFrame, out_dir: str | Path) -> str:
@@ -333,6 +327,7 @@ def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, 
 
 # ------------------------------------------------------------ training curves (gbcli.theory)
 
+
 def tracked_columns() -> tuple:
     """Every registered instrument's columns."""
     return tuple(c for ins in INSTRUMENTS.values() for c in ins.columns)
@@ -341,9 +336,6 @@ def tracked_columns() -> tuple:
 def training_panels() -> tuple:
     """(column, axis label, y scale) of every registered instrument's panels, in registry order."""
     return tuple(p for ins in INSTRUMENTS.values() for p in ins.panels)
-
-
-SLOPE_DECADES = 2.0   # the margin-gap slope is fitted over the last two decades of steps
 
 
 def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
@@ -358,13 +350,6 @@ def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
     return float(np.polyfit(np.log(m["step"]), np.log(m["margin_gap"]), 1)[0])
 
 
-TRAINING_LOG_DECADES = 1.0   # a panel declared "log" keeps a log axis once its positive values span a decade
-FEW_POINTS = 12              # a line with fewer logged values marks each of them
-
-
-RUN_STYLES = ("-", "--", "-.")   # runs 11-20 dashed, 21-30 dash-dotted: ten colours are not enough
-
-
 def _panel_grid(n: int, height: float) -> tuple[Figure, list]:
     """A figure of `n` panels, three a row (the places left blank), and their axes."""
     ncols = min(n, 3)
@@ -376,13 +361,10 @@ def _panel_grid(n: int, height: float) -> tuple[Figure, list]:
 
 
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
-    """One panel per tracked metric against the step (log axis), one line per run; None when no
-    run has tracked columns. The inconsistency panel also shows each run's GD validation error.
-
-    Every panel draws every logged row that has its column (a KKT column is NaN until the data are
-    separated, and may be again later: a NaN must not hide a lone value) on the x range of the
-    whole logged history, so a quantity defined only late reads as late. A panel declared "log"
-    is log only where its positive values span a decade (`TRAINING_LOG_DECADES`)."""
+    """One panel per tracked metric against the step (log axis), one line per run (None when no run has
+    tracked columns); the inconsistency panel also shows the GD validation error. Every panel spans the
+    whole logged history, so a quantity defined only late (a KKT column, NaN until the data are separated)
+    reads as late."""
     cols = [p for p in training_panels() if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
     if not cols:
         return None
@@ -442,22 +424,12 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     for ax in axes:
         if ax.get_lines() and not shared:
             ax.legend(fontsize=7)
-    plain_ticks(fig)
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
-# why a tracked column has no value in a run's first rows (NaN): its instrument's definition
-UNDEFINED_BEFORE = {"kkt_residual": "the KKT conditions are defined once the network separates the training data",
-                    "kkt_complementarity": "defined once the network separates the training data",
-                    "kkt_complementarity_rel": "defined once the network separates the training data"}
+    return _finish(fig, title)
 
 
 def late_note(runs: dict[str, pd.DataFrame], col: str) -> str:
-    """A panel's note when `col` has no value in the first logged rows of every run (its points all lie
-    late on the log step axis): from which step it has values, how many, and why not before ("" when
-    it has a value from the first logged step)."""
+    """A panel's note when `col` has no value in the first logged rows of every run: from which step it
+    has values, how many, and why not before ("" when it has a value from the first logged step)."""
     firsts, counts, starts = [], 0, []
     for m in runs.values():
         if col not in m or not len(m):
@@ -500,8 +472,7 @@ def _sortable(v) -> tuple:
 
 
 def _naming_keys(varied: list[str], runs: dict) -> list[str]:
-    """The fewest varied keys that tell the points apart (zip axes vary together), the step rule
-    and the descent first, then the given order."""
+    """The fewest varied keys that tell the points apart, the step rule and the descent first."""
     order = sorted(varied, key=lambda k: k not in ("training.step_rule", "training.descent"))
     seen = lambda ks: len({tuple(repr(c.get(x)) for x in ks) for _, c in runs.values()})  # noqa: E731
     keys: list[str] = []
@@ -514,9 +485,8 @@ def _naming_keys(varied: list[str], runs: dict) -> list[str]:
 
 
 def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFrame, dict]]:
-    """Each sweep point's metrics (those `keep` takes) and its flattened config, by point id: the
-    points of the grid `tables/points.csv` lists when it is there (a folder left by an earlier grid
-    in the same sweep directory is not one of them), else every point folder."""
+    """Each sweep point's metrics (those `keep` takes) and flattened config, by id: the points
+    `tables/points.csv` lists when it is there (not a folder of an earlier grid), else every point folder."""
     grid = {str(r["point"]) for r in sweep_points(out_dir)}
     runs = {}
     for p, point in SweepView(out_dir).points(layout.METRICS).items():
@@ -538,10 +508,9 @@ def _varied(runs: dict) -> list[str]:
 
 
 def plot_sweep_training(out_dir: str | Path) -> list[Path]:
-    """For a sweep whose points track theory instruments: `figures/training.png` with every point's
-    curves, `tables/training.csv` (all logged rows) and `tables/training_summary.csv` (last row and
-    the fitted margin-gap slope of each point). Points are labelled by the config values that differ
-    between them."""
+    """For a sweep whose points track instruments: `figures/training.png`, `tables/training.csv` (all logged
+    rows) and `tables/training_summary.csv` (each point's last row and margin-gap slope); points are
+    labelled by the config values that differ between them."""
     out_dir = Path(out_dir)
     runs = _sweep_runs(out_dir, lambda m: len(m) and any(c in m for c in tracked_columns()))
     if not runs:
@@ -565,33 +534,17 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
 
 # ------------------------------------------------------------ training curves of every run (`gb plot`)
 
-BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "training error", "linear"),
-                ("val_error", "validation error", "linear"),
-                # the quantities of implicit-bias work: the smallest training margin of the network
-                # scaled to unit parameter norm, and the norm itself (log once it spans decades)
-                ("normalized_margin", "normalized margin (smallest over training points)", "linear"),
-                ("weight_norm", "parameter norm", "auto"))
-MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
-
-
-LINE_STYLES = ("-", "--", ":", "-.")   # one per momentum value of a sweep's curves (in the grid's order), per N in (d)
-FILL_STYLES = ("full", "none", "left", "bottom", "right", "top")   # a dot's fill per momentum value (panels a, b)
-FILL_WORDS = {"full": "filled", "none": "hollow", "left": "left-half", "bottom": "lower-half", "right": "right-half",
-              "top": "upper-half"}
-
 
 def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
                   styles: dict[str, str] | None = None) -> Figure | None:
-    """Loss, training and validation error, and every tracked instrument's column, against the step,
-    one line per run in the order given (a sweep's: its grid's), `styles` its line style (a sweep's
-    momentum); None when no run has a logged row. Several runs have one legend, right of the panels."""
+    """Loss, errors and every tracked instrument's column against the step, one line per run in the order
+    given, `styles` its line style; None when no run has a logged row. Several runs: one legend, at right."""
     styles = styles or {}
     runs = {k: m for k, m in runs.items() if "step" in m and len(m)}
     if not runs:
         return None
-    panels = [p for p in (*BASIC_CURVES, *training_panels())
-              if any(p[0] in m and pd.to_numeric(m[p[0]], errors="coerce").notna().any() for m in runs.values())]
-    panels = list(dict.fromkeys(panels))
+    panels = list(dict.fromkeys(p for p in (*BASIC_CURVES, *training_panels()) if any(
+        p[0] in m and pd.to_numeric(m[p[0]], errors="coerce").notna().any() for m in runs.values())))
     if not panels:
         return None
     fig, grid = _panel_grid(len(panels), 3.8)
@@ -630,16 +583,12 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
         order = [lab for lab in dict.fromkeys([*runs, *handles]) if lab in handles]
         if order:
             fig.legend([handles[lab] for lab in order], order, loc="outside right upper", fontsize=7)
-    plain_ticks(fig)
-    if title:
-        fig.suptitle(title)
-    return fig
+    return _finish(fig, title)
 
 
 def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame], dict[str, str]]:
-    """A sweep's training curves: the figure (one line per point in the grid's order, one legend
-    beside the panels, line style by momentum when it varies, a title naming the sweep), each
-    point's metrics and its label (what tells it apart); (None, {}, {}) without metrics."""
+    """A sweep's training curves (one line per point in the grid's order, line style by momentum when it
+    varies), each point's metrics and its label (what tells it apart); (None, {}, {}) without metrics."""
     runs = _sweep_runs(out_dir)
     if not runs:
         return None, {}, {}
@@ -661,9 +610,8 @@ def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame],
 
 
 def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
-    """`figures/curves.png` of a run (its gd/metrics.csv) or of a sweep (every point's, labelled by
-    what tells them apart); with `per_point`, also each sweep point's own `figures/curves.png`.
-    (`gb plot` holds its writes in `staged_writes` and lands them under the directory's lock.)"""
+    """`figures/curves.png` of a run or of a sweep (every point's); with `per_point`, also each sweep
+    point's own."""
     out_dir = Path(out_dir)
     run = RunDir(out_dir)
     if run.metrics.is_file():
