@@ -1,9 +1,6 @@
-"""Error and inconsistency tables of a run directory (protocol section 7).
-
-- errors: one row per predictor (the GD network and every solved program);
-- inconsistency: one row per (convex predictor, GD predictor) pair: the fraction of validation
-  points on which sign(f_a) != sign(f_b), next to 2p(1-p), the inconsistency expected of an
-  uncorrelated predictor with the GD network's validation error p.
+"""Error and inconsistency tables of a run directory (protocol section 7): errors, one row per predictor;
+inconsistency, one row per (convex, GD) pair: the fraction of validation points where sign(f_a) !=
+sign(f_b), next to 2p(1-p), that of an uncorrelated predictor with the GD network's error p.
 """
 
 from __future__ import annotations
@@ -47,12 +44,9 @@ def _kind(v) -> str:
 
 
 class Rows:
-    """A table as rows of dicts, typed by column as pandas types a DataFrame of the same rows: `int`
-    (whole numbers, none missing), `float` (numbers with any missing or fractional), `object` (text,
-    flags, mixed); its CSV is byte for byte `DataFrame(rows).reindex(columns=...).to_csv(index=False)`
-    (tests/test_views.py checks it against pandas). Written here rather than taken from pandas
-    because importing pandas costs about half a CPU second, more than a reading command such as
-    `gb compare RUN` may spend in all (issue 49); `frame()` gives the DataFrame for the library API."""
+    """A table as rows of dicts, typed by column as pandas would (`int`: whole, none missing; `float`;
+    `object`); its CSV is byte for byte pandas' `to_csv(index=False)`. Not pandas because importing it
+    costs about half a CPU second, more than a reading command may spend in all; `frame()` gives one."""
 
     def __init__(self, rows: list[dict], columns: list[str] | None = None):
         self.columns = list(columns) if columns is not None else list(dict.fromkeys(k for r in rows for k in r))
@@ -118,9 +112,8 @@ def _cell(text: str):
 
 
 def read_rows(path: str | Path) -> Rows:
-    """A CSV table of a run directory (read as `read_untrusted`: no link followed, size-bounded) as
-    Rows, without pandas (the listings `gb runs` and `gb runs show`). ValueError (or OSError,
-    UnicodeDecodeError) when it is not a table: empty, or a row longer than the header."""
+    """A CSV table of a run directory (`read_untrusted`: no link followed, size-bounded) as Rows, without
+    pandas. ValueError (or OSError, UnicodeDecodeError) when it is not a table."""
     text = read_untrusted(path).decode("utf-8")
     lines = [line for line in csv.reader(io.StringIO(text, newline="")) if line]   # blank lines: skipped, as pandas does
     if not lines:
@@ -138,17 +131,14 @@ def mean_of(values) -> float | None:
 
 
 def write_tables(out_dir: str | Path, errors, incons) -> None:
-    """inconsistency.csv, then errors.csv: a sweep counts a point as done when errors.csv exists, so
-    it must come last (a kill -9 between the two once left a "done" point without its
-    inconsistency table, and the resumed sweep failed on it)."""
+    """inconsistency.csv, then errors.csv: a sweep counts a point as done when errors.csv exists."""
     out = RunDir(out_dir).tables
     write_csv(out / layout.INCONSISTENCY, incons)
     write_csv(out / layout.ERRORS, errors)
 
 
 def check_tables_dir(out_dir: str | Path) -> None:
-    """Refuse (GbError) a RUN/tables that is there but not a folder (a file of the user's): gb writes
-    its tables into it, so a command that would write them asks this before writing anything."""
+    """Refuse a RUN/tables that is not a folder (a file of the user's) before anything is written."""
     out = RunDir(out_dir).tables
     if present(out) and not is_dir(out):
         raise GbError(f"{out}: not a directory (gb writes its tables into this folder; move the file away)")
@@ -162,19 +152,14 @@ REQUIRED_COLUMNS = {"errors": ["predictor", "model", "hidden_units", "contexts",
 
 def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The error and inconsistency tables written by `compare` or `sweep` (GbError when missing)."""
-    import pandas as pd
-
     frames = []
     for name, file in (("errors", layout.ERRORS), ("inconsistency", layout.INCONSISTENCY)):
         path = RunDir(out_dir).tables / file
         if not is_file(path):
             raise GbError(f"{path}: not found (run `gb compare` on a run or `gb sweep` first)")
-        try:
-            frame = read_csv_untrusted(path)
-        except pd.errors.EmptyDataError:
-            raise GbError(f"{path}: is empty (no finished points to plot)") from None
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
-            raise GbError(f"{path}: not a gb table ({type(exc).__name__})") from None
+        frame = _read_csv(path)
+        if frame is None:
+            raise GbError(f"{path}: is empty (no finished points to plot)")
         need = REQUIRED_COLUMNS[name]
         missing = [c for c in need if c not in frame.columns]
         if missing:
@@ -185,22 +170,27 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def read_failures(out_dir: str | Path) -> list[str]:
-    """The points a sweep's tables/failures.csv lists as not done, as `point (status)`; a missing
-    file lists none (a sweep written before it existed), an unreadable one is a GbError."""
+    """The points a sweep's tables/failures.csv lists as not done, as `point (status)` (none when
+    missing); GbError when unreadable."""
     path = RunDir(out_dir).tables / layout.FAILURES
-    if not is_file(path):
+    frame = _read_csv(path, dtype=str, keep_default_na=False) if is_file(path) else None
+    if frame is None:
         return []
-    import pandas as pd
-
-    try:
-        frame = read_csv_untrusted(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        return []
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
-        raise GbError(f"{path}: not a gb table ({type(exc).__name__})") from None
     if not {"point", "status"} <= set(frame.columns):
         raise GbError(f"{path}: not a gb failures table (missing columns point, status)")
     return [f"point {p} ({s or 'failed'})" for p, s in zip(frame["point"], frame["status"])]
+
+
+def _read_csv(path: Path, **kw) -> pd.DataFrame | None:
+    """A table of a run directory (None when empty); GbError when it is not a table."""
+    import pandas as pd
+
+    try:
+        return read_csv_untrusted(path, **kw)
+    except pd.errors.EmptyDataError:
+        return None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise GbError(f"{path}: not a gb table ({type(exc).__name__})") from None
 
 
 FRACTIONS = ("train_error", "val_error", "inconsistency", "expected_if_uncorrelated", "gd_val_error", "svm_val_error")
@@ -209,37 +199,28 @@ COUNTS = ("hidden_units", "contexts", "train_size")   # sizes of a configuration
 
 
 def _check_values(frame: pd.DataFrame, path: Path) -> None:
-    """A received table's numbers are what gb writes: errors and inconsistencies in [0, 1] or empty,
-    objectives, gaps and times finite or empty (a value near 1e308 would break the figures' axes)."""
+    """A received table's numbers are what gb writes: fractions in [0, 1], objectives, gaps and times
+    finite, sizes whole in 1..2**31, or empty (a value near 1e308 would break the figures' axes)."""
     import numpy as np
     import pandas as pd
 
-    for col in (*FRACTIONS, *FINITE):
-        if col not in frame.columns:
-            continue
+    for col in [c for c in (*FRACTIONS, *FINITE, *COUNTS) if c in frame.columns]:
         values = pd.to_numeric(frame[col], errors="coerce")
         bad = values.notna() & ~np.isfinite(values) | (values.isna() & frame[col].notna())
         if col in FRACTIONS:
             bad |= (values < 0) | (values > 1)
+        if col in COUNTS:
+            bad |= values.notna() & ((values < 1) | (values > 2 ** 31) | (values != values.round()))
+        want = ("a fraction in [0, 1] or empty" if col in FRACTIONS else
+                "a whole number in 1..2**31" if col in COUNTS else "a finite number or empty")
         if bad.any():
             raise GbError(f"{path}: not a gb table ({col} holds {quoted(str(frame[col][bad].iloc[0]), 40)}, "
-                          f"{'a fraction in [0, 1]' if col in FRACTIONS else 'a finite number'} or empty expected)")
-    for col in COUNTS:
-        if col not in frame.columns:
-            continue
-        values = pd.to_numeric(frame[col], errors="coerce")
-        bad = frame[col].notna() & ~(values.notna() & np.isfinite(values) & (values >= 1) & (values <= 2 ** 31)
-                                     & (values == values.round()))
-        if bad.any():
-            raise GbError(f"{path}: not a gb table ({col} holds {quoted(str(frame[col][bad].iloc[0]), 40)}, "
-                          f"a whole number in 1..2**31 expected)")
+                          f"{want} expected)")
 
 
 def rich_table(table, title: str, columns: list[str]):
     """A rich Table of the chosen columns of a Rows or DataFrame: numbers right-aligned, floats to 4
-    significant digits. Every cell and the title are plain text (no rich markup: a run named `m[/b]`
-    is shown as it is) with non-printable characters escaped (a folder name holding an escape
-    sequence cannot clear the screen)."""
+    digits; cells as plain text (no rich markup), non-printable characters escaped (no escape sequences)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -266,12 +247,8 @@ def pair_key(errors: pd.DataFrame, incons: pd.DataFrame) -> list[str]:
 
 
 def summarize(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
-    """Mean and std (ddof=1) over seeds of every configuration's errors and inconsistency.
-
-    Statistics use the usable rows (status ok, optimal or inaccurate); n_seeds counts every row
-    of the configuration and n_failed those with another status (failed, infeasible, nan).
-    Inconsistency columns are NaN for GD predictors.
-    """
+    """Mean and std (ddof=1) over seeds of every configuration's errors and inconsistency, over its usable
+    rows (ok, optimal, inaccurate); n_seeds counts every row, n_failed the others. GD: no inconsistency."""
     import numpy as np
 
     key = pair_key(errors, incons)
@@ -293,9 +270,8 @@ def summarize(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
 
 
 def overview(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
-    """One line per predictor (and momentum, when the points differ in it): points, how many of
-    them are certified infeasible, mean train and validation error (over the solved points), mean
-    inconsistency with the GD network."""
+    """One line per predictor (and momentum, when it varies): points, how many certified infeasible, mean
+    train and validation error (over the solved points), mean inconsistency with the GD network."""
     by = ["predictor"] + (["momentum"] if "momentum" in errors and errors["momentum"].nunique() > 1 else [])
     view = (errors.assign(infeasible=errors["status"] == "infeasible").groupby(by, sort=True)
             .agg(points=("val_error", "size"), infeasible=("infeasible", "sum"), train_error=("train_error", "mean"),
