@@ -1,10 +1,6 @@
-"""What a view of many rows must show so that two rows that differ do not look the same: the keys
-that vary between a sweep's points (its grid axes: momentum, seeds, ...), as columns beside the
-results (`gb compare` on a sweep) and as one line (`gb runs`).
-
-The points come from the sweep's `tables/points.csv` (`gbcli.runs.index.sweep_points`: one dict per
-point, "point", "name" and each varying dotted config key); a table without them still shows the
-configuration columns of its own that vary.
+"""What a view of many rows must show so that two rows that differ do not look the same: the keys that
+vary between a sweep's points (rows of its `tables/points.csv`), as columns beside the results (`gb
+compare`) and as one line (`gb runs`); a table without points shows its own varying configuration columns.
 """
 
 from __future__ import annotations
@@ -17,8 +13,7 @@ CONFIG_COLUMNS = ("model", "hidden_units", "contexts", "train_size", "data_seed"
 
 
 def short_names(keys: list[str]) -> dict[str, str]:
-    """Each dotted key by its last part (`training.momentum` -> `momentum`), the whole key where two
-    keys end alike (`contexts.seed`, `dataset.seed`)."""
+    """Each dotted key by its last part (`training.momentum` -> `momentum`), whole where two end alike."""
     last = [k.rsplit(".", 1)[-1] for k in keys]
     return {k: (tail if last.count(tail) == 1 else k) for k, tail in zip(keys, last)}
 
@@ -30,10 +25,8 @@ def axes_of(points: list[dict]) -> list[str]:
 
 
 def with_axes(table, points: list[dict], shown: list[str]) -> tuple[Rows, list[str]]:
-    """`table` (a Rows or DataFrame) as Rows with one column per grid axis (by its short name, the
-    value from the point's own config), and the columns to show: point, the axes, then `shown`, and
-    any configuration column of the table that varies and `shown` leaves out (so that no varying key
-    is hidden)."""
+    """`table` (Rows or DataFrame) as Rows with one column per grid axis (by short name), and the columns to
+    show: point, the axes, `shown`, and any varying configuration column `shown` leaves out."""
     out = Rows.of(table)
     axes = axes_of(points)
     names = short_names(axes)
@@ -74,8 +67,7 @@ def grid_line(axes: dict[str, list]) -> str:
 
 
 def by_field(results: dict[str, dict]) -> list[dict]:
-    """A run's results ({stage: {field: value}}) as one row per field and one column per stage: a
-    handful of short stage names across, the field names down, so that no header is cut mid-word
-    at any terminal width (`gb runs show`)."""
+    """A run's results ({stage: {field: value}}) as one row per field and one column per stage, so that no
+    header is cut mid-word at any terminal width (`gb runs show`)."""
     fields = list(dict.fromkeys(k for rec in results.values() for k in rec))
     return [{"": f, **{stage: rec.get(f) for stage, rec in results.items()}} for f in fields]
