@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-
-from typing import TYPE_CHECKING
 
 from gbcli.fs.safe import atomic_write_bytes
 
@@ -28,17 +28,15 @@ def save_png(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
 
 
 def spans_decades(values, decades: float) -> bool:
-    """Whether finite values are all positive and span more than `decades` decades: the rule for a
-    log axis (curves.png's parameter norm, training.png's residuals)."""
+    """Whether finite values are all positive and span more than `decades` decades (a log axis's rule)."""
     v = pd.to_numeric(pd.Series(np.asarray(values, dtype=float).ravel()), errors="coerce")
     v = v[np.isfinite(v)]
     return bool(len(v)) and v.min() > 0 and v.max() / v.min() > 10 ** decades
 
 
 def readable_log_ticks(axis) -> None:
-    """Ticks of a log axis a reader can take in: over less than three decades, labelled plain values
-    at 1, 2, 5 x 10^k (matplotlib's default labels minor ticks as '6x10^-1' that run into each other);
-    over more, labelled decades only. Minor ticks are never labelled."""
+    """Ticks of a log axis a reader can take in: under three decades, plain values at 1, 2, 5 x 10^k (not
+    matplotlib's '6x10^-1' that run into each other); over more, decades only; minor ticks unlabelled."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     lo, hi = sorted(axis.get_view_interval())
