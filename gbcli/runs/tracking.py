@@ -44,25 +44,20 @@ def _import_mlflow(what: str):
     return mlflow
 
 
-def client(tracking_uri: str, what: str = "gb runs export mlflow"):
-    """An MlflowClient for `tracking_uri`, quiet: MLflow's own lines (database creation, tracebacks,
-    "View run ...") are not gb's messages. A server that does not answer: one try of 10 s, no retries."""
+def open_store(uri: str, experiment: str, say, what: str = "gb runs export mlflow") -> tuple:
+    """(an MlflowClient, the id of `experiment`, created when missing; a SQLite store's artifacts in
+    `mlflow-artifacts/<name>/` beside it). A new database's setup (about 10 s) is named (`say`) first.
+    Quiet: MLflow's own lines (tracebacks, "View run ...") are not gb's; a dead server: one try of 10 s."""
+    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    if db and not present(db):
+        say(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"   # read by MLflow when a run ends
     mlflow = _import_mlflow(what)
     logging.getLogger("mlflow").setLevel(logging.CRITICAL)
     logging.getLogger("alembic").setLevel(logging.CRITICAL)   # the database's migrations, when it is created
-    return mlflow.tracking.MlflowClient(tracking_uri=tracking_uri)
-
-
-def open_store(uri: str, experiment: str, say, what: str = "gb runs export mlflow") -> tuple:
-    """(`client`, the id of `experiment`, created when missing; a SQLite store's artifacts in
-    `mlflow-artifacts/<name>/` beside it). A new database's setup (about 10 s) is named (`say`) first."""
-    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
-    if db and not present(db):
-        say(f"creating the MLflow database {shorten(db, 200)} (about 10 s)")
-    mlflow_client = client(uri, what)
+    mlflow_client = mlflow.tracking.MlflowClient(tracking_uri=uri)
     exp = mlflow_client.get_experiment_by_name(experiment)
     if exp is not None:
         return mlflow_client, exp.experiment_id
@@ -160,13 +155,10 @@ def sweep_params(path: Path) -> dict:
 
 def _own_tags(path: Path, kind: str, labels: dict) -> dict[str, str]:
     path = Path(path).resolve()
-    tags = {"gb.path": str(path), "gb.path_id": path_id(path), "gb.kind": kind,
-            **{f"gb.tag.{k}": v for k, v in labels.get("tags", {}).items()}}
-    if labels.get("note"):
-        tags["mlflow.note.content"] = labels["note"]   # MLflow shows it as the run's description
-    if labels.get("name"):
-        tags["gb.name"] = labels["name"]
-    return tags
+    # the note: MLflow shows it as the run's description
+    return {"gb.path": str(path), "gb.path_id": path_id(path), "gb.kind": kind,
+            **{f"gb.tag.{k}": v for k, v in labels.get("tags", {}).items()},
+            **{tag: labels[k] for k, tag in (("note", "mlflow.note.content"), ("name", "gb.name")) if labels.get(k)}}
 
 
 # ------------------------------------------------------------------ what a directory's records give its run
@@ -222,12 +214,9 @@ def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
     run, sweep = RunDir(path), SweepDir(path)
     named = {sweep.marker, sweep.config, sweep.record} if kind == "sweep" else \
         {run.marker, run.log, run.gd_config, run.summary, run.metrics}
-    out = []
-    for f in sorted(files_below(path)):
-        if f in named or (f.parent, f.suffix) in ((run.tables, ".csv"), (run.figures, ".png")) or \
-                (kind != "sweep" and f.parent.parent == run.svm and f.name in (layout.RESULT, layout.CONFIG)):
-            out.append((f, "" if f.parent == run.root else str(f.parent.relative_to(path))))
-    return out
+    return [(f, "" if f.parent == run.root else str(f.parent.relative_to(path))) for f in sorted(files_below(path))
+            if f in named or (f.parent, f.suffix) in ((run.tables, ".csv"), (run.figures, ".png"))
+            or (kind != "sweep" and f.parent.parent == run.svm and f.name in (layout.RESULT, layout.CONFIG))]
 
 
 def _curves(path: Path) -> list[tuple[str, float, int]]:
