@@ -1,9 +1,5 @@
 """The records of a run directory, read as data: the one place that says what status a stage has.
-
-A record (`gd/summary.json`, `svm/<objective>/result.json`, a point's `failed.json`) is untrusted:
-its status word is taken only when its own numbers bear it out, so every view (`gb compare`,
-`gb runs`, `gb verify`, a sweep's tables) shows one status for one record.
-"""
+A record is untrusted: its status word is taken only when its own numbers bear it out."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ from gbcli.fs.layout import ERRORS, FAILURES, INCONSISTENCY, THETA, RunDir, Swee
 from gbcli.fs.safe import (is_file, load_npz_untrusted, present, read_csv_untrusted, read_json, read_record, subdirs,
                            write_json)
 
-# what code that reads a received record as gb writes it raises when the record is not gb's (a missing
-# key, a text where a number goes, an empty or unparseable file, a link or a folder where a file goes)
+# what reading a received record as gb writes it raises when the record is not gb's
 NOT_GBS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError)
 CERTIFY_TOL = 1e-6   # the tolerance a record is held to when it names none (svm.certify_tol's default)
 
@@ -79,20 +74,18 @@ RESULTS = (Status.OPTIMAL, Status.INFEASIBLE)
 
 
 def is_result(status: Any, certified: Any = True, gd: bool = False) -> bool:
-    """Whether a stage's status word is a result: a GD stage's `ok`; a program's `optimal` or
-    `infeasible` with its certificate (`certified` true)."""
+    """A GD stage's `ok`; a program's `optimal` or `infeasible` with `certified` true."""
     return status == GdStatus.OK if gd else certified is True and status in RESULTS
 
 
 def resumable(rec: Any) -> bool:
-    """The rerun rule: a program stopped by svm.time_limit short of its optimum is solved again (its
-    working set resumes from its last round); a forged flag costs a solve, never a wrong result."""
+    """The rerun rule: a program stopped by svm.time_limit short of its optimum is solved again (a
+    forged flag costs a solve, never a wrong result)."""
     return isinstance(rec, dict) and rec.get("time_limited") is True and rec.get("status") != Status.OPTIMAL
 
 
 def run_state(stages: dict[str, str], tables: bool) -> RunState:
-    """A run directory's state from its stages' statuses (`gd` and each program's, as the views
-    compute them) and whether its tables are written."""
+    """A run directory's state from its stages' computed statuses and whether its tables are written."""
     words = set(stages.values())
     if not stages:
         return RunState.EMPTY
@@ -107,10 +100,9 @@ def run_state(stages: dict[str, str], tables: bool) -> RunState:
 
 
 def point_state(point_dir: str | Path, done: bool | None = None) -> PointState:
-    """A sweep point's state from its files: done when its tables/errors.csv (written last) is there,
-    or as `done` says (the sweep's verdict after checking those tables against the records); else
-    failed or interrupted as its failed.json says (the word is gb's, never the file's: any failure
-    record but an interrupted one is a failure); else not run."""
+    """A sweep point's state: done when its tables/errors.csv (written last) is there, or as `done`
+    says; else interrupted when its failed.json says so, failed for any other failure record; else
+    not run."""
     run = RunDir(point_dir)
     if is_file(run.errors) if done is None else done:
         return PointState.DONE
@@ -133,17 +125,14 @@ class FailureRecord:
     at: str | None = None          # when its sweep stopped it
 
     def as_dict(self) -> dict:
-        """The record's fields that are set."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
     def write(self, point_dir: str | Path) -> None:
-        """Written to the point's failed.json (OSError when it cannot be)."""
         write_json(RunDir(point_dir).failed, self.as_dict())
 
     @classmethod
     def read(cls, point_dir: str | Path) -> FailureRecord:
-        """A point that is not done, as the sweep's failures table shows it: its state (`point_state`),
-        the rest its failed.json's, as text ("" for a point that never ran)."""
+        """A point that is not done, as the failures table shows it (fields as text, "" when never run)."""
         state, path = point_state(point_dir, done=False), RunDir(point_dir).failed
         rec = {} if state == PointState.NOT_RUN else \
             read_record(path) or {"message": f"{path}: unreadable or not a record"}
@@ -152,16 +141,15 @@ class FailureRecord:
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """A JSON record at `path` as gb wrote it (received data: a stage's status is computed from its
-    own numbers by `status`, never taken from its word)."""
+    """A JSON record at `path` (received data: a stage's `status` is computed, never taken)."""
 
     path: Path
     fields: dict
 
     @classmethod
     def read(cls, path: str | Path, strict: bool = False):
-        """The record at `path`; None when it is missing, a link, unreadable or not a JSON object, or
-        with `strict` what is wrong raised (OSError, ValueError; NOT_GBS when a field is used)."""
+        """The record at `path`; None when missing, a link, unreadable or not an object, or with
+        `strict` the error raised (OSError, ValueError; NOT_GBS when a field is used)."""
         rec = read_json(path) if strict else read_record(path)
         return cls(Path(path), rec) if strict or rec is not None else None
 
@@ -176,7 +164,7 @@ class Record:
 
     @property
     def manifest(self) -> dict | None:
-        """What the stage was computed from (`gbcli.store.identity`); None when the record names none."""
+        """What the stage was computed from (`identity`); None when the record names none."""
         m = self.get("manifest")
         return m if isinstance(m, dict) else None
 
@@ -199,14 +187,13 @@ class SweepRecord(Record):
 
     @property
     def points(self) -> int | None:
-        """How many points its grid has (None when the record does not say as a number)."""
         n = self.get("points")
         return n if isinstance(n, int) else None
 
 
 def sweep_state(sweep_dir: str | Path, total: int | None = None) -> tuple[SweepState, dict[str, int], int]:
-    """A sweep's state, its points counted by state (`point_state`) and their number (`total`: the
-    points its record names, those without a folder not run; None: its folders)."""
+    """A sweep's state, its points counted by state and their number (`total`: its record's, those
+    without a folder not run; None: its folders)."""
     points = subdirs(SweepDir(sweep_dir).points)
     counts = dict.fromkeys(map(str, PointState), 0)
     for p in points:
@@ -234,8 +221,7 @@ def number(v: Any) -> float | None:
 
 
 def gd_status(rec: dict | None) -> str:
-    """The GD stage's status from its record: `ok` only with a finite training loss; `foreign` for
-    anything that is not a gb record."""
+    """The GD stage's status: `ok` only with a finite training loss; `foreign` when not gb's."""
     if rec is None or rec.get("status") not in tuple(GdStatus):
         return Verdict.FOREIGN
     status = GdStatus(rec["status"])
@@ -248,11 +234,9 @@ def gd_status(rec: dict | None) -> str:
 
 
 def program_status(rec: dict | None) -> str:
-    """A program's status from its record, checked against its own certificate fields: `optimal`
-    needs certified = true, a finite relative gap and a smallest margin within the tolerance it
-    names; `infeasible` needs certified = true. A record that claims more than its numbers bear is
-    `inaccurate` (an optimum not certified), `uncertified` (infeasibility not certified) or
-    `unverified` (certified fields that contradict its status); `foreign` when it is not gb's."""
+    """A program's status checked against its certificate: `optimal` needs certified, a finite gap and
+    smallest margin within its tolerance; `infeasible` certified. Claiming more gives `inaccurate`,
+    `uncertified` or `unverified` (contradicting fields); `foreign` when not gb's."""
     if rec is None or rec.get("status") not in tuple(Status):
         return Verdict.FOREIGN
     status = Status(rec["status"])
@@ -274,10 +258,8 @@ def program_status(rec: dict | None) -> str:
 
 
 def stage_status(record: Path, rec: dict | None) -> str:
-    """`program_status` of the record at `record`, and for a non-convex program (paper 003) whose
-    record claims a point, that point: the theta.npz beside it, whose ||theta||^2 is the record's
-    objective, or the record is `unverified` (the search's other claims are checked by `gb verify`,
-    which reruns it)."""
+    """`program_status`; a non-convex optimum also needs the theta.npz beside it, whose ||theta||^2
+    is its objective, or it is `unverified`."""
     status = program_status(rec)
     if status != Status.OPTIMAL or rec.get("convex") is not False:
         return status
@@ -295,9 +277,8 @@ def stage_status(record: Path, rec: dict | None) -> str:
 
 
 def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
-    """A stage record (summary.json / result.json) that a table is built from: a JSON object with
-    at least `keys`, a status word of gb's, errors in [0, 1] (or NaN), flags booleans and numbers
-    numbers. GbError naming the file otherwise."""
+    """A stage record that a table is built from: an object with `keys`, a status word of gb's, errors
+    in [0, 1] (or NaN), flags booleans, numbers numbers; GbError naming the file otherwise."""
     try:
         rec = read_json(path)
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -318,15 +299,9 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
         bad("predictor is not a name")
     for k in ("train_error", "val_error"):
         v = rec.get(k)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
-        if v != v:   # NaN: no predictor (a failed solve); a result has its errors
-            if status in (GdStatus.OK, Status.OPTIMAL):
-                bad(f"{k} is NaN in a record whose status is {status}")
-            continue
-        if number(v) is None or not 0 <= number(v) <= 1:
+        if isinstance(v, float) and v != v and status in (GdStatus.OK, Status.OPTIMAL):
+            bad(f"{k} is NaN in a record whose status is {status}")   # NaN: no predictor, no result
+        if v is not None and v == v and (number(v) is None or not 0 <= number(v) <= 1):
             bad(f"{k} {str(v)[:40]!r} is not an error rate in [0, 1]")
     if not gd:
         if "certified" in rec and not isinstance(rec["certified"], bool):
@@ -348,10 +323,8 @@ METRICS_COLUMNS = ("step", "epoch", "lr", "train_loss", "train_error", "val_erro
 
 
 def read_metrics(path: Path):
-    """A stage's gd/metrics.csv (untrusted) as a DataFrame, as gb writes it: every column the training
-    loop logs, numbers only (NaN or infinite where a diverged step has nothing finite), whole,
-    non-negative steps in order. A header alone (a run stopped before its first row) is an empty
-    table. Anything else is one line naming the file (GbError)."""
+    """A stage's gd/metrics.csv as gb writes it: every logged column, numbers only (non-finite where a
+    step diverged), whole non-negative steps in order; a header alone is an empty table. GbError else."""
     import numpy as np
     import pandas as pd
 
