@@ -1,26 +1,15 @@
 """Identity: what a stage and a grid point were computed from.
 
-- The config keys that do not change what is computed are marked in the schema, the one list
-  (`gbcli.config.schema.execution_keys`): those that say how a stage runs are left out of every
-  stage manifest and of a point's id, so setting them leaves a finished stage (and a training
-  checkpoint) valid; those that change only what is logged, and the sources of other keys' values
-  (preset, grid, zip), are left out of a point's id.
-- A manifest in every stage's record (`gd/summary.json`, `svm/<objective>/result.json`): a hash of
-  the config sections the stage depends on (`problem`: dataset, model and contexts, which every
-  stage of a run shares; `config`: those plus the stage's own section) and, for a program that
-  uses the trained network, a hash of the `gd/summary.json` it used (`upstream`).
-- A grid point's id: a hash of its resolved config's values that differ from the defaults.
-
-The config schema and the registry are imported on first use (their model classes take ~40 ms to
-build): reading a run's records (`gb runs`) needs only `file_hash`.
-"""
+A stage's manifest hashes the config sections it depends on (`problem`: dataset, model, contexts;
+`config`: those plus its own section) and, for a program that uses the network, the summary.json it
+used (`upstream`). A point's id hashes its values that differ from the defaults. Keys that change
+nothing computed (the schema's `execution_keys`) are left out. The schema is imported on first use."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from gbcli.errors import GbError
@@ -42,8 +31,7 @@ def execution_keys(*roles: str) -> frozenset[str]:
 
 
 def _drop(d: dict, keys: frozenset[str]) -> dict:
-    """`d` (a config as a dict) without `keys` (dotted: `section.key`, or a whole top-level key); a
-    section left empty goes too."""
+    """`d` without `keys` (dotted `section.key`, or a top-level key); a section left empty goes too."""
     d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()}
     for key in keys:
         section, _, name = key.partition(".")
@@ -57,8 +45,7 @@ def _drop(d: dict, keys: frozenset[str]) -> dict:
 
 
 # Keys added after stage manifests were first written, hashed only when set: a config that does not
-# use one hashes as it did before the key existed, so its finished stages and training checkpoints
-# stay valid (adding `training.init_from` once restarted a 7-hour training from step 0).
+# use one hashes as before, so its finished stages and training checkpoints stay valid.
 UNSET_SINCE = {"training.init_from": None, "training.adaptive_step": None, "training.betas": None,
                "training.eps": None, "training.mirror_p": None}
 
@@ -117,10 +104,8 @@ def _non_default(values: dict, defaults: dict) -> dict:
     return out
 
 
-# The defaults that point ids were hashed against before the config became per-kind sections: a
-# key keeps the default it had then, so every point valid under both schemas keeps its id (and
-# existing sweep directories stay resumable); keys added since compare with their own default.
-# (model.kind's was the registry's DEFAULT_KIND: `id_defaults` adds it, the registry imported then.)
+# The defaults point ids were first hashed against: a key keeps its default of then, so existing
+# sweeps keep their ids; keys added since compare with their own default (model.kind: `id_defaults`).
 ID_DEFAULTS = {
     "dataset": {"name": "digits", "train_size": 500, "val_size": None, "data_seed": 1, "data_dir": None,
                 "positive_classes": [0, 1, 2, 3, 4], "classes": None, "n_samples": 500, "dim": 20,
@@ -138,8 +123,7 @@ ID_DEFAULTS = {
 
 
 def id_defaults(cfg: Config) -> dict:
-    """The defaults a point's values are compared with: ID_DEFAULTS, then the current defaults of
-    the point's model kind and dataset (for keys added since)."""
+    """ID_DEFAULTS, then the current defaults of the point's model kind and dataset (keys added since)."""
     from gbcli.config import Config
     from gbcli.registry import DEFAULT_KIND, MODELS
 
@@ -155,19 +139,14 @@ def id_defaults(cfg: Config) -> dict:
 
 
 def point_id(cfg: Config) -> str:
-    """Stable id of a grid point: a hash of the resolved config's values that differ from the
-    defaults (`id_defaults`), so a new config key (with a default) leaves existing sweeps' ids unchanged."""
+    """Stable id of a grid point: a hash of its values that differ from `id_defaults`."""
     d = _drop(_non_default(cfg.to_dict(), id_defaults(cfg)), execution_keys())
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
 
 
-
-
 def readable_names(configs: list[Config]) -> list[str]:
-    """A name a person can read for each of `configs` (the points of one grid), made of what differs
-    between them, in the spirit of Hydra's override dirnames: `hidden_units=20,seed=2`. A key is
-    written by the shortest ending of its dotted path that no other differing key shares. The hash
-    (`point_id`) stays the unique id; a single config is named by its `name`."""
+    """A readable name for each point of one grid, of what differs between them (`hidden_units=20,seed=2`),
+    each key by the shortest ending of its dotted path no other shares; one config: its `name`."""
     if len(configs) < 2:
         return [c.name for c in configs]
     skip = execution_keys()
