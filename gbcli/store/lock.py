@@ -1,10 +1,6 @@
-"""What a directory is and who writes it: the kind marker (`gb-run.json`, `kind: run | sweep`,
-written first; each command refuses the other kind; a directory from before the marker is
-recognised by its contents) and the per-directory lock (`.gb.lock`, released by the kernel when the
-process dies), which refuses a second writer and is re-entrant within a process (a sweep point
-runs all its stages under one). Before a writer takes its lock the whole tree is checked
-(`safe.check_tree`), and a refusal inside the block, in a directory the lock created, leaves nothing.
-"""
+"""What a directory is and who writes it: the kind marker (`gb-run.json`, `kind: run | sweep`, written
+first) and the per-directory lock (`.gb.lock`; re-entrant within a process, released by the kernel
+when the process dies). A refusal inside the block, in a directory the lock created, leaves nothing."""
 
 from __future__ import annotations
 
@@ -21,17 +17,15 @@ from gbcli.fs.safe import (check_tree, clean_temp_files, is_dir, is_file, is_lin
                            write_json)
 from gbcli.text import shorten
 
-_HELD: dict[str, tuple[int, int]] = {}     # lock path -> (fd, depth) held by this process
+_HELD: set[str] = set()                  # the lock paths this process holds
 MARKER = layout.MARKER                   # what a directory is: {"kind": "run" | "sweep", ...}
 KINDS = ("run", "sweep")
 MARKER_MAX_BYTES = 65536
 
 
 def dir_kind(path: str | Path, key: str = "--out") -> str | None:
-    """What a directory is: "run", "sweep" or None (absent or empty of gb's files). The marker says
-    it; a directory without one (made before markers existed) is recognised by its contents. A
-    marker that is not gb's, or contents that contradict it (a sweep's `points/` beside a run's
-    `gd/`), are refused with one line."""
+    """"run", "sweep" or None (absent or empty of gb's files): its marker's word, else its contents. A
+    marker that is not gb's, or contents that contradict it, are refused with one line."""
     path = Path(path)
     if not path.is_dir():
         return None
@@ -47,8 +41,7 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
         if not is_file(marker):
             raise GbError(f"{where}: not a regular file (gb's marker of what this directory is)")
         try:
-            data = read_untrusted(marker, MARKER_MAX_BYTES)   # never through a link swapped in since the check
-            rec = json.loads(data.decode("utf-8"))
+            rec = json.loads(read_untrusted(marker, MARKER_MAX_BYTES).decode("utf-8"))   # no link swapped in since
         except (OSError, ValueError, UnicodeDecodeError):
             raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep); if a "
                           f"crash cut it short, remove it (`rm {shorten(marker, 200)}`) and run the command again: gb "
@@ -74,9 +67,8 @@ def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "
 
 
 def check_run_target(path: str | Path, command: str, kind: str | None = "run", key: str = "--out") -> None:
-    """Everything about a directory that refuses a command writing it before any work (`train-gd`,
-    `fit-svm`, a `run_lock`): a link anywhere in it, and with `kind` a directory of the other kind or
-    a folder gb did not make. Cheap (no torch): the CLI asks it first, so such input is answered at once."""
+    """What refuses a command writing a directory, before any work (cheap, no torch): a link anywhere
+    in it, and with `kind` a directory of the other kind or a folder gb did not make."""
     check_tree(path)
     if kind is not None:
         check_kind(path, kind, key, command)
@@ -84,9 +76,8 @@ def check_run_target(path: str | Path, command: str, kind: str | None = "run", k
 
 
 def check_owned(path: str | Path, key: str = "--out") -> None:
-    """The write rule: gb writes, replaces and removes only inside a folder it made (its marker, or a
-    run's or sweep's own layout) or an empty one. A folder of the user's (`--out proj` holding
-    their figures/ and tables/, or `--out .`) is refused before anything is written."""
+    """The write rule: gb writes, replaces and removes only inside a folder it made or an empty one (a
+    user's `--out .` is refused before anything is written)."""
     path = Path(path)
     if not is_dir(path) or present(path / MARKER) or dir_kind(path, key) is not None:
         return
@@ -100,36 +91,25 @@ def write_marker(path: Path, kind: str) -> None:
     marker = Path(path) / MARKER
     if is_file(marker):
         return
-    from gbcli.provenance import Clock   # a leaf module; imported here to keep this module's imports plain
+    from gbcli.provenance import Clock
 
     write_json(marker, {"kind": kind, "format": 1,
                         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                         "provenance": Clock().stamp()})
 
 
-# Why not the `filelock` package: this lock is re-entrant across the stages a sweep point runs in
-# one process, records the holder's pid for the refusal message, and must open its file with
-# no link (`safe.open_lock`: a received `.gb.lock` that links elsewhere must not be truncated); fcntl.flock does
-# all three in a few lines, and the kernel releases it when the process dies (kill -9 included).
+# Not `filelock`: this lock is re-entrant, records the holder's pid and opens its file with no link.
 @contextlib.contextmanager
 def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,
              busy: str = "another gb process (pid {pid}) is writing to this run directory",
              kind: str | None = "run"):
-    """Exclusive lock on RUN_DIR/<name>; creates the directory (GbError when it cannot be written).
-    `busy` is the message when another process holds it. Before anything is created: the tree is
-    checked for symlinks and (with `kind`) for being a directory of that kind; then the marker is
-    written. A GbError raised inside the block, in a directory this lock created and where nothing
-    but the lock and the marker was written, removes them again (a refusal leaves nothing behind)."""
+    """Exclusive lock on RUN_DIR/<name>, after `check_run_target`; creates the directory and (with
+    `kind`) the marker. `busy`: the message when another process holds it. A GbError inside the
+    block, where only the lock and marker were written in a directory it created, removes them."""
     run_dir = Path(run_dir)
     path = str((run_dir / name).absolute())
     if path in _HELD:   # re-entrant: this process holds it already
-        fd, depth = _HELD[path]
-        _HELD[path] = (fd, depth + 1)
-        try:
-            yield
-        finally:
-            fd, depth = _HELD[path]
-            _HELD[path] = (fd, depth - 1)
+        yield
         return
     check_run_target(run_dir, "", kind, key)
     created = [p for p in (run_dir, *run_dir.parents) if not present(p)]
@@ -151,7 +131,7 @@ def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,
     except OSError as exc:   # a full disk: one line naming the lock file, not a bare errno
         os.close(fd)
         raise OSError(exc.errno, exc.strerror or str(exc), str(run_dir / name)) from None
-    _HELD[path] = (fd, 1)
+    _HELD.add(path)
     try:
         if kind is not None:
             write_marker(run_dir, kind)
@@ -166,7 +146,7 @@ def run_lock(run_dir: str | Path, key: str = "--out", name: str = layout.LOCK,
                     d.rmdir()
         raise
     finally:
-        del _HELD[path]
+        _HELD.discard(path)
         os.close(fd)
 
 
