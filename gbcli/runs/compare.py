@@ -1,8 +1,5 @@
-"""The tables of one run directory, built from its finished stages' records (`gb compare`): one row
-per predictor (errors) and one per program paired with the trained network (inconsistency). The
-records are read through the store (one status for one record: `gbcli.store.records`); the model
-kind's own words (its units, its default init seed) come from the registry.
-"""
+"""`gb compare`: a run's tables from its finished stages' records, one row per predictor (errors) and one per
+program paired with the trained network (inconsistency); statuses as the store computes them."""
 
 from __future__ import annotations
 
@@ -36,8 +33,8 @@ STAGE_KEYS = ("predictor", "train_error", "val_error", "status")   # what a tabl
 
 
 def _outputs(path: Path, n: int | None = None, key: str = "val_out", against: Path | None = None) -> np.ndarray:
-    """The validation outputs of a predictions.npz (GbError naming the file when it is not one); n:
-    the length of the outputs in `against` they are compared with."""
+    """An output array of a predictions.npz (GbError naming the file when it is not one); `n`: the length of
+    the outputs in `against` they are compared with."""
     try:
         with load_npz_untrusted(path) as z:
             arr = z[key if key in z.files or key == "val_out" else "val_out"]
@@ -56,10 +53,8 @@ def _outputs(path: Path, n: int | None = None, key: str = "val_out", against: Pa
 
 
 def _check_errors(record: Path, error_a, summary: Path, error_b, disagreement: float) -> None:
-    """Two predictors' validation errors bound how often their labels can differ on the same points:
-    |e_a - e_b| <= disagreement <= e_a + e_b (a point where exactly one is right, or one where they
-    differ, is an error of at least one). Records whose errors break it were not computed from these
-    predictions (edited or mixed files): refused, as a stale stage is."""
+    """|e_a - e_b| <= disagreement <= e_a + e_b for two predictors' validation errors: records that break it were
+    not computed from these predictions (edited or mixed files), refused as a stale stage is."""
     try:
         a, b = float(error_a), float(error_b)
     except (TypeError, ValueError):
@@ -89,8 +84,7 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise GbError(f"{run_dir}: no such run directory")
-    errors, pairs = [], []
-    gd = None
+    errors, pairs, gd = [], [], None
     run = RunDir(run_dir)
     if is_file(run.summary):
         s = stage_record(run.summary, STAGE_KEYS, gd=True)
@@ -119,14 +113,12 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
             s, gd_val, gd_published, gd_state = gd
             p = s["val_error"]
             disagree = inconsistency(svm_val, gd_val)
-            # results: their errors are their outputs'
-            if gd_state == GdStatus.OK and status in (Status.OPTIMAL, Status.INACCURATE):
+            if gd_state == GdStatus.OK and status in (Status.OPTIMAL, Status.INACCURATE):   # errors are the outputs'
                 _check_errors(result, r["val_error"], run.summary, p, disagree)
             pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
                           "inconsistency": disagree, "gd_val_error": p,
                           "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p),
-                          # measured as the published comparison did (protocol section 10); the same
-                          # number wherever that comparison did not differ
+                          # measured as the published comparison did (protocol section 10)
                           "published_inconsistency": inconsistency(svm_val, gd_published),
                           "gd_status": gd_state})   # a pair with a diverged network says so
     if not errors:
@@ -141,9 +133,8 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def run_tables(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """A run's error and inconsistency tables as `gb compare` computes them from its records, without
-    writing anything (None when no stage has run): what `gb plot` draws, never the tables/ an earlier
-    `gb compare` wrote, which may no longer be the records'."""
+    """The tables as `gb compare` computes them, writing nothing (None when no stage has run): what `gb plot`
+    draws, never an earlier `gb compare`'s tables/, which may no longer be the records'."""
     run = RunDir(run_dir)
     if not is_file(run.summary) and not run.results():
         return None
@@ -152,10 +143,8 @@ def run_tables(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
 
 
 def _drawn_and_reported(run_dir: Path) -> tuple:
-    """What `compare_run` draws and reports besides its tables: the training figure of a run whose
-    training tracked instruments (its gd/config.yaml's training.track), and the experiments' run
-    reports where a program is not convex (they read non-convex results). A run with neither needs
-    no torch nor matplotlib, so that `gb compare RUN` answers in well under a CPU second."""
+    """What `compare_run` draws and reports besides its tables: the training figure (training.track) and the
+    experiments' run reports (a non-convex program). Without them no torch nor matplotlib is loaded (speed)."""
     view = RunView(run_dir)
     training = (view.config() or {}).get("training")
     drawn = ()
@@ -178,10 +167,8 @@ def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def write_run_tables(run_dir: str | Path) -> tuple[Rows, Rows]:
-    """`gb compare`: the run's error and inconsistency tables, and, when the run has them, the
-    tracked instruments' figure (figures/training.png) and the experiments' run reports (e.g.
-    paper 003's tables/kkt.csv). errors.csv is written last: a sweep counts the point as done
-    when it exists."""
+    """`gb compare`: the run's tables, with the tracked instruments' figure and the experiments' run reports
+    where it has them; nothing is written when one fails."""
     check_tree(run_dir)
     check_tables_dir(run_dir)   # a file where tables/ goes: refused before log.txt or a figure is written
     check_kind(run_dir, "run", key="RUN_DIR", command="compare_run")
