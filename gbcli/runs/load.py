@@ -1,8 +1,5 @@
-"""A finished run in a notebook: `gbcli.load_run(path)` gives its config, trained network, metrics,
-program records and tables, read through the store as untrusted data (never unpickled). It takes
-what `gb runs show` takes: a run or sweep directory, its path under runs/, a `--name`, or a sweep's
-point by its readable name (`SWEEP/hidden_units=10,seed=1`); a sweep gives its base config, its
-points (what tells them apart) and its aggregated tables."""
+"""A finished run in a notebook: `gbcli.load_run(path)` gives its config, trained network, metrics, program
+records and tables, read as untrusted data (never unpickled); it takes what `gb runs show` takes."""
 
 from __future__ import annotations
 
@@ -26,13 +23,9 @@ from gbcli.store.views import RunView, SweepView
 
 @dataclass(repr=False)
 class Run:
-    """What a run (or sweep) directory holds. `model` is the trained network (None when not
-    trained); `results` maps each solved program to its record, with `status` as gb computes it
-    from the record's own numbers (`gbcli.store.records`); `errors` / `inconsistency` are None
-    before `gb compare`. A sweep (`kind` "sweep") has its base config as a dict (its `grid:` and
-    `zip:` included), `points` (one row per point: id, readable name, the keys that vary), `axes`
-    (each varying key with its values) and its aggregated tables; `gbcli.load_run(f"{sweep}/{name}")`
-    loads one point. `repr` is a few lines; the tables are the attributes."""
+    """What a run (or sweep) directory holds: `model` the trained network (None when not trained); `results`
+    each program's record with the status gb computes; the tables None before `gb compare`. A sweep has its
+    base config as a dict, `points` (id, readable name, the keys that vary) and `axes` (their values)."""
 
     path: Path
     config: object
@@ -66,9 +59,8 @@ class Run:
 
 
 def load_run(path: str | Path, root: str | Path = "runs") -> Run:
-    """The run or sweep at `path`, or named `path` (`gbcli.runs.index.resolve`: a path under `root`,
-    a `--name`, a sweep's point by its readable name or id); GbError when it names none, or a run
-    that holds no config."""
+    """The run or sweep `path` names (`gbcli.runs.index.resolve`); GbError when it names none, or a run that holds
+    no config."""
     path = resolve(path, root, "RUN")
     kind = dir_kind(path, key="RUN")
     if kind == "sweep":
@@ -103,7 +95,7 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
 
 
 def _load_sweep(path: Path) -> Run:
-    """A sweep: its base config (a dict), points, axes and aggregated tables (None before they exist)."""
+    """A sweep: its base config (a dict), points, axes and aggregated tables."""
     sweep = SweepView(path)
     points = sweep_points(path)
     out = Run(sweep.root, sweep.config(), name=read_labels(path).get("name"), kind="sweep",
