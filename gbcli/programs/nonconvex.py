@@ -1,17 +1,7 @@
-"""Problem 2 of paper 003 (Vardi, Shamir & Srebro), solved in numpy by scipy's SLSQP.
-
-Problem 2 is the max-margin problem in parameter space, min ||theta||^2 s.t. y_i f_theta(x_i) >= 1,
-for the small networks of `gbcli.models` (each network's module gives its margins and their
-Jacobian in closed form, `numpy_margins`, the ReLU taken with derivative 0 at 0, as torch does):
-
-- `nonconvex-global`: the best of `svm.restarts` solves from random starts (no certificate of
-  global optimality);
-- `local-search`: around GD's limit theta~ (scaled to margin 1), for each eps in `svm.radii`,
-  min ||theta||^2 s.t. margins >= 1 and ||theta - theta~|| <= eps, from theta~ and random starts
-  in the eps-ball; a feasible point with smaller norm shows theta~ is not a local optimum;
-- `local-search-global`: the same around the best global point (a control).
-
-`fit_nonconvex` is the `fit` of those programs (declared in `gbcli.models.construction`).
+"""Problem 2 of paper 003 (min ||theta||^2 s.t. y_i f_theta(x_i) >= 1 in parameter space) by scipy's SLSQP:
+`nonconvex-global` (the best of svm.restarts random starts, uncertified), `local-search` (within each eps
+of svm.radii around GD's limit at margin 1: a smaller feasible point shows it is not a local optimum) and
+`local-search-global` (the same around the global point, a control).
 """
 
 from __future__ import annotations
@@ -32,8 +22,7 @@ IMPROVE_TOL = 1e-9      # relative decrease of ||theta||^2 that counts as "small
 
 def slsqp(margins_jac: Callable, start: np.ndarray, center: np.ndarray | None = None, radius: float | None = None,
           max_iter: int = 300) -> np.ndarray:
-    """SLSQP's last point on min ||t||^2 s.t. margins(t) >= 1 (and ||t - center|| <= radius when a
-    center is given), margins_jac(t) -> (margins, their Jacobian); unchecked."""
+    """SLSQP's last point (unchecked) on min ||t||^2 s.t. margins(t) >= 1 (and ||t - center|| <= radius)."""
     cons = [{"type": "ineq", "fun": lambda t: margins_jac(t)[0] - 1, "jac": lambda t: margins_jac(t)[1]}]
     if center is not None:
         cons.append({"type": "ineq", "fun": lambda t: np.atleast_1d(radius ** 2 - np.sum((t - center) ** 2)),
@@ -43,9 +32,7 @@ def slsqp(margins_jac: Callable, start: np.ndarray, center: np.ndarray | None = 
 
 
 class Problem2:
-    """min ||theta||^2 s.t. y_i f_theta(x_i) >= 1 for one of the small networks, on flat float64 theta
-    (the model's parameters in `named_parameters` order). `margins_jac` gives y_i f(x_i) and its
-    Jacobian, from the model spec's closed form (`numpy_margins`)."""
+    """Problem 2 on flat float64 theta (`named_parameters` order), margins from the spec's `numpy_margins`."""
 
     def __init__(self, cfg, model: nn.Module, x: np.ndarray, y: np.ndarray):
         self.cfg, self.spec, self.x, self.y = cfg, cfg.spec, np.asarray(x, float), np.asarray(y, float)
@@ -54,12 +41,8 @@ class Problem2:
         self.size = int(sum(np.prod(s) for s in self.shapes))
 
     def split(self, theta: np.ndarray) -> list[np.ndarray]:
-        out, i = [], 0
-        for s in self.shapes:
-            k = int(np.prod(s))
-            out.append(theta[i:i + k].reshape(s))
-            i += k
-        return out
+        cuts = np.cumsum([int(np.prod(s)) for s in self.shapes])[:-1]
+        return [part.reshape(s) for part, s in zip(np.split(theta, cuts), self.shapes)]
 
     def margins_jac(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         f, jac = self.spec.numpy_margins(self.split(theta), self.x, self.cfg)
@@ -75,8 +58,7 @@ class Problem2:
 
     def solve(self, start: np.ndarray, center: np.ndarray | None = None, radius: float | None = None,
               max_iter: int = 300) -> np.ndarray | None:
-        """One SLSQP solve of Problem 2 (within the ball around `center` when given). Returns the
-        solution scaled to margin exactly 1, or None when it is not feasible (or leaves the ball)."""
+        """One SLSQP solve (in the ball around `center` when given), at margin 1; None when infeasible."""
         t = slsqp(self.margins_jac, start, center, radius, max_iter)
         if not np.all(np.isfinite(t)) or self.margins(t).min() < 1 - FEASIBLE_TOL:
             return None
@@ -86,7 +68,7 @@ class Problem2:
         return t
 
     def global_search(self, restarts: int, seed: int) -> dict:
-        """The best of `restarts` solves from random normal starts (and how many restarts reached it)."""
+        """The best of `restarts` solves from random normal starts, and how many reached it."""
         rng = np.random.default_rng(seed)
         found = [t for t in (self.solve(rng.standard_normal(self.size)) for _ in range(restarts)) if t is not None]
         if not found:
@@ -97,8 +79,7 @@ class Problem2:
                 "hits": int(np.sum(values <= values.min() * (1 + 1e-6)))}
 
     def local_search(self, center: np.ndarray, radii: list[float], restarts: int, seed: int) -> list[dict]:
-        """For each eps: the smallest ||theta||^2 found among feasible points within eps of `center`
-        (SLSQP from `center` and from `restarts` - 1 uniform random starts in the eps-ball)."""
+        """For each eps: the smallest ||theta||^2 found within eps of `center` (from it and random starts)."""
         rng = np.random.default_rng(seed)
         base = float(center @ center)
         rows = []
@@ -120,13 +101,7 @@ def flat_theta(model: nn.Module) -> np.ndarray:
 
 
 def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=print) -> tuple[dict, dict]:
-    """Solve one of the non-convex programs (`nonconvex-global`, `local-search`,
-    `local-search-global`); returns the result record and the arrays to save
-    ({"predictions": {...}, "theta": {...}}, empty when nothing was found).
-
-    `status` is optimal when a feasible point was found; `certified` means only that: the reported
-    point is feasible and (global) at least two restarts agree, (local) the search centre is
-    feasible. Neither certifies optimality: Problem 2 is not convex."""
+    """(record, arrays) of one program; `certified`: feasible and (global) two restarts agree, not optimal."""
     ds, s = problem.dataset, cfg.svm
     shape_model = spec.network(cfg, ds.dim)   # only the parameter shapes are used
     p2 = Problem2(cfg, shape_model, ds.x_train, ds.y_train)
