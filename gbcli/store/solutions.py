@@ -12,11 +12,8 @@ outputs) whenever there is a predictor, and by form:
 - `zeta`: zeta itself (float64, rows x features), otherwise;
 - `ray`: the multipliers only (no predictor).
 
-`_record` (gbcli.runs.stages) writes `svm/<objective>/compact.npz` next to `solution.npz`; a sweep
-copies each finished point's into `OUT/solutions/<id>/<objective>.npz` with its config.yaml (and
-model.pt when a program reads the trained network: `copy_point_solutions`). Reading is for
-untrusted files: never through a symlink, no pickles, every array's dtype, shape and finiteness
-checked (`Unusable` says what is wrong).
+Written as `svm/<objective>/compact.npz`; a sweep copies them to `OUT/solutions/<id>/`. Read as
+untrusted: no symlink, no pickles, every array's dtype, shape and finiteness checked (`Unusable`).
 """
 
 from __future__ import annotations
@@ -45,8 +42,7 @@ CLAIMS = ("status", "certified", "objective", "primal_objective", "dual_objectiv
           "train_error", "val_error", "relative_margin_bound", "tolerance", "solver")
 RTOL = 1e-9        # claimed objective and bounds against the recomputed ones (relative)
 GAP_ATOL = 1e-10   # claimed relative gap and smallest margin against the recomputed ones (absolute)
-# objectives this close (absolute) are equal: a program whose optimum is 0 (svm-l2-reference at 44% of
-# Figure 2's C = 4 points) has values of ~1e-29 that are rounding alone and differ in every digit
+# objectives this close (absolute) are equal: an optimum of 0 has values of ~1e-29, rounding alone
 OBJECTIVE_ATOL = 1e-15
 WRITE_TOL = 1e-11  # the multipliers form is written only when it reproduces the certificate this closely
 COMPACT_ARRAYS = ("meta", "lam_index", "lam_value", "scale", "zeta", "val_sign")
@@ -58,16 +54,14 @@ class Unusable(Exception):
 
 def compact_arrays(objective: str, design: GatedDesign, zeta: np.ndarray | None, lam: np.ndarray | None,
                    val_out: np.ndarray | None, record: dict, tol: float) -> dict[str, np.ndarray]:
-    """The compact solution of one program (see the module doc): the multipliers' support and
-    either the recovery scales or zeta itself, with the record's claims."""
+    """The compact solution of one program (see the module doc), with the record's claims."""
     n, rows, dim = len(design.y_train), design.rows, design.x_train.shape[1]
     arrays: dict[str, np.ndarray] = {}
     if lam is not None and not np.all(np.isfinite(lam)):
         lam = None   # no bound to store (the record is not certified by these multipliers either)
     if lam is not None:
         lam = np.asarray(lam, np.float64)
-        idx = np.flatnonzero(lam)   # the interior-point method leaves every multiplier positive; a
-        # working set's are zero outside it, the reference reduction's outside its constrained points
+        idx = np.flatnonzero(lam)   # a working set's multipliers are zero outside it
         arrays.update(lam_index=idx.astype(np.int32 if n < 2 ** 31 else np.int64), lam_value=lam[idx])
     form = "none" if lam is None else "ray"
     if zeta is not None:
@@ -89,21 +83,18 @@ def compact_arrays(objective: str, design: GatedDesign, zeta: np.ndarray | None,
 
 
 def _same_certificate(a: dict, b: dict, rtol: float = WRITE_TOL) -> bool:
-    """Two certificates of one program that agree in every number `gb verify` compares (to `rtol`,
-    relative for the objectives and bounds, absolute for the gap and the smallest margin)."""
-    if a["certified"] != b["certified"]:
-        return False
-    for key in ("primal_objective", "dual_objective", "relative_margin_bound"):
-        if key in a or key in b:
-            if not close(a.get(key), b.get(key), rtol, OBJECTIVE_ATOL if key != "relative_margin_bound" else 0.0):
-                return False
-    return all(close(a[k], b[k], 0.0, rtol) for k in ("rel_gap", "min_margin"))
+    """Two certificates that agree in every number `gb verify` compares (to `rtol`: relative for the
+    objectives and bounds, absolute for the gap and the smallest margin)."""
+    return (a["certified"] == b["certified"]
+            and all(close(a.get(k), b.get(k), rtol, OBJECTIVE_ATOL if k != "relative_margin_bound" else 0.0)
+                    for k in ("primal_objective", "dual_objective", "relative_margin_bound") if k in a or k in b)
+            and all(close(a[k], b[k], 0.0, rtol) for k in ("rel_gap", "min_margin")))
 
 
 def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, tol: float, val_sign: np.ndarray,
                         record: dict) -> np.ndarray | None:
-    """Recovery scales whose predictor reproduces `zeta` (objective, smallest margin and relative
-    gap to WRITE_TOL, the certificate, every validation label), or None."""
+    """Recovery scales whose predictor reproduces `zeta`'s certificate to WRITE_TOL and every
+    validation label, or None."""
     s = recovery_scales(design, zeta, lam)
     if s is None or not np.all(np.isfinite(s)):
         return None
@@ -114,16 +105,13 @@ def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, 
     a = {k: record[k] for k in keys} if all(k in record for k in keys) else \
         certificate(design, Solution(zeta, "optimal", math.nan, 0.0, "", lam=lam), tol)   # the record's is zeta's
     b = certificate(design, Solution(z2, "optimal", math.nan, 0.0, "", lam=lam), tol)
-    if not _same_certificate(a, b):
-        return None
-    if not np.array_equal(val_sign, np.sign(decision(z2, design.x_val, design.e_val)).astype(np.int8)):
-        return None
-    return s
+    same = _same_certificate(a, b) and \
+        np.array_equal(val_sign, np.sign(decision(z2, design.x_val, design.e_val)).astype(np.int8))
+    return s if same else None
 
 
 def no_links(root: Path, path: Path) -> None:
-    """Refuse `path` when it or any folder between `root` and it is a symlink (root may be one:
-    the user named it)."""
+    """Refuse `path` when it or a folder between `root` and it is a symlink (root may be one)."""
     p = root
     for part in path.relative_to(root).parts:
         p = p / part
@@ -132,8 +120,8 @@ def no_links(root: Path, path: Path) -> None:
 
 
 def read_stored(root: Path, path: Path, config: bool = False):
-    """The JSON record (a dict) at `path` or, with `config`, its validated config (`read_stored_config`),
-    read as untrusted data below `root`; Unusable says why not."""
+    """The JSON record at `path` or, with `config`, its validated config, read as untrusted data below
+    `root`; Unusable says why not."""
     no_links(root, path)
     try:
         raw = read_stored_config(path, strict=True) if config else read_json(path)
@@ -189,7 +177,6 @@ def _float_array(a: np.ndarray | None, name: str, shape: tuple, finite: bool = T
 
 
 def _meta(arrays: dict) -> dict:
-    """The `meta` of a compact file's arrays (`read_npz`); Unusable when it is not a gb solution file's."""
     meta_a = arrays.get("meta")
     if meta_a is None or meta_a.dtype.kind != "U" or meta_a.shape != ():
         raise Unusable("meta: missing or not a string")
@@ -203,7 +190,6 @@ def _meta(arrays: dict) -> dict:
 
 
 def _multipliers(arrays: dict, n: int) -> np.ndarray | None:
-    """The full-length multipliers of a compact file's arrays (None when none were stored)."""
     if "lam_index" not in arrays and "lam_value" not in arrays:
         return None
     idx, val = arrays.get("lam_index"), arrays.get("lam_value")
@@ -218,8 +204,8 @@ def _multipliers(arrays: dict, n: int) -> np.ndarray | None:
 
 
 def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
-    """(zeta, lam, val_sign, claims, form) of a compact file's arrays (`read_npz`), checked against
-    the design of `objective`: Unusable when they do not fit it."""
+    """(zeta, lam, val_sign, claims, form) of a compact file's arrays, checked against the design of
+    `objective` (Unusable when they do not fit)."""
     n, rows, dim, m = len(design.y_train), design.rows, design.x_train.shape[1], len(design.x_val)
     meta = _meta(arrays)
     if meta.get("objective") != objective:
@@ -260,8 +246,7 @@ def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple
 
 
 def close(a, b, rtol: float = RTOL, atol: float = 0.0) -> bool:
-    """A claimed number equal to a recomputed one within atol + rtol * the larger (NaN to NaN, an
-    infinity to itself); False for anything that is not a number."""
+    """Within atol + rtol * the larger (NaN to NaN, an infinity to itself); False for a non-number."""
     try:
         a, b = float(a), float(b)
     except (TypeError, ValueError):
@@ -274,17 +259,14 @@ def close(a, b, rtol: float = RTOL, atol: float = 0.0) -> bool:
 
 
 def copy_point_solutions(run_dir: Path, dest: Path) -> int:
-    """A sweep's `solutions/<id>/`: the point's compact files (`svm/<objective>/compact.npz`) as
-    `<objective>.npz`, its config.yaml, and model.pt when a program reads the trained network.
-    Copies only files gb wrote (regular files, no links); returns how many programs were copied."""
-    from gbcli.registry import program_of   # the models: imported when a sweep copies, not with this module
+    """A sweep's `solutions/<id>/`: the point's compact files as `<objective>.npz`, its config.yaml,
+    and model.pt when a program reads the network (regular files only); returns how many programs."""
+    from gbcli.registry import program_of   # the models: imported on first use
 
-    n = 0
     run = RunDir(run_dir)
     if not is_dir(run.svm):
         return 0
-    config = None
-    needs_model = False
+    config, needs_model, n = None, False, 0
     for stage in sorted(run.svm.iterdir()):
         compact = stage / layout.COMPACT
         if not is_dir(stage) or not is_file(compact):
@@ -308,10 +290,8 @@ def copy_point_solutions(run_dir: Path, dest: Path) -> int:
 
 
 def read_compact(path: str | Path) -> tuple[np.ndarray | None, np.ndarray | None, dict]:
-    """(zeta, lam, meta) of a stored solution file, read as untrusted data: zeta for the `zeta` form
-    (None for a ray, or for the `multipliers` form, whose zeta needs its program: `gb verify`
-    recovers it), lam the full-length multipliers (None when none were stored). Unusable when it
-    is not a gb solution file."""
+    """(zeta, lam, meta) of a stored solution file: zeta for the `zeta` form only (the `multipliers`
+    form needs its program), lam full-length (None when none were stored); Unusable when not gb's."""
     path = Path(path)
     arrays = read_npz(path.parent, path, COMPACT_ARRAYS)
     meta = _meta(arrays)
