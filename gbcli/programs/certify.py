@@ -14,6 +14,7 @@ from gbcli.programs.norms import norm_of
 
 CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
 PRECISE_ABOVE = 1e4  # V summed exactly when its terms are this many times larger than it (ipm.EXACT_ABOVE)
+GAP_FLOOR = 1e-12    # of the problem's own objective scale: below it an optimum counts as 0 (it can be)
 
 
 def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
@@ -57,9 +58,6 @@ def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
     if radius == 0:   # every gated input is zero: no predictor has a positive margin
         return 0.0
     return float(1 / (bound * radius)) if bound > 0 else float("inf")   # bound = inf (V = 0) gives 0
-
-
-GAP_FLOOR = 1e-12   # of the problem's own objective scale: below it an optimum counts as 0 (it can be)
 
 
 def relative_gap(primal: float, dual: float, radius: float, quadratic: bool) -> float:

@@ -30,6 +30,7 @@ DROP_MARGIN = 1e-2
 MAX_ROUNDS = 40
 STOPPED = "stopped by its caller"   # solve_working_set(stop=...): the message of a solve ended that way
 SEED = 0                   # of the first working set
+ROUNDS_FORMAT = 1          # of the round checkpoint
 LOG = logging.getLogger(__name__)   # one line per round (a long solve's progress; `gb fit-svm` and sweeps show it)
 
 
@@ -54,9 +55,6 @@ def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndar
     n = len(design.y_train)
     return np.concatenate([decision(zeta, design.x_train[i:i + chunk], design.e_train[i:i + chunk])
                            * design.y_train[i:i + chunk] for i in range(0, n, chunk)])
-
-
-ROUNDS_FORMAT = 1
 
 
 def precise(sub: GatedDesign, lam_w, radius: float) -> bool:
