@@ -1,15 +1,7 @@
-"""The general theory instruments (protocol section 7), for exactly homogeneous models (the papers' own are
-in `gbcli.experiments`):
-- margin: `margin_ratio` = min_n y_n f(x_n) / ||w||^L over the best the matching program allows (the spec's
-  `best_normalized_margin`; ||w|| in that program's geometry, docs/optimizers.md), `margin_gap` = best - it.
-- kkt: w rescaled to margin 1, lam >= 0 fitted by NNLS to w = sum_n lam_n y_n grad f(x_n) (stationarity of
-  min ||w||^2 / 2 s.t. y f >= 1) plus a row asking sum_n lam_n (margin_n - 1) = 0 (when N exceeds the
-  weights, it picks the multipliers on the support): `kkt_residual` ||w - sum ...|| / ||w||,
-  `kkt_complementarity` sum_n lam_n (margin_n - 1) (scales with ||w||^2), `kkt_complementarity_rel` that
-  over sum_n lam_n margin_n.
-- agreement: `inconsistency`, the share of validation points where the network and the matching
-  program's predictor disagree in sign.
-- contrast: both against the l2 geometry's program when the matching one follows another optimizer."""
+"""The general theory instruments (protocol section 7) for exactly homogeneous models, margin, kkt,
+agreement, contrast and convergence, and the Tracker that runs them during training. Their columns of
+`gd/metrics.csv` are defined in docs/reproducing-the-papers.md ("Theory instruments"); the papers' own
+instruments are in `gbcli.experiments`."""
 
 from __future__ import annotations
 
@@ -146,13 +138,9 @@ def _certified(ins: Instrument, context: TrackContext, prog: str) -> tuple:
 
 
 class Convergence(Instrument):
-    """Where GD goes, against each certified convex program o of the list (solution zeta_o, solved once
-    before training), for a network whose `zeta()` is in the programs' coordinates (the deep GLN):
-    `inconsistency_<o>` / `train_inconsistency_<o>`, the validation / training sign disagreement with zeta_o;
-    `margin_ratio_<o>` = min_n y_n f(x_n) (opt_o / obj_o(zeta))^(1/k), k the objective's measured degree in
-    zeta, 1 at o's optimum direction; `angle_<o>` (degrees) in o's geometry: for a quadratic objective
-    (svm-l2) in its form's inner product (q(a + b) - q(a - b)) / 4, blind like its predictors to some
-    directions of zeta; otherwise in zeta's coordinates. Plus the `gln_certificate` columns."""
+    """Where GD goes, against each certified program o (solved once before training): `inconsistency_<o>`,
+    `train_inconsistency_<o>`, `margin_ratio_<o>` in o's own norm, `angle_<o>` in o's geometry, and the
+    `gln_certificate` columns; for a network whose `zeta()` is in the programs' coordinates (the deep GLN)."""
 
     name = "convergence"
     resumable = True
@@ -233,7 +221,8 @@ def _arrays(model, x, y, ctx) -> tuple:
 
 
 def _cosine(ref: dict, z: np.ndarray, obj: float) -> float:
-    """cos of the angle between z and the reference zeta_o in o's geometry (see Convergence)."""
+    """cos of the angle between z and zeta_o in o's geometry: for a quadratic objective (svm-l2) in its
+    form's inner product (q(a + b) - q(a - b)) / 4 (zeta has directions the form is blind to)."""
     zo = ref["zeta"]
     if not ref["norm"].quadratic:
         return float(np.dot(z.ravel(), zo.ravel()) / (np.linalg.norm(z) * np.linalg.norm(zo)))

@@ -94,14 +94,6 @@ def dual_blocks(lam: np.ndarray, x: np.ndarray, y: np.ndarray, ctx: np.ndarray, 
     return (weights.T @ x).reshape(units, count, x.shape[1])
 
 
-def outputs(w1: np.ndarray, w2: np.ndarray, x: np.ndarray, ctx: np.ndarray) -> np.ndarray:
-    """f(x_n) = sum_h w2[h] <w1[h*C + ctx[n, h]], x_n>."""
-    units = len(w2)
-    count = w1.shape[0] // units
-    z = x @ w1.T
-    return np.take_along_axis(z, ctx + np.arange(units) * count, 1) @ w2
-
-
 def softmin_dual(q: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) -> np.ndarray:
     """The dual estimate GD itself produces: the logistic loss's weights sigmoid(-q_n) at the current margins
     (relative to the largest), times the c >= 0 minimizing the margin-1 stationarity residual (closed form)."""
@@ -149,7 +141,7 @@ def certify(w1, w2, x, y, ctx, lam="nnls", dead: float = DEAD_RELATIVE_NORM) -> 
     x, y, ctx = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64), np.asarray(ctx)
     units = len(w2)
     count = w1.shape[0] // units
-    q = y * outputs(w1, w2, x, ctx)
+    q = y * (np.take_along_axis(x @ w1.T, ctx + np.arange(units) * count, 1) @ w2)   # f = sum_h w2[h] z_h
     qmin = float(q.min())
     if not qmin > 0:
         return None

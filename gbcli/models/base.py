@@ -261,8 +261,3 @@ def check_weights(model: nn.Module, weights: dict) -> dict:
             raise GbError(f"model.weights.{name}: holds a number that is not finite (inf or nan)")
         values[name] = value
     return values
-
-
-def sqrt_margin(optimum: float) -> float:
-    """Best normalized margin when the program's objective is ||w||^2 itself (degree 1)."""
-    return 1.0 / math.sqrt(optimum)

@@ -4,12 +4,13 @@ geometry (docs/optimizers.md): `svm-shallow` (gradient descent), `svm-l1` (coord
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 import numpy as np
 from pydantic import Field
 
-from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, sqrt_margin
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks
 from gbcli.optimizers import PROGRAM_NORM, geometry
 
 if TYPE_CHECKING:
@@ -64,4 +65,4 @@ class Spec(ModelSpec):
 
     def best_normalized_margin(self, cfg, optimum):
         # the l2 program's objective is ||w||^2; the others' is the norm itself
-        return sqrt_margin(optimum) if geometry(cfg.training) == 2.0 else 1.0 / optimum
+        return 1.0 / math.sqrt(optimum) if geometry(cfg.training) == 2.0 else 1.0 / optimum

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 import numpy as np
 from pydantic import Field
 
-from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks, sqrt_margin
+from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks
 from gbcli.models.gln import HyperplaneSpec
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class Spec(HyperplaneSpec):
                 **({"bias": sd["bias"]} if "bias" in sd else {})}
 
     def best_normalized_margin(self, cfg, optimum):
-        return sqrt_margin(optimum)   # the objective is ||w||^2 itself
+        return 1.0 / math.sqrt(optimum)   # the objective is ||w||^2 itself
 
     def describe(self, row):
         return f"k={int(math.log2(row['contexts']))}, N={row['train_size']}, median_init={row['median_init']}"
