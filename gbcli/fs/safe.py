@@ -76,11 +76,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         fsync_folder(path.parent)
-    except OSError as exc:   # a full disk: say which file could not be written
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):   # a full disk: say which file could not be written
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
 
 
@@ -154,26 +153,23 @@ MAX_READ_BYTES = 1024 ** 3   # larger than any file gb writes into a run directo
 def read_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> bytes:
     """The bytes of an untrusted file: never through a symlink, only a regular file (opened
     non-blocking: a FIFO cannot hang the reader), at most `limit` bytes; OSError or ValueError else."""
-    held = (_STAGE.get() or {}).get(os.path.abspath(path))
-    if held is not None:   # written earlier in this `staged_writes` block
-        if len(held) > limit:
-            raise ValueError(f"{path}: more than the {limit} bytes gb reads")
-        return held
-    fd = open_fd(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path}: not a regular file")
-        if st.st_size > limit:
-            raise ValueError(f"{path}: {st.st_size} bytes, more than the {limit} gb reads")
-        data = bytearray()
-        while chunk := os.read(fd, 1 << 20):
-            data += chunk
-            if len(data) > limit:   # the file grew since fstat
-                raise ValueError(f"{path}: more than the {limit} bytes gb reads")
-        return bytes(data)
-    finally:
-        os.close(fd)
+    data = (_STAGE.get() or {}).get(os.path.abspath(path))   # written earlier in a `staged_writes` block
+    if data is None:
+        fd = open_fd(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{path}: not a regular file")
+            if st.st_size > limit:
+                raise ValueError(f"{path}: {st.st_size} bytes, more than the {limit} gb reads")
+            data = bytearray()
+            while len(data) <= limit and (chunk := os.read(fd, 1 << 20)):   # it may grow since fstat
+                data += chunk
+        finally:
+            os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path}: more than the {limit} bytes gb reads")
+    return bytes(data)
 
 
 def read_text_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> str:
