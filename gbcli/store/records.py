@@ -9,6 +9,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gbcli.errors import GbError
 from gbcli.programs.design import Status
 from gbcli.fs.layout import ERRORS, FAILURES, INCONSISTENCY, THETA, RunDir, SweepDir
@@ -263,8 +265,6 @@ def stage_status(record: Path, rec: dict | None) -> str:
     status = program_status(rec)
     if status != Status.OPTIMAL or rec.get("convex") is not False:
         return status
-    import numpy as np
-
     try:
         theta = np.asarray(load_npz_untrusted(record.parent / THETA)["theta"], dtype=np.float64)
     except Exception:   # noqa: BLE001 (missing, a link, not an npz, no theta: no point to stand on)
@@ -325,7 +325,6 @@ METRICS_COLUMNS = ("step", "epoch", "lr", "train_loss", "train_error", "val_erro
 def read_metrics(path: Path):
     """A stage's gd/metrics.csv as gb writes it: every logged column, numbers only (non-finite where a
     step diverged), whole non-negative steps in order; a header alone is an empty table. GbError else."""
-    import numpy as np
     import pandas as pd
 
     try:
