@@ -229,19 +229,6 @@ def _stage_files(run: RunDir) -> list[tuple[Path, list[Path]]]:
     return stages
 
 
-def _torn_stage(record: Path, files: list[Path], key: str, sections: tuple[str, ...]) -> Path | None:
-    """The first torn file of a finished stage, its config included when not the one its manifest
-    hashes (a file cut at a line break); None when whole."""
-    bad = next((p for p in (record, *files) if _torn(p)), None)
-    if bad is not None:
-        return bad
-    try:
-        _check_saved_config(files[0], record, manifest_of(record) or {}, key, sections)
-    except GbError:
-        return files[0]
-    return None
-
-
 def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
     """Undo what a crash tore in a sweep point's folder (gb's own) so the point redoes it; returns the
     torn files. A torn marker is rewritten; a finished stage with a torn file loses its record (it
@@ -257,7 +244,12 @@ def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
     if not stages:
         return torn
     for record, files, key, sections in _stage_files(run):
-        bad = _torn_stage(record, files, key, sections)
+        bad = next((p for p in (record, *files) if _torn(p)), None)
+        try:   # a whole config that is not the one its manifest hashes (cut at a line break) is torn too
+            if bad is None:
+                _check_saved_config(files[0], record, manifest_of(record) or {}, key, sections)
+        except GbError:
+            bad = files[0]
         if bad is not None:
             torn.append(bad)
             remove(record)   # the stage is unfinished: redone, and its files rewritten
