@@ -153,16 +153,8 @@ def readable_names(configs: list[Config]) -> list[str]:
     flat = [{k: v for k, v in flatten(c.to_dict()).items()
              if k not in skip and k.partition(".")[0] not in skip} for c in configs]
     keys = [k for k in dict.fromkeys(k for f in flat for k in f) if len({repr(f.get(k)) for f in flat}) > 1]
-    short = {}
-    for k in keys:
-        parts = k.split(".")
-        for n in range(1, len(parts) + 1):
-            tail = ".".join(parts[-n:])
-            if sum(1 for o in keys if o == tail or o.endswith("." + tail)) == 1:
-                short[k] = tail
-                break
-        else:
-            short[k] = k
+    tails = {k: [".".join(k.split(".")[-n:]) for n in range(1, k.count(".") + 2)] for k in keys}
+    short = {k: next((t for t in tails[k] if sum(o == t or o.endswith("." + t) for o in keys) == 1), k) for k in keys}
 
     def text(v) -> str:
         return json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else str(v)
