@@ -114,10 +114,7 @@ class SolveCache:
         counts as missing and `warn` (a message sink) names it. The caller certifies a hit."""
         if key in self._memory:
             return self._memory[key]
-        if self.folder is None:
-            return None
-        path = self.folder / f"{key}.npz"
-        if not present(path):
+        if self.folder is None or not present(path := self.folder / f"{key}.npz"):
             return None
         try:
             return self._read(path, key, design)
