@@ -1,7 +1,5 @@
-"""The floor of the house, usable by every package: the safe file layer (`safe`: bounded untrusted
-reads, atomic writes, appends and removals that never follow a link; the one place that checks
-links) and the names of run and sweep folders and files (`layout`). It imports no other gbcli
-package but `gbcli.errors`."""
+"""The floor of the house, usable by every package: the safe file layer (`safe`, the one place that
+checks links) and the names of run and sweep folders and files (`layout`)."""
 
 from gbcli.lazy import attach
 

@@ -1,7 +1,5 @@
-"""The one owner of run and sweep directories' records, over the file layer (`gbcli.fs`: the safe
-file layer and the layout's names): records (`records`), identity (`identity`), the solve cache
-(`cache`), locks (`lock`), labels (`labels`), integrity checks (`integrity`) and saved solutions
-(`solutions`)."""
+"""The one owner of run and sweep directories' records, over the file layer (`gbcli.fs`): records,
+views, identity, the solve cache, locks, labels, integrity checks and saved solutions."""
 
 from gbcli.lazy import attach
 

@@ -1,7 +1,5 @@
-"""A run's or sweep's labels: the readable name, tags and note a person gives it (`--name`,
-`--tag KEY=VALUE`, `--note`), kept in `labels.json` beside the records, shown by `gb runs` and
-exported to MLflow. Labels say what a person means by a run; they never change what it computes
-or its id."""
+"""A run's or sweep's labels (`--name`, `--tag KEY=VALUE`, `--note`), kept in `labels.json`, shown by
+`gb runs` and exported to MLflow; they never change what a run computes or its id."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from pathlib import Path
 
 from gbcli.errors import GbError
 from gbcli.fs.layout import RunDir
-from gbcli.fs.safe import present, read_record, write_json
+from gbcli.fs.safe import read_record, write_json
 from gbcli.text import quoted
 
 TAG_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -45,7 +43,7 @@ def check_labels(name: str | None = None, tags: list[str] | tuple[str, ...] = ()
 
 def read_labels(folder: str | Path) -> dict:
     """A directory's labels ({} when it has none or they are not gb's): only checked values."""
-    rec = read_record(RunDir(folder).labels) if present(RunDir(folder).labels) else None
+    rec = read_record(RunDir(folder).labels)
     if not isinstance(rec, dict):
         return {}
     try:

@@ -1,7 +1,5 @@
-"""Run and sweep directories as their readers see them (`gb runs`, `gbcli.load_run`, the figures, the
-MLflow export, the paper modules): a stage's stored config, its record, the programs, the metrics and
-a sweep's points, over the layout's `RunDir` / `SweepDir`. Every file is read as untrusted data; a
-stored config only through `gbcli.config.read_stored_config`."""
+"""Run and sweep directories as their readers see them: a stage's stored config, its record, the
+programs, the metrics and a sweep's points, every file read as untrusted data."""
 
 from __future__ import annotations
 
