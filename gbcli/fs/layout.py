@@ -29,6 +29,7 @@ A sweep directory (of `gb sweep`):
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 MARKER = "gb-run.json"
@@ -64,19 +65,14 @@ FOREIGN = frozenset({SLURM})
 STAGE_RECORDS = (SUMMARY, RESULT, SWEEP, ERRORS)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Folder:
     """A directory gb owns, by its root (nothing is created or read)."""
 
-    __slots__ = ("root",)
+    root: Path
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
-
-    def __eq__(self, other) -> bool:
-        return type(other) is type(self) and other.root == self.root
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self.root))
+    def __post_init__(self):
+        object.__setattr__(self, "root", Path(self.root))
 
     marker = property(lambda self: self.root / MARKER)
     labels = property(lambda self: self.root / LABELS)
