@@ -210,17 +210,13 @@ def read_any(path: str | Path) -> RunInfo:
     return read_run(path)
 
 
-def _is_gb_dir(path: Path) -> bool:
-    return any(present(path / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS))
-
-
 def _labelled(root: Path, depth: int = 2) -> list[Path]:
     """The runs and sweeps under `root` (itself, or its folders down to `depth` levels, never inside a run or sweep,
     never through a symlink), without reading their records."""
     found: list[Path] = []
 
     def walk(d: Path, level: int) -> None:
-        if _is_gb_dir(d):
+        if any(present(d / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS)):
             found.append(d)
         elif level < depth:
             try:
@@ -289,7 +285,6 @@ def grid_axes(path: str | Path) -> dict[str, list]:
 
 
 def _point_named(sweep: Path, name: str) -> Path | None:
-    """The point of `sweep` whose id or readable name is `name`."""
     if not (sweep / layout.POINTS).is_dir():
         return None
     if name and "/" not in name and is_dir(SweepDir(sweep).point(name).root):
@@ -356,10 +351,7 @@ def show(path: str | Path) -> dict:
         raise GbError(f"{info.note} (foreign: not a run or sweep gb can show)")
     out: dict[str, Any] = {"path": str(path), "kind": info.kind, "status": info.status, "stages": info.stages,
                            "time": info.time, "numbers": info.numbers}
-    if info.note:
-        out["note"] = info.note
-    if info.labels:
-        out["labels"] = info.labels
+    out.update({k: v for k, v in (("note", info.note), ("labels", info.labels)) if v})
     view = RunView(path)
     marker = read_record(view.dir.marker)
     if info.kind == "run" and path.parent.name == layout.POINTS:   # a sweep's point: its sweep and readable name
