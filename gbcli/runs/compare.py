@@ -127,7 +127,6 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
 
 
 def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Both tables of a run directory's completed stages, as DataFrames."""
     errors, incons = run_rows(run_dir)
     return errors.frame(), incons.frame()
 
@@ -161,7 +160,6 @@ def _drawn_and_reported(run_dir: Path) -> tuple:
 
 
 def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`write_run_tables`, the tables as DataFrames (the library API)."""
     errors, incons = write_run_tables(run_dir)
     return errors.frame(), incons.frame()
 
