@@ -95,7 +95,6 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
 
 
 def _load_sweep(path: Path) -> Run:
-    """A sweep: its base config (a dict), points, axes and aggregated tables."""
     sweep = SweepView(path)
     points = sweep_points(path)
     out = Run(sweep.root, sweep.config(), name=read_labels(path).get("name"), kind="sweep",
