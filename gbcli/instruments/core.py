@@ -235,10 +235,8 @@ INSTRUMENTS = {i.name: i for i in (Margin(), Kkt(), Agreement(), Convergence(), 
 
 
 class Tracker:
-    """The configured instruments. The model's matching program (when an instrument needs it) is
-    solved once: at the start of training, or, for a model whose program is defined only later
-    (FReLU gates that freeze after a warm-up), at the first logged step where the spec says it is
-    (`matching_ready`); until then those instruments log NaN."""
+    """The configured instruments. The matching program is solved once, when the spec says it is defined
+    (`matching_ready`: at the start, or once FReLU's gates freeze); until then its instruments log NaN."""
 
     def __init__(self, instruments: list[Instrument], context: TrackContext, degree: int):
         self.instruments, self.degree = list(instruments), degree

@@ -1,9 +1,7 @@
-"""Which limit a 2-layer GLN is heading for: svm-gln's optimum, or a KKT point of the parameter problem
-min ||w||^2 / 2 s.t. y_n f(x_n) >= 1 with a dead unit that violates svm-gln's conditions (the derivation:
-docs/gln-certificate.md). At margin 1, with lam >= 0 and g_h(lam) = sum_n lam_n y_n phi_h(x_n) (unit h's
-C x D block), KKT is W_h = v_h g_h(lam), v_h = <W_h, g_h(lam)>, lam_n (margin_n - 1) = 0; lam is then
-svm-gln's multiplier, and dead units (v_h = 0, W_h = 0) keep svm-gln optimal iff ||g_h(lam)|| <= 1.
-`certify` is the float64 numpy computation the `convergence` instrument logs."""
+"""Which limit a 2-layer GLN is heading for: svm-gln's optimum, or a KKT point of min ||w||^2 / 2 s.t.
+y_n f(x_n) >= 1 with a dead unit whose dual norm ||g_h(lam)|| > 1 violates svm-gln's conditions
+(definitions and derivation: docs/gln-certificate.md). `certify` is the float64 numpy computation the
+`convergence` instrument logs."""
 
 from __future__ import annotations
 
@@ -106,11 +104,9 @@ def softmin_dual(q: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) -> 
 
 def nnls_dual(margins: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx,
               candidates: int = MAX_CANDIDATES) -> np.ndarray:
-    """Protocol section 7's multipliers: lam >= 0 minimizing ||w - sum_n lam_n y_n grad f(x_n)||^2
-    + (2 / ||w||)^2 (sum_n lam_n (margin_n - 1))^2 at margin 1 (as the `kkt` instrument), over the
-    `candidates` points of smallest margin (the others get lam = 0: an upper bound on the all-points fit).
-    Solved in the Gram form, <grad f(x_n), grad f(x_m)> = <x_n, x_m> sum_h v_h^2 [ctx_nh = ctx_mh]
-    + sum_h z_h(n) z_h(m) and <grad f(x_n), w> = 2 f(x_n): only a k x k matrix is formed."""
+    """Protocol section 7's multipliers (the `kkt` instrument's fit at margin 1) over the `candidates`
+    points of smallest margin (the others get lam = 0: an upper bound on the all-points fit), solved in
+    the Gram form (docs/gln-certificate.md): only a k x k matrix is formed."""
     units, count, _ = big_w.shape
     k = min(len(margins), candidates)
     idx = np.argsort(margins, kind="stable")[:k]

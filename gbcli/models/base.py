@@ -17,6 +17,7 @@ from pydantic import Field, StrictFloat, StrictInt
 
 from gbcli.errors import GbError
 from gbcli.schema import Section
+from gbcli.text import shorten
 
 if TYPE_CHECKING:
     import torch
@@ -89,6 +90,7 @@ class ModelSpec:
     default_init: ClassVar[str] = "orthogonal"
     coordinate_descent: ClassVar[bool] = False         # training.descent: coordinate is allowed
     figure_axis: ClassVar[str] = "units"                # panel (d): x = hidden units, or "hyperplanes"
+    exactly_homogeneous: ClassVar[bool] = True         # `homogeneous` for every configuration
     # K networks of this kind as one torch computation (gbcli.training.batched): a module built from
     # a list of networks, forward(x, gates stacked (K, n, ...)) -> (K, n), `weights()`, and
     # `unstack(networks)` copying its weights back; None: trained one network at a time
@@ -113,7 +115,7 @@ class ModelSpec:
 
     def homogeneous(self, params: ModelParams) -> bool:
         """Exactly homogeneous in its weights (the theory instruments need it)."""
-        return True
+        return self.exactly_homogeneous
 
     def check(self, cfg) -> None:
         """Cross-section checks of a whole config; raise ValueError naming the key."""
@@ -244,8 +246,6 @@ def check_weights(model: nn.Module, weights: dict) -> dict:
     params, values = dict(model.named_parameters()), {}
     unknown = sorted(set(weights) - set(params))
     if unknown:
-        from gbcli.text import shorten
-
         raise GbError(f"model.weights.{shorten(str(unknown[0]))}: not a parameter of this network (it has "
                       f"{', '.join(params)})")
     for name, p in params.items():

@@ -31,14 +31,13 @@ def fit_nonconvex(*args, **kwargs):
 
 
 _OPTIONS = ("restarts", "radii", "search_seed")
-PROGRAMS = {
-    "nonconvex-global": Program("nonconvex-global", fit=fit_nonconvex, options=_OPTIONS,
-                                description="Problem 2: the best of svm.restarts SLSQP solves"),
-    "local-search": Program("local-search", fit=fit_nonconvex, options=_OPTIONS, needs_trained=True,
-                            description="Problem 2 within eps of GD's limit"),
-    "local-search-global": Program("local-search-global", fit=fit_nonconvex, options=_OPTIONS,
-                                   description="Problem 2 within eps of the best global point (a control)"),
-}
+PROGRAMS = {p.name: p for p in (
+    Program("nonconvex-global", fit=fit_nonconvex, options=_OPTIONS,
+            description="Problem 2: the best of svm.restarts SLSQP solves"),
+    Program("local-search", fit=fit_nonconvex, options=_OPTIONS, needs_trained=True,
+            description="Problem 2 within eps of GD's limit"),
+    Program("local-search-global", fit=fit_nonconvex, options=_OPTIONS,
+            description="Problem 2 within eps of the best global point (a control)"))}
 NONCONVEX = tuple(PROGRAMS)
 
 

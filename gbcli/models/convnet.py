@@ -33,9 +33,7 @@ class Spec(ModelSpec):
     kind, Params = "convnet", Params
     description = "paper 001's appendix D: six conv layers, fc(3136, 128), fc(128, 1), biases"
     instruments = ("layer_rank", "features")
-
-    def homogeneous(self, params):
-        return False
+    exactly_homogeneous = False
 
     def check(self, cfg) -> None:
         if cfg.dataset.feature_dim() != IMAGE * IMAGE + 1:

@@ -23,9 +23,8 @@ class Hyperplanes:
     normals: np.ndarray
     offsets: np.ndarray
     raw_offsets: np.ndarray | None = None
-    # (N_pool, H*k) sides of every pool image, from the very products its median offsets came from:
-    # the image at the median of an odd pool lies on the hyperplane, and takes the rule's side only
-    # if it is gated with those products, not another product's rounding
+    # (N_pool, H*k) sides of the pool from the very products its median offsets came from: the median
+    # image of an odd pool lies on the hyperplane and takes the rule's side only with those products
     pool_sides: np.ndarray | None = None
     inclusive: bool = False   # the side is [w.x >= b] (svm-rc, protocol section 10), not [w.x > b]
 

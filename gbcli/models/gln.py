@@ -66,16 +66,15 @@ def context_design(norm: str, reference_grouping: bool = False):
 class Spec(HyperplaneSpec):
     kind, Params = "gln", Params
     description = "H units x C contexts, hyperplane gating"
-    programs = {
-        "svm-l2": Program("svm-l2", "l2", context_design("l2"), description="the L2 norm of all context predictors"),
-        "svm-gln": Program("svm-gln", "group", context_design("group"), description="the GLN norm"),
-        "svm-l2-reference": Program("svm-l2-reference", "l2-reference", context_design("l2-reference"),
-                                    description="the published code's svm-l2 objective"),
-        "svm-gln-reference": Program("svm-gln-reference", "group", context_design("group", reference_grouping=True),
-                                     description="the published code's grouping of the GLN norm"),
-        "svm-gln-linf": Program("svm-gln-linf", "linf", context_design("linf"),
-                                description="the l-infinity max-margin LP on zeta (l-infinity on the weights)"),
-    }
+    programs = {p.name: p for p in (
+        Program("svm-l2", "l2", context_design("l2"), description="the L2 norm of all context predictors"),
+        Program("svm-gln", "group", context_design("group"), description="the GLN norm"),
+        Program("svm-l2-reference", "l2-reference", context_design("l2-reference"),
+                description="the published code's svm-l2 objective"),
+        Program("svm-gln-reference", "group", context_design("group", reference_grouping=True),
+                description="the published code's grouping of the GLN norm"),
+        Program("svm-gln-linf", "linf", context_design("linf"),
+                description="the l-infinity max-margin LP on zeta (l-infinity on the weights)"))}
     instruments = ("margin", "kkt", "agreement", "convergence")
     example_model = {"hidden_units": 3, "output_bias": False}
 

@@ -37,11 +37,9 @@ class Params(ModelParams):
 
 
 def par_design(cfg, problem: Problem, trained=None) -> GatedDesign:
-    """svm-par: min ||w||^2 + ||u||^2 s.t. <w,x> - alpha<u,x> >= 1 (positives),
-    alpha<w,x> - <u,x> <= -1 (negatives): a linear SVM in the lifted feature, rows zeta = (w, u)
-    with gates (1, -alpha) on positives and (alpha, -1) on negatives. On new points the limit
-    net sigma(<w,x>) - sigma(<u,x>) has the sign of <w - u, x> (sigma is increasing), so the
-    validation gates are (1, -1): signs (errors, inconsistency) are exact, magnitudes are not."""
+    """svm-par: min ||w||^2 + ||u||^2 s.t. <w,x> - alpha<u,x> >= 1 (positives), alpha<w,x> - <u,x> <= -1
+    (negatives): rows zeta = (w, u), gates (1, -alpha) / (alpha, -1). On new points the limit net has the
+    sign of <w - u, x>, so validation gates (1, -1) give exact signs (errors, inconsistency), not magnitudes."""
     from gbcli.programs.design import GatedDesign
 
     ds, a = problem.dataset, cfg.model.leaky_alpha

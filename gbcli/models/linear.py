@@ -43,12 +43,10 @@ LINEAR_SVM = {"svm-shallow": Program("svm-shallow", "sq", linear_design("sq"), d
 class Spec(ModelSpec):
     kind, Params = "linear", Params
     description = "a linear predictor"
-    programs = {**LINEAR_SVM,
-                "svm-l1": Program("svm-l1", "l1", linear_design("l1"), description="the l1 max-margin LP"),
-                "svm-linf": Program("svm-linf", "linf", linear_design("linf"),
-                                    description="the l-infinity max-margin LP"),
-                "svm-l1.5": Program("svm-l1.5", "l1.5", linear_design("l1.5"),
-                                    description="the l1.5 max-margin cone program")}
+    programs = {**LINEAR_SVM, **{p.name: p for p in (
+        Program("svm-l1", "l1", linear_design("l1"), description="the l1 max-margin LP"),
+        Program("svm-linf", "linf", linear_design("linf"), description="the l-infinity max-margin LP"),
+        Program("svm-l1.5", "l1.5", linear_design("l1.5"), description="the l1.5 max-margin cone program"))}}
     instruments = ("margin", "kkt", "agreement", "reg-path", "contrast")
     coordinate_descent = True
 

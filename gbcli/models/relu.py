@@ -83,17 +83,16 @@ def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     return feature_design(gt.astype(float), ds.y_train, gv.astype(float))
 
 
-GATE_PROGRAMS = {
-    "svm-rc": Program("svm-rc", "group", random_gates_design, description="FReLU norm on random gates"),
-    "svm-lc": Program("svm-lc", "group", learned_gates_design(False), needs_trained=True,
-                      description="FReLU norm on the trained gates (the paper's program)"),
-    "svm-lc-always-on": Program("svm-lc-always-on", "group", learned_gates_design(True), needs_trained=True,
-                                description="FReLU norm on the trained gates and an always-on unit (a variant)"),
-    "svm-hl": Program("svm-hl", "sq", hidden_layer_design, needs_trained=True,
-                      description="linear SVM on the trained hidden layer"),
-    "svm-gates": Program("svm-gates", "sq", gate_pattern_design, needs_trained=True,
-                         description="linear SVM on the trained gate pattern"),
-}
+GATE_PROGRAMS = {p.name: p for p in (
+    Program("svm-rc", "group", random_gates_design, description="FReLU norm on random gates"),
+    Program("svm-lc", "group", learned_gates_design(False), needs_trained=True,
+            description="FReLU norm on the trained gates (the paper's program)"),
+    Program("svm-lc-always-on", "group", learned_gates_design(True), needs_trained=True,
+            description="FReLU norm on the trained gates and an always-on unit (a variant)"),
+    Program("svm-hl", "sq", hidden_layer_design, needs_trained=True,
+            description="linear SVM on the trained hidden layer"),
+    Program("svm-gates", "sq", gate_pattern_design, needs_trained=True,
+            description="linear SVM on the trained gate pattern"))}
 
 
 class Spec(ModelSpec):

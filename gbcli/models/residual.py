@@ -26,11 +26,9 @@ class Spec(ModelSpec):
     description = "paper 001: residual ReLU net f_l = f_{l-1} + W_l relu(f_{l-1}), no biases"
     programs = one_class.PROGRAMS
     instruments = ("layer_rank", "closest_alignment")
+    exactly_homogeneous = False
     default_init = "torch-default"
     example_model = {"depth": 3, "width": 4}
-
-    def homogeneous(self, params):
-        return False
 
     def network(self, cfg, dim):
         return networks("linear").ResidualNet(cfg.model.depth, cfg.model.width, dim)
