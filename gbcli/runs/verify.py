@@ -52,7 +52,8 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
     failed for multipliers alone), the outputs and errors."""
     sol = Solution(zeta, Status.INFEASIBLE if zeta is None else claimed_status, math.nan, 0.0, "", lam=lam)
     cert = certificate(design, sol, tol)
-    out = {**cert, "train_out": None, "val_out": None, "train_error": math.nan, "val_error": math.nan}
+    out = {**cert, "train_out": None, "val_out": None, "train_error": math.nan, "val_error": math.nan,
+           "status": Status.INFEASIBLE if cert["certified"] else Status.FAILED, "objective": math.nan}
     if zeta is not None:
         out["status"] = Status.OPTIMAL if cert["certified"] else Status.INACCURATE
         out["objective"] = cert["primal_objective"]
@@ -63,9 +64,6 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
         for part in ("train", "val"):   # outputs that are 0 but for rounding: their sign is the machine's
             o = out[f"{part}_out"]
             out[f"{part}_zero"] = np.abs(o) <= ROUNDING_ZERO * max(float(np.abs(o).max()) if o.size else 0.0, 1e-300)
-    else:
-        out["status"] = Status.INFEASIBLE if cert["certified"] else Status.FAILED
-        out["objective"] = math.nan
     return out
 
 
@@ -113,19 +111,17 @@ def compare_predictions(got: dict, arrays: dict, n: int, m: int, rtol: float = R
     if not published and "val_out_published" in arrays:
         bad.append("predictions.npz: val_out_published stored for a model without published outputs")
     for key, size in (("train_out", n), ("val_out", m)) + ((("val_out_published", m),) if published else ()):
-        a = arrays.get(key)
+        a, want = arrays.get(key), got[key]
         if a is None:
             bad.append(f"predictions.npz: no {key}")
-            continue
-        if a.dtype.kind != "f" or a.shape != (size,):
+        elif a.dtype.kind != "f" or a.shape != (size,):
             bad.append(f"predictions.npz: {key} is {a.dtype} {a.shape}, expected float ({size},)")
-            continue
-        want = got[key]
-        scale = max(1.0, float(np.abs(want).max()) if want.size else 1.0)
-        zero = got.get(key.replace("_out", "_zero"), np.zeros(size, bool))   # no sign to compare (rounding)
-        off = ~np.isclose(a, want, rtol=rtol, atol=rtol * scale) | ((np.sign(a) != np.sign(want)) & ~zero)
-        if off.any():
-            bad.append(f"predictions.npz: {key} differs from the recomputed outputs at {int(off.sum())} points")
+        else:
+            scale = max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+            zero = got.get(key.replace("_out", "_zero"), np.zeros(size, bool))   # no sign to compare (rounding)
+            off = ~np.isclose(a, want, rtol=rtol, atol=rtol * scale) | ((np.sign(a) != np.sign(want)) & ~zero)
+            if off.any():
+                bad.append(f"predictions.npz: {key} differs from the recomputed outputs at {int(off.sum())} points")
     return bad
 
 
@@ -608,7 +604,6 @@ def verify(path: str | Path, export: dict | None = None, progress: bool = False,
 
 
 def _digest(path: Path) -> bytes | None:
-    """The sha256 of a compact file's bytes (None when it cannot be read)."""
     try:
         return hashlib.sha256(read_untrusted(path, MAX_SOLUTION_BYTES)).digest()
     except (OSError, ValueError):
