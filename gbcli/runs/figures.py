@@ -21,7 +21,7 @@ from gbcli.fs.safe import flatten, is_file, write_csv
 from gbcli.registry import INSTRUMENTS, MODELS
 from gbcli.reports.render import readable_log_ticks, save_png, spans_decades
 from gbcli.reports.tables import USABLE_STATUSES, pair_key, summarize
-from gbcli.runs.index import grid_axes, sweep_points
+from gbcli.runs.index import grid_axes, headline, sweep_points
 from gbcli.store.records import read_metrics as _read_metrics
 from gbcli.store.views import SweepView
 
@@ -54,8 +54,7 @@ MAX_STEP = 2.0 ** 53
 
 
 def read_metrics(path: Path) -> pd.DataFrame:
-    """A metrics.csv to draw, refused in one line (file, column, row, value) when a finite value is beyond
-    what an axis can hold. NaN and infinity (a diverged step) are not drawn."""
+    """A metrics.csv to draw; a finite value beyond what an axis can hold is refused (NaN, inf: not drawn)."""
     frame = _read_metrics(path)
     for col in frame.columns:
         values = pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
@@ -93,15 +92,13 @@ def _titled(ax, title: str, rows: pd.DataFrame) -> bool:
     ax.set_title(title)
     if rows.empty:
         ax.text(0.5, 0.5, f"no usable results for panel {title[:3]}", ha="center", va="center", transform=ax.transAxes)
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
     return rows.empty
 
 
 def predictor_style(label: str) -> tuple:
-    """(colour, marker) of a legend label, the same in every figure: the colour is the predictor's place
-    among every predictor gb knows (registry order); a GD network's momentum variant ("gd-gln (momentum
-    0.9)") keeps its hue, darkened, with its own marker."""
+    """(colour, marker) of a legend label, the same in every figure (registry order); a GD network's momentum
+    variant ("gd-gln (momentum 0.9)") keeps its hue, darkened, with its own marker."""
     from matplotlib import colormaps
 
     base, _, rest = label.partition(" (")
@@ -126,20 +123,14 @@ def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
     """Limits of an error axis that span at least `min_span` (not 0.16596 to 0.16604), clipped to [0, 1]."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
-    if not len(v):
-        return
-    lo, hi = float(v.min()), float(v.max())
-    if hi - lo >= min_span:
-        return
-    mid = (lo + hi) / 2
-    lo, hi = max(0.0, mid - min_span), min(1.0, mid + min_span)
-    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
+    if len(v) and float(v.max()) - float(v.min()) < min_span:
+        mid = (float(v.min()) + float(v.max())) / 2
+        (ax.set_xlim if axis == "x" else ax.set_ylim)(max(0.0, mid - min_span), min(1.0, mid + min_span))
 
 
 def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
-    """One dot per (point, program): the marker says the program, its fill the momentum (when it
-    varies: full, hollow, half, ...), and when a grid key varies the colour says its value (else
-    the program's colour); returns the legend's handles (programs, then momenta, then the key)."""
+    """One dot per (point, program): the marker says the program, its fill the momentum, its colour a varying
+    grid key (else the program's); returns the legend's handles (programs, then momenta, then the key)."""
     from matplotlib import colormaps
     from matplotlib.lines import Line2D
 
@@ -173,8 +164,7 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     if _titled(ax, "(a) SVM vs GD validation error", pairs):
         return
     handles = _scatter(ax, pairs, style, "svm_val_error")
-    ax.set_xlabel("GD validation error")
-    ax.set_ylabel("SVM validation error")
+    ax.set(xlabel="GD validation error", ylabel="SVM validation error")
     _readable_limits(ax, "x", pairs["gd_val_error"])
     _readable_limits(ax, "y", pairs["svm_val_error"])
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
@@ -182,8 +172,7 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
         x0 = y0 = min(x0, y0)
         x1 = y1 = max(x1, y1)
     line, = ax.plot([min(x0, y0), max(x1, y1)], [min(x0, y0), max(x1, y1)], "k--", lw=1, label="y = x")
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
+    ax.set(xlim=(x0, x1), ylim=(y0, y1))
     _legend_beside(ax, handles + [line])
 
 
@@ -192,8 +181,7 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     if _titled(ax, "(b) inconsistency vs GD validation error", pairs):
         return
     handles = _scatter(ax, pairs, style, "inconsistency")
-    ax.set_xlabel("GD validation error p")
-    ax.set_ylabel("inconsistency with GD")
+    ax.set(xlabel="GD validation error p", ylabel="inconsistency with GD")
     _readable_limits(ax, "x", pairs["gd_val_error"])
     lo, hi = pairs["gd_val_error"].min(), pairs["gd_val_error"].max()
     mid, half = (lo + hi) / 2, max((hi - lo) * 0.55, 0.02)   # at least the readable span of the x axis
@@ -209,17 +197,6 @@ def best_configurations(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFr
     return s.loc[s.groupby("series", sort=True)["val_error_mean"].idxmin()].reset_index(drop=True)
 
 
-def _config_text(r) -> str:
-    """The configuration of a row in the model's own words (its spec's `describe`)."""
-    spec = MODELS.get(r["model"])
-    return spec.describe(r) if spec is not None else f"H={r['hidden_units']}, N={r['train_size']}"
-
-
-def by_hyperplanes(frame: pd.DataFrame) -> pd.Series:
-    """Rows whose model puts hyperplanes k = log2 C, not hidden units, on panel (d)'s x axis."""
-    return frame["model"].map(lambda k: getattr(MODELS.get(k), "figure_axis", "units") == "hyperplanes").astype(bool)
-
-
 def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     """Bars of the best mean validation error (std over seeds), annotated with the configuration."""
     if _titled(ax, "(c) best configuration per predictor", best):
@@ -228,8 +205,10 @@ def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     ax.barh(y, best["val_error_mean"], xerr=best["val_error_std"].fillna(0), capsize=3,
             color=[style[s][0] for s in best["series"]], alpha=0.8)
     right = (best["val_error_mean"] + best["val_error_std"].fillna(0))
-    for i, r in best.iterrows():   # the configuration, just right of its error bar
-        ax.text(right[i] + 0.01 * right.max(), i, _config_text(r), va="center", ha="left", fontsize=7)
+    for i, r in best.iterrows():   # the configuration in the model's own words, just right of its error bar
+        spec = MODELS.get(r["model"])
+        text = spec.describe(r) if spec is not None else f"H={r['hidden_units']}, N={r['train_size']}"
+        ax.text(right[i] + 0.01 * right.max(), i, text, va="center", ha="left", fontsize=7)
     ax.set_xlim(0, 1.6 * right.max() if right.max() > 0 else 0.01)   # every error 0: keep a visible axis
     ax.set_yticks(y, best["series"], fontsize=8)
     ax.invert_yaxis()
@@ -238,8 +217,7 @@ def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
 
 
 def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
-    """Mean validation error against H (log2 axis), or hyperplanes k = log2 C (models whose spec says so):
-    one line per legend label (and per N when `rows` holds several); other settings are averaged."""
+    """Mean validation error against H (log2 axis) or hyperplanes k = log2 C; a line per label (and N), averaged."""
     ax.set_xlabel("hyperplanes k = log2(C)" if by_k else "hidden units H (log2 scale)")
     if _titled(ax, "(d) validation error vs " + ("hyperplanes" if by_k else "hidden units"), rows):
         return
@@ -270,7 +248,8 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     ok, pairs = usable(errors), usable_pairs(errors, incons)
     style = {s: predictor_style(s) for s in {*series(errors), *errors["predictor"]}}
     best = best_configurations(errors, incons)
-    hyper = by_hyperplanes(ok)
+    # rows whose model puts hyperplanes k = log2 C, not hidden units, on panel (d)'s x axis
+    hyper = ok["model"].map(lambda k: getattr(MODELS.get(k), "figure_axis", "units") == "hyperplanes").astype(bool)
     kinds = [k for k in (False, True) if (hyper == k).any()] or [False]
     draw = {"a": lambda ax: panel_a(ax, pairs, style), "b": lambda ax: panel_b(ax, pairs, style),
             "c": lambda ax: panel_c(ax, best, style),
@@ -317,8 +296,7 @@ def figure_title(errors: pd.DataFrame, out_dir: str | Path) -> str:
 
 
 def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, title: str | None = None) -> list[Path]:
-    """Write the five PNGs into out_dir/figures/ atomically, and the training curves of a sweep
-    whose points track instruments; return their paths."""
+    """Write the five PNGs into out_dir/figures/ (and a tracked sweep's training curves); their paths."""
     title = figure_title(errors, out_dir) if title is None else title
     paths = [save_png(fig, Path(out_dir) / layout.FIGURES / f"{stem}.png")
              for stem, fig in make_figures(errors, incons, title).items()]
@@ -361,10 +339,8 @@ def _panel_grid(n: int, height: float) -> tuple[Figure, list]:
 
 
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
-    """One panel per tracked metric against the step (log axis), one line per run (None when no run has
-    tracked columns); the inconsistency panel also shows the GD validation error. Every panel spans the
-    whole logged history, so a quantity defined only late (a KKT column, NaN until the data are separated)
-    reads as late."""
+    """One panel per tracked metric against the step (log axis), one line per run (None without tracked columns);
+    every panel spans the whole logged history, so a quantity defined only late reads as late."""
     cols = [p for p in training_panels() if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
     if not cols:
         return None
@@ -394,10 +370,8 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
         if note:
             ax.text(0.02, 0.97, note, transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.3",
                     bbox={"boxstyle": "round", "fc": "white", "ec": "0.8", "alpha": 0.9})
-        ax.set_xscale("log")
-        ax.set_xlim(first / pad, last * pad)   # the whole logged history, in every panel
-        ax.set_yscale("log" if log else "linear")
-        ax.set_xlabel("step")
+        # the whole logged history, in every panel
+        ax.set(xscale="log", xlim=(first / pad, last * pad), yscale="log" if log else "linear", xlabel="step")
         ax.set_title(ylabel, fontsize=9)
         if col == "margin_ratio":
             ax.axhline(1.0, color="k", ls="--", lw=0.8)
@@ -428,14 +402,12 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
 
 
 def late_note(runs: dict[str, pd.DataFrame], col: str) -> str:
-    """A panel's note when `col` has no value in the first logged rows of every run: from which step it
-    has values, how many, and why not before ("" when it has a value from the first logged step)."""
+    """A panel's note when `col` has no value in every run's first rows: from which step, how many, why ("" else)."""
     firsts, counts, starts = [], 0, []
     for m in runs.values():
         if col not in m or not len(m):
             continue
-        y = pd.to_numeric(m[col], errors="coerce")
-        ok = np.isfinite(y.to_numpy(float))
+        ok = np.isfinite(pd.to_numeric(m[col], errors="coerce").to_numpy(float))
         starts.append(float(m["step"].iloc[0]))
         if ok.any():
             firsts.append(float(m["step"][ok].iloc[0]))
@@ -448,12 +420,8 @@ def late_note(runs: dict[str, pd.DataFrame], col: str) -> str:
 
 def short_value(v, width: int = 40) -> str:
     """A config value for a legend: floats to 4 significant digits, at most `width` characters."""
-    if isinstance(v, float):
-        text = f"{v:.4g}"
-    elif isinstance(v, (list, tuple)):
-        text = "[" + ", ".join(short_value(x, width) for x in v) + "]"
-    else:
-        text = str(v)
+    text = (f"{v:.4g}" if isinstance(v, float) else "[" + ", ".join(short_value(x, width) for x in v) + "]"
+            if isinstance(v, (list, tuple)) else str(v))
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
@@ -485,8 +453,7 @@ def _naming_keys(varied: list[str], runs: dict) -> list[str]:
 
 
 def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFrame, dict]]:
-    """Each sweep point's metrics (those `keep` takes) and flattened config, by id: the points
-    `tables/points.csv` lists when it is there (not a folder of an earlier grid), else every point folder."""
+    """Each point's metrics (those `keep` takes) and flat config, by id: the points of points.csv, else all."""
     grid = {str(r["point"]) for r in sweep_points(out_dir)}
     runs = {}
     for p, point in SweepView(out_dir).points(layout.METRICS).items():
@@ -508,9 +475,8 @@ def _varied(runs: dict) -> list[str]:
 
 
 def plot_sweep_training(out_dir: str | Path) -> list[Path]:
-    """For a sweep whose points track instruments: `figures/training.png`, `tables/training.csv` (all logged
-    rows) and `tables/training_summary.csv` (each point's last row and margin-gap slope); points are
-    labelled by the config values that differ between them."""
+    """A tracked sweep's `figures/training.png`, `tables/training.csv` (all rows) and `tables/training_summary.csv`
+    (last row, margin-gap slope), each point labelled by the config values that differ between them."""
     out_dir = Path(out_dir)
     runs = _sweep_runs(out_dir, lambda m: len(m) and any(c in m for c in tracked_columns()))
     if not runs:
@@ -570,8 +536,7 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
         if many and stacked:
             mean = pd.concat(stacked, axis=1).mean(axis=1).sort_index()
             ax.plot(mean.index, mean.values, color="C3", lw=1.8, label=f"mean of {len(stacked)} points")
-        ax.set_title(label)
-        ax.set_xlabel("step")
+        ax.set(title=label, xlabel="step")
         if scale == "log":
             ax.set_yscale("log")
             readable_log_ticks(ax.yaxis)
@@ -595,8 +560,8 @@ def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame],
     grid = [str(r["point"]) for r in sweep_points(out_dir)]   # the grid's order (tables/points.csv)
     axes = list(grid_axes(out_dir))
     varied = _varied(runs)
-    naming = [k for k in axes if k in varied] + [k for k in _naming_keys(varied, runs) if k not in axes]
-    naming = _naming_keys(naming, runs) if naming else []
+    naming = _naming_keys([k for k in axes if k in varied] + [k for k in _naming_keys(varied, runs) if k not in axes],
+                          runs)
     runs = dict(sorted(runs.items(), key=lambda kv: (grid.index(kv[0]) if kv[0] in grid else len(grid),
                                                      tuple(_sortable(kv[1][1].get(k)) for k in naming))))
     label = {p: ", ".join(f"{k.split('.')[-1]}={c.get(k)}" for k in naming) or p for p, (_, c) in runs.items()}
@@ -610,13 +575,10 @@ def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame],
 
 
 def plot_curves(out_dir: str | Path, per_point: bool = False) -> list[Path]:
-    """`figures/curves.png` of a run or of a sweep (every point's); with `per_point`, also each sweep
-    point's own."""
+    """`figures/curves.png` of a run or of a sweep (every point's); with `per_point`, each point's own too."""
     out_dir = Path(out_dir)
     run = RunDir(out_dir)
     if run.metrics.is_file():
-        from gbcli.runs.index import headline
-
         said = headline(out_dir)
         figs = [(run, curves_figure({out_dir.name: read_metrics(run.metrics)},
                                     title=f"{out_dir}" + (f"\n{said}" if said else "")))]
