@@ -36,11 +36,8 @@ def _kind(v) -> str:
     name = type(v).__name__   # numpy's scalars by name: numpy is not imported for a table of Python values
     if isinstance(v, bool) or name == "bool_":
         return "object"
-    if isinstance(v, int) or name.startswith(("int", "uint")):
-        return "int"
-    if isinstance(v, float) or name.startswith("float"):
-        return "float"
-    return "object"
+    return ("int" if isinstance(v, int) or name.startswith(("int", "uint")) else
+            "float" if isinstance(v, float) or name.startswith("float") else "object")
 
 
 class Rows:
@@ -170,8 +167,7 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def read_failures(out_dir: str | Path) -> list[str]:
-    """The points a sweep's tables/failures.csv lists as not done, as `point (status)` (none when
-    missing); GbError when unreadable."""
+    """The points tables/failures.csv lists as not done, as `point (status)` (none without it; GbError if bad)."""
     path = RunDir(out_dir).tables / layout.FAILURES
     frame = _read_csv(path, dtype=str, keep_default_na=False) if is_file(path) else None
     if frame is None:
