@@ -5,11 +5,10 @@ compare`) and as one line (`gb runs`); a table without points shows its own vary
 
 from __future__ import annotations
 
-from gbcli.reports.tables import Rows
+from gbcli.reports.tables import ERROR_COLUMNS, Rows
 
-# the configuration columns of the result tables (gbcli.reports.tables); shown when they vary
-CONFIG_COLUMNS = ("model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed", "init_seed",
-                  "median_init", "momentum")
+# the configuration columns of the result tables, model .. momentum; shown when they vary
+CONFIG_COLUMNS = tuple(ERROR_COLUMNS[1:ERROR_COLUMNS.index("train_error")])
 
 
 def short_names(keys: list[str]) -> dict[str, str]:
@@ -67,7 +66,6 @@ def grid_line(axes: dict[str, list]) -> str:
 
 
 def by_field(results: dict[str, dict]) -> list[dict]:
-    """A run's results ({stage: {field: value}}) as one row per field and one column per stage, so that no
-    header is cut mid-word at any terminal width (`gb runs show`)."""
+    """{stage: {field: value}} as a row per field, a column per stage: no header cut mid-word (`gb runs show`)."""
     fields = list(dict.fromkeys(k for rec in results.values() for k in rec))
     return [{"": f, **{stage: rec.get(f) for stage, rec in results.items()}} for f in fields]
