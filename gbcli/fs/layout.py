@@ -1,5 +1,4 @@
-"""The layout of run and sweep directories: every file and folder name gb gives a record, in one
-place. No other module spells these names; it asks `RunDir` / `SweepDir` (or the constants here).
+"""The layout of run and sweep directories: every name gb gives a record (others ask `RunDir` / `SweepDir`).
 
 A run directory (of `train-gd` / `fit-svm` / `compare`, or one point of a sweep):
 
@@ -55,12 +54,10 @@ INCONSISTENCY = "inconsistency.csv"
 FAILURES = "failures.csv"   # a sweep's points that are not done: not run, failed, interrupted
 
 GD, SVM, TABLES, FIGURES, POINTS, SOLVES, SOLUTIONS = "gd", "svm", "tables", "figures", "points", "solves", "solutions"
-# folders of other programs inside gb's directories: gb does not own them, so it neither refuses
-# what they hold (submitit keeps a symlink to its job script there) nor writes or removes in them
 SLURM = "slurm"   # submitit's folder in a sweep directory
 MLFLOW_DB = "mlflow.db"                # the default MLflow store of `gb runs export mlflow --dir DIR`
 MLFLOW_ARTIFACTS = "mlflow-artifacts"  # and its artifact root
-FOREIGN = frozenset({SLURM})
+FOREIGN = frozenset({SLURM})   # other programs' folders: gb neither refuses what they hold nor writes there
 # the records that say a stage finished (what `gb runs` and the MLflow export read first)
 STAGE_RECORDS = (SUMMARY, RESULT, SWEEP, ERRORS)
 

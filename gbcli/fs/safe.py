@@ -1,7 +1,6 @@
-"""The safe file layer of run and sweep directories: the ONE place that checks links.
-
-Writes are atomic (temp file, then rename) with the umask's mode. What gb reads from a run directory
-is untrusted: never through a symlink, only a regular file, size-bounded, never unpickled. Appends,
+"""The safe file layer of run and sweep directories: the ONE place that checks links. Writes are
+atomic (temp file, then rename) with the umask's mode. What gb reads from a run directory is
+untrusted: never through a symlink, only a regular file, size-bounded, never unpickled. Appends,
 locks and removals never follow a link; `check_tree` refuses a tree holding one where gb owns it."""
 
 from __future__ import annotations
@@ -102,8 +101,7 @@ MAX_DEPTH = 64   # folder levels below a run or sweep directory: gb makes at mos
 
 
 def entries_below(directory: str | Path, foreign: frozenset[str] = frozenset()):
-    """(path, lstat mode) of every entry below `directory`, skipping its top-level `foreign` folders;
-    links are not followed, and a tree more than MAX_DEPTH folders deep is refused."""
+    """(path, lstat mode) below `directory` but its top-level `foreign` folders; links not followed."""
     root = Path(directory)
     stack = [(root, 0)] if root.is_dir() else []
     while stack:
@@ -231,8 +229,7 @@ def load_tensors_untrusted(path: str | Path, limit: int = MAX_READ_BYTES) -> Any
 
 
 def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
-    """An .npz as np.savez_compressed writes it, at zlib level 1 (float64 barely compresses; level 6
-    cost 3% of a Figure 2 grid's CPU)."""
+    """An .npz as np.savez_compressed writes it, at zlib level 1 (float64 barely compresses)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for name, a in arrays.items():
@@ -332,10 +329,8 @@ def is_dir(path: str | Path) -> bool:
 
 def subdirs(path: str | Path, hidden: bool = True) -> list[Path]:
     """The real folders in `path` (sorted; links and, with `hidden` False, dot-folders left out)."""
-    path = Path(path)
-    if not is_dir(path):
-        return []
-    return sorted(p for p in path.iterdir() if is_dir(p) and (hidden or not p.name.startswith(".")))
+    return sorted(p for p in Path(path).iterdir() if is_dir(p) and (hidden or not p.name.startswith("."))) \
+        if is_dir(path) else []
 
 
 def mtime(path: str | Path) -> float:
@@ -403,8 +398,7 @@ RECORD_LIMIT = 64 * 1024 ** 2   # a JSON record larger than this is not gb's
 
 
 def read_record(path: str | Path, limit: int = RECORD_LIMIT) -> dict | None:
-    """A JSON record as a dict; None when missing, a link, unreadable, not JSON or not a mapping (the
-    lenient reader: callers that must refuse a bad record use `read_json`)."""
+    """A JSON record as a dict; None when missing, a link, unreadable or not a mapping (lenient)."""
     try:
         if not is_file(path):
             return None
