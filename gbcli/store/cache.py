@@ -1,9 +1,7 @@
-"""The solve cache: a program identical to one already solved in the same sweep (or run) is not
-solved again. The key hashes everything the solver sees (the design but its validation arrays; the
-solver, its options, and a non-CPU device, whose sums differ in the last bits). A sweep's cache is
-`OUT/solves/<key>.npz` (certified answers only, written atomically), `<key>.lock` held while a worker
-looks up and solves. Entries are untrusted: one that is unreadable, not gb's, of another key or not
-fitting the program counts as missing (a warning names it; solved again and replaced)."""
+"""The solve cache: a program identical to one solved in the same sweep (or run) is not solved again.
+The key hashes all the solver sees. A sweep's cache is `OUT/solves/<key>.npz` (certified answers,
+written atomically; `<key>.lock` held while a worker looks up and solves). Entries are untrusted: an
+unreadable, foreign, other-key or unfitting one counts as missing (a warning names it)."""
 
 from __future__ import annotations
 
@@ -42,8 +40,6 @@ class SolveCache:
         self._memory: dict[str, tuple[Solution, str]] = {}
         self._digests: dict[int, tuple[np.ndarray, str]] = {}   # id -> (array kept alive, digest)
 
-    # -------------------------------------------------------------- the key
-
     def _digest(self, a: np.ndarray) -> str:
         """blake2b of an array's dtype, shape and bytes, memoized per array object (nobody mutates them)."""
         hit = self._digests.get(id(a))
@@ -66,8 +62,7 @@ class SolveCache:
 
     def key(self, design: GatedDesign, solver: str, max_iters: int | None, eps: float | None,
             certify_tol: float, device: str = "cpu") -> str:
-        """`device`: where the solver's arrays live; in the key when not the CPU, so a reused answer has
-        the bits a solve here would give (CPU keys stay as they were)."""
+        """`device`: in the key when not the CPU, whose sums differ in the last bits (CPU keys unchanged)."""
         fields = {f.name: self._value(getattr(design, f.name)) for f in dataclasses.fields(design)
                   if f.name not in NOT_SOLVED_FROM}
         return _hash({"format": FORMAT, "design": fields, "solver": solver, "max_iters": max_iters, "eps": eps,
@@ -80,12 +75,9 @@ class SolveCache:
         fields = {name: self._value(getattr(design, name)) for name in ("x_train", "y_train", "e_train")}
         return _hash({"format": FORMAT, "constraints": fields})
 
-    # -------------------------------------------------------------- lookup and store
-
     @contextlib.contextmanager
     def claim(self, key: str, wait: bool = True):
-        """Hold `key` while looking it up and solving: another process waits (or, with `wait` False,
-        gets `Busy`). The lock file is never opened through a link (`safe.open_lock`)."""
+        """Hold `key` while looking it up and solving: another process waits (`wait` False: `Busy`)."""
         if self.folder is None:
             yield
             return
@@ -101,8 +93,7 @@ class SolveCache:
             os.close(fd)
 
     def rounds(self, key: str) -> Path | None:
-        """A working-set solve's round checkpoint (`OUT/solves/<key>.rounds.npz`; None without a folder):
-        the program's, so a twin point resumes from the rounds another saved."""
+        """A working-set solve's round checkpoint, the program's (a twin point resumes from it), or None."""
         return None if self.folder is None else self.folder / f"{key}.rounds.npz"
 
     def entry(self, key: str) -> str:
@@ -110,8 +101,7 @@ class SolveCache:
         return str(self.folder / f"{key}.npz") if self.folder is not None else f"(in memory) {key}"
 
     def get(self, key: str, design: GatedDesign | None = None, warn=None) -> tuple[Solution, str] | None:
-        """The stored solution and where it was solved (`<run>/<objective>`), or None; an unusable entry
-        counts as missing and `warn` (a message sink) names it. The caller certifies a hit."""
+        """(stored solution, `<run>/<objective>`) or None; `warn` names an unusable entry (it counts as missing)."""
         if key in self._memory:
             return self._memory[key]
         if self.folder is None or not present(path := self.folder / f"{key}.npz"):
