@@ -1,9 +1,8 @@
-"""Identity: what a stage and a grid point were computed from.
-
-A stage's manifest hashes the config sections it depends on (`problem`: dataset, model, contexts;
-`config`: those plus its own section) and, for a program that uses the network, the summary.json it
-used (`upstream`). A point's id hashes its values that differ from the defaults. Keys that change
-nothing computed (the schema's `execution_keys`) are left out. The schema is imported on first use."""
+"""Identity: what a stage and a grid point were computed from. A stage's manifest hashes the config
+sections it depends on (`problem`: dataset, model, contexts; `config`: those plus its own section) and,
+for a program that uses the network, the summary.json it used (`upstream`). A point's id hashes its
+values that differ from the defaults. Keys that change nothing computed (the schema's `execution_keys`)
+are left out. The schema is imported on first use."""
 
 from __future__ import annotations
 

@@ -43,8 +43,7 @@ def check_labels(name: str | None = None, tags: list[str] | tuple[str, ...] = ()
 
 def read_labels(folder: str | Path) -> dict:
     """A directory's labels ({} when it has none or they are not gb's): only checked values."""
-    rec = read_record(RunDir(folder).labels)
-    if not isinstance(rec, dict):
+    if (rec := read_record(RunDir(folder).labels)) is None:
         return {}
     try:
         tags = rec.get("tags") if isinstance(rec.get("tags"), dict) else {}

@@ -76,8 +76,7 @@ def check_run_target(path: str | Path, command: str, kind: str | None = "run", k
 
 
 def check_owned(path: str | Path, key: str = "--out") -> None:
-    """The write rule: gb writes, replaces and removes only inside a folder it made or an empty one (a
-    user's `--out .` is refused before anything is written)."""
+    """The write rule: gb writes, replaces and removes only inside a folder it made or an empty one."""
     path = Path(path)
     if not is_dir(path) or present(path / MARKER) or dir_kind(path, key) is not None:
         return

@@ -102,9 +102,8 @@ def run_state(stages: dict[str, str], tables: bool) -> RunState:
 
 
 def point_state(point_dir: str | Path, done: bool | None = None) -> PointState:
-    """A sweep point's state: done when its tables/errors.csv (written last) is there, or as `done`
-    says; else interrupted when its failed.json says so, failed for any other failure record; else
-    not run."""
+    """Done when its tables/errors.csv (written last) is there or as `done` says; else interrupted or
+    failed as its failed.json says (any word but interrupted is a failure); else not run."""
     run = RunDir(point_dir)
     if is_file(run.errors) if done is None else done:
         return PointState.DONE
@@ -260,8 +259,7 @@ def program_status(rec: dict | None) -> str:
 
 
 def stage_status(record: Path, rec: dict | None) -> str:
-    """`program_status`; a non-convex optimum also needs the theta.npz beside it, whose ||theta||^2
-    is its objective, or it is `unverified`."""
+    """`program_status`; a non-convex optimum also needs a theta.npz of ||theta||^2 = its objective."""
     status = program_status(rec)
     if status != Status.OPTIMAL or rec.get("convex") is not False:
         return status

@@ -20,8 +20,7 @@ class RunView:
         self.root = self.dir.root
 
     def config(self, stage: str = layout.GD, strict: bool = False) -> dict | None:
-        """A stage's stored config (`gd` or a program's objective) as its raw mapping; None when it is
-        missing or not gb's, or with `strict` that problem raised."""
+        """A stage's (`gd` or an objective) raw stored config; None when not gb's, or `strict`: raised."""
         return read_stored_config(self.dir.gd_config if stage == layout.GD else self.dir.program_config(stage), strict)
 
     def any_config(self) -> dict | None:
