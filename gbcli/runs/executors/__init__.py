@@ -1,5 +1,4 @@
-"""Where a sweep's points run (see `base`): `make_executor` picks the local pool or the Slurm array
-from the sweep section of the config."""
+"""Where a sweep's points run (see `base`): the local pool or the Slurm array."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from gbcli.runs.executors.base import Executor
 
 
 def make_executor(sweep, executor: str, jobs: int, threads: int | None, out: Path, echo) -> Executor:
-    """The executor the sweep section asks for (`sweep.executor`, its jobs and threads; Slurm's
-    options are `sweep.*` and `sweep.slurm`)."""
+    """The executor asked for (Slurm's options: the sweep section, `sweep.*` and `sweep.slurm`)."""
     if executor == "slurm":
         from gbcli.runs.executors.slurm import SlurmArray
 

@@ -1,10 +1,12 @@
-"""The local executor: a process pool of `jobs` workers (spawned), each task's points in one worker
-with `threads` torch threads."""
+"""The local executor: a spawned process pool of `jobs` workers, `threads` torch threads each."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing as mp
 import os
+import signal
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing.connection import wait as wait_for
@@ -17,29 +19,17 @@ STOP_SECONDS = 3   # how long terminated workers get to exit before they are kil
 
 
 def _die_with_parent() -> None:
-    """Worker initializer: on Linux, get SIGKILLed when the sweep process dies (kill -9 included),
-    so no orphan keeps writing into a directory that a rerun owns; SIGINT ignored (the sweep
-    process stops its workers itself: `gbcli.interrupts.worker_init`)."""
+    """Worker initializer: SIGINT ignored; SIGKILLed when the sweep dies (no orphan writes in a rerun's dirs)."""
     interrupts.worker_init()
-    try:
-        import ctypes
-        import signal
-
+    with contextlib.suppress(Exception):   # not Linux: no such guard
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         parent = mp.parent_process()
         if parent is not None and os.getppid() != parent.pid:   # the parent died before the prctl
             os._exit(1)
-    except Exception:
-        pass
 
 
 class LocalPool(Executor):
-    """`fn(*task, threads)` for every task in a pool of `jobs` processes, with `threads` torch
-    threads each (None: the cores split, jobs x threads <= cores). One thread per job is the
-    default: on a machine whose cores are shared, two threads per job ran 2-10x slower than one
-    (benchmarks in BENCHMARKS.md)."""
-
-    name = "local"
+    """`fn(*task, threads)` for every task in a pool of `jobs` processes (threads None: the cores split)."""
 
     def __init__(self, jobs: int, threads: int | None = 1):
         super().__init__(jobs)
@@ -48,8 +38,7 @@ class LocalPool(Executor):
         self.start = time.time()
 
     def submit(self, fn: Callable, tasks: list[tuple]) -> list:
-        # not `with ProcessPoolExecutor`: its exit waits for every queued task, so an interrupt would
-        # let the whole grid run first; the pool is shut down when done, or stopped (`cancel`)
+        # not `with ProcessPoolExecutor`: its exit would wait for every queued task after an interrupt
         self.start = time.time()
         self.pool = ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("spawn"), initializer=_die_with_parent)
         return [self.pool.submit(fn, *t, self.threads) for t in tasks]
@@ -69,41 +58,28 @@ class LocalPool(Executor):
 
     def cancel(self, pending: list, tasks: dict):
         # the points of tasks that returned wrote their own records (read before the pool fails the rest)
-        recorded = {d for f in pending if _returned(f) for d in tasks[f][1]}
+        recorded = {d for f in pending if f.done() and not f.cancelled() and f.exception() is None for d in tasks[f][1]}
         if self.pool is not None:
             _stop_pool(self.pool)
         return (lambda d: d not in recorded and ran_since(d, self.start)), ""
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel the queued tasks and end the workers now: SIGTERM, then SIGKILL for any still there
-    after STOP_SECONDS (one that was still starting holds SIGTERM until its initializer ran).
-    Python 3.11 has no public API for a pool's processes: `pool._processes` maps pid -> Process;
-    it is read before `shutdown`, which drops it. The pool's own thread then sees its workers
-    gone, fails the remaining futures (BrokenProcessPool) and ends, so the exit does not wait."""
+    """Cancel the queued tasks and end the workers now: SIGTERM, then SIGKILL after STOP_SECONDS (`_processes`,
+    no public API, read before `shutdown` drops it); the pool then fails the rest (BrokenProcessPool)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
-        try:
+        with contextlib.suppress(Exception):   # exited already
             p.terminate()
-        except Exception:   # exited already
-            pass
     left = {p.sentinel: p for p in procs}
     deadline = time.monotonic() + STOP_SECONDS
     while left and time.monotonic() < deadline:
         for s in wait_for(list(left), timeout=max(0.0, deadline - time.monotonic())):
             left.pop(s)
     for p in left.values():
-        try:
+        with contextlib.suppress(Exception):
             p.kill()
-        except Exception:
-            pass
     if left:
         wait_for(list(left), timeout=STOP_SECONDS)
-
-
-def _returned(fut) -> bool:
-    """Whether a task finished normally (its worker wrote its points' records) while the pool stopped."""
-    return fut.done() and not fut.cancelled() and fut.exception() is None
-
 
