@@ -1,15 +1,5 @@
-"""The run stages: prepare a problem, train the GD network, solve the max-margin programs, compare.
-
-These functions are what the CLI calls, and what a notebook calls (also through `gbcli`):
-
-    cfg = load_config("configs/quickstart.yaml")
-    train_gd(cfg, "runs/quickstart")
-    fit_svm(cfg, "runs/quickstart")
-    errors, inconsistency = compare_run("runs/quickstart")   # gbcli.runs.compare
-
-A stage writes its record (`gd/summary.json`, `svm/<objective>/result.json`; the layout:
-`gbcli.fs.layout`) last: it is complete exactly when that file exists. Everything model-specific is
-asked of the model's spec (`gbcli.registry`).
+"""The run stages the CLI and a notebook call: prepare a problem, `train_gd`, `fit_svm`. A stage writes
+its record (`gd/summary.json`, `svm/<objective>/result.json`) last: it is complete exactly when that exists.
 """
 
 from __future__ import annotations
@@ -46,7 +36,8 @@ from gbcli.store.cache import Busy, SolveCache
 from gbcli.store.identity import gd_manifest, svm_manifest
 from gbcli.store.integrity import begin_gd, begin_svm, check_same_problem, check_trained, plan_gd, plan_svm
 from gbcli.store.lock import check_run_target, run_lock
-from gbcli.store.records import GdRecord, ProgramRecord
+from gbcli.store.records import GdRecord, ProgramRecord, is_result
+from gbcli.store.solutions import compact_arrays
 from gbcli.store.labels import write_labels
 from gbcli.fs.layout import RunDir
 from gbcli.training.memory import check_memory
@@ -81,10 +72,9 @@ def build_design(objective: str, cfg: Config, problem: Problem, trained: nn.Modu
 
 
 def check_single(cfg: Config, command: str) -> None:
-    """A sweep config (grid or zip axes) is refused rather than silently run at its base values."""
+    """A sweep config (grid or zip axes) is refused rather than run at its base values."""
     for key in ("grid", "zip"):
-        axes = getattr(cfg, key)
-        if axes:
+        if axes := getattr(cfg, key):
             names = ", ".join(list(axes)[:3]) + (", ..." if len(axes) > 3 else "")
             raise GbError(f"{key}: a sweep config (axes {names}); {command} runs one configuration: run the grid "
                           f"with `gb sweep CONFIG`, or one point with --set and no grid/zip")
@@ -94,8 +84,7 @@ MAX_CHECKPOINT_BYTES = 2 ** 30   # gb's networks are megabytes; a larger file, o
 
 
 def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
-    """A `model.pt` as data (`load_tensors_untrusted`: tensors only, never through a link), holding
-    a real, dense network's state dict; GbError naming the file otherwise."""
+    """A `model.pt` as data (tensors only, never through a link): a real, dense network's state dict."""
     try:
         state = load_tensors_untrusted(path, MAX_CHECKPOINT_BYTES)
     except NotGbs as exc:
@@ -120,15 +109,12 @@ def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "t
     return spec_of(cfg).load(state, cfg, dim, path)
 
 
-# ------------------------------------------------------------------ GD
-
-
-def warm_start(cfg: Config, model: nn.Module, problem: Problem) -> None:
-    """`training.init_from`: another run's trained weights into the freshly built `model`. The file
-    (untrusted: `load_checkpoint`) must hold a network of this kind with exactly this model's
-    parameter names and shapes, gated by the same hyperplanes."""
+def _initial_model(cfg: Config, problem: Problem) -> nn.Module:
+    """The configured network, seeded, with `training.init_from`'s weights (checked: untrusted) if set."""
+    torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
+    model = spec_of(cfg).build(cfg, problem.dataset.dim)
     if cfg.training.init_from is None:
-        return
+        return model
     path = Path(cfg.training.init_from)
     try:
         state = load_checkpoint(path, remedy="")
@@ -143,7 +129,8 @@ def warm_start(cfg: Config, model: nn.Module, problem: Problem) -> None:
             raise GbError(f"training.init_from: {path}: parameter {name} is {got}, this model's is "
                           f"{tuple(tensor.shape)} (another model size)")
     if set(theirs) != set(own):
-        raise GbError(f"training.init_from: {path}: parameters {sorted(set(theirs) - set(own))[:3]} are not this model's")
+        raise GbError(f"training.init_from: {path}: parameters {sorted(set(theirs) - set(own))[:3]} are not this "
+                      f"model's")
     if not all(torch.isfinite(v).all() for v in theirs.values() if v.is_floating_point()):
         raise GbError(f"training.init_from: {path}: holds non-finite weights")
     mine = None if problem.hyperplanes is None else problem.hyperplanes.to_arrays()
@@ -153,6 +140,7 @@ def warm_start(cfg: Config, model: nn.Module, problem: Problem) -> None:
         raise GbError(f"training.init_from: {path}: its network was gated by other hyperplanes than this config's "
                       f"(contexts or data differ)")
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in theirs.items()})
+    return model
 
 
 def _refuse_lost(run_dir: Path, lost: list[str], what: str, remedy: str) -> None:
@@ -163,27 +151,22 @@ def _refuse_lost(run_dir: Path, lost: list[str], what: str, remedy: str) -> None
 
 
 def check_gd(cfg: Config, run_dir: str | Path, force: bool = False) -> dict | None:
-    """Everything `train_gd` refuses, before any work or write; the finished record of this very
-    config (nothing to do), or None."""
+    """Everything `train_gd` refuses, before any write; the finished record of this very config, or None."""
     check_single(cfg, "train-gd")
     check_device(cfg)
     check_memory(cfg)
     run_dir = Path(run_dir)
     check_run_target(run_dir, "train-gd")   # never a folder of the user's: gb would remove its tables/ and figures/
     same, lost = plan_gd(run_dir, cfg)
-    if force:
-        return None
-    if same is None:
+    if same is None and not force:
         _refuse_lost(run_dir, lost, "training this config", "replace them")
-    return same
+    return None if force else same
 
 
 def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool = False,
                      tracker: Tracker | None = None) -> Checkpointing | None:
-    """The checkpoints of the training of `cfg` in `run_dir/gd/` (None: `training.checkpoint_seconds`
-    is 0, or tracked instruments that a resume would change: `Tracker.resumable`), with the checkpoint
-    to resume from when one of this very config and data is there. One that is not is warned about
-    and removed: the training starts from step 0. `discard` (--force): not resumed. Under the run lock."""
+    """The training's checkpoints (None: off, or instruments a resume would change), resuming one of this very
+    config and data unless `discard`; any other is warned about and removed. Under the run lock."""
     path = RunDir(run_dir).checkpoint
     if cfg.training.checkpoint_seconds <= 0 or (cfg.training.track and (tracker is None or not tracker.resumable)):
         return None
@@ -209,11 +192,8 @@ def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool
 @threads_argument   # threads=: torch's and BLAS's count for the call (default 1, as gb train-gd)
 def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
              force: bool = False, labels: dict | None = None, cache: SolveCache | None = None) -> dict:
-    """Train the configured network and write `run_dir/gd/`; returns the summary. A network already
-    trained from this very config is left as it is (its summary returned with `skipped: True`)
-    unless `force`; other finished results are refused unless `force` (`check_gd`). `labels`: the
-    run's name, tags and note (`gbcli.store.labels`). `cache`: where `training.track` looks up and
-    keeps its reference programs. With `tracking.mlflow`, the training is logged live."""
+    """Train the configured network and write `run_dir/gd/`; returns the summary. Unless `force`, a network
+    trained from this very config is kept (`skipped: True`) and other results refused."""
     same = check_gd(cfg, run_dir, force)
     tracking.check(cfg)
     if same is not None:   # nothing to train; tracked, the records are logged as `gb runs export mlflow` does
@@ -223,9 +203,7 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     problem = problem or prepare(cfg)
     ds = problem.dataset
     spec = spec_of(cfg)
-    torch.manual_seed(cfg.init_seed)  # nothing should draw from the global generator; belt and braces
-    model = spec.build(cfg, ds.dim)
-    warm_start(cfg, model, problem)
+    model = _initial_model(cfg, problem)
     tracker = make_tracker(cfg, problem, cache, Path(run_dir).name)
     with run_lock(run_dir), run_log(run_dir):
         begin_gd(Path(run_dir), cfg)   # the old stage and what depended on it go before anything new is written
@@ -246,41 +224,30 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
 
 def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None,
                    force: bool = False) -> list[dict]:
-    """Train networks that share a batch key (`gbcli.training.batched`) as one computation and write
-    each `run_dir/gd/` exactly as `train_gd` would (checked as it checks them, before any training).
-    When the batched run fails (a network diverged), or when any network has a checkpoint (an
-    interrupted run, which resumes network by network), each is trained by `train_gd`."""
-    for cfg, d in zip(cfgs, run_dirs):
-        if check_gd(cfg, d, force) is not None:   # a finished network of this config: train each alone (skips)
-            return [train_gd(c, d, progress=False, problem=p, force=force)
-                    for c, d, p in zip(cfgs, run_dirs, problems or [None] * len(cfgs))]
+    """Networks that share a batch key trained as one computation (else each by `train_gd`), written as it would."""
+    finished = any(check_gd(c, d, force) is not None for c, d in zip(cfgs, run_dirs))   # each alone (skips)
     clock = Clock()
-    problems = problems or [prepare(c) for c in cfgs]
+    problems = problems or ([None] * len(cfgs) if finished else [prepare(c) for c in cfgs])
     resuming = any(present(RunDir(d).checkpoint) for d in run_dirs)
-    if len(cfgs) > 1 and batch_key(cfgs[0]) is not None and not resuming:
-        models = []
-        for cfg, problem in zip(cfgs, problems):
-            torch.manual_seed(cfg.init_seed)   # as train_gd
-            models.append(spec_of(cfg).build(cfg, problem.dataset.dim))
-            warm_start(cfg, models[-1], problem)
-        with contextlib.ExitStack() as locks:
+    if not finished and len(cfgs) > 1 and batch_key(cfgs[0]) is not None and not resuming:
+        models = [_initial_model(c, p) for c, p in zip(cfgs, problems)]
+        with contextlib.ExitStack() as stack:   # the locks, then the tracked runs (closed first)
             for d in run_dirs:
-                locks.enter_context(run_lock(d))
+                stack.enter_context(run_lock(d))
             checkpoints = [gd_checkpointing(c, Path(d), p, discard=True) for c, d, p in zip(cfgs, run_dirs, problems)]
             for cfg in cfgs:
                 tracking.check(cfg)
             lives = [Live.start(c, d, "train-gd", fresh=True) for c, d in zip(cfgs, run_dirs)]
-            with contextlib.ExitStack() as tracking_of:
-                for live in lives:
-                    tracking_of.enter_context(tracked(live))
-                results = train_batched(models, cfgs, problems, checkpoints, [live and live.row for live in lives])
-                if results is not None:
-                    out = []
-                    for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
-                        begin_gd(Path(d), cfg)
-                        out.append(_write_gd(cfg, Path(d), problem, model, res, None, clock,
-                                             batched=f"trained as one computation with {len(cfgs)} networks"))
-                    return out
+            for live in lives:
+                stack.enter_context(tracked(live))
+            results = train_batched(models, cfgs, problems, checkpoints, [live and live.row for live in lives])
+            if results is not None:
+                out = []
+                for cfg, d, problem, model, res in zip(cfgs, run_dirs, problems, models, results):
+                    begin_gd(Path(d), cfg)
+                    out.append(_write_gd(cfg, Path(d), problem, model, res, None, clock,
+                                         batched=f"trained as one computation with {len(cfgs)} networks"))
+                return out
     return [train_gd(c, d, progress=False, problem=p, force=force) for c, d, p in zip(cfgs, run_dirs, problems)]
 
 
@@ -300,13 +267,11 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
     write_npz(run.gd_predictions, train_out=res.train_out, val_out=res.val_out,
               **({} if published is None else {"val_out_published": published}))
     last = res.metrics.iloc[-1]
-    summary = {
-        "predictor": cfg.model.predictor, "train_error": error(res.train_out, ds.y_train),
-        "val_error": error(res.val_out, ds.y_val), "train_loss": float(last["train_loss"]),
-        "weight_norm": float(last["weight_norm"]), "normalized_margin": float(last["normalized_margin"]),
-        "steps": res.steps, "seconds": res.seconds,
-        "status": "diverged" if res.diverged or not np.isfinite(last["train_loss"]) else "ok",
-    }
+    summary = {"predictor": cfg.model.predictor, "train_error": error(res.train_out, ds.y_train),
+               "val_error": error(res.val_out, ds.y_val), "train_loss": float(last["train_loss"]),
+               "weight_norm": float(last["weight_norm"]), "normalized_margin": float(last["normalized_margin"]),
+               "steps": res.steps, "seconds": res.seconds,
+               "status": "diverged" if res.diverged or not np.isfinite(last["train_loss"]) else "ok"}
     if summary["status"] != "ok":
         summary["message"] = res.diverged or f"the training loss is {last['train_loss']}"
     if res.resumed_from is not None:   # continued from gd/checkpoint.pt: the same result as one run
@@ -325,13 +290,9 @@ def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, re
 
 def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
                  origin: str = "track") -> Tracker | None:
-    """The instruments of `training.track` (in registry order), sharing one solve of each program
-    they need. With `cache` (a sweep's `solves/`), a program that does not depend on the training is
-    looked up there and a certified solve kept there under fit-svm's key (`origin`: this run), so a
-    resumed or twin point, and the fit-svm stage after training, do not solve it again."""
+    """The instruments of `training.track`, sharing one solve of each program (with `cache`: fit-svm's too)."""
     if not cfg.training.track:
         return None
-    spec = spec_of(cfg)
 
     def solve(objective: str, trained: nn.Module | None = None):
         design = build_design(objective, cfg, problem, trained)
@@ -358,10 +319,7 @@ def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
         return design, sol
 
     instruments = [ins for name, ins in INSTRUMENTS.items() if name in cfg.training.track]
-    return Tracker(instruments, TrackContext(cfg, spec, problem, solve), cfg.model.homogeneity)
-
-
-# ------------------------------------------------------------------ max-margin programs
+    return Tracker(instruments, TrackContext(cfg, spec_of(cfg), problem, solve), cfg.model.homogeneity)
 
 
 def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) -> dict[str, Program]:
@@ -374,10 +332,9 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
         if p.norm is not None and (solver or default_solver(p.norm)) == "dual" and dual_memory(n, p.norm) > ram:
             raise GbError(f"dataset.train_size: {o} through the dual solver needs about {dual_memory(n, p.norm) / GB:.1f} "
                           f"GB for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
-    if solver is not None:
-        for o, p in programs.items():
-            if p.norm is not None:
-                check_solver(solver, o, p.norm)
+    for o, p in programs.items():
+        if solver is not None and p.norm is not None:
+            check_solver(solver, o, p.norm)
     asked = {"time_limit": cfg.svm.time_limit is not None, "device": cfg.svm.device != "cpu"}
     for o, p in programs.items():
         use = None if p.norm is None else (solver or default_solver(p.norm))
@@ -391,8 +348,7 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
 
 
 def solve_options(cfg: Config, solver: str, checkpoint: tuple | None = None, stop=None) -> dict:
-    """The options of a solve beyond max_iters and eps that `solver` honours (`Solver.options`;
-    `check_svm_request` refused the others)."""
+    """The options of a solve beyond max_iters and eps that `solver` honours."""
     wanted = {"device": cfg.svm.device, "time_limit": cfg.svm.time_limit, "checkpoint": checkpoint, "stop": stop}
     return {k: v for k, v in wanted.items() if k in SOLVERS[solver].honours}
 
@@ -408,13 +364,8 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
             progress: bool = True, problem: Problem | None = None, echo=None,
             cache: SolveCache | None = None, force: bool = False, defer: bool = False,
             labels: dict | None = None) -> list[dict]:
-    """Solve each objective and write `run_dir/svm/<objective>/`; a failed solve is recorded, not raised.
-    A program identical to one in `cache` (default: the programs of this call) is not solved again:
-    its result says `cached_from`. One already solved in `run_dir` from this very config and network
-    is returned with `skipped: True`; one solved with other svm options is refused unless `force`,
-    before any write. Messages go to the `gbcli` logger and to `echo`. `defer` (a sweep's worker): a
-    program another process is solving now is left for later, and `Deferred` names it once the others
-    are solved. `labels`: as `train_gd`'s. With `tracking.mlflow`, the run's MLflow run is continued."""
+    """Solve each objective into `run_dir/svm/<objective>/` (a failure is recorded, not raised); unless `force`,
+    one solved from this config is kept (`skipped`), others refused. `defer`: one solved elsewhere: `Deferred`."""
     run_dir = Path(run_dir)
     objectives = list(objectives or cfg.svm.objectives)
     solver = solver or cfg.svm.solver
@@ -436,8 +387,7 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     todo = {o: p for o, p in programs.items() if o not in done}
     tracking.check(cfg)
     if not todo:   # nothing to solve; tracked, the records are logged as `gb runs export mlflow` does
-        lead = (f"{RunDir(run_dir).svm}: {', '.join(programs)} already solved from this config (--force solves "
-                f"again)")
+        lead = f"{RunDir(run_dir).svm}: {', '.join(programs)} already solved from this config (--force solves again)"
         said = tracking.replay_done(cfg, run_dir, lead)
         return [{**done[o], "tracked": said} for o in programs]
     problem = problem or prepare(cfg)
@@ -468,8 +418,7 @@ def _teller(echo):
 
 
 class Deferred(Exception):
-    """fit_svm(defer=True): these objectives' programs are being solved by another process (a twin
-    point's); everything else was solved. The caller runs the point again later (`gbcli.runs.sweep`)."""
+    """fit_svm(defer=True): these objectives' programs are being solved by another process."""
 
     def __init__(self, objectives: list[str]):
         super().__init__(", ".join(objectives))
@@ -499,17 +448,14 @@ def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str 
             if late is not None:
                 found, (sol, origin) = late, late
                 r = job.record(sol, origin, clock)
-        if r["certified"] and r["status"] in ("optimal", "infeasible"):
+        if is_result(r["status"], r["certified"]):
             job.keep(sol, r, origin if found is not None else None, f"{run_dir.name}/{obj}")
     job.report(r, sol, origin)
     return r
 
 
 class _ProgramSolve:
-    """The steps of solving one convex program in a run: look it up (the solve cache, a shared ray),
-    solve it (resumable working-set rounds; stopped between rounds when a ray arrives), take a ray
-    that arrived late, record it, keep it for twins, report it. Each step decides on data (a
-    record's status, `Solution.stop`), never on a message."""
+    """Solving one convex program: look it up (cache, shared ray), solve, take a late ray, record, keep, report."""
 
     def __init__(self, cfg: Config, obj: str, design: GatedDesign, problem: Problem, manifest: dict,
                  cache: SolveCache, out: Path, echo, use: str):
@@ -525,20 +471,18 @@ class _ProgramSolve:
                        write=write, clock=clock)
 
     def lookup(self) -> tuple[Solution, str] | None:
-        """A certified answer already there: the cache's entry for this program (certified again on
-        this design; one that does not certify counts as missing), or a shared ray."""
+        """A certified answer already there: the cache's entry (certified here again), or a shared ray."""
         hit = self.cache.get(self.key, self.design, warn=self.echo)
         if hit is not None:
             r = self.record(hit[0], hit[1], write=False)
-            if not (r["certified"] and r["status"] in ("optimal", "infeasible")):
+            if not is_result(r["status"], r["certified"]):
                 self.echo(f"  warning: solve cache entry {self.cache.entry(self.key)} does not certify this program "
                           f"({r['status']}, rel gap {r.get('rel_gap')}); solving again and replacing it")
                 hit = None
         return hit or self.shared_ray()
 
     def shared_ray(self) -> tuple[Solution, str] | None:
-        """A dual ray stored for these constraints by another program (`SolveCache.constraints_key`),
-        as this program's answer when it certifies this program infeasible on its own design and norm."""
+        """A dual ray stored for these constraints by another program, if it certifies this one infeasible."""
         found = self.cache.get(self.ckey, self.design, warn=self.echo)
         if found is None or found[0].status != "infeasible" or found[0].lam is None:
             return None
@@ -555,28 +499,26 @@ class _ProgramSolve:
         return sol, origin
 
     def solve(self) -> tuple[Solution, None]:
-        """The solver's answer. The working set's round checkpoint, which a rerun resumes from, is
-        the program's own in a sweep's cache folder (any twin point resumes it), else the point's."""
-        self.rounds = _adopt_rounds(self.out / layout.ROUNDS, self.cache.rounds(self.key))
+        """The solver's answer; rounds resume from the sweep cache's checkpoint (any twin's), else the point's."""
+        local, shared = self.out / layout.ROUNDS, self.cache.rounds(self.key)
+        if shared is not None and not present(shared) and is_file(local):   # the point's own (not a link), taken over
+            os.replace(local, shared)
+        self.rounds = local if shared is None else shared
 
         def ray_arrived() -> str | None:   # asked between working-set rounds
             if self.cache.folder is not None and not self.arrived:
                 self.arrived.extend(filter(None, [self.shared_ray()]))
             return f"the dual ray of {self.arrived[0][1]} certifies this program infeasible" if self.arrived else None
 
-        cfg = self.cfg
-        sol = SOLVERS[self.use].solve(self.design, cfg.svm.max_iters, cfg.svm.eps,
-                                      **solve_options(cfg, self.use, (self.rounds, self.key), ray_arrived))
-        return sol, None
+        return SOLVERS[self.use].solve(self.design, self.cfg.svm.max_iters, self.cfg.svm.eps,
+                                       **solve_options(self.cfg, self.use, (self.rounds, self.key), ray_arrived)), None
 
     def late_ray(self) -> tuple[Solution, str] | None:
-        """A solve that failed on its own (a nearly inseparable program's rounding) or stopped for a
-        ray: the ray of a program with the same constraints, certified meanwhile by another worker."""
+        """For a solve that failed or stopped for a ray: a ray another worker certified meanwhile."""
         return self.arrived[0] if self.arrived else self.shared_ray()
 
     def keep(self, sol: Solution, r: dict, origin: str | None, here: str) -> None:
-        """A certified answer into the cache (a ray also under its constraints: it bounds every program
-        that has them); the round checkpoints, scratch now, removed (never through a link)."""
+        """A certified answer into the cache (a ray also under its constraints); the round checkpoints removed."""
         if origin is None:
             self.cache.put(self.key, sol, here)
             if r["status"] == "infeasible":
@@ -588,19 +530,17 @@ class _ProgramSolve:
                 remove(done_with)
 
     def report(self, r: dict, sol: Solution, origin: str | None) -> None:
-        echo = self.echo
+        echo, bound = self.echo, r.get("relative_margin_bound")
         if origin is not None and sol.stop is not Stop.SHARED_RAY:
             echo(f"  the same program as {origin}: its solution reused, certified here on this design")
         if r["status"] == "infeasible" and r["certified"]:
             echo(f"  infeasible, certified by a dual ray (every predictor's relative margin <= "
                  f"{r['relative_margin_bound']:.1e}): {r['message']} ({r['solve_seconds']:.1f} s)")
         elif r["status"] == "infeasible":   # the solver's ray, which the certificate did not bear out
-            bound = r.get("relative_margin_bound")
             echo(f"  uncertified: the solver took the dual for unbounded, but its ray bounds every predictor's "
                  f"relative margin only by {bound:.1e}, not below the {NOT_SEPARABLE:g} that certifies infeasibility "
                  f"(the data may be separable with a margin that small) ({r['solve_seconds']:.1f} s)")
         elif r["status"] == "failed":
-            bound = r.get("relative_margin_bound")
             echo(f"  {r['status']}: {r['message']} ({r['solve_seconds']:.1f} s)"
                  + ("" if bound is None else f"; by weak duality every predictor's relative margin <= {bound:.1e}"))
         else:
@@ -610,21 +550,8 @@ class _ProgramSolve:
                  + (f"; {r['message']}" if r["message"] else ""))
 
 
-def _adopt_rounds(local: Path, shared: Path | None) -> Path:
-    """The round checkpoint a solve uses: `shared` (the cache folder's, keyed by the program) when
-    there is one, taking over the point's own `local` checkpoint (written by a version of gb that
-    kept it there, or by this point run alone) if only that exists; `local` otherwise. A link is
-    never moved or followed (load_rounds refuses it and the solve starts at round 1)."""
-    if shared is None:
-        return local
-    if not present(shared) and is_file(local):
-        os.replace(local, shared)
-    return shared
-
-
 def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
-    """config.yaml, the arrays (predictions.npz, compact.npz or a non-convex program's theta.npz; stale
-    ones removed), result.json last."""
+    """config.yaml, the arrays (stale ones removed), result.json last."""
     atomic_write_text(out / layout.CONFIG, dump_config(cfg))
     for stem, name in (("predictions", layout.PREDICTIONS), ("compact", layout.COMPACT), ("theta", layout.THETA)):
         if stem in arrays:
@@ -637,8 +564,7 @@ def _write_result(cfg: Config, out: Path, result: dict, arrays: dict) -> dict:
 
 def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Dataset, manifest: dict,
             cached_from: str | None = None, write: bool = True, clock: Clock | None = None) -> dict:
-    """The certified record of a solution on `design` (written to `out` unless `write` is False),
-    with the provenance of `clock` (started when the program's work started)."""
+    """The certified record of a solution on `design` (written to `out` unless `write` is False)."""
     result = {"predictor": obj, "solver": sol.solver, "status": sol.status, "objective": sol.value,
               "solve_seconds": sol.seconds, "message": sol.message, "train_error": float("nan"),
               "val_error": float("nan"), **certificate(design, sol, cfg.svm.certify_tol), "manifest": manifest}
@@ -647,9 +573,7 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         why = (f"not certified at svm.certify_tol = {cfg.svm.certify_tol:g} (relative gap {result['rel_gap']:.1e}, "
                f"smallest margin {result['min_margin']:.7f})")
         result["message"] = f"{why}; {result['message']}" if result["message"] else why
-    elif result["status"] == "inaccurate" and result["certified"]:
-        # the solver's own stopping test fell short, but the certificate (every margin, the dual
-        # bound) proves the solution within svm.certify_tol: optimal in the only sense the word has here
+    elif result["status"] == "inaccurate" and result["certified"]:   # the certificate proves it within the tol
         result["status"] = "optimal"
         result["message"] = (f"certified at svm.certify_tol = {cfg.svm.certify_tol:g} (relative gap "
                              f"{result['rel_gap']:.1e}) although the solver stopped short: {result['message']}")
@@ -668,10 +592,7 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
         result.update(train_error=error(train_out, train_y), val_error=error(val_out, ds.y_val))
         arrays = {"predictions": {"train_out": train_out, "val_out": val_out}}
     has_lam = sol.lam is not None and np.all(np.isfinite(sol.lam))   # a dual certificate, a ray, or a bound
-    if write and (sol.zeta is not None or has_lam):
-        # the one stored solution: the compact file that `gb verify` checks and results folders carry
-        from gbcli.store.solutions import compact_arrays
-
+    if write and (sol.zeta is not None or has_lam):   # the compact file that `gb verify` checks
         arrays["compact"] = compact_arrays(obj, design, sol.zeta, sol.lam, arrays.get("predictions", {}).get("val_out"),
                                            result, cfg.svm.certify_tol)
     return _write_result(cfg, out, result, arrays) if write else result
