@@ -1,22 +1,11 @@
-"""Grids of runs: a base config plus `grid:` axes (full product) and `zip:` axes (varied together).
-
-Each point gets a stable id (a hash of its resolved config) and its own run directory
-`OUT/points/<id>/`, where it runs `train-gd`, its `fit-svm` objectives and `compare`, logging to
-`log.txt`. A point is done when `tables/errors.csv` exists (written last, atomically) and agrees with
-its records (`gbcli.store.records.point_state`), so a rerun skips finished points and redoes only
-unfinished stages. A point that fails (exception, NaN loss, a solve that is no result) writes
-`failed.json` and the sweep goes on. The sweep then writes
-`OUT/tables/{errors,inconsistency,summary,failures}.csv` and `OUT/figures/`. Programs identical
-to one solved before in the sweep are not solved again (`OUT/solves/`, gbcli.store.cache; points
-that share their programs are scheduled apart, so that the first has usually solved them).
-
-Points run in a local process pool (`executor: local`, `jobs` processes, `threads` torch threads
-each, default one) or as one Slurm job array through submitit (`executor: slurm`). An exclusive lock
-on `OUT/.sweep.lock` keeps a second sweep off the same directory.
+"""Grids of runs: a base config plus `grid:` axes (full product) and `zip:` axes (varied together). Each
+point runs in `OUT/points/<id>/`, done when its tables agree with its records (a rerun redoes only the rest);
+a failed point writes `failed.json` and the sweep goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -87,8 +76,7 @@ def _leaves_apart(a, b) -> list[str]:
 
 
 def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, list[Config]]:
-    """The base config and the validated config of every point (refuses any invalid point). The
-    grid is counted first and refused above MAX_POINTS, so the work before any answer is bounded."""
+    """The base config and every point's validated config; the grid is counted first (at most MAX_POINTS)."""
     raw = read_config(path, overrides)
     grid, zipped = _axes(raw, "grid", path), _axes(raw, "zip", path)
     if len({len(v) for v in zipped.values()}) > 1:
@@ -117,24 +105,23 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
     base = validate(apply_preset(raw, str(path)), str(path))
     zip_rows = list(zip(*zipped.values())) or [()]
     points, first, merged = [], {}, []
-    for values in itertools.product(*grid.values()):
-        for zvalues in zip_rows:
-            point, where = raw, {**dict(zip(grid, values)), **dict(zip(zipped, zvalues))}
-            for key, value in where.items():
-                point = set_path(point, key.split("."), value)
-            cfg = validate(apply_preset(point, str(path)), f"{path} (grid point {shorten(repr(where))})")
-            pid = point_id(cfg)
-            if pid in first:   # axes that do not change the config give one point
-                differ = [k for k in where if _spelled(where[k]) != _spelled(first[pid][k])]
-                leaves = {f"{k}.{sub}" if sub else k for k in differ for sub in _leaves_apart(where[k], first[pid][k])}
-                if leaves and all(how_key(k) for k in leaves):
-                    raise GbError(f"{path}: {'zip' if differ[0] in zipped else 'grid'}: {shorten(repr(where), 120)} and "
-                                  f"{shorten(repr(first[pid]), 120)} differ only in {', '.join(sorted(leaves)[:3])}, "
-                                  f"which changes nothing a point computes: they would be one point")
-                merged.append(differ)
-            else:
-                first[pid] = where
-                points.append(cfg)
+    for values, zvalues in itertools.product(itertools.product(*grid.values()), zip_rows):
+        point, where = raw, {**dict(zip(grid, values)), **dict(zip(zipped, zvalues))}
+        for key, value in where.items():
+            point = set_path(point, key.split("."), value)
+        cfg = validate(apply_preset(point, str(path)), f"{path} (grid point {shorten(repr(where))})")
+        pid = point_id(cfg)
+        if pid in first:   # axes that do not change the config give one point
+            differ = [k for k in where if _spelled(where[k]) != _spelled(first[pid][k])]
+            leaves = {f"{k}.{sub}" if sub else k for k in differ for sub in _leaves_apart(where[k], first[pid][k])}
+            if leaves and all(how_key(k) for k in leaves):
+                raise GbError(f"{path}: {'zip' if differ[0] in zipped else 'grid'}: {shorten(repr(where), 120)} and "
+                              f"{shorten(repr(first[pid]), 120)} differ only in {', '.join(sorted(leaves)[:3])}, "
+                              f"which changes nothing a point computes: they would be one point")
+            merged.append(differ)
+        else:
+            first[pid] = where
+            points.append(cfg)
     if merged:
         axes = sorted({k for keys in merged for k in keys})
         why = (f"{', '.join(axes[:4])} changed nothing at some of them (e.g. a value equal to the default or one "
@@ -144,10 +131,7 @@ def expand(path: str | Path, overrides: tuple[str, ...] = ()) -> tuple[Config, l
     return base, points
 
 
-# ------------------------------------------------------------------ one point
-
-
-# what a point's own tables must agree on with its records, computed again (`point_tables`)
+# what a point's own tables must agree on with its records, computed again (`done_tables`)
 DECISIVE = (("predictor", "status", "train_error", "val_error", "objective"),
              ("predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error", "gd_status"))
 
@@ -158,31 +142,20 @@ def _same(a: pd.Series, b: pd.Series) -> bool:
     return a.astype(str).tolist() == b.astype(str).tolist()
 
 
-def point_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A finished point's tables computed again from its records and predictions (as `gb compare`
-    does; nothing written), and checked against the tables it wrote when it finished: a point whose
-    files were edited, removed or mixed since is not a finished point (GbError). The sweep never
-    copies a number or a status word from a point's tables."""
-    check_run(run_dir)
-    fresh = compare(run_dir)
-    for table, now, then, cols in zip((layout.ERRORS, layout.INCONSISTENCY), fresh, read_tables(run_dir), DECISIVE):
-        cols = [c for c in cols if c in then.columns and c in now.columns]
-        if len(now) != len(then) or not all(_same(now[c].reset_index(drop=True), then[c]) for c in cols):
-            raise GbError(f"{RunDir(run_dir).tables / table}: does not match the point's records any more (a file "
-                          f"edited, replaced or removed since it was written)")
-    return fresh
-
-
 def done_tables(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """A done point's tables (`point_tables`), or None: no tables yet, or tables that no longer agree
-    with its records. A point that is not done is run (again): its finished stages are kept, and its
-    tables written anew from them."""
+    """A done point's tables computed again from its records (never copied), or None: none, or edited since."""
     if point_state(run_dir) != PointState.DONE:
         return None
     try:
-        return point_tables(run_dir)
+        check_run(run_dir)
+        fresh = compare(run_dir)
+        for now, then, cols in zip(fresh, read_tables(run_dir), DECISIVE):
+            cols = [c for c in cols if c in then.columns and c in now.columns]
+            if len(now) != len(then) or not all(_same(now[c].reset_index(drop=True), then[c]) for c in cols):
+                return None
     except GbError:
         return None
+    return fresh
 
 
 def is_done(run_dir: Path) -> bool:
@@ -191,29 +164,22 @@ def is_done(run_dir: Path) -> bool:
 
 def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, problem: Problem | None = None,
               defer: bool = False) -> dict:
-    """Run one point (of a worker's group, `run_group`, which set the threads); never raises: failures
-    (an exception, a diverged network, a result without a certificate, a full disk) are recorded in
-    `failed.json` when it can still be written, and returned in any case. `cache_dir`: the sweep's
-    solve cache. `defer`: a program another worker is solving right now is not waited for; the
-    point's other programs are solved and it returns status `deferred` (run it again later)."""
-    run_dir = Path(run_dir)
-    run = RunDir(run_dir)
-    log_path = run.log
+    """Run one point; never raises (a failure: `failed.json` if possible). `defer`: status `deferred` back
+    instead of waiting for a program another worker is solving."""
+    run_dir, run = Path(run_dir), RunDir(run_dir)
     start, stage = time.time(), "prepare"
     log = None
 
     def echo(msg: str) -> None:
-        try:
+        with contextlib.suppress(OSError):   # a full disk must not turn the record of a point into a crash
             if log is not None:
                 log.write(msg + "\n")
                 log.flush()
-        except OSError:   # a full disk must not turn the record of a point into a crash
-            pass
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_marker(run_dir, "run")   # a folder gb made: its lock and the stages may write in it
-        log = open_append(log_path)
+        log = open_append(run.log)
         echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}, torch threads {torch.get_num_threads()}")
         cfg = Config.model_validate(cfg_dict)
         problem = problem or prepare(cfg)
@@ -257,7 +223,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
             echo(traceback.format_exc())
         echo(f"FAILED at {stage}: {message}")
-        failure = FailureRecord(PointState.FAILED, stage, message, str(log_path.resolve()) if is_file(log_path) else "",
+        failure = FailureRecord(PointState.FAILED, stage, message, str(run.log.resolve()) if is_file(run.log) else "",
                                 seconds=time.time() - start)
         try:
             failure.write(run_dir)
@@ -266,18 +232,13 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         return failure.as_dict()
     finally:
         if log is not None:
-            try:
+            with contextlib.suppress(OSError):
                 log.close()
-            except OSError:
-                pass
 
 
 def run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None = None, threads: int = 0) -> list[dict]:
-    """Run a group of points (`group_points`; a worker's task): the networks not yet trained train
-    as one computation (`train_gd_group`), then each point runs as `run_point` (which finds its
-    network trained). Never raises; returns each point's record. A pool worker stopped by its
-    sweep (`interrupts.worker_init`: SIGTERM raised as `Interrupted`) ends here once the training
-    it was in has written its checkpoint, before the pool could hand it another group."""
+    """Run a worker's group of points (untrained networks as one computation), each point's record back. A
+    pool worker stopped by its sweep exits here once its checkpoint is written, before it gets another group."""
     try:
         with interrupts.raising_in_worker():
             return _run_group(cfg_dicts, run_dirs, cache_dir, threads)
@@ -304,15 +265,10 @@ def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None
         except Exception as exc:   # each point then trains on its own, and records its own failure
             note = f"batched training failed ({type(exc).__name__}: {exc}); training alone".splitlines()[0]
         for _, d in todo:
-            try:
-                with open_append(RunDir(d).log) as log:
-                    log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
-            except OSError:
-                pass
-    # The points one after the other, except that a point whose program another worker is solving
-    # right now (a twin's: one solve, gbcli.store.cache) goes to the back of the queue while its other
-    # programs are solved; only when every point left waits on another worker does one wait, so two
-    # workers whose groups hold the same programs solve different ones side by side.
+            with contextlib.suppress(OSError), open_append(RunDir(d).log) as log:
+                log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {note}\n")
+    # a point whose program another worker is solving goes to the back of the queue; only when every
+    # point left waits on another worker does one wait, so two workers solve different programs
     records: dict[int, dict] = {}
     queue = list(range(len(cfg_dicts)))
     waited_in_a_row = 0
@@ -323,9 +279,8 @@ def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None
         if record["status"] == "deferred":
             queue.append(i)
             waited_in_a_row += 1
-            continue
-        records[i] = record
-        waited_in_a_row = 0
+        else:
+            records[i], waited_in_a_row = record, 0
     return [records[i] for i in range(len(cfg_dicts))]
 
 
@@ -335,14 +290,8 @@ class PointFailure(Exception):
         self.stage, self.message = stage, message
 
 
-# ------------------------------------------------------------------ the sweep
-
-
 def check_points(points: list[Config]) -> None:
-    """What `gb train-gd` and `gb fit-svm` refuse before any work (a network or a dual solve larger
-    than the machine's memory, a device torch cannot use), for every point before the first runs:
-    otherwise the point starts, fails allocating, and the sweep has written its directory. (Sized on
-    torch's meta device: 576 points take ~0.1 s.)"""
+    """What `gb train-gd` and `gb fit-svm` refuse (memory, device), for every point before the first runs."""
     for p in points:
         try:
             check_device(p)
@@ -367,9 +316,7 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
               executor: str | None = None, jobs: int | None = None,
               progress: bool = True, echo=log.info, threads: int | None = None, labels: dict | None = None,
               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Run every unfinished point, then aggregate; returns (errors, inconsistency, failures). Its
-    messages go to `echo` (default: the `gbcli` logger) and to OUT/log.txt. `labels`: the sweep's
-    name, tags and note (`gbcli.store.labels`)."""
+    """Run every unfinished point, then aggregate; messages go to `echo` and OUT/log.txt."""
     clock = Clock()
     base, points = expand(path, overrides)
     executor = executor or base.sweep.executor
@@ -387,19 +334,15 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
     runner.check()   # Slurm: the client commands and a controller that answers, before anything is written
     with sweep_lock(out), open_append(SweepDir(out).log) as log_file:
         write_labels(out, labels or {})
-        shown = echo
 
-        def say(msg: str) -> None:   # the terminal (or the caller's logger) and the sweep's log.txt
+        def say(msg: str, shown=echo) -> None:   # the terminal (or the caller's logger) and the sweep's log.txt
             shown(msg)
-            try:
+            with contextlib.suppress(OSError):   # a full disk: the message was shown
                 log_file.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {msg}\n")
                 log_file.flush()
-            except OSError:   # a full disk: the message was shown; the sweep's own checks report it
-                pass
 
         echo = runner.echo = say
-        # the sweep's own config as given (grid and zip included), for `gb runs show` and colleagues
-        atomic_write_text(SweepDir(out).config, dump_yaml(read_config(path, overrides)))
+        atomic_write_text(SweepDir(out).config, dump_yaml(read_config(path, overrides)))   # as given, grid included
         dirs = {point_id(p): SweepDir(out).point(point_id(p)).root for p in points}
         done = heal_points(dirs, echo)
         others = sorted(d.name for d in subdirs(SweepDir(out).points) if d.name not in dirs)
@@ -433,9 +376,7 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
                 echo(f"sweep {base.name}: aggregating the tables and figures of {len(points)} points")
             errors, incons, failures = aggregate(out, points, echo)
             if live is not None:   # points done before tracking was asked for: logged from their records
-                ran = {point_id(p) for p in todo}
-                live.replay_points([d for pid, d in dirs.items() if pid not in ran], echo)
-            # the last invocation of the sweep: how it was run (each point's records carry their own)
+                live.replay_points([d for pid, d in dirs.items() if pid in done], echo)
             SweepRecord(SweepDir(out).record, {"name": base.name, "points": len(points), "ran": len(todo),
                                                "failed": len(failures), "executor": executor, "jobs": jobs,
                                                "provenance": clock.stamp()}).write()
@@ -443,11 +384,8 @@ def run_sweep(path: str | Path, out: str | Path | None = None, overrides: tuple[
 
 
 def heal_points(dirs: dict[str, Path], echo) -> set[str]:
-    """What a crash tore in the points' folders, undone so that the points redo it
-    (`gbcli.store.integrity.heal_point`; a folder named by its own point's id under this sweep's
-    points/ is gb's own), said in one line. Returns the ids of the points done."""
-    torn: dict[str, list[Path]] = {}
-    done = set()
+    """What a crash tore in the points' folders undone (said in one line); the ids of the points done."""
+    torn, done = {}, set()
     earlier = sum(is_dir(d) for d in dirs.values())
     if earlier:   # each is checked against its records (`done_tables`): seconds for a large grid
         echo(f"checking the {earlier} point folder{'s' if earlier > 1 else ''} of an earlier run")
@@ -469,15 +407,13 @@ def heal_points(dirs: dict[str, Path], echo) -> set[str]:
 
 
 def untrack(cfg: dict, untracked: bool) -> dict:
-    """A point's config, without tracking when the sweep's own tracking failed (its store's path
-    made absolute otherwise: the workers may start elsewhere)."""
+    """A point's config, without tracking when the sweep's own failed (else its store's path absolute)."""
     uri = cfg["tracking"]["mlflow"]
     return {**cfg, "tracking": {**cfg["tracking"], "mlflow": None if untracked or uri is None else tracking.absolute(uri)}}
 
 
 def group_points(points: list[Config], size: int) -> list[list[Config]]:
-    """Consecutive points whose networks can train as one computation (the same batch key,
-    `gbcli.training.batched`), at most `size` per group; every other point alone."""
+    """Points whose networks can train as one computation (the same batch key), at most `size` a group."""
     groups: list[list[Config]] = []
     open_: dict[str, list[Config]] = {}
     for p in points:
@@ -493,11 +429,7 @@ def group_points(points: list[Config], size: int) -> list[list[Config]]:
 
 
 def spread_twins(groups: list[list[Config]]) -> list[list[Config]]:
-    """The groups in an order that puts those with the same data, model, contexts and svm options
-    (e.g. points that differ only in momentum: the same programs, unless they use the trained
-    network) as far apart as possible: the first of every such set, then the second, ... So a
-    twin's programs are usually solved already when it gets to them (the solve cache) instead of
-    at the same time. (Batched groups hold their twins themselves, and solve them one after the other.)"""
+    """Groups with the same programs as far apart as possible: a twin's are usually solved when it starts."""
     sets: dict[tuple, list[list[Config]]] = {}
     for g in groups:
         sets.setdefault(tuple(section_hash(p, PROBLEM_SECTIONS + ("svm",)) for p in g), []).append(g)
@@ -505,15 +437,11 @@ def spread_twins(groups: list[list[Config]]) -> list[list[Config]]:
 
 
 def largest_first(groups: list[list[Config]]) -> list[list[Config]]:
-    """The groups by estimated work, largest first (ties in the given order): the last tasks to
-    start are the short ones, so no job is left running a big group while the others idle (on
-    Figure 2 a group of 12 networks takes 10-120 s). The estimate: points x training steps x the
-    network's parameters, plus points x N^2 for the programs."""
+    """The groups by estimated work, points x (steps x parameters + N^2), largest first: no job runs last alone."""
     sizes: dict[str, int] = {}
 
     def parameters(p: Config) -> int:
-        """The network's parameter count, from a network built on torch's meta device (shapes
-        only: no memory, no initialization; a 32768-context shallow GLN took seconds to build)."""
+        """The network's parameter count, built on torch's meta device (no memory, no initialization)."""
         key = json.dumps([p.model.model_dump(mode="json"), p.contexts.model_dump(mode="json"),
                           p.dataset.feature_dim()], sort_keys=True)
         if key not in sizes:
@@ -529,13 +457,11 @@ def largest_first(groups: list[list[Config]]) -> list[list[Config]]:
         n = p.dataset.train_size
         steps = p.training.epochs * -(-n // min(p.training.batch_size or n, n))
         return len(g) * (steps * parameters(p) + n * n)
-    cost = [work(g) for g in groups]
-    return [groups[i] for i in sorted(range(len(groups)), key=lambda i: -cost[i])]
+    return sorted(groups, key=work, reverse=True)   # stable: ties keep their order
 
 
 def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) -> list[Path]:
-    """The four panels (and training curves), then the experiments' own tables and figures
-    (gbcli.experiments), of a sweep or run directory; returns the figures' paths."""
+    """The four panels, then the experiments' own tables and figures; returns the figures' paths."""
     from gbcli.runs.figures import plot_sweep   # matplotlib: only when drawing (0.3 s of CPU)
 
     with staged_writes():   # a point record a report cannot read: one line, and nothing written
@@ -551,9 +477,7 @@ def draw_figures(errors: pd.DataFrame, incons: pd.DataFrame, out: str | Path) ->
 
 
 def point_table(points: list[Config]) -> pd.DataFrame:
-    """One row per point: its id and every resolved config key whose value differs between the points
-    (the grid's axes and what they imply, e.g. `training.epochs` of the paper schedule), so that a
-    swept key the result tables have no column for can still be told apart."""
+    """One row per point: its id, name and every resolved config key whose value differs between points."""
     flat = [{k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in flatten(p.to_dict()).items()}
             for p in points]
     keys = [k for k in dict.fromkeys(k for f in flat for k in f) if len({repr(f.get(k)) for f in flat}) > 1]
@@ -563,8 +487,7 @@ def point_table(points: list[Config]) -> pd.DataFrame:
 
 
 def dry_run(path: str | Path, out: str | Path | None = None, overrides: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The points a sweep would run, without running or writing anything: id, readable name, and
-    whether its directory says it is done already."""
+    """The points a sweep would run (id, name, done already), without running or writing anything."""
     base, points = expand(path, overrides)
     check_points(points)   # what the sweep itself would refuse before running any point
     out = run_dir_for(base, out, overrides)
@@ -574,18 +497,15 @@ def dry_run(path: str | Path, out: str | Path | None = None, overrides: tuple[st
 
 
 def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Concatenate the finished points' tables (one block per point: no duplicates however often the
-    sweep was interrupted), list the failures, write OUT/tables/ (with `points.csv`, what tells the
-    points apart) and OUT/figures/."""
+    """The finished points' tables (one block each) and the failures, into OUT/tables/ and OUT/figures/."""
     errs, incs, fails = [], [], []
     for cfg in points:
         pid = point_id(cfg)
         d = SweepDir(out).point(pid).root
         done = done_tables(d)   # a corrupt or edited point is not done: its failure, not the sweep's
         if done is not None:
-            e, i = done
-            errs.append(e.assign(point=pid))
-            incs.append(i.assign(point=pid))
+            errs.append(done[0].assign(point=pid))
+            incs.append(done[1].assign(point=pid))
             try:   # OUT/solutions/<id>/: the compact solutions that `gb verify` checks and results folders carry
                 copy_point_solutions(d, out / layout.SOLUTIONS / pid)
             except (OSError, ValueError) as exc:
@@ -597,9 +517,8 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
     incons = pd.concat(incs, ignore_index=True) if incs else pd.DataFrame()
     failures = pd.DataFrame(fails, columns=["point", "status", "stage", "message", "log"])
     tables = SweepDir(out).tables
-    write_csv(tables / layout.ERRORS, errors)
-    write_csv(tables / layout.INCONSISTENCY, incons)
-    write_csv(tables / layout.FAILURES, failures)
+    for name, table in ((layout.ERRORS, errors), (layout.INCONSISTENCY, incons), (layout.FAILURES, failures)):
+        write_csv(tables / name, table)
     write_csv(SweepDir(out).points_table, point_table(points))
     if errs:
         write_csv(tables / "summary.csv", summarize(errors, incons))
