@@ -19,7 +19,7 @@ import urllib.request
 import weakref
 import zlib
 from pathlib import Path
-from typing import ClassVar, Literal, Optional, Sequence
+from typing import ClassVar, Literal, Optional, Sequence, get_args
 
 import numpy as np
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator, model_validator
@@ -247,8 +247,10 @@ class ImageSet(DatasetParams):
     def pool(self) -> tuple[np.ndarray, np.ndarray]:
         root = None if self.name == "digits" else _data_root(self.data_dir)
         x, labels = _digits() if root is None else _image_pool(*_idx_files(self.name, root, "train"))
-        if self.classes is not None:   # paper 002: digit pairs
-            x, labels = _keep_classes(x, labels, self.classes)
+        if self.classes is not None:   # paper 002: digit pairs (read-only copies, like the cached pool)
+            keep = np.isin(labels, self.classes)
+            x, labels = x[keep], labels[keep]
+            x.flags.writeable = labels.flags.writeable = False
         return x, np.where(np.isin(labels, self.positive_classes), 1.0, -1.0)
 
     def finish(self, ds: Dataset) -> Dataset:
@@ -402,10 +404,10 @@ class Points(DatasetParams):
         return Dataset("points", xa, ya, xa.copy(), ya.copy(), xa, idx, idx)
 
 
-# dataset.name -> its parameter class (the config's `dataset` section is a union over these)
-DATASETS: dict[str, type[DatasetParams]] = {"mnist": ImageSet, "fashion-mnist": ImageSet, "digits": ImageSet,
-                                            "linear-teacher": LinearTeacher, "orthogonal": Orthogonal,
-                                            "symmetric-gaussians": SymmetricGaussians, "points": Points}
+# dataset.name -> its parameter class (the config's `dataset` section is a union over these), named by each class
+DATASETS: dict[str, type[DatasetParams]] = {name: cls for cls in (ImageSet, LinearTeacher, Orthogonal,
+                                                                  SymmetricGaussians, Points)
+                                            for name in get_args(cls.model_fields["name"].annotation)}
 
 
 def load_dataset(name: str, **params) -> Dataset:
@@ -449,7 +451,7 @@ def split_indices(n_total: int, train_size: int, val_size: int, seed: int) -> tu
 def _idx_files(name: str, root: Path, split: str) -> tuple[str, tuple[Path, Path], tuple]:
     """The cache key of a split's (images, labels) files: the name, the paths and their stamps."""
     paths = tuple(_find(name, root, f) for f in SPLIT_FILES[split])
-    return name, paths, tuple(_stamp(p) for p in paths)
+    return name, paths, tuple((st.st_size, st.st_mtime_ns, st.st_ino) for st in map(Path.stat, paths))
 
 
 @functools.lru_cache(maxsize=2)
@@ -475,10 +477,8 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
         raise MissingInput("the digits dataset needs scikit-learn: pip install scikit-learn")
     with gzip.open(Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz") as fh:
         table = np.loadtxt(fh, delimiter=",")
-    x = _append_one((table[:, :-1] / 16.0 - 0.5) / 0.5)
-    x.flags.writeable = False
-    labels = table[:, -1].astype(np.int64)
-    labels.flags.writeable = False
+    x, labels = _append_one((table[:, :-1] / 16.0 - 0.5) / 0.5), table[:, -1].astype(np.int64)
+    x.flags.writeable = labels.flags.writeable = False
     return x, labels
 
 
@@ -503,15 +503,6 @@ def _linear_teacher(n: int, dim: int, seed: int, margin: float) -> tuple[np.ndar
         count += len(x)
     x = np.concatenate(kept)[:n]
     return x, np.sign(x @ w), w
-
-
-def _keep_classes(x: np.ndarray, labels: np.ndarray, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The rows whose label is in `classes` (read-only copies, like the cached pool)."""
-    keep = np.isin(labels, classes)
-    x, labels = x[keep], labels[keep]
-    x.flags.writeable = False
-    labels.flags.writeable = False
-    return x, labels
 
 
 def _append_one(x: np.ndarray) -> np.ndarray:
@@ -594,9 +585,7 @@ def _read_checked(name: str, path: Path, keep: bool) -> tuple[bytes | bytearray 
 
 
 def _size_problem(n: int, size: int) -> str:
-    if n > size:
-        return f"more than the {size:,} bytes of this file"
-    return f"truncated: {n:,} of {size:,} bytes"
+    return f"more than the {size:,} bytes of this file" if n > size else f"truncated: {n:,} of {size:,} bytes"
 
 
 def _gunzip_bounded(f, size: int, keep: bool) -> tuple[bytearray | None, str | None, str | None]:
@@ -645,11 +634,6 @@ def _find(name: str, root: Path, base: str) -> Path:
         f"{LABELS.get(name, name)} not found in {folder}: missing {folder / (base + '.gz')}; set GB_DATA_DIR "
         f"to a folder containing {name}/, or run `gb data fetch {name}` when online"
     )
-
-
-def _stamp(path: Path) -> tuple:
-    st = path.stat()
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def _data_root(override: str | Path | None) -> Path:
