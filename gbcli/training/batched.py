@@ -136,12 +136,10 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
         if not log_all(step, step / sched.per_epoch, lr, validate=True):
             return None
         seconds = (time.perf_counter() - start) / len(models)
-        results = []
         with torch.no_grad():
-            for log, m, c_t, c_v in zip(logs, models, cts, cvs):
-                results.append(TrainResult(pd.DataFrame(log.rows), m(xt, c_t).double().cpu().numpy(),
-                                           m(xv, c_v).double().cpu().numpy(), seconds, step))
-        return results
+            return [TrainResult(pd.DataFrame(log.rows), m(xt, c_t).double().cpu().numpy(),
+                                m(xv, c_v).double().cpu().numpy(), seconds, step)
+                    for log, m, c_t, c_v in zip(logs, models, cts, cvs)]
     except (interrupts.Interrupted, KeyboardInterrupt):
         if not changing and every < math.inf:
             save()

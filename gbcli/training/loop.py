@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -77,8 +77,7 @@ class MetricLog:
         self.rows: list[dict] = []
 
     def exploded(self) -> bool:
-        """The loss grew EXPLODED-fold over its value at step 0: the steps overshoot (a learning rate
-        far too large), even while the numbers are still finite."""
+        """The loss grew EXPLODED-fold over its value at step 0 (a learning rate far too large), while still finite."""
         rows = self.rows
         return len(rows) > 1 and rows[-1]["train_loss"] > EXPLODED * max(rows[0]["train_loss"], 1e-12)
 
@@ -142,7 +141,6 @@ class Checkpointing:
     identity: dict
     seconds: float
     resume: dict | None = None
-    saved: int = field(default=0, init=False)   # checkpoints written by this run
 
 
 def save_checkpoint(ck: Checkpointing, step: int, seconds: float, model: nn.Module, opt, batch_generator,
@@ -161,8 +159,6 @@ def save_checkpoint(ck: Checkpointing, step: int, seconds: float, model: nn.Modu
         atomic_write_bytes(ck.path, buf.getvalue())
     except OSError as exc:
         gb_log.warning(f"{ck.path}: checkpoint not written ({exc.strerror or exc}); training goes on")
-        return
-    ck.saved += 1
 
 
 def note_row(bar, row: dict) -> None:
