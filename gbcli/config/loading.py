@@ -322,8 +322,7 @@ def _format_error(errors: list) -> str:
         return f"{loc}: required key is missing"
     # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
     alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and config_key(e["loc"]) == loc]
-    for alt in alternatives:
-        msg += f"; or {alt[0].lower() + alt[1:]}"
+    msg += "".join(f"; or {alt[0].lower() + alt[1:]}" for alt in alternatives)
     got = err.get("input")
     shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {quoted(got)})"
     return f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg

@@ -6,7 +6,6 @@ registered kinds (`UNIONS`). Validators only check: derived values (`resolution`
 from __future__ import annotations
 
 import functools
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -91,10 +90,6 @@ class ContextsConfig(Section):
         if v & (v - 1):
             raise ValueError(f"must be a power of two (each context is a pattern of hyperplane sides), got {v}")
         return v
-
-    @property
-    def hyperplanes(self) -> int:
-        return int(math.log2(self.count))
 
 
 MAX_EPOCHS = 10 ** 12   # passes over the data: any more and steps overflow int64 at batch 1
@@ -450,19 +445,16 @@ class Config(Section):
             if self.svm.solver not in NAMES:
                 raise ValueError(f"svm.solver: {quoted(self.svm.solver)} is not a solver (known: "
                                  f"{', '.join(NAMES)})")
-        if t.optimizer == "adam":
-            # loss-normalized is Adam on log R (its gradient grad R / R keeps the size Adam's epsilon
-            # assumes negligible); homogeneous-normalized would rescale Adam's own step sizes
-            for key, bad in (("momentum", t.momentum != 0), ("step_rule", t.step_rule == "homogeneous-normalized"),
+        if t.optimizer != "sgd":
+            # loss-normalized is Adam on log R (grad R / R keeps the size Adam's epsilon assumes negligible);
+            # homogeneous-normalized would rescale Adam's own step sizes
+            adam = t.optimizer == "adam"
+            why = "Adam keeps its own moments and step sizes" if adam else f"{t.optimizer} takes its own steps"
+            for key, bad in (("momentum", t.momentum != 0),
+                             ("step_rule", adam and t.step_rule == "homogeneous-normalized"),
                              ("descent", t.descent != "gradient")):
                 if bad:
-                    raise ValueError(f"training.{key}: is for training.optimizer: sgd (Adam keeps its own moments "
-                                     f"and step sizes)")
-        elif t.optimizer != "sgd":
-            for key, bad in (("momentum", t.momentum != 0), ("descent", t.descent != "gradient")):
-                if bad:
-                    raise ValueError(f"training.{key}: is for training.optimizer: sgd ({t.optimizer} takes its own "
-                                     f"steps)")
+                    raise ValueError(f"training.{key}: is for training.optimizer: sgd ({why})")
         for key, owner in (("betas", "adam"), ("eps", "adam"), ("mirror_p", "mirror")):
             if getattr(t, key) is not None and t.optimizer != owner:
                 raise ValueError(f"training.{key}: is for training.optimizer: {owner}")
