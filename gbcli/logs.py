@@ -1,13 +1,6 @@
-"""Where gb's messages go: the `gbcli` logger, a run directory's `log.txt`, and progress a person
-can follow on a terminal or in a file.
-
-- The library logs through `logging.getLogger("gbcli...")`, never `print`. The `gb` command puts a
-  handler on the `gbcli` logger (rich on a terminal, plain lines otherwise); a notebook sees the
-  messages with `logging.basicConfig(level=logging.INFO)`.
-- Every stage that writes a run directory appends its messages to `RUN_DIR/log.txt` while it runs
-  (`run_log`), opened without following a symlink.
-- `Progress`, the one reporter of long work: a rich bar on a terminal; elsewhere (a Slurm log,
-  nohup, CI) plain lines with the count, the latest numbers, the elapsed time and an ETA.
+"""gb's messages: the library logs to the `gbcli` logger (never `print`; the `gb` command adds a handler,
+a notebook uses `logging.basicConfig`), each stage appends them to `RUN_DIR/log.txt` (`run_log`), and
+`Progress` reports long work (a rich bar on a terminal, else plain lines with the elapsed time and an ETA).
 """
 
 from __future__ import annotations
@@ -64,8 +57,7 @@ def run_log(run_dir: str | Path):
 
 
 def console_handler(quiet: bool = False) -> logging.Handler:
-    """The `gb` command's handler for the `gbcli` logger, on stdout with the command's other output:
-    rich on a terminal, plain time-stamped lines otherwise (a Slurm log, nohup, CI)."""
+    """The `gb` command's handler on stdout: rich on a terminal, else plain time-stamped lines."""
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.logging import RichHandler
@@ -86,12 +78,9 @@ def clock(seconds: float) -> str:
 
 
 class Progress:
-    """Progress of `total` units of work (training steps, a sweep's points, programs verified):
-    `advance(n)`, `note(**values)` (e.g. loss, errors, failed, running; shown with the next update).
-    A rich bar when `show` and stderr is a terminal; else, when `show`, a first line, then plain
-    lines (`say`, default the `gbcli.progress` logger) about every `LINE_SECONDS` or `LINE_FRACTION`
-    of the work, never within `MIN_SECONDS` of the last, and a last one. `counter` is how a line
-    counts: "step {done}/{total}" or "{done}/{total} points"; `clock`, the seconds it measures with."""
+    """Progress of `total` units of work: `advance(n)`, `note(**values)` (shown with the next update). A
+    rich bar when `show` on a terminal; else, when `show`, plain lines (`say`) about every LINE_SECONDS
+    or LINE_FRACTION of the work, never within MIN_SECONDS, and a last one. `counter`: "step {done}/{total}"."""
 
     def __init__(self, what: str, total: int, show: bool = True, logger: logging.Logger | None = None,
                  counter: str = "step {done}/{total}", say=None, describe=None, clock=time.perf_counter):
