@@ -1,19 +1,11 @@
 """Ctrl-C and SIGTERM: every gb command stops promptly, says so in one line and exits 130.
 
-The main process (`install`, called first by the CLI) turns SIGINT and SIGTERM into `Interrupted`,
-a BaseException (the `except Exception` that records a failure never swallows it) but not a
-KeyboardInterrupt (which typer turns into a silent exit 130). Whoever started work that outlives it
-stops that work on the way out (a sweep: its pool workers, its Slurm jobs) and may add a note for
-the line. A second signal while the first is being handled exits at once.
-
-The exception is raised only between bytecodes of the main thread: a long call into C (a solver, a
-torch kernel) would keep it waiting. A watchdog thread, woken by the signal (`signal.set_wakeup_fd`),
-gives the main thread GRACE seconds to take it, else prints the line and ends the process (results
-are written atomically; a rerun removes the temporary files a cut write leaves).
-
-A sweep's pool workers are started with both signals blocked (`deferred`: a Ctrl-C while one starts
-up is no traceback in it); their initializer `worker_init` ignores SIGINT (a terminal's Ctrl-C
-reaches the whole process group: the parent decides, and terminates them) and unblocks them.
+`install` turns both signals into `Interrupted`, a BaseException (an `except Exception` that records a
+failure never swallows it) but no KeyboardInterrupt (typer would exit silently). Python raises it only
+between bytecodes: a watchdog thread woken by the signal (`signal.set_wakeup_fd`) ends the process
+GRACE seconds later if the main thread is stuck in C (results are written atomically). A sweep's pool
+workers start with both signals blocked (`deferred`), then ignore SIGINT (`worker_init`: the parent
+decides and terminates them). A second signal while the first is handled exits at once.
 """
 
 from __future__ import annotations
@@ -80,21 +72,18 @@ def _handler(signum: int, frame) -> None:
                 return
     if first:
         raise Interrupted(name)
-    # a second signal while the first is handled (workers being stopped, jobs cancelled), or one
-    # once the command is over (exceptions raised in exit handlers are printed, not handled): now.
-    # Pool workers die with this process (PR_SET_PDEATHSIG); the rerun cleans what they left.
+    # a second signal while the first is handled, or one once the command is over (an exception raised
+    # in an exit handler is printed, not handled): now. Pool workers die with this process (PDEATHSIG).
     _exit_now(_state["signal"] or name, ["stopped at once by a second signal"] if _state["signal"] else [])
 
 
 def _watch(fd: int) -> None:
-    """The watchdog: each byte is a signal the C-level handler saw; if the main thread has not run
-    the Python handler for it within GRACE seconds (it is inside a long call into C), end now."""
+    """The watchdog: each byte is a signal; if the main thread has not handled it within GRACE seconds
+    (a long call into C), end now."""
     seen = 0
     while True:
         try:
-            data = os.read(fd, 64)
-        except InterruptedError:
-            continue
+            data = os.read(fd, 64)   # EINTR is retried (PEP 475)
         except OSError:
             return
         if not data:
@@ -111,9 +100,8 @@ def _watch(fd: int) -> None:
 
 
 def install() -> None:
-    """SIGINT and SIGTERM raise `Interrupted` in this (main) process, and the watchdog runs. A
-    signal that was ignored when gb started (`nohup`, a shell's background job) stays ignored, as
-    Python itself does. In the main thread only (Python's rule for signal handlers)."""
+    """SIGINT and SIGTERM raise `Interrupted` in the main thread, and the watchdog runs; a signal ignored
+    when gb started (`nohup`) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         return
     _state.update(signal=None, announced=False, exiting=False)
@@ -131,18 +119,15 @@ def install() -> None:
 
 
 def exiting() -> None:
-    """The command is over (its result or error printed; the interpreter exits): a signal now
-    ends the process at once, with the line unless one was printed, instead of an exception that
-    an exit handler would print as a traceback."""
+    """The command is over: a signal now ends the process at once (with the line unless printed), not
+    with an exception an exit handler would print as a traceback."""
     _state["exiting"] = True
 
 
 @contextlib.contextmanager
 def deferred():
-    """SIGINT and SIGTERM are held, not lost, while the block runs: blocked in the calling thread
-    (processes started in the block inherit that: see `worker_init`) and, if one reaches the
-    process anyway (through another thread), raised as `Interrupted` when the block ends. Around
-    starting pool workers, and around a submission whose job ids must be known to cancel them."""
+    """SIGINT and SIGTERM held, not lost, while the block runs (starting pool workers, which inherit the
+    mask; a submission whose job ids must be known): raised as `Interrupted` when it ends."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     _state["deferred"] += 1
     try:
@@ -156,22 +141,18 @@ def deferred():
 
 
 def _worker_term(signum: int, frame) -> None:
-    """A pool worker's SIGTERM (the parent stopping its pool): the first raises `Interrupted`, so
-    that a training on its way out writes its checkpoint (`gbcli.training.loop`), a second ends
-    the worker at once. The parent prints the one line; the worker prints nothing."""
+    """A pool worker's SIGTERM: in a task, the first raises `Interrupted` (a training then writes its
+    checkpoint), silently; otherwise, or a second, the worker ends at once."""
     if _state["signal"] is None and _state.get("armed"):
         _state["signal"] = "SIGTERM"
-        # a worker on its way out prints nothing: a library interrupted mid-import (matplotlib's
-        # "Unable to import Axes3D") would otherwise warn onto the sweep's terminal, next to the one line
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")   # a library interrupted mid-import would warn onto the terminal
         raise Interrupted("SIGTERM")
     os._exit(EXIT_CODE)   # outside a task (starting up, between tasks), or a second signal: at once
 
 
 @contextlib.contextmanager
 def raising_in_worker():
-    """In a pool worker: while the block runs (a task), SIGTERM raises `Interrupted`; outside it
-    the worker ends at once."""
+    """In a pool worker: SIGTERM raises `Interrupted` while the block (a task) runs."""
     _state["armed"] = True
     try:
         yield
@@ -180,9 +161,8 @@ def raising_in_worker():
 
 
 def worker_init() -> None:
-    """In a pool worker (its initializer): SIGINT ignored, SIGTERM raised as `Interrupted` once
-    (`_worker_term`; the parent kills a worker that has not ended STOP_SECONDS later); then both
-    unblocked. A Ctrl-C that arrived while the worker was starting is discarded by the ignore."""
+    """A pool worker's initializer: SIGINT ignored (a Ctrl-C while it started is discarded), SIGTERM
+    `_worker_term`; then both unblocked."""
     _state.update(signal=None, announced=True, exiting=False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_term)
@@ -195,9 +175,8 @@ _checkpoint_asked = threading.Event()
 
 
 def checkpoint_on(signum: int) -> None:
-    """From now on `signum` asks the training for a checkpoint at its next step, and nothing else
-    (a Slurm task: the SIGTERM of `scancel` or of a requeue arrives KillWait seconds before the
-    SIGKILL, and submitit ignores it; the periodic checkpoint may be minutes old)."""
+    """From now on `signum` only asks the training for a checkpoint at its next step (a Slurm task: scancel's
+    or a requeue's SIGTERM comes KillWait seconds before the SIGKILL)."""
     signal.signal(signum, lambda *_: _checkpoint_asked.set())
 
 
