@@ -1,8 +1,6 @@
-"""How a record was made, under `provenance` in every stage record, run and sweep marker and sweep
-point: `Clock()` when the work starts, `clock.stamp()` when its record is written (gb's version,
-the code's commit from `git` when gb runs from a checkout, the libraries, the machine, the command,
-start and end in UTC, wall and CPU seconds). Nothing here imports torch: its version is recorded
-when the work being recorded loaded it (training and solving always do).
+"""How a record was made, under `provenance` in every record and marker: `Clock()` when the work starts,
+`clock.stamp()` when its record is written (versions, git commit, machine, command, UTC times, wall and
+CPU seconds). No torch import: its version is recorded when the work loaded it.
 """
 
 from __future__ import annotations
