@@ -1,12 +1,6 @@
-"""The registries: every model kind, instrument and report, listed once.
-
-Adding a model kind with its programs is one module in `gbcli/models/` and one line in `MODELS`;
-the config (its `model` section is a union discriminated by `kind`), the run stages, sweeps, the
-instruments, tables and figures all ask this registry.
-
-The model kinds import without torch (the config is validated against them before anything heavy
-loads). The instruments and reports are measured and drawn with torch, pandas and matplotlib:
-`INSTRUMENTS`, `RUN_REPORTS` and `SWEEP_REPORTS` are resolved on first use (PEP 562).
+"""The registries: every model kind, instrument and report, listed once. A model kind is one module in
+`gbcli/models/` and one line in `MODELS` (importable without torch: configs are validated first); the
+papers' instruments and reports come from entry points and resolve on first use (PEP 562).
 """
 
 from __future__ import annotations
@@ -33,10 +27,8 @@ EXPERIMENTS = "gbcli.experiments"   # the entry-point group where the papers' mo
 
 @functools.cache
 def experiments() -> tuple:
-    """The papers' modules, each with its instruments and reports, in name order: the plugins
-    registered under the entry-point group `gbcli.experiments` (pyproject.toml), so the registry
-    imports no experiment and a separate package can add one (torch, pandas: loaded on first use).
-    Every installed distribution is asked, so a stale `gbcli.egg-info` in a source tree hides none."""
+    """The papers' modules, in name order: the entry points of the group `gbcli.experiments` (a separate
+    package can add one), from every installed distribution (a stale egg-info in a source tree hides none)."""
     found = {ep.name: ep for dist in distributions() for ep in dist.entry_points.select(group=EXPERIMENTS)}
     if not found:
         raise GbError(f"no experiment is registered (entry points {EXPERIMENTS!r}): gbcli's installed metadata "
