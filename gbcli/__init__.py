@@ -1,35 +1,14 @@
-"""gb: a laboratory for the implicit bias of gradient descent.
+"""gb: a laboratory for the implicit bias of gradient descent. The library API (docs/library-api.md), for
+notebooks and scripts; the `gb` command line is a thin layer over it:
 
-The library API, for notebooks and scripts (the `gb` command line is a thin layer over it):
-
-    import gbcli
     cfg = gbcli.load_config("configs/quickstart.yaml")
     gbcli.train_gd(cfg, "runs/quickstart")
     gbcli.fit_svm(cfg, "runs/quickstart")
     errors, inconsistency = gbcli.compare_run("runs/quickstart")
-    errors, inconsistency = gbcli.read_tables("runs/quickstart")
     run = gbcli.load_run("runs/quickstart")   # its config, network, metrics, records and tables
+    svm = gbcli.KernelSVM().fit(X, y)   # a certified hard-margin SVM on any data, without a config
 
-and the certified max-margin solvers on any data, without a config:
-
-    from gbcli import KernelSVM, GroupNormSVM
-    svm = KernelSVM().fit(X, y)            # hard-margin SVM without bias, certified
-    svm.certificate_["certified"], svm.predict(X_new)
-
-Layout (each package's docstring says more):
-
-- `config`: the config schema (model and dataset sections discriminated by kind) and reading;
-- `data`: dataset files, loaders and the config's dataset kinds;
-- `models`: one module per model kind (parameters, network, gating, programs, instruments);
-- `programs`: designs, norms (one class each), certificates, registered solvers, estimators;
-- `training`: the gradient-descent loop and the losses;
-- `instruments`: theory instruments tracked during training;
-- `fs`: the floor every package may use: the safe file layer and the layout's names;
-- `store`: the one owner of run and sweep directories' records (records, identity, cache, locks);
-- `runs`: the stages of a run, sweeps and their executors (local pool, Slurm), figures, verify;
-- `reports`: tables and rendering;
-- `experiments`: the papers' own instruments and reports (built on the models, never the reverse);
-- `registry`: every model kind, instrument and report, listed once.
+The packages and their layers: docs/code-layout.md.
 """
 
 from importlib import metadata as _metadata
@@ -41,9 +20,7 @@ try:   # one source of truth: the installed package's metadata (pyproject.toml's
 except _metadata.PackageNotFoundError:   # run from a source tree that was never installed
     __version__ = "unknown"
 
-# name -> the module that defines it. Resolved on first use (PEP 562), so `import gbcli` and the
-# `gb` command's argument errors stay fast: torch and the solvers load only when a name is used.
-# Every subpackage and module is reachable the same way (`gbcli.runs.sweep.limit_threads`).
+# name -> the module that defines it, imported when the name is first used (PEP 562): `import gbcli` stays fast
 _API = {
     "Config": "gbcli.config", "load_config": "gbcli.config", "validate": "gbcli.config",
     "GbError": "gbcli.errors",
