@@ -1,8 +1,5 @@
-"""A package's attributes resolved on first use (PEP 562), for the library API in a notebook:
-`import gbcli; gbcli.runs.sweep.limit_threads(1)` imports `gbcli.runs` and then `gbcli.runs.sweep`
-when they are first named, so `import gbcli` itself loads neither torch nor any solver.
-
-Each package's `__init__` calls `attach` once; this module imports nothing of gbcli."""
+"""A package's attributes resolved on first use (PEP 562): `import gbcli` loads neither torch nor any
+solver, and `gbcli.runs.sweep` imports its packages when first named. Imports nothing of gbcli."""
 
 from __future__ import annotations
 
@@ -12,9 +9,8 @@ from typing import Callable
 
 
 def attach(namespace: dict, names: dict[str, str] | None = None) -> tuple[Callable, Callable]:
-    """(`__getattr__`, `__dir__`) for the package whose globals are `namespace`: a submodule or
-    subpackage of it is imported when first named, and a name in `names` (name -> the module that
-    defines it) is read from that module then, and kept."""
+    """(`__getattr__`, `__dir__`) for the package whose globals are `namespace`: a submodule is imported
+    when first named, and a name in `names` (name -> its module) is read from that module and kept."""
     package, path = namespace["__name__"], namespace["__path__"]
     names = dict(names or {})
 
