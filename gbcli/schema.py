@@ -1,9 +1,5 @@
-"""Pydantic building blocks shared by every config section (the config package, each model's
-parameters, each dataset's parameters).
-
-This module sits at the bottom of the import graph: it imports nothing from `gbcli`, so a model
-module can declare its parameters without importing the config package that assembles them.
-"""
+"""Pydantic building blocks of every config section; it imports nothing of gbcli, so a model module
+declares its parameters without importing the config package."""
 
 from __future__ import annotations
 
