@@ -8,9 +8,8 @@ import numpy as np
 
 
 def error(out, y) -> float:
-    """Fraction misclassified by sign(out) (numpy arrays or torch tensors); ties (out = 0) and
-    non-finite outputs (NaN, a diverged network) count as errors: a point is correct only when
-    y f(x) > 0 holds."""
+    """Fraction misclassified by sign(out) (numpy or torch): a point is correct only when y f(x) > 0, so
+    ties and non-finite outputs (a diverged network) are errors."""
     torch = sys.modules.get("torch")   # a tensor exists only once torch is loaded: `gb compare` never loads it
     if torch is not None and isinstance(out, torch.Tensor):
         return float((~(torch.isfinite(out) & ((out * y) > 0))).float().mean())
