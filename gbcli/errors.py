@@ -6,6 +6,5 @@ class GbError(Exception):
 
 
 class MissingInput(GbError):
-    """Input gb needs that is absent or unusable where it looked (a data set's files, a package):
-    the message says what to set or run. Never a per-result failure: a command that meets it stops
-    at once (exit 2), where a damaged result of its own would be one row among others."""
+    """Input gb needs that is absent or unusable (a data set's files, a package), the message saying what
+    to set or run: the command stops at once (exit 2), never one failed row among others."""
