@@ -64,8 +64,7 @@ class Margin(Instrument):
               ("margin_gap", "margin gap: best - normalized margin", "log"))
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        norm = tracker.norm(model)
-        gamma = float(margins.double().min()) / norm if norm > 0 else float("nan")
+        gamma = tracker.normalized_margin(model, margins)
         return {"margin_ratio": gamma / tracker.best, "margin_gap": tracker.best - gamma}
 
 
@@ -116,8 +115,7 @@ class Contrast(Instrument):
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         best, val = tracker.contrast
-        size = tracker.norm(model, 2.0)
-        gamma = float(margins.double().min()) / size if size > 0 else float("nan")
+        gamma = tracker.normalized_margin(model, margins, 2.0)
         return {"margin_ratio_l2": gamma / best, "inconsistency_l2": inconsistency(val_out.double().cpu().numpy(), val)}
 
 
@@ -268,17 +266,16 @@ class Tracker:
 
     @property
     def resumable(self) -> bool:
-        """Whether a checkpointed run resumes to the same rows: every instrument is `resumable` and
-        the matching program is solved (a program solved only at a later step, as FReLU's after its
-        gates freeze, would be solved on other weights after a resume)."""
+        """Whether a checkpointed run resumes to the same rows: every instrument `resumable` and the matching
+        program solved (one solved later, as FReLU's, would be solved on other weights after a resume)."""
         return not self.pending and all(i.resumable for i in self.instruments)
 
     @property
     def columns(self) -> tuple[str, ...]:
         return tuple(c for i in self.instruments for c in i.columns)
 
-    def norm(self, model: nn.Module, q: float | None = None) -> float:
-        """||w||_q^L, q the matching program's geometry unless given (docs/optimizers.md)."""
+    def normalized_margin(self, model: nn.Module, margins: torch.Tensor, q: float | None = None) -> float:
+        """min y f / ||w||_q^L, q the matching program's geometry unless given (docs/optimizers.md); NaN at w = 0."""
         w = torch.cat([v.detach().double().reshape(-1) for v in model.weights()])
         q = self.context.spec.margin_geometry(self.cfg) if q is None else q
         if q == 2:
@@ -287,7 +284,8 @@ class Tracker:
             size = float(w.abs().sum())
         else:
             size = float(w.abs().max()) if q == math.inf else float(w.abs().pow(q).sum()) ** (1 / q)
-        return size ** self.degree
+        size = size ** self.degree
+        return float(margins.double().min()) / size if size > 0 else float("nan")
 
     def measure(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.Tensor | None,
                 margins: torch.Tensor, val_out: torch.Tensor) -> dict:
