@@ -14,7 +14,9 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic_core import to_jsonable_python
 
 from gbcli.config.loading import MAX_HINT_KEY
+from gbcli.errors import GbError
 from gbcli.schema import Section
+from gbcli.text import quoted
 
 
 # ------------------------------------------------------------------ the sections, from the schema
@@ -132,9 +134,6 @@ def select(selector: str | None) -> tuple[list[str], str | None]:
     """What `gb config keys SELECTOR` lists, as (sections, key or None): everything (None), a section (`training`;
     `top`), a union section with its kinds (`model`), a kind (`model.gln`), or a key (`training.lr`; in a union
     section: in every kind that has it). A GbError otherwise."""
-    from gbcli.errors import GbError
-    from gbcli.text import quoted
-
     secs = sections()
     names = list(secs)
     if selector is None:

@@ -132,8 +132,7 @@ def read_yaml(path: str | Path) -> dict:
     """The mapping in a YAML config file (`_read_config_text`)."""
     path = Path(path)
     try:
-        text = _read_config_text(path)
-        raw = load_yaml_text(text)
+        raw = load_yaml_text(_read_config_text(path))
     except RecursionError:
         raise GbError(f"{path}: not valid YAML: nested too deeply") from None
     except UnicodeDecodeError:
