@@ -48,8 +48,7 @@ def differing_keys(saved: dict | None, cfg, sections: tuple[str, ...]) -> str:
 
 
 def _check_saved_config(path: Path, record: Path, manifest: dict, key: str, sections: tuple[str, ...]) -> None:
-    """A stage's config.yaml must be the one its record's manifest hashes (an edited or swapped config
-    would label the record's numbers with other settings)."""
+    """A stage's config.yaml must be the one its manifest hashes (else it labels the numbers wrongly)."""
     saved = read_stored_config(path)
     try:
         got = section_hash(validate(saved, str(path)), sections) if saved is not None else None
@@ -143,8 +142,7 @@ def check_same_problem(run_dir: Path, cfg) -> None:
 def check_trained(run_dir: Path, cfg, needed_by: str) -> Path:
     """A program that uses the trained network: the GD stage is finished, healthy and of this problem."""
     run = RunDir(run_dir)
-    summary = run.summary
-    if not is_file(summary):
+    if not is_file(summary := run.summary):
         raise GbError(f"{run.model}: {needed_by} need the trained {cfg.model.predictor} of "
                       f"this run (run `gb train-gd` first)")
     try:
@@ -160,8 +158,7 @@ def check_trained(run_dir: Path, cfg, needed_by: str) -> Path:
 
 
 def check_run(run_dir: Path) -> None:
-    """compare: no interrupted stage, and every program's manifest matches the GD stage it is paired
-    with (same problem; for programs that used the network, the same network)."""
+    """compare: no interrupted stage; every program of the GD stage's problem (and network, if used)."""
     run = RunDir(run_dir)
     gd, summary = run.gd, run.summary
     if gd.is_dir() and any(p.name != layout.SUMMARY and not p.name.startswith(".") for p in gd.iterdir()) \

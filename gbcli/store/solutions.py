@@ -93,8 +93,7 @@ def _same_certificate(a: dict, b: dict, rtol: float = WRITE_TOL) -> bool:
 
 def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, tol: float, val_sign: np.ndarray,
                         record: dict) -> np.ndarray | None:
-    """Recovery scales whose predictor reproduces `zeta`'s certificate to WRITE_TOL and every
-    validation label, or None."""
+    """Recovery scales reproducing `zeta`'s certificate to WRITE_TOL and every validation label, or None."""
     s = recovery_scales(design, zeta, lam)
     if s is None or not np.all(np.isfinite(s)):
         return None
@@ -120,8 +119,7 @@ def no_links(root: Path, path: Path) -> None:
 
 
 def read_stored(root: Path, path: Path, config: bool = False):
-    """The JSON record at `path` or, with `config`, its validated config, read as untrusted data below
-    `root`; Unusable says why not."""
+    """The JSON record at `path` or, with `config`, its validated config; Unusable says why not."""
     no_links(root, path)
     try:
         raw = read_stored_config(path, strict=True) if config else read_json(path)
@@ -204,8 +202,7 @@ def _multipliers(arrays: dict, n: int) -> np.ndarray | None:
 
 
 def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
-    """(zeta, lam, val_sign, claims, form) of a compact file's arrays, checked against the design of
-    `objective` (Unusable when they do not fit)."""
+    """(zeta, lam, val_sign, claims, form) of a compact file's arrays; Unusable when they do not fit."""
     n, rows, dim, m = len(design.y_train), design.rows, design.x_train.shape[1], len(design.x_val)
     meta = _meta(arrays)
     if meta.get("objective") != objective:
@@ -213,8 +210,7 @@ def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple
     if (meta.get("n"), meta.get("rows"), meta.get("dim"), meta.get("val")) != (n, rows, dim, m):
         raise Unusable(f"meta: sizes {[meta.get(k) for k in ('n', 'rows', 'dim', 'val')]} do not fit the "
                        f"program ({n} margins, {rows} x {dim} variables, {m} validation points)")
-    form = meta.get("form")
-    claims = meta.get("claims")
+    form, claims = meta.get("form"), meta.get("claims")
     if form not in ("multipliers", "zeta", "ray", "none") or not isinstance(claims, dict):
         raise Unusable("meta: no valid form or claims")
     lam = _multipliers(arrays, n)
