@@ -16,7 +16,9 @@ from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
 from gbcli.fs.safe import check_tree, entries_below, is_file, present, read_only_fs, subdirs
+from gbcli.logs import Progress
 from gbcli.runs.index import read_any, scan
+from gbcli.runs.tracking import Live, logged, open_store
 from gbcli.text import quoted, shorten
 
 
@@ -77,12 +79,12 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     check_tree(root, foreign=frozenset(top - {layout.MLFLOW_DB, layout.MLFLOW_ARTIFACTS}))
     uri = default_uri(root) if tracking_uri is None else tracking_uri
     check_uri(uri, "--dir" if tracking_uri is None else "--tracking-uri")   # a read-only DIR: refused now
-    # a config key MLflow refuses as a parameter name would stop the export partway: refused now
+    # a config key MLflow refuses as a parameter name would stop the export partway: refused now (those logged)
     todo = [(info, [read_any(p) for p in subdirs(SweepDir(info.path).points)] if info.kind == "sweep" else [])
             for info in scan(root)]
     for one in [d for info, points in todo for d in (info, *points)]:
         for key in map(str, one.config):
-            if key != "name" and not key.startswith("tracking.") and (
+            if logged(key) and (
                     not re.fullmatch(r"[/\w.\- :]{1,250}", key) or posixpath.normpath(key) != key
                     or key.startswith(("/", ".."))):
                 raise GbError(f"--dir: {shorten(str(one.path), 200)}: its config key {quoted(key, 80)} is not a name "
@@ -107,9 +109,6 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
 
 def _export(todo: list, uri: str, experiment: str, echo) -> dict:
     """Replay each directory (a sweep, then its points as its children), saying first what it does."""
-    from gbcli.logs import Progress
-    from gbcli.runs.tracking import Live, open_store
-
     counts = {"runs": 0, "sweeps": 0, "points": 0, "unchanged": 0}
     for info in [info for info, _ in todo if info.kind == "foreign"]:
         echo(f"skipped {info.path}: {info.note}")

@@ -7,6 +7,7 @@ doubled; a sweep is the parent of its points. A store that fails costs one warni
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -20,6 +21,7 @@ from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted
+from gbcli.runs.index import grid_axes, read_any, show
 from gbcli.store.labels import read_labels
 from gbcli.store.views import SweepView
 from gbcli.text import shorten
@@ -119,6 +121,11 @@ def fingerprint(path: Path, under: str = "") -> str:
 # ------------------------------------------------------------------ names and parameters: one scheme
 
 
+def logged(key: str) -> bool:
+    """Whether a config key is logged as a parameter: not the name, nor tracking.* (a URI may hold a secret)."""
+    return key != "name" and not key.startswith("tracking.")
+
+
 def is_point(path: Path) -> bool:
     return Path(path).parent.name == layout.POINTS
 
@@ -138,8 +145,6 @@ def run_name(path: Path, labels: dict) -> str:
 def sweep_params(path: Path) -> dict:
     """A sweep's parameters: each axis as given (`grid.<key>`, `zip.<key>`: its list of values) and the
     keys every point shares; never a base value that an axis overrides."""
-    from gbcli.runs.index import grid_axes
-
     raw = SweepView(path).config() or {}
     axes = {f"{kind}.{k}": v for kind in ("grid", "zip") if isinstance(raw.get(kind), dict)
             for k, v in raw[kind].items()}
@@ -170,8 +175,6 @@ def seal(mlflow_client, rid: str, info, curves: bool) -> None:
     say; `gb.fingerprint` and `gb.exported`, logged last, tell a later export the run is up to date."""
     from mlflow.entities import Metric, RunTag
 
-    from gbcli.runs.index import show
-
     prov = show(info.path).get("provenance") or {}
     end = _times(prov)[1]
     now = end or int(time.time() * 1000)
@@ -190,14 +193,12 @@ def seal(mlflow_client, rid: str, info, curves: bool) -> None:
         if isinstance(v, (str, int, float, bool)) or v is None:
             tags[f"gb.provenance.{k}"] = str(v)[:5000]
     _log(mlflow_client, rid, tags=[RunTag(k, v) for k, v in {**tags, "gb.exported": "yes"}.items()])
-    mlflow_client.set_terminated(rid, status="FINISHED" if info.status in ("complete", "solved", "trained") else "FAILED",
-                                 end_time=end)
+    status = "FINISHED" if info.status in ("complete", "solved", "trained") else "FAILED"
+    mlflow_client.set_terminated(rid, status=status, end_time=end)
 
 
 def _times(prov: dict) -> tuple[int | None, int | None]:
     """(start, end) in ms since the epoch: the records' earliest `started` and latest `ended` (or None)."""
-    import datetime as dt
-
     def stamps(key: str):
         for rec in prov.values():
             value = rec.get(key) if isinstance(rec, dict) else None
@@ -286,8 +287,6 @@ class Live:
             return done.info.run_id, False
         live = next((r for r in earlier if r.data.tags.get("gb.live") == "yes"
                      and r.data.tags.get("gb.fingerprint.gd") == training), None)
-        from gbcli.runs.index import show
-
         one = cls(uri, experiment, info.path, "replay", info.config)
         start, _ = _times(show(info.path).get("provenance") or {})
         one._open(mlflow_client, exp_id, earlier, live, info.kind, parent=parent, start=start, live=False)
@@ -315,8 +314,7 @@ class Live:
 
     def _open(self, mlflow_client, exp_id: str, earlier: list, keep, kind: str, parent: str | None = None,
               start: int | None = None, live: bool = True) -> None:
-        """Continue `keep` (one of `earlier`) or create the run (a point's the child of its sweep's); the
-        others are deleted."""
+        """Continue `keep` (one of `earlier`; the others deleted) or create the run (a point's: its sweep's child)."""
         _drop(mlflow_client, earlier, keep)
         params = sweep_params(self.path) if kind == "sweep" else self.params
         if keep is None:
@@ -334,18 +332,15 @@ class Live:
             mlflow_client.update_run(self.rid, status="RUNNING")
         from mlflow.entities import Param
 
-        # a value an earlier stage logged stays (MLflow refuses a changed one); tracking.*: where, not
-        # what (a URI may hold a secret)
-        _log(mlflow_client, self.rid, params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items() if
-                                              k != "name" and not k.startswith("tracking.") and k not in have])
+        # a value an earlier stage logged stays (MLflow refuses a changed one)
+        _log(mlflow_client, self.rid, params=[Param(k, str(v)[:MAX_PARAM]) for k, v in params.items()
+                                              if logged(k) and k not in have])
         self.client, self.exp_id = mlflow_client, exp_id
 
     def replay_points(self, dirs: list[Path], say) -> None:
         """The points finished before tracking began, each replayed as a child of this run; `say` first."""
         if self.client is None or not dirs:
             return
-        from gbcli.runs.index import read_any
-
         say(f"tracking: {len(dirs)} points finished earlier: logging their records to MLflow {shorten(self.uri, 160)} "
             f"(those already there are left as they are)")
 
@@ -374,8 +369,6 @@ class Live:
 
     def finish(self) -> None:
         """The stage ended: the rows left, then what its records hold."""
-        from gbcli.runs.index import read_any
-
         self._guard("logging the metrics", self._flush)
         # metrics.csv's curves when this stage began the run and is not the training (which logged its rows)
         curves = self.created and self.stage != "train-gd"
@@ -396,8 +389,7 @@ def _drop(mlflow_client, runs: list, keep) -> None:
 
 @contextlib.contextmanager
 def tracked(live: Live | None):
-    """A stage's work, tracked by `live` (None: untracked): finished at its end, KILLED or FAILED on an
-    exception (which goes on)."""
+    """A stage's work, tracked by `live` (None: untracked): finished at its end, KILLED or FAILED on an exception."""
     if live is None:
         yield
         return
@@ -410,13 +402,10 @@ def tracked(live: Live | None):
 
 
 def replay_done(cfg, run_dir: str | Path, lead: str) -> str | None:
-    """A tracked stage with nothing left to do: its records replayed (`Live.replay`, as the export does).
-    One line, `lead` and what it does, is logged first and returned (None untracked); a failing store
-    costs one warning line."""
+    """A tracked stage with nothing left to do: its records replayed (as the export does). One line, `lead` and
+    what it does, is logged first and returned (None untracked); a failing store costs one warning line."""
     if cfg.tracking.mlflow is None:
         return None
-    from gbcli.runs.index import read_any
-
     uri, experiment = absolute(cfg.tracking.mlflow), cfg.tracking.experiment
     line = (f"{lead}; logging the run's records to MLflow {shorten(uri, 160)} (experiment {experiment}), as `gb runs "
             f"export mlflow` does")
