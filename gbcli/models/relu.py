@@ -1,7 +1,5 @@
 """The two-layer ReLU network without biases, x -> H -> 1 (protocol section 4; papers 001 and 003). Its
-programs: max-margin linear weights behind fixed gates (`svm-rc` random, `svm-lc` the trained net's),
-linear SVMs on the trained hidden layer (`svm-hl`) or gate pattern (`svm-gates`), paper 001's one-class
-`svm-pos` / `svm-neg` and paper 003's Problem 2."""
+programs fix its gates (random or trained) or fit its hidden layer, plus paper 001's one-class and 003's Problem 2."""
 
 from __future__ import annotations
 
