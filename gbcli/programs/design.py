@@ -40,6 +40,11 @@ class Status(StrEnum):
     FAILED = "failed"            # no answer
 
 
+def certified_status(status: str, certified: bool) -> str:
+    """`optimal` is a certified word: an uncertified optimum is reported `inaccurate`."""
+    return Status.INACCURATE if status == Status.OPTIMAL and not certified else status
+
+
 class Stop(StrEnum):
     """Why a solve ended: decisions read this, never the message (which is for people)."""
 

@@ -20,7 +20,8 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from gbcli.programs.certify import certificate, relative_gap
-from gbcli.programs.design import GatedDesign, constant_gates, decision, one_hot, singleton_groups, unit_groups
+from gbcli.programs.design import (GatedDesign, certified_status, constant_gates, decision, one_hot, singleton_groups,
+                                   unit_groups)
 from gbcli.programs.ipm import NOT_SEPARABLE, Kernel, interior_point
 
 SUPPORT = 1e-6   # a training point is a support vector when its multiplier exceeds this fraction of the largest
@@ -34,12 +35,6 @@ class NotSeparableError(ValueError):
 
 class NotSeparableWarning(UserWarning):
     """fit's one-line warning (on_inseparable="warn") on inseparable data: score NaN, predicts majority_."""
-
-
-def _check_on_inseparable(est) -> None:
-    if not isinstance(est.on_inseparable, str) or est.on_inseparable not in ON_INSEPARABLE:
-        raise ValueError(f"{type(est).__name__}: on_inseparable must be 'raise' or 'warn', "
-                         f"got {est.on_inseparable!r}")
 
 
 def _inseparable(est, message: str, classes, ypm, certificate_: dict, lam) -> None:
@@ -79,11 +74,6 @@ def _binary_labels(est, y) -> tuple[np.ndarray, np.ndarray]:
     return classes, np.where(idx == 1, 1.0, -1.0)
 
 
-def _certified_status(status: str, cert: dict) -> str:
-    """`optimal` is a certified word: an uncertified optimum is `inaccurate`."""
-    return "inaccurate" if status == "optimal" and not cert["certified"] else status
-
-
 def _warn_inexact(est, status: str, message: str) -> None:
     if status != "optimal":
         warnings.warn(f"{type(est).__name__}: the solve is {status}: {message}", ConvergenceWarning, stacklevel=3)
@@ -94,11 +84,14 @@ def _finite(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(float(value))
 
 
-def _check_tol(est, tol) -> float:
-    """tol in (0, 1): tol >= 1 would certify anything, tol <= 0 (or NaN) nothing."""
-    if not _finite(tol) or not 0 < float(tol) < 1:
-        raise ValueError(f"{type(est).__name__}: tol must be a finite number in (0, 1), got {tol!r}")
-    return float(tol)
+def _check_common(est) -> tuple[float, int | None]:
+    """(tol, max_iter) with on_inseparable checked; tol in (0, 1): tol >= 1 would certify anything, tol <= 0 nothing."""
+    if not isinstance(est.on_inseparable, str) or est.on_inseparable not in ON_INSEPARABLE:
+        raise ValueError(f"{type(est).__name__}: on_inseparable must be 'raise' or 'warn', "
+                         f"got {est.on_inseparable!r}")
+    if not _finite(est.tol) or not 0 < float(est.tol) < 1:
+        raise ValueError(f"{type(est).__name__}: tol must be a finite number in (0, 1), got {est.tol!r}")
+    return float(est.tol), _check_count(est, "max_iter", est.max_iter)
 
 
 def _check_count(est, param: str, value, optional: bool = True) -> int | None:
@@ -145,8 +138,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         _check_count(self, "degree", self.degree, optional=False)
         if not _finite(self.coef0):
             raise ValueError(f"{name}: coef0 must be a finite number, got {self.coef0!r}")
-        _check_on_inseparable(self)
-        return _check_tol(self, self.tol), _check_count(self, "max_iter", self.max_iter)
+        return _check_common(self)
 
     def _gram(self, x, z):
         if self.kernel == "precomputed":
@@ -198,7 +190,7 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         self.certificate_ = {"primal_objective": primal, "dual_objective": dual, "rel_gap": gap,
                              "min_margin": float(margins.min()), "iterations": it, "tolerance": tol,
                              "certified": bool(abs(gap) <= tol and margins.min() >= 1 - tol)}
-        status = _certified_status(status, self.certificate_)
+        status = certified_status(status, self.certificate_["certified"])
         self._reset_fitted()
         self.status_, self.message_, self.lam_, self.alpha_, self.objective_ = status, message, lam, alpha, primal
         self.support_ = np.flatnonzero(lam > SUPPORT * lam.max())
@@ -296,11 +288,8 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
             _check_count(self, param, getattr(self, param))
         if self.context_columns is not None and self.gate_columns is not None:
             raise ValueError(f"{type(self).__name__}: set context_columns or gate_columns, not both")
-        if self.context_columns is not None:
-            return "contexts", int(self.context_columns)
-        if self.gate_columns is not None:
-            return "gates", int(self.gate_columns)
-        return None, 0
+        kind = "contexts" if self.context_columns is not None else "gates" if self.gate_columns is not None else None
+        return kind, int(self.context_columns or self.gate_columns or 0)
 
     def _split(self, X, gates, contexts):
         """(features, gates, contexts): the gates travelling in X's last columns split off."""
@@ -332,8 +321,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, gates=None, contexts=None, count=None):
         from gbcli.programs.solvers import SOLVERS
 
-        tol, max_iter = _check_tol(self, self.tol), _check_count(self, "max_iter", self.max_iter)
-        _check_on_inseparable(self)
+        tol, max_iter = _check_common(self)
         self._columns()
         _check_count(self, "count", self.count)
         X, y = validate_data(self, X, y, dtype=np.float64)
@@ -361,7 +349,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.zeta_, self.lam_, self.objective_ = sol.zeta, sol.lam, sol.value
         self.certificate_ = certificate(design, sol, tol)
-        sol.status = _certified_status(sol.status, self.certificate_)
+        sol.status = certified_status(sol.status, self.certificate_["certified"])
         self.status_, self.message_, self.n_iter_ = sol.status, sol.message, sol.iterations
         _warn_inexact(self, sol.status, sol.message)
         return self
