@@ -205,9 +205,7 @@ def read_any(path: str | Path) -> RunInfo:
         kind = dir_kind(path, key="RUN")
     except GbError as exc:
         return RunInfo(path, "foreign", "foreign", {}, {}, {}, "", note=str(exc))
-    if kind == "sweep":
-        return read_sweep(path)
-    return read_run(path)
+    return read_sweep(path) if kind == "sweep" else read_run(path)
 
 
 def _labelled(root: Path, depth: int = 2) -> list[Path]:
@@ -413,6 +411,5 @@ def headline(path: str | Path) -> str:
     inconsistency_into(Path(path), numbers)
     pairs = [f"{k.split('.')[0]} {v:.3f}" for k, v in numbers.items() if k.endswith(".inconsistency")]
     expected = [v for k, v in numbers.items() if k.endswith(".expected_if_uncorrelated")]
-    if not pairs:
-        return ""
-    return f"inconsistency with GD: {', '.join(pairs)}" + (f" (2p(1-p) {expected[0]:.3f})" if expected else "")
+    return (f"inconsistency with GD: {', '.join(pairs)}" + (f" (2p(1-p) {expected[0]:.3f})" if expected else "")
+            if pairs else "")
