@@ -59,8 +59,7 @@ def _check_errors(record: Path, error_a, summary: Path, error_b, disagreement: f
         a, b = float(error_a), float(error_b)
     except (TypeError, ValueError):
         return   # no error to check: the record's status already says it is not a result
-    slack = 1e-9
-    if np.isfinite(a) and np.isfinite(b) and not abs(a - b) - slack <= disagreement <= a + b + slack:
+    if np.isfinite(a) and np.isfinite(b) and not abs(a - b) - 1e-9 <= disagreement <= a + b + 1e-9:   # rounding
         raise GbError(f"{record}: its val_error {a:.6g} and the network's {b:.6g} ({summary}) cannot come from their "
                       f"predictions, which disagree on {disagreement:.6g} of the validation points (edited or mixed "
                       f"files); rerun the stages")
