@@ -141,6 +141,8 @@ def test_runs_computes_statuses_it_can(work, tmp_path):
     (run / "svm" / "svm-gln" / "result.json").write_text(json.dumps(rec))
     row = json.loads(ok(gb(["runs", "-d", tmp_path, "-f", "json"], work)).stdout)[0]
     assert "svm-gln:unverified" in row["stages"] and row["status"] != "complete", row
+    shown = json.loads(ok(gb(["runs", "show", run, "-f", "json"], work)).stdout)
+    assert shown["results"]["svm-gln"]["status"] == "unverified", shown["results"]   # computed, not the word
     rec["rel_gap"] = 1e-9
     (run / "svm" / "svm-gln" / "result.json").write_text(json.dumps(rec))
     summary = json.loads((run / "gd" / "summary.json").read_text())

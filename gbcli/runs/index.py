@@ -364,14 +364,15 @@ def show(path: str | Path) -> dict:
         for name, rec in view.programs().items():
             out["provenance"][name] = rec.get("provenance")
             # the headline numbers first: errors, then the inconsistency with the GD network (tables/)
-            found = {**rec.fields, **{k: info.numbers[f"{name}.{k}"] for k in ("inconsistency",
+            found = {**rec.fields, "status": rec.status, **{k: info.numbers[f"{name}.{k}"] for k in ("inconsistency",
                                       "expected_if_uncorrelated") if f"{name}.{k}" in info.numbers}}
             results[name] = {k: found.get(k) for k in (
                 "status", "certified", "train_error", "val_error", "inconsistency", "expected_if_uncorrelated",
                 "objective", "rel_gap", "min_margin", "solver", "solve_seconds", "cached_from") if k in found}
         if gd is not None:
-            results["gd"] = {k: gd.get(k) for k in ("status", "train_error", "val_error", "train_loss", "steps",
-                                                    "seconds", "normalized_margin") if k in gd.fields}
+            found = {**gd.fields, "status": gd.status}   # the status computed from the record, not its word
+            results["gd"] = {k: found[k] for k in ("status", "train_error", "val_error", "train_loss", "steps",
+                                                   "seconds", "normalized_margin") if k in found}
         out["results"] = results
     elif info.kind == "sweep":
         sweep = SweepView(path)
