@@ -125,11 +125,8 @@ def check_same_problem(run_dir: Path, cfg) -> None:
     """fit-svm: the run directory's existing stages come from this config's problem."""
     run = RunDir(run_dir)
     problem = gd_manifest(cfg)["problem"]
-    for record in [run.summary, *run.results()]:
-        if not present(record):
-            continue
-        m = manifest_of(record)
-        if m is None:
+    for record in filter(present, [run.summary, *run.results()]):
+        if (m := manifest_of(record)) is None:
             raise GbError(f"{record}: not a finished stage of this gb (unreadable, or no manifest); use another "
                           f"--out, or rerun `gb train-gd` with this config and --force")
         if m.get("problem") != problem:
@@ -175,8 +172,7 @@ def check_run(run_dir: Path) -> None:
     if gm is not None:
         _check_saved_config(run.gd_config, summary, gm, "config", GD_SECTIONS)
     for record in run.results():
-        m = manifest_of(record)
-        if m is None:
+        if (m := manifest_of(record)) is None:
             raise GbError(f"{record}: not a finished stage of this gb (no manifest); rerun `gb fit-svm`")
         _check_saved_config(record.parent / layout.CONFIG, record, m, "problem", PROBLEM_SECTIONS)
         if gm is not None and m.get("problem") != gm.get("problem"):

@@ -58,8 +58,7 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
 
 def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "") -> None:
     """Refuse a directory of the other kind: a run command on a sweep directory, a sweep on a run."""
-    kind = dir_kind(path, key)
-    if kind is not None and kind != want:
+    if (kind := dir_kind(path, key)) is not None and kind != want:
         other = {"run": "a run directory (of train-gd / fit-svm)", "sweep": "a sweep directory (of gb sweep)"}[kind]
         hint = "use another --out" + ("" if kind == "run" else "; a point of it is OUT/points/<id>")
         raise GbError(f"{key}: {shorten(path, 200)} is {other}; {command or 'this command'} does not write into it "
