@@ -45,24 +45,11 @@ class Answer(NamedTuple):
     stop: Stop
 
 
-def subset(design: GatedDesign, idx: np.ndarray) -> GatedDesign:
-    """The same program on the training points idx."""
-    return replace(design, x_train=design.x_train[idx], y_train=design.y_train[idx], e_train=design.e_train[idx])
-
-
 def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndarray:
     """y_n f(x_n) for every training point, in chunks (at most chunk x R temporaries)."""
     n = len(design.y_train)
     return np.concatenate([decision(zeta, design.x_train[i:i + chunk], design.e_train[i:i + chunk])
                            * design.y_train[i:i + chunk] for i in range(0, n, chunk)])
-
-
-def precise(sub: GatedDesign, lam_w, radius: float) -> bool:
-    """Whether W's predictor must be summed exactly (a double-double lam, or V(lam) `cancels`)."""
-    if getattr(lam_w, "lo", None) is not None:
-        return True
-    lam = np.asarray(lam_w, np.float64)
-    return cancels(lam, combination(sub, lam), radius)
 
 
 def save_rounds(path: Path, fingerprint: str, state: dict) -> None:
@@ -140,7 +127,9 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
 
     def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
         """(zeta at margin 1 on W, all N margins, the scale), or None when no margin on W is positive."""
-        zeta = norm.predictor(sub, lam_w, s, precise=precise(sub, lam_w, radius))
+        lam = np.asarray(lam_w, np.float64)   # summed exactly for a double-double lam, or a V(lam) that `cancels`
+        exact = getattr(lam_w, "lo", None) is not None or cancels(lam, combination(sub, lam), radius)
+        zeta = norm.predictor(sub, lam_w, s, precise=exact)
         m = margins(design, zeta)
         scale = float(m[w].min())
         return None if scale <= 0 else (zeta / scale, m / scale, scale)
@@ -154,7 +143,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         if through is not None and rnd > through:
             return Answer("inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam,
                           total_it, Stop.ASKED)
-        sub = subset(design, w)
+        sub = replace(design, x_train=design.x_train[w], y_train=design.y_train[w], e_train=design.e_train[w])
         start = time.perf_counter()
         more = () if deadline is None else (deadline,)
         got = solve_on(sub, tol, warm, *more)
