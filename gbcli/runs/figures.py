@@ -298,9 +298,8 @@ def figure_title(errors: pd.DataFrame, out_dir: str | Path) -> str:
 def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, title: str | None = None) -> list[Path]:
     """Write the five PNGs into out_dir/figures/ (and a tracked sweep's training curves); their paths."""
     title = figure_title(errors, out_dir) if title is None else title
-    paths = [save_png(fig, Path(out_dir) / layout.FIGURES / f"{stem}.png")
-             for stem, fig in make_figures(errors, incons, title).items()]
-    return paths + plot_sweep_training(out_dir)
+    return [save_png(fig, Path(out_dir) / layout.FIGURES / f"{stem}.png")
+            for stem, fig in make_figures(errors, incons, title).items()] + plot_sweep_training(out_dir)
 
 
 # ------------------------------------------------------------ training curves (gbcli.theory)
@@ -457,9 +456,7 @@ def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFr
     grid = {str(r["point"]) for r in sweep_points(out_dir)}
     runs = {}
     for p, point in SweepView(out_dir).points(layout.METRICS).items():
-        if grid and p not in grid:
-            continue
-        m = read_metrics(point.dir.metrics) if is_file(point.dir.metrics) else None
+        m = read_metrics(point.dir.metrics) if (not grid or p in grid) and is_file(point.dir.metrics) else None
         if m is not None and keep(m):
             config = point.config()
             if config is None:
