@@ -74,13 +74,8 @@ def active_set(grp: Kernel, tol: float, deadline: float | None = None, guess: np
         free = nxt
     else:
         return None
-    alpha = torch.zeros(n, **opts)
+    alpha = torch.zeros(n, **opts)   # the fixed point, an `Outcome` when its gap is within tol
     alpha[idx] = a
-    return _answer(grp, alpha, tol, step, sizes)
-
-
-def _answer(grp: Kernel, alpha: torch.Tensor, tol: float, steps: int, sizes: list[int]):
-    """The fixed point as an `Outcome`, checked by its gap (None above tol)."""
     f = float(alpha @ (grp.ky @ alpha))
     if not f > 0:
         return None
@@ -92,5 +87,5 @@ def _answer(grp: Kernel, alpha: torch.Tensor, tol: float, steps: int, sizes: lis
     gap = duality_gap(margins, fq.cpu().numpy(), lam.cpu().numpy(), s, True)
     if not gap <= tol * TIGHTER:
         return None
-    message = f"active set: {steps} steps (support guesses of {', '.join(map(str, sizes))} points)"
-    return Outcome("optimal", message, lam.cpu().numpy(), s, steps, Stop.CONVERGED)
+    message = f"active set: {step} steps (support guesses of {', '.join(map(str, sizes))} points)"
+    return Outcome("optimal", message, lam.cpu().numpy(), s, step, Stop.CONVERGED)
