@@ -25,10 +25,6 @@ class CvxpySolver(Solver):
     iters_option: ClassVar[str]
     eps_options: ClassVar[tuple[str, ...]]
 
-    def options(self, max_iters: int | None, eps: float | None) -> dict:
-        return {self.iters_option: max_iters or self.default_max_iters,
-                **({key: eps for key in self.eps_options} if eps else {})}
-
     def solve(self, design: GatedDesign, max_iters: int | None = None, eps: float | None = None) -> Solution:
         import cvxpy as cp   # slow to import; only the primal solvers need it
 
@@ -38,11 +34,13 @@ class CvxpySolver(Solver):
         norm = norm_of(design)
         margins = margin_matrix(design) @ z >= 1
         problem = cp.Problem(cp.Minimize(norm.cvxpy(cp, design, z, zm)), [margins])
+        opts = {self.iters_option: max_iters or self.default_max_iters}
+        opts.update(dict.fromkeys(self.eps_options if eps else (), eps))
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():  # cvxpy's "may be inaccurate" warning: we record the status instead
                 warnings.simplefilter("ignore")
-                problem.solve(solver=self.name.upper(), **self.options(max_iters, eps))
+                problem.solve(solver=self.name.upper(), **opts)
         except Exception as exc:  # cvxpy.SolverError and friends: record, never crash the command
             return Solution(None, "failed", float("nan"), time.perf_counter() - start, self.name,
                             f"{type(exc).__name__}: {exc}".splitlines()[0])
