@@ -166,6 +166,8 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                                         tol, max_iter)
         if s is None and status != "infeasible":
             raise ValueError(f"the interior-point method failed: {message}")
+        for name in ("alpha_", "dual_coef_", "support_", "coef_", "majority_", "_constant"):   # a previous fit's
+            self.__dict__.pop(name, None)
         qlam = float(lam @ q @ lam)
         radius = math.sqrt(max(float(np.max(np.diag(gram))), 0.0))
         if status == "infeasible":
@@ -174,7 +176,6 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                     else float("inf"), "rel_gap": float("nan"), "min_margin": float("nan"),
                     "relative_margin_bound": float(bound), "iterations": it, "tolerance": tol,
                     "certified": bool(bound <= NOT_SEPARABLE)}
-            self._reset_fitted()
             _inseparable(self, f"the training data is not separable by this kernel ({self.kernel}) with a hard "
                          "margin and no bias: the program has no solution", classes, ypm, cert, lam)
             self.X_fit_ = X
@@ -191,7 +192,6 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                              "min_margin": float(margins.min()), "iterations": it, "tolerance": tol,
                              "certified": bool(abs(gap) <= tol and margins.min() >= 1 - tol)}
         status = certified_status(status, self.certificate_["certified"])
-        self._reset_fitted()
         self.status_, self.message_, self.lam_, self.alpha_, self.objective_ = status, message, lam, alpha, primal
         self.support_ = np.flatnonzero(lam > SUPPORT * lam.max())
         self.dual_coef_ = alpha[self.support_][None, :]
@@ -200,11 +200,6 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
             self.coef_ = (alpha @ X)[None, :]
         _warn_inexact(self, status, message)
         return self
-
-    def _reset_fitted(self):
-        """Forget a previous fit's attributes that this fit may not set."""
-        for name in ("alpha_", "dual_coef_", "support_", "coef_", "majority_", "_constant"):
-            self.__dict__.pop(name, None)
 
     def decision_function(self, X):
         """f(x) = sum_n alpha_n k(x_n, x); when fitted infeasible, the majority_ class's +1 or -1."""
@@ -331,8 +326,7 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
             raise ValueError(f"solver must be one of {able}, got {self.solver!r}")
         X, gates, contexts = self._split(X, gates, contexts)
         X = np.ascontiguousarray(X) if X.flags.writeable else X.copy()   # torch wants writable arrays
-        if count is None:   # `_gates` refuses a count without contexts
-            count = self.count
+        count = self.count if count is None else count   # `_gates` refuses a count without contexts
         e, units, count, mode = self._gates(len(X), gates, contexts, count, fitting=True)
         groups = self._group_list(e.shape[1], units, count, mode)
         design = GatedDesign(X, ypm, e, X[:0], e[:0], "group", groups, units, count)
