@@ -1,7 +1,5 @@
-"""The Slurm executor: one submitit job array (`SlurmExecutor`: never a local fallback; `check`
-first), each task a `SlurmTask` requeued on a time-out or preemption. A task that dies (memory,
-node, too many time-outs) gets its points' failed.json, also when only `squeue` can tell (`_lost`).
-Its options come from the config alone (`sweep.*` and the `sweep.slurm` pass-through)."""
+"""The Slurm executor: one submitit job array (never a local fallback), each task requeued on a time-out or
+preemption; a task that dies gets its points' failed.json, also when only `squeue` can tell (`_lost`)."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -35,10 +34,7 @@ ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY
 
 
 class SlurmArray(Executor):
-    """`fn(*task, cpus)` for every task as one job array; `opts`: the sweep section (`SweepConfig`
-    dumped), `out`: the sweep directory (submitit's files go to OUT/slurm/, which gb does not own)."""
-
-    name = "slurm"
+    """`fn(*task, cpus)` for every task as one job array; submitit's files go to OUT/slurm/ (not gb's)."""
 
     def __init__(self, jobs: int, opts: dict, out: Path, echo=print):
         super().__init__(jobs, echo)
@@ -49,8 +45,7 @@ class SlurmArray(Executor):
         self.next_look = 0.0
 
     def check(self) -> None:
-        # the sweep directory is written into the job script (#SBATCH --output/--error lines): a
-        # newline in it would end the comment and run the rest of the name as a line of the script
+        # the job script names the sweep directory (#SBATCH --output): a newline would start a script line
         bad = next((c for c in str(self.out.absolute()) if ord(c) < 32 or ord(c) == 127), None)
         if bad is not None:
             raise GbError(f"--out: {shorten(repr(str(self.out)), 200)} holds a control character ({bad!r}); a Slurm "
@@ -73,9 +68,8 @@ class SlurmArray(Executor):
     def wait(self, pending: list, timeout: float) -> list:
         end = time.monotonic() + timeout
         while True:
-            # a task's result file says it ended (its records, or its error); submitit's own `done()`
-            # would ask `sacct`, which prints a complaint at every poll where accounting is off: the
-            # tasks that die without a result are found through `squeue` instead (`_lost`)
+            # a result file says a task ended; submitit's `done()` would ask `sacct`, which complains at
+            # every poll where accounting is off: tasks that die without a result are found by `_lost`
             finished = [j for j in pending if j.paths.result_pickle.exists()]
             if time.monotonic() >= self.next_look:
                 self.next_look = time.monotonic() + QUEUE_SECONDS
@@ -88,14 +82,14 @@ class SlurmArray(Executor):
 
     def result(self, handle, task: tuple) -> list[dict]:
         if handle in self.lost:
-            return died(task[1], "slurm", str(handle.paths.stderr),
-                        f"Slurm task {handle.job_id} {self.lost[handle]} without a result for {GONE_SECONDS} s "
-                        "(squeue; with accounting off, sacct cannot say why: out of memory, a lost node or a cancel)")
-        try:
-            return handle.result()
-        except Exception as exc:  # the task died (time limit, memory, node): record it
-            return died(task[1], "slurm", str(handle.paths.stderr),
-                        f"Slurm task {handle.job_id}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            why = (f" {self.lost[handle]} without a result for {GONE_SECONDS} s (squeue; with accounting off, sacct "
+                   "cannot say why: out of memory, a lost node or a cancel)")
+        else:
+            try:
+                return handle.result()
+            except Exception as exc:  # the task died (time limit, memory, node): record it
+                why = f": {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return died(task[1], "slurm", str(handle.paths.stderr), f"Slurm task {handle.job_id}{why}")
 
     def running(self, pending: list, tasks: dict) -> int:
         return sum(len(tasks[j][1]) for j in pending)   # queued or running: the array's own parallelism decides
@@ -107,9 +101,7 @@ class SlurmArray(Executor):
 
 
 def check_slurm(timeout: float = SINFO_SECONDS) -> None:
-    """Refuse (GbError) unless this machine can submit and run a job array: `sbatch`, `srun` and
-    `sinfo` on PATH and a controller that answers `sinfo -h` within `timeout` seconds. Nothing
-    falls back to running the points here."""
+    """Refuse (GbError) unless the client commands are on PATH and a controller answers `sinfo -h`."""
     for tool in SLURM_TOOLS:
         if not shutil.which(tool):
             raise GbError(f"--executor slurm: no `{tool}` on PATH (gb needs the Slurm client commands "
@@ -122,11 +114,9 @@ def check_slurm(timeout: float = SINFO_SECONDS) -> None:
     try:
         _, err = proc.communicate(timeout=timeout)
     except BaseException as exc:   # a controller that hangs (or an interrupt): end sinfo and what it started
-        try:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
             os.killpg(proc.pid, 9)
             proc.wait(timeout=5)
-        except (OSError, subprocess.SubprocessError):
-            pass
         if isinstance(exc, subprocess.TimeoutExpired):
             raise GbError(f"--executor slurm: the Slurm controller does not answer (`sinfo -h` still waiting "
                           f"after {timeout:g} s)") from None
@@ -137,20 +127,13 @@ def check_slurm(timeout: float = SINFO_SECONDS) -> None:
 
 
 class SlurmTask(submitit.helpers.Checkpointable):
-    """One array task: `fn(*args)`. Checkpointable: on a time-out or a preemption (submitit's
-    signal, `--signal=USR2@signal_delay_s`) submitit calls `checkpoint`, which resubmits the same
-    call, and requeues the task (at most `max_num_timeout` times for time-outs); its points then
-    resume from what their directories hold (a finished stage is not redone). A module-level
-    class, so that the job unpickles it by reference."""
+    """One array task, `fn(*args)`, requeued by `checkpoint` on a time-out or preemption (points resume)."""
 
     def __init__(self, fn: Callable):
         self.fn = fn
 
     def __call__(self, *args):
-        import signal
-
-        # `scancel` (a cancelled sweep) and `scontrol requeue` send SIGTERM, then SIGKILL after
-        # KillWait: the running training saves its checkpoint at once, and a rerun resumes there
+        # `scancel` and `scontrol requeue` send SIGTERM, then SIGKILL: the training saves its checkpoint now
         interrupts.checkpoint_on(signal.SIGTERM)
         return self.fn(*args)
 
@@ -160,42 +143,31 @@ class SlurmTask(submitit.helpers.Checkpointable):
         task = os.environ.get("SLURM_ARRAY_TASK_ID")
         for d in map(Path, dirs):   # a line in each unfinished point's log (best effort)
             if is_dir(d) and point_state(d) != PointState.DONE:
-                try:
-                    with open_append(RunDir(d).log) as log:
-                        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} Slurm task {job}"
-                                  f"{'_' + task if task else ''} stopped (time limit or preemption): "
-                                  f"requeued, resumes from this directory\n")
-                except OSError:
-                    pass
+                with contextlib.suppress(OSError), open_append(RunDir(d).log) as log:
+                    log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} Slurm task {job}"
+                              f"{'_' + task if task else ''} stopped (time limit or preemption): "
+                              f"requeued, resumes from this directory\n")
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
 def slurm_parameters(opts: dict, jobs: int, name: str = "sweep") -> dict:
-    """submitit `SlurmExecutor` parameters from the sweep options (`slurm_options`): gb's own, then
-    `sweep.slurm`, each as submitit's parameter when it has one, else as an #SBATCH line
-    (`additional_parameters`); false leaves an option out."""
+    """submitit's parameters from the sweep options, then `sweep.slurm` (else #SBATCH lines; false: left out)."""
     mem = float(opts["mem_gb"])
-    params: dict = {"job_name": "gb-" + (re.sub(r"[^A-Za-z0-9._-]", "_", name) or "sweep"), "time": int(opts["time_min"]), "cpus_per_task": int(opts["cpus"]),
+    params: dict = {"job_name": "gb-" + (re.sub(r"[^A-Za-z0-9._-]", "_", name) or "sweep"),
+                    "time": int(opts["time_min"]), "cpus_per_task": int(opts["cpus"]),
                     "mem": f"{int(mem)}G" if mem == int(mem) else f"{max(1, round(mem * 1024))}M",
                     "array_parallelism": int(jobs),
-                    # the USR2 that lets submitit checkpoint and requeue a task comes this long before its
-                    # time limit: submitit's 90 s, less for short limits (a quarter of it)
+                    # the USR2 to checkpoint and requeue, before the time limit: 90 s, less for short limits
                     "signal_delay_s": min(90, max(10, int(opts["time_min"]) * 15))}
-    for key in ("partition", "account", "qos", "constraint"):
-        if opts.get(key):
-            params[key] = opts[key]
+    params.update({k: opts[k] for k in ("partition", "account", "qos", "constraint") if opts.get(k)})
     if opts.get("gpus"):
         params["gres"] = f"gpu:{int(opts['gpus'])}"
     known = submitit.SlurmExecutor._valid_parameters()
     extra: dict = {}
     for key, value in (opts.get("slurm") or {}).items():
-        if value is False:
-            continue
         key = key.replace("-", "_")
-        if key in known:
-            params[key] = value
-        else:
-            extra[key] = value   # submitit writes `#SBATCH --key=value` (`_` as `-`), or `--key` for true
+        if value is not False:   # unknown to submitit: `#SBATCH --key=value` (`_` as `-`), or `--key` for true
+            (params if key in known else extra)[key] = value
     if extra:
         params["additional_parameters"] = extra
     return params
@@ -209,8 +181,7 @@ def _one_line(text: str | None) -> str:
 
 
 def _refusal(exc: BaseException, opts: dict) -> str:
-    """One line for a submission that sbatch refused, naming the sweep key at fault when its
-    message tells which (a partition, account, qos, feature, gres, time, memory or sbatch option)."""
+    """One line for a submission sbatch refused, naming the sweep key at fault when its message tells."""
     text = getattr(exc, "stderr", None) or getattr(exc, "output", None) or str(exc)
     msg = shorten(_one_line(text if isinstance(text, str) else text.decode(errors="replace"))
                   or type(exc).__name__, 400)
@@ -243,8 +214,7 @@ def _refusal(exc: BaseException, opts: dict) -> str:
 
 
 def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, folder: Path) -> list:
-    """`ex.map_array` (one sbatch call); a refusal becomes one GbError line, and the files
-    submitit wrote for the refused array (pickles, the sbatch script) are removed."""
+    """`ex.map_array` (one sbatch call); a refusal: one GbError line, and submitit's files for it removed."""
     def files() -> set:
         return set(folder.iterdir()) if folder.is_dir() else set()
 
@@ -255,10 +225,8 @@ def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, folder: Path) -> l
     except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError,
             subprocess.SubprocessError, OSError) as exc:
         for p in files() - before:
-            try:
+            with contextlib.suppress(OSError):
                 remove(p)
-            except OSError:
-                pass
         if not existed:
             with contextlib.suppress(OSError):
                 folder.rmdir()   # only when empty
@@ -266,11 +234,8 @@ def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, folder: Path) -> l
 
 
 def _lost(array: str, pending: dict, gone: dict) -> list[tuple]:
-    """The unfinished tasks that left the queue, or ended, at least GONE_SECONDS ago without a
-    result: (job, how). submitit learns that a task ended from `sacct`, so without accounting (as on
-    this single-node cluster) a task killed before it wrote its result (out of memory, a lost node,
-    `scancel`) would keep the sweep waiting for ever; `squeue` still answers. When it does not
-    answer, nothing is concluded. `gone` carries the first sighting between calls."""
+    """(job, how) of the unfinished tasks out of `squeue` or ended GONE_SECONDS ago without a result: without
+    accounting, a killed task would keep the sweep waiting for ever. `gone` keeps first sightings."""
     try:
         proc = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", array, "-o", "%i %T"],
                               capture_output=True, text=True, timeout=30)
@@ -301,8 +266,7 @@ def _slurm_state(job) -> str:
 
 
 def _cancel_array(array: str) -> str:
-    """`scancel` the whole job array (its pending and running tasks) in one call, its output kept
-    off the terminal (scancel complains about tasks that finished); what happened, for the user."""
+    """`scancel` the whole job array (its complaints kept off the terminal); what happened, for the user."""
     try:
         proc = subprocess.run(["scancel", array], capture_output=True, text=True, timeout=30)
         if proc.returncode == 0:
