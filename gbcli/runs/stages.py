@@ -1,6 +1,5 @@
 """The run stages the CLI and a notebook call: prepare a problem, `train_gd`, `fit_svm`. A stage writes
-its record (`gd/summary.json`, `svm/<objective>/result.json`) last: it is complete exactly when that exists.
-"""
+its record (`gd/summary.json`, `svm/<objective>/result.json`) last: it is complete exactly when that exists."""
 
 from __future__ import annotations
 
@@ -192,8 +191,7 @@ def gd_checkpointing(cfg: Config, run_dir: Path, problem: Problem, discard: bool
 @threads_argument   # threads=: torch's and BLAS's count for the call (default 1, as gb train-gd)
 def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: Problem | None = None,
              force: bool = False, labels: dict | None = None, cache: SolveCache | None = None) -> dict:
-    """Train the configured network and write `run_dir/gd/`; returns the summary. Unless `force`, a network
-    trained from this very config is kept (`skipped: True`) and other results refused."""
+    """Train into `run_dir/gd/`; unless `force`, a network of this very config is kept (`skipped`), others refused."""
     same = check_gd(cfg, run_dir, force)
     tracking.check(cfg)
     if same is not None:   # nothing to train; tracked, the records are logged as `gb runs export mlflow` does

@@ -1,7 +1,6 @@
 """Grids of runs: a base config plus `grid:` axes (full product) and `zip:` axes (varied together). Each
 point runs in `OUT/points/<id>/`, done when its tables agree with its records (a rerun redoes only the rest);
-a failed point writes `failed.json` and the sweep goes on.
-"""
+a failed point writes `failed.json` and the sweep goes on."""
 
 from __future__ import annotations
 
