@@ -40,6 +40,9 @@ class Status(StrEnum):
     FAILED = "failed"            # no answer
 
 
+INSEPARABLE = "the training data is not separable under this program's architecture"   # every solver's message
+
+
 def certified_status(status: str, certified: bool) -> str:
     """`optimal` is a certified word: an uncertified optimum is reported `inaccurate`."""
     return Status.INACCURATE if status == Status.OPTIMAL and not certified else status

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from gbcli.programs.design import Stop
+from gbcli.programs.design import INSEPARABLE, Stop
 from gbcli.programs.exact import ExactProduct, double_double
 
 MAX_ITERS = 100
@@ -387,8 +387,8 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
         grp.scale = max(grp.scale, dual * radius)   # V's cancellation: products rounded once above EXACT_ABOVE
         if dual * radius > 1 / (NOT_SEPARABLE * TIGHTER):   # 100x past the certificate's threshold, as for the gap
             status, stop = "infeasible", Stop.UNBOUNDED
-            message = ("the training data is not separable under this program's architecture (the dual is "
-                       f"unbounded: any separating predictor has normalized margin below {NOT_SEPARABLE:g})")
+            message = (f"{INSEPARABLE} (the dual is unbounded: any separating predictor has normalized margin "
+                       f"below {NOT_SEPARABLE:g})")
             break
         # Newton matrix: sum_g s_g Q_g + U diag(s/w) U' + diag(mu/lam), one Cholesky per iteration
         rd = -1 + margins - mu

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from gbcli.programs.design import GatedDesign, Solution, Stop, margin_matrix
+from gbcli.programs.design import INSEPARABLE, GatedDesign, Solution, Stop, margin_matrix
 from gbcli.programs.norms import norm_of
 from gbcli.programs.solvers import Solver
 
@@ -58,8 +58,7 @@ class Highs(Solver):
         g = float(res.x[-1])
         scale = float(abs(a).max()) if a.nnz else 0.0
         if not g > SEPARABLE_ABOVE * scale:
-            return Solution(None, "infeasible", float("nan"), seconds, self.name,
-                            "the training data is not separable under this program's architecture", iters, lam=lam,
+            return Solution(None, "infeasible", float("nan"), seconds, self.name, INSEPARABLE, iters, lam=lam,
                             stop=Stop.CONVERGED)
         z = res.x[:k]
         zeta = ((z[: k // 2] - z[k // 2:]) if l1 else z) / g

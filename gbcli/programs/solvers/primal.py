@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from gbcli.programs.design import GatedDesign, Solution, margin_matrix
+from gbcli.programs.design import INSEPARABLE, GatedDesign, Solution, margin_matrix
 from gbcli.programs.norms import norm_of
 from gbcli.programs.solvers import Solver
 
@@ -47,8 +47,7 @@ class CvxpySolver(Solver):
         seconds = time.perf_counter() - start
         status = STATUS.get(problem.status, "failed")
         if z.value is None:
-            why = ("the training data is not separable under this program's architecture"
-                   if status == "infeasible" else f"cvxpy status {problem.status}")
+            why = INSEPARABLE if status == "infeasible" else f"cvxpy status {problem.status}"
             return Solution(None, status, float("nan"), seconds, self.name, why)
         zeta = np.asarray(z.value).reshape(r, d)
         lam = None if margins.dual_value is None else np.asarray(margins.dual_value, dtype=float).ravel()
