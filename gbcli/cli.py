@@ -1,11 +1,10 @@
 """The `gb` command line: a thin layer over the library API (`gbcli.runs`, `gbcli.reports`, `gbcli.data`).
-
-The heavy modules (torch, the run stages) are imported inside the commands, once the arguments are
-parsed, so `gb --help` and argument errors answer at once; nothing imports this module."""
+Torch and the run stages load inside the commands, once the arguments are valid: `gb --help` answers at once."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sys
@@ -36,8 +35,7 @@ app.add_typer(config_app, name="config")
 
 
 class _StdoutConsole(Console):
-    """stdout's console: a closed pipe is `main`'s to judge, as for any write (rich's own handling
-    points stdout at /dev/null and exits 1, before `main` can see that the reader has gone)."""
+    """stdout's console: a closed pipe is `main`'s to judge (rich's own handling exits 1 before `main` sees it)."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True   # nothing more to write
@@ -49,6 +47,11 @@ if not console.is_terminal:  # logs and pipes: wide enough that table headers ar
     console = _StdoutConsole(width=160)
 err_console = Console(stderr=True)
 
+
+def _stderr(line: str) -> None:
+    err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 OutOpt = typer.Option(None, "--out", metavar="DIR", help="run directory (default: output.dir, else runs/<config name>)")
 SetOpt = typer.Option([], "--set", metavar="KEY.PATH=VALUE",
                       help="override a config value, e.g. --set training.momentum=0.9 (repeatable; the value is YAML)")
@@ -59,8 +62,7 @@ RunDirArg = typer.Argument(..., metavar="RUN_DIR", help="a run directory (or a s
 
 
 def _path(raw: str, key: str) -> Path:
-    """A path given on the command line, as given: an empty one is not the working folder, and one
-    the system cannot hold ("File name too long") is refused as bad input, naming the argument."""
+    """A path as given: an empty one, or one the system cannot hold, is refused as bad input naming `key`."""
     if raw == "":
         raise GbError(f"{key}: an empty path")
     if len(os.fsencode(raw)) >= 4096 or any(len(os.fsencode(part)) > 255 for part in raw.split("/")):
@@ -69,8 +71,7 @@ def _path(raw: str, key: str) -> Path:
 
 
 def _named(raw: str, key: str = "RUN", root: Path = Path("runs")) -> Path:
-    """A run as the user names it: a path, the path `gb runs` prints (relative to runs/), a run's
-    --name, or a sweep's point by its readable name (`gbcli.runs.index.resolve`, as load_run)."""
+    """A run as the user names it: a path, as `gb runs` prints it, a --name or a point's name (`index.resolve`)."""
     from gbcli.runs.index import resolve
 
     return resolve(_path(raw, key), root, key)
@@ -107,8 +108,7 @@ def _main(version: bool = typer.Option(False, "--version", is_eager=True, callba
 
 
 def _echo(msg: str) -> None:
-    # one message, one line: never cut at the width; plain text (a path holding `[/b]` is no markup)
-    # with non-printable characters escaped (a folder name cannot clear the screen)
+    """One line, never cut; plain text (a path holding `[/b]` is no markup), non-printable characters escaped."""
     from gbcli.text import printable
 
     console.print(printable(msg), highlight=False, soft_wrap=True, markup=False)
@@ -136,13 +136,12 @@ def _load(config: Path, overrides: List[str]):
     return load_config(config, tuple(overrides))
 
 
-def _stage_target(command: str, config: Path, out: Optional[str], set_: List[str], overrides: List[str], quiet: bool,
-                  threads: int, name: Optional[str], tag: List[str], note: Optional[str]):
-    """(config, run directory, labels) of `gb train-gd` / `gb fit-svm`, every refusal answered before
-    torch loads; then the library's messages shown and the threads of a sweep worker set (`threads`:
-    the same numbers as the sweep's point)."""
+def _run_stage(command: str, config: Path, out: Optional[str], set_: List[str], overrides: List[str], quiet: bool,
+               force: bool, threads: int, name: Optional[str], tag: List[str], note: Optional[str]):
+    """(its result, the run directory) of `gb train-gd` / `gb fit-svm`: every refusal answered before torch
+    loads, the library's messages shown, the threads set (as a sweep worker's: the same numbers)."""
     from gbcli.config import run_dir_for
-    from gbcli.store.labels import check_labels
+    from gbcli.store.labels import check_labels, write_labels
     from gbcli.store.lock import check_run_target
 
     labels = check_labels(name, tag, note)
@@ -153,7 +152,12 @@ def _stage_target(command: str, config: Path, out: Optional[str], set_: List[str
     from gbcli.runs.threads import limit_threads
 
     limit_threads(threads)
-    return cfg, run_dir, labels
+    from gbcli.runs import stages   # torch: only once the input is known to be valid
+
+    stage = stages.train_gd if command == "train-gd" else stages.fit_svm
+    result = stage(cfg, run_dir, progress=not quiet, force=force, labels=labels)
+    write_labels(run_dir, labels)   # a stage already done from this config: still named as asked
+    return result, run_dir
 
 
 def _print_tables(errors, incons, points: list[dict] = ()) -> None:
@@ -189,14 +193,9 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
                  force: bool = ForceOpt, threads: int = ThreadsOpt, name: Optional[str] = NameOpt,
                  tag: List[str] = TagOpt, note: Optional[str] = NoteOpt):
     """Train the configured network by gradient descent."""
-    from gbcli.store.labels import write_labels
     from gbcli.store.records import is_result
 
-    cfg, run_dir, labels = _stage_target("train-gd", config, out, set_, [], quiet, threads, name, tag, note)
-    from gbcli.runs.stages import train_gd  # torch: only once the input is known to be valid
-
-    s = train_gd(cfg, run_dir, progress=not quiet, force=force, labels=labels)
-    write_labels(run_dir, labels)   # a network already trained from this config: still named as asked
+    s, run_dir = _run_stage("train-gd", config, out, set_, [], quiet, force, threads, name, tag, note)
     if s.get("skipped"):   # tracked: its records went to MLflow, as the library's one line said (-q: said here)
         if not s.get("tracked"):
             _echo(f"{run_dir / 'gd'}: already trained from this config ({s.get('status')}); nothing to do "
@@ -210,8 +209,7 @@ def train_gd_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Li
         _echo(f"{s['predictor']}: train error {s['train_error']:.4f}, val error {s['val_error']:.4f}, "
               f"{s['steps']} steps in {s['seconds']:.1f} s -> {run_dir / 'gd'}")
     if not is_result(s["status"], gd=True):
-        err_console.print(f"gb: training {s['status']}: {s.get('message', '')} (status in {RunDir(run_dir).summary})",
-                          highlight=False, markup=False, soft_wrap=True)
+        _stderr(f"gb: training {s['status']}: {s.get('message', '')} (status in {RunDir(run_dir).summary})")
         raise typer.Exit(1)
 
 
@@ -225,15 +223,9 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
                 quiet: bool = QuietOpt, force: bool = ForceOpt, threads: int = ThreadsOpt, name: Optional[str] = NameOpt,
                 tag: List[str] = TagOpt, note: Optional[str] = NoteOpt):
     """Solve the matching convex max-margin programs."""
-    from gbcli.store.labels import write_labels
-
     overrides = [f"svm.objectives=[{', '.join(objective)}]"] if objective else []
     overrides += [f"svm.solver={solver}"] if solver else []
-    cfg, run_dir, labels = _stage_target("fit-svm", config, out, set_, overrides, quiet, threads, name, tag, note)
-    from gbcli.runs.stages import fit_svm  # torch: only once the input is known to be valid
-
-    results = fit_svm(cfg, run_dir, progress=not quiet, force=force, labels=labels)
-    write_labels(run_dir, labels)   # programs already solved from this config: still named as asked
+    results, run_dir = _run_stage("fit-svm", config, out, set_, overrides, quiet, force, threads, name, tag, note)
     tracked = next((r["tracked"] for r in results if r.get("tracked")), None)   # said by the library (-q: here)
     for r in results:
         if r.get("skipped") and not tracked:
@@ -244,8 +236,7 @@ def fit_svm_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: Lis
     _echo(f"results -> {run_dir / 'svm'}")
     bad = _failed(results)
     if bad:
-        err_console.print(f"gb: warning: not a certified result: {', '.join(bad)} (see {run_dir / 'svm'}/*/result.json)",
-                          highlight=False, markup=False, soft_wrap=True)
+        _stderr(f"gb: warning: not a certified result: {', '.join(bad)} (see {run_dir / 'svm'}/*/result.json)")
         raise typer.Exit(1)
 
 
@@ -292,8 +283,7 @@ def plot_cmd(run_dir: str = RunDirArg,
     from gbcli.runs.sweep import draw_figures, sweep_lock
     from gbcli.store.lock import run_lock
 
-    # the writes under the directory's lock, as `gb compare` and `gb sweep` write it (a folder of tables
-    # only is no gb directory: no lock); taken once the input is read, so a refusal writes nothing
+    # the writes under the directory's lock (a folder of tables only has none), taken once the input is read
     lock = {"run": lambda: run_lock(run_dir, key="RUN_DIR"),
             "sweep": lambda: sweep_lock(run_dir)}.get(kind, contextlib.nullcontext)
     if kind == "run":   # computed from its records, as `gb compare` does: its tables/ may be stale
@@ -316,14 +306,12 @@ def plot_cmd(run_dir: str = RunDirArg,
 
 
 def _exit_unless_results(errors, sweep_dir: Path | None) -> None:
-    """Exit code 1, with a warning naming them, when a table's rows are not all results (diverged,
-    uncertified, failed) or a sweep's failures.csv lists a point: `gb compare` and `gb plot`."""
+    """Exit 1 with a warning naming them when rows are not results or a sweep's failures.csv lists a point."""
     from gbcli.reports.tables import read_failures
 
     bad = (read_failures(sweep_dir) if sweep_dir is not None else []) + _failed(errors.to_dict("records"))
     if bad:
-        err_console.print(f"gb: warning: rows that are not results: {', '.join(dict.fromkeys(bad))}",
-                          highlight=False, markup=False, soft_wrap=True)
+        _stderr(f"gb: warning: rows that are not results: {', '.join(dict.fromkeys(bad))}")
         raise typer.Exit(1)
 
 
@@ -367,12 +355,12 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
 
 FormatOpt = typer.Option("table", "--format", "-f", help="a rich table, or CSV or JSON for other programs")
 Format = Literal["table", "csv", "json"]
+PROVENANCE_SHOWN = ("gb_version", "commit", "dirty", "python", "torch", "numpy", "host", "torch_threads", "command",
+                    "started", "ended", "wall_seconds", "cpu_seconds")   # by `gb runs show`
 
 
 def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
     """Rows as a rich table, CSV or JSON on stdout."""
-    import json as _json
-
     if fmt == "json":   # standard JSON: a non-finite number as the string Python spells it ("inf", "nan")
         def safe(v):
             if isinstance(v, float) and not math.isfinite(v):
@@ -380,7 +368,7 @@ def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
             return {str(k): safe(x) for k, x in v.items()} if isinstance(v, dict) else \
                 [safe(x) for x in v] if isinstance(v, (list, tuple)) else v
 
-        print(_json.dumps(safe(rows), indent=2, default=str, allow_nan=False))
+        print(json.dumps(safe(rows), indent=2, default=str, allow_nan=False))
         return
     columns = list(dict.fromkeys(k for r in rows for k in r))
     if fmt == "csv":
@@ -411,7 +399,7 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
                export: Optional[str] = typer.Option(None, "--export", metavar="DEST",
                                                      help="also write each verified program's compact solution into "
                                                           "DEST/solutions/<point>/ (e.g. results/paper/fig2)"),
-               fmt: Format = typer.Option("table", "--format", "-f", help="a rich table, or CSV or JSON"),
+               fmt: Format = FormatOpt,
                tol: float = typer.Option(1e-6, "--tol", help="the certificate's tolerance (relative gap, 1 - the "
                                          "smallest margin); never taken from a stored config"),
                threads: int = ThreadsOpt):
@@ -422,9 +410,7 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
     from gbcli.runs.threads import limit_threads
     from gbcli.runs.verify import export_solutions, verify
 
-    # the products summed as the solve summed them (a sweep worker's one thread): an output within
-    # rounding of 0 (svm-l2-reference's optimum-0 predictors) then keeps its sign
-    limit_threads(threads)
+    limit_threads(threads)   # summed as the solve summed them: an output within rounding of 0 keeps its sign
 
     if not (math.isfinite(tol) and 0 < tol < 1):
         raise GbError(f"--tol: {tol!r} is not a number in (0, 1)")
@@ -453,9 +439,8 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
               f"tolerance {tol:g})"
               + (f"; {written} compact solutions -> {export / 'solutions'}" if export is not None else ""))
     if bad:
-        err_console.print(f"gb: {len(bad)} result(s) not verified: "
-                          + ", ".join(f"{r['where']}/{r['objective']}" for r in bad[:5]) + (" ..." if len(bad) > 5 else ""),
-                          highlight=False, markup=False, soft_wrap=True)
+        _stderr(f"gb: {len(bad)} result(s) not verified: "
+                + ", ".join(f"{r['where']}/{r['objective']}" for r in bad[:5]) + (" ..." if len(bad) > 5 else ""))
         raise typer.Exit(1)
 
 
@@ -475,12 +460,10 @@ def runs_cmd(ctx: typer.Context,
         raise GbError(f"--dir: {root}: not a directory")
     if given and not root.is_dir():
         raise GbError(f"--dir: {root}: no such directory")
-    filters = {}
     for w in where:
         if "=" not in w:
             raise GbError(f"--where {w[:60]!r}: expected KEY=VALUE")
-        k, v = w.split("=", 1)
-        filters[k.strip()] = v.strip()
+    filters = {k.strip(): v.strip() for k, v in (w.split("=", 1) for w in where)}
     from gbcli.runs.index import scan
 
     infos = scan(root, filters)
@@ -504,9 +487,7 @@ def runs_show(run: str = typer.Argument(..., help="a run or sweep directory, or 
 
     rec = show(run)
     if fmt == "json":
-        import json as _json
-
-        print(_json.dumps(rec, indent=2, default=str))
+        print(json.dumps(rec, indent=2, default=str))
         return
     import yaml
 
@@ -534,10 +515,7 @@ def runs_show(run: str = typer.Argument(..., help="a run or sweep directory, or 
             _echo(line)
     for what, prov in (rec.get("provenance") or {}).items():
         if isinstance(prov, dict):
-            keep = {k: prov.get(k) for k in ("gb_version", "commit", "dirty", "python", "torch", "numpy", "host",
-                                             "torch_threads", "command", "started", "ended", "wall_seconds",
-                                             "cpu_seconds") if k in prov}
-            _echo(f"provenance ({what}): " + ", ".join(f"{k}={v}" for k, v in keep.items()))
+            _echo(f"provenance ({what}): " + ", ".join(f"{k}={prov[k]}" for k in PROVENANCE_SHOWN if k in prov))
 
 
 @runs_app.command("diff")
@@ -599,9 +577,7 @@ def config_keys(section: Optional[str] = typer.Argument(
     rows = listing.rows(section)
     fmt = fmt or ("table" if console.is_terminal else "text")
     if fmt == "json":
-        import json as _json
-
-        print(_json.dumps(rows, indent=2))
+        print(json.dumps(rows, indent=2))
     elif fmt == "text":
         sys.stdout.write(listing.render_text(rows))
     else:
@@ -619,8 +595,7 @@ def config_keys(section: Optional[str] = typer.Argument(
 
 
 def _bundled(name: str) -> bool:
-    """NAME of `gb data fetch|verify`: a dataset with files (the synthetic sets are made from the config);
-    True for digits, which scikit-learn bundles."""
+    """NAME of `gb data fetch|verify` checked (the synthetic sets have no files); True for digits (bundled)."""
     from gbcli.data.sources import IMAGE_SETS
 
     known = (*IMAGE_SETS, "digits")
@@ -670,13 +645,13 @@ CLICK_ERRORS = (click.exceptions.ClickException, getattr(typer, "TyperException"
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    """Print `gb: error: msg` as one line on stderr and exit with `code` (2: bad input)."""
+    """`gb: error: msg` as one printable line on stderr, and exit `code` (2: bad input)."""
     from gbcli.text import printable
 
-    line = printable(" ".join(str(msg).split()))   # one line, and no escape sequence reaches the terminal
+    line = printable(" ".join(str(msg).split()))
     if len(line) > MAX_ERROR_LINE:   # a value we did not shorten at its source: the line stays readable
         line = f"{line[:MAX_ERROR_LINE - 200]} ... {line[-180:]}"
-    err_console.print(f"gb: error: {line}", highlight=False, markup=False, soft_wrap=True)
+    _stderr(f"gb: error: {line}")
     sys.exit(code)
 
 
@@ -693,9 +668,8 @@ def _reader_gone() -> bool:
 
 
 def main() -> None:
-    """Entry point: one-line errors and exit code 2 for bad input, never a traceback; Ctrl-C or
-    SIGTERM: work stopped (gbcli.interrupts), one line, exit code 130. A reader that stops reading
-    stdout (`| head -1`) took what it wanted: exit 0, quietly, as a Unix filter does."""
+    """Entry point: one-line errors, exit 2 for bad input (never a traceback); Ctrl-C or SIGTERM: one line,
+    exit 130 (gbcli.interrupts); a reader that stops reading stdout (`| head -1`): exit 0, quietly."""
     from gbcli import interrupts
 
     interrupts.install()
@@ -727,11 +701,11 @@ def main() -> None:
                 sys.exit(2)
             _fail(exc.format_message())
         except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
-            err_console.print(interrupts.line("SIGINT"), highlight=False, markup=False, soft_wrap=True)
+            _stderr(interrupts.line("SIGINT"))
             sys.exit(interrupts.EXIT_CODE)
         sys.exit(code or 0)
     except interrupts.Interrupted as exc:   # the work was stopped on its way here (a sweep's workers, its jobs)
-        err_console.print(interrupts.announce(exc), highlight=False, markup=False, soft_wrap=True)
+        _stderr(interrupts.announce(exc))
         sys.exit(interrupts.EXIT_CODE)
     finally:   # a signal from here on (interpreter exit) ends the process at once, with the line
         interrupts.exiting()
