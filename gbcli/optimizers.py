@@ -1,16 +1,11 @@
-"""The update rules `training.optimizer` names (docs/optimizers.md), one registered class each, with
-the geometry whose max-margin program a theorem says each one's limit solves; `build` makes the one
-a config's training section names (the training loop names none).
+"""The update rules `training.optimizer` names (docs/optimizers.md), one class each; `build` makes a config's.
 
-Each class takes torch's optimizer interface (`step`, `zero_grad`, `param_groups[0]["lr"]`,
-`state_dict`/`load_state_dict` in torch's format) over all the parameters as one vector: the
-norm of a steepest step is the norm of the whole parameter vector, as in the theorems. The module
-imports no torch (the tensors it is handed carry their own methods): the config can name the
-optimizers and their geometries before anything heavy loads.
-
-`geometry`: q of the lq norm (math.inf for l-infinity) whose margin the limit maximizes, for a
-linear predictor (Gunasekar et al. 2018; Sun et al. 2022) and, for the steepest descents, at KKT
-points for homogeneous networks (Tsilivis et al. 2024); None where no theorem says.
+Each takes torch's optimizer interface (`step`, `zero_grad`, `param_groups[0]["lr"]`, `state_dict` in
+torch's format) over all the parameters as one vector: a steepest step's norm is the whole vector's, as
+in the theorems. No torch is imported here, so the config names optimizers before anything heavy loads.
+`geometry`: q of the lq norm (math.inf: l-infinity) whose margin the limit maximizes, for a linear
+predictor (Gunasekar et al. 2018; Sun et al. 2022) and, for the steepest descents, at KKT points of
+homogeneous networks (Tsilivis et al. 2024); None where no theorem says.
 """
 
 from __future__ import annotations
@@ -20,8 +15,8 @@ from typing import ClassVar
 
 
 class Optimizer:
-    """An update rule over a list of parameters: `step()` moves each parameter by `-lr` times its
-    part of `direction(grads)`."""
+    """An update rule: `step()` moves each parameter by `-lr` times its part of `direction(grads)` (default:
+    the gradient) through `update`."""
 
     name: ClassVar[str]
     geometry: ClassVar[float | None]
@@ -37,14 +32,16 @@ class Optimizer:
             p.grad = None
 
     def direction(self, grads: list) -> list:
-        raise NotImplementedError
+        return grads
 
     def step(self) -> None:
         live = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
         if not live:
             return
+        import torch   # the step only: naming an optimizer loads no torch
+
         lr = self.param_groups[0]["lr"]
-        with _no_grad():
+        with torch.no_grad():
             for (i, p), d in zip(live, self.direction([p.grad for _, p in live])):
                 self.update(i, p, d, lr)
 
@@ -56,8 +53,7 @@ class Optimizer:
                 "param_groups": [{**self.param_groups[0], "params": list(range(len(self.params)))}]}
 
     def load_state_dict(self, saved: dict) -> None:
-        """Load a state_dict (checked by the caller: `training.loop._restore`); buffers are copied
-        to their parameter's dtype and device, as torch does."""
+        """A state_dict (checked by `training.loop._restore`); buffers copied to their parameter's dtype and device."""
         self.param_groups[0].update({k: v for k, v in saved["param_groups"][0].items() if k != "params"})
         self.state = {i: {k: v if v is None else v.detach().to(self.params[i].device, self.params[i].dtype).clone()
                           for k, v in entry.items()}
@@ -69,31 +65,15 @@ class Optimizer:
         return cls(params, lr=training.lr)
 
 
-def _no_grad():
-    import torch   # the step only: naming an optimizer loads no torch
-
-    return torch.no_grad()
-
-
-def _norm(grads: list, q: float) -> float:
-    if q == math.inf:
-        return max(float(g.abs().max()) for g in grads)
-    return sum(float((g.abs() ** q).sum()) for g in grads) ** (1 / q)
-
-
 # torch.optim.SGD's settings with their defaults: the param group a state_dict carries
 SGD_DEFAULTS = {"dampening": 0, "weight_decay": 0, "nesterov": False, "maximize": False, "foreach": None,
                 "differentiable": False, "fused": None}
 
 
 class SGD(Optimizer):
-    """SGD with heavy-ball momentum: the step of `torch.optim.SGD`, without `torch.optim`, whose first
-    use imports `torch._dynamo` (1.3 CPU seconds, a quarter of a short `gb train-gd`) for an update of
-    two lines. The step is torch's CPU path in the same floating-point order (the first momentum buffer
-    is the gradient itself, then `buf = mu * buf + grad`; `p -= lr * buf`, or `p -= lr * grad` at
-    momentum 0, sparse gradients included), in torch's `state_dict` format: a checkpoint written by
-    either resumes in the other (`tests/test_sgd.py` compares the two bit for bit). Gradient descent
-    at any momentum maximizes the l2 margin."""
+    """SGD with heavy-ball momentum: `torch.optim.SGD`'s CPU step in the same floating-point order and
+    `state_dict` format (tests/test_sgd.py: bit for bit), without `torch.optim`, whose first use imports
+    `torch._dynamo` (1.3 CPU seconds). Gradient descent at any momentum maximizes the l2 margin."""
 
     name, geometry = "sgd", 2.0
     description = "SGD with heavy-ball momentum (training.momentum)"
@@ -104,9 +84,6 @@ class SGD(Optimizer):
     @classmethod
     def of(cls, training, params):
         return cls(params, lr=training.lr, momentum=training.momentum)
-
-    def direction(self, grads):
-        return grads
 
     def update(self, i, p, d, lr):
         mu = self.param_groups[0]["momentum"]
@@ -121,9 +98,8 @@ class SGD(Optimizer):
 
 
 class Adam:
-    """torch's Adam (paper 001's appendix D), at step lr with `training.betas` and `training.eps` (torch's
-    defaults when null); for a linear predictor its limit maximizes the l-infinity margin (Zhang, Zou,
-    Cao 2024)."""
+    """torch's Adam (paper 001's appendix D; `training.betas`, `training.eps`, torch's defaults when null);
+    a linear predictor's limit maximizes the l-infinity margin (Zhang, Zou, Cao 2024)."""
 
     name, geometry = "adam", math.inf
     description = "torch's Adam (training.betas, training.eps)"
@@ -132,14 +108,12 @@ class Adam:
     def of(cls, training, params):
         import torch
 
-        settings = {k: getattr(training, k, None) for k in ("betas", "eps")}
-        settings = {k: v for k, v in settings.items() if v is not None}
+        settings = {k: v for k in ("betas", "eps") if (v := getattr(training, k, None)) is not None}
         return torch.optim.Adam(params, lr=training.lr, **settings)
 
 
 class Sign(Optimizer):
-    """Sign descent, the normalized steepest descent in the l-infinity norm: every coordinate moves
-    by lr against the sign of its gradient."""
+    """Sign descent (l-infinity steepest): every coordinate moves by lr against its gradient's sign."""
 
     name, geometry = "sign", math.inf
     description = "sign descent: each coordinate moves by lr against its gradient's sign (l-infinity steepest)"
@@ -149,14 +123,13 @@ class Sign(Optimizer):
 
 
 class SteepestL2(Optimizer):
-    """Normalized gradient descent, the normalized steepest descent in the l2 norm: a step of length
-    lr along the gradient."""
+    """Normalized gradient descent (l2 steepest): a step of length lr along the gradient."""
 
     name, geometry = "steepest-l2", 2.0
     description = "normalized gradient descent: a step of l2 length lr along the gradient"
 
     def direction(self, grads):
-        norm = _norm(grads, 2.0)
+        norm = sum(float((g.abs() ** 2.0).sum()) for g in grads) ** 0.5
         return [g / norm if norm > 0 else g * 0 for g in grads]
 
 
@@ -178,10 +151,8 @@ class SteepestL1(Optimizer):
 
 
 class Mirror(Optimizer):
-    """Mirror descent with the potential psi(w) = ||w||_p^p / p (1 < p <= 2): the mirror image
-    grad psi(w) = sign(w) |w|^(p-1) takes the gradient step, and w is mapped back from it
-    (sign(u) |u|^(1/(p-1))). p = 2 is gradient descent; on separable data the limit maximizes the
-    lp margin (Sun, Ahn, Thrampoulidis, Azizan 2022)."""
+    """Mirror descent with psi(w) = ||w||_p^p / p (1 < p <= 2; p = 2 is GD): the step is taken on
+    sign(w) |w|^(p-1) and mapped back; the limit maximizes the lp margin (Sun, Ahn, Thrampoulidis, Azizan 2022)."""
 
     name, geometry = "mirror", None   # its geometry is its p: `geometry_of`
     description = "mirror descent with the potential ||w||_p^p / p (training.mirror_p in (1, 2])"
@@ -190,9 +161,6 @@ class Mirror(Optimizer):
         if not 1 < p <= 2:
             raise ValueError(f"mirror descent: p = {p} is not in (1, 2]")
         super().__init__(params, lr, p=p)
-
-    def direction(self, grads):
-        return grads
 
     @classmethod
     def of(cls, training, params):
