@@ -91,8 +91,6 @@ class Alignment(Instrument):
         return {"neurons": self.table(tracker, model)}
 
 
-# ------------------------------------------------------------------ deeper nets (section 5.2, appendix D)
-
 TOP_SINGULAR = 10   # the paper's figures show the top 10 singular values of each matrix
 
 

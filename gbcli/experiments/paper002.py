@@ -1,16 +1,8 @@
-"""Paper 002 (leaky nets in the perfect agreement regime; the net and svm-par: `gbcli.models.leaky`).
-
-`clusters`, with w_bar / u_bar the means of the +v / -v units: `cluster_radius` r, the largest distance
-of a unit to its group mean (`_rel`: over the mean unit norm); `outside_linear` (`_val`), the fraction
-of points with |<w_bar - u_bar, x>| <= 2 r ||x||, outside the linear regime where sign f(x) =
-sign <w_bar - u_bar, x> (protocol section 9); `max_group_angle` (degrees); `linear_sign_mismatch_val`,
-where sign f != sign <w_bar - u_bar, x>; `par_cosine`, cos(w_bar - u_bar, w* - u*) with svm-par's
-(w*, u*); `zero_output_val`, where f(x) = 0 exactly; the `_iso` columns: the same on ISO_POINTS inputs
-N(0, I) (appendix D.1's Figure 5). A +v unit is in the PAR (section 6.2) when y_n <w_i, x_n> > 0 for
-all n, a -v unit when y_n <u_i, x_n> < 0: `par_fraction` (`_w`, `_u` per group), and `par_max_angle`,
-the largest angle (degrees) of a unit to its svm-par direction (0 in the theorem's limit).
-Also `output_linearity` (Figure 3) and the sweep reports output_linearity, risk (Theorem 4.1: SGD
-against GD), risk_by_init and boundary_by_init (Theorem 4.1 and Figure 1 per `model.init_scale`).
+"""Paper 002 (leaky nets in the perfect agreement regime; the net and svm-par: `gbcli.models.leaky`): the
+instruments `clusters` (the two unit groups around w_bar / u_bar, the linear regime, the PAR) and
+`output_linearity` (Figure 3), and the sweep reports output_linearity, risk (Theorem 4.1: SGD against
+GD), risk_by_init and boundary_by_init (Theorem 4.1 and Figure 1 per `model.init_scale`). The columns
+are defined in results/theory/paper-002.md.
 """
 
 from __future__ import annotations
@@ -39,7 +31,7 @@ def _angle(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def par_measures(w1: np.ndarray, x: np.ndarray, y: np.ndarray, par_rows: np.ndarray | None) -> dict:
-    """The fraction of units in the PAR and their largest angle to svm-par's (w*, u*) (module docstring)."""
+    """`par_fraction` (`_w`, `_u`): units in the PAR (section 6.2); `par_max_angle`: their largest angle to (w*, u*)."""
     k = len(w1) // 2
     yz = y[:, None] * (x @ w1.T)
     in_w, in_u = (yz[:, :k] > 0).all(0), (yz[:, k:] < 0).all(0)
@@ -61,7 +53,7 @@ def net_outputs(model: nn.Module, z: np.ndarray) -> np.ndarray:
 
 def cluster_measures(model: nn.Module, x: np.ndarray, x_val: np.ndarray, par_direction: np.ndarray | None,
                      x_iso: np.ndarray | None = None) -> dict:
-    """The cluster radius, linear regime and group angles (see the module docstring)."""
+    """The cluster radius, linear regime and group angles (results/theory/paper-002.md)."""
     w1 = first_layer(model)
     k = len(w1) // 2
     groups = (w1[:k], w1[k:])
@@ -114,8 +106,6 @@ class Clusters(Instrument):
         row = cluster_measures(model, xn, tracker.problem.dataset.x_val, tracker.par_direction, tracker.x_iso)
         return {**row, **par_measures(first_layer(model), xn, y.double().cpu().numpy(), tracker.par_rows)}
 
-
-# ------------------------------------------------------------------ Figure 3 and Theorem 4.1
 
 # `output_linearity` (Figure 3: a clustered net's decision boundary is linear, its output is not), on
 # a GRID x GRID grid over [-R, R]^2 of the input plane (R the largest training norm; with `dataset.bias`
@@ -341,9 +331,6 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     return save_figure(fig, out_dir, "risk")
 
 
-# ------------------------------------------------------------------ Theorem 4.1 and Figure 1 per init scale
-
-
 def _init_scale_points(out_dir: str | Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame],
                                                      dict[str, Path]]:
     """(points, configs, metrics, grid files) of the homogeneous nets of a sweep over `model.init_scale` with
@@ -397,10 +384,9 @@ CIRCLE_STEP_DEG = 0.5   # the points of `sign_changes_on_circle`
 
 
 def best_line_disagreement(x: np.ndarray, s: np.ndarray, offsets: np.ndarray) -> float:
-    """The smallest fraction of the points x (rows, in the plane) whose sign s (+1 or -1) differs from
-    sign(<d, x> + c), over the unit directions d every LINE_STEP_DEG degrees and the offsets c (a point
-    on the line differs). Counted from each direction's sorted projections: sign(<d, x> + c) != +1 when
-    <d, x> <= -c, != -1 when <d, x> >= -c."""
+    """The smallest fraction of the points x (rows, in the plane) whose sign s (+-1) differs from sign(<d, x> + c)
+    over the unit directions d every LINE_STEP_DEG degrees and the offsets c (a point on the line differs),
+    counted from each direction's sorted projections."""
     th = np.deg2rad(np.arange(0, 360, LINE_STEP_DEG))
     proj = x @ np.stack([np.cos(th), np.sin(th)], 1).T   # points x directions
     t = -np.asarray(offsets, dtype=float)

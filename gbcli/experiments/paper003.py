@@ -26,9 +26,6 @@ KKT_TOL = 1e-3          # GD's limit counts as a KKT point when its relative KKT
 SAME_TOL = 1e-4         # relative difference of ||theta||^2 under which GD's limit counts as the global optimum
 
 
-# ------------------------------------------------------------------ tables and figure
-
-
 def kkt_row(run_dir: str | Path) -> dict | None:
     """The paper's Tables 1-2 entry of one run: GD's limit (||theta||^2 at margin 1, KKT residual), the
     global value found, and the local searches around GD's limit and the global point."""
@@ -56,10 +53,8 @@ def kkt_row(run_dir: str | Path) -> dict | None:
             continue
         r = res[obj]
         row[f"{tag}_center_norm_sq"] = r["center_norm_sq"]   # float64, the search's reference
-        if tag == "gd":
-            row["local_optimum"] = r["local_optimum"]
-        else:
-            row["control_smaller_found"] = not r["local_optimum"]
+        row.update({"local_optimum": r["local_optimum"]} if tag == "gd" else
+                   {"control_smaller_found": not r["local_optimum"]})
         for eps, best in zip(r["radii"], r["best_norm_sq"]):
             row[f"{tag}_best_norm_sq_eps_{eps:g}"] = best
     return row
@@ -123,14 +118,9 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
     return save_figure(fig, out_dir, "kkt")
 
 
-# ------------------------------------------------------------------ Theorem 3.2 under random inits
-
-# `relu_pattern` (two-layer ReLU nets): `units_active_all` / `units_dead`, units with <w_j, x_i> > 0 on
-# every / no training point; `thm32_premise` (read at step 0: Theorem 3.2's assumption on the init);
-# `top_unit_share`, the largest share of ||theta||^2 one unit carries (||w_j||^2 + v_j^2);
-# `norm_sq_margin1`, ||theta||^2 / min_i y_i f(x_i) (nan until every point is fitted). A run ends as
-# one of OUTCOMES: one unit carries the net (share above ONE_UNIT_SHARE, fitted: Theorem 3.2's KKT
-# point, not a local optimum), units split the points, or not fitted.
+# `relu_pattern` (two-layer ReLU nets; columns: results/theory/paper-003.md). A run ends as one of
+# OUTCOMES: one unit carries the net (its share of ||theta||^2 above ONE_UNIT_SHARE, every point fitted:
+# Theorem 3.2's KKT point, not a local optimum), units split the points, or not fitted.
 
 
 def thm32_premise(w1: np.ndarray, v: np.ndarray, x: np.ndarray) -> bool:
@@ -248,13 +238,9 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
     return save_figure(fig, out_dir, "init_outcomes")
 
 
-# ------------------------------------------------------------------ Theorems 5.2-5.4 (per layer)
-
-# `layer_optimality`: each layer u~ of GD's net scaled to margin 1 (a parameter tensor; for the diagonal
-# nets a row of `w`) against Problem 4, min ||u||^2 s.t. y_i f(x_i) >= 1 with the other layers fixed,
-# by SLSQP from u~ and LAYER_RESTARTS random starts (`global_norm_sq`; convex for linear nets) and
-# within eps of u~ for eps in LAYER_RADII (`local_norm_sq_eps_*`). Theorem 5.2: a linear net's layers
-# are global optima; 5.4: a ReLU net's are local ones when no neuron's input is 0; 5.3: else maybe not.
+# `layer_optimality`: each layer u~ of GD's net at margin 1 (a parameter tensor; a row of a diagonal net's
+# `w`) against Problem 4, min ||u||^2 s.t. y_i f(x_i) >= 1 with the other layers fixed, by SLSQP from u~
+# and LAYER_RESTARTS random starts (`global_norm_sq`) and within eps of u~ (`local_norm_sq_eps_*`).
 
 LAYER_RESTARTS = 20
 LAYER_RADII = (0.1, 0.01, 0.001)

@@ -1,18 +1,7 @@
-"""Paper 004 (Telgarsky's implicit-bias survey): its instruments and the init-agreement report.
-
-- `grad-alignment`: <w / ||w||, -grad R / ||grad R||> over the homogeneous weights (tends to 1 along GD;
-  `grad_misalignment` = 1 - that), and `loss_weight_points`, exp of the entropy of the shares
-  -l'(q_n) / sum -l'(q_m) (the points -grad R is spread over). R: the mean training loss; we
-  differentiate log R (same direction, no underflow).
-- `layers` (deep linear nets): `product_svm_cosine`, cos((W_L ... W_1)', u) with u the max-margin SVM
-  (`svm-shallow`); `layer_alignment_min` / `_mean`, ||W_j v_{j-1}|| / ||W_j||_F with v_0 = u / ||u||,
-  v_j = W_j v_{j-1} / ||W_j v_{j-1}|| (1 when W_j is rank one v_j v_{j-1}'); `rank_one_min`, min_j
-  s_1(W_j) / ||W_j||_F.
-- `reg-path` (linear predictors): w_t against u_t = argmin {R(u) : ||u|| <= ||w_t||}: `reg_path_angle`
-  (degrees), `reg_path_log_gap` = log R(w_t) - log R(u_t) >= 0, `reg_path_kkt` = 1 - cos(u_t, -grad
-  R(u_t)) (0 at the exact minimizer), and the angles to the SVM, `svm_angle` (w_t), `reg_path_svm_angle`.
-- `tables/init_agreement.csv` + `figures/init_agreement.png`: points that differ only in
-  `model.init_seed`, their GD networks' pairwise validation inconsistency and final normalized margins.
+"""Paper 004 (Telgarsky's implicit-bias survey): the instruments `grad-alignment` (<w / ||w||, -grad R /
+||grad R||> over the homogeneous weights, -> 1 along GD), `layers` (deep linear nets against the SVM and
+rank one) and `reg-path` (a linear predictor's iterate against the regularization path), and the sweep
+report `init_agreement`. Each column's definition: results/theory/paper-004.md.
 """
 
 from __future__ import annotations
@@ -35,9 +24,6 @@ from gbcli.store.views import SweepView
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.training.losses import log_mean_loss
-
-
-# ------------------------------------------------------------------ gradient alignment
 
 
 def loss_weight_points(margins: torch.Tensor, loss: str) -> float:
@@ -78,11 +64,8 @@ class GradientAlignment(Instrument):
         return {"grad_alignment": a, "grad_misalignment": 1.0 - a, "loss_weight_points": points}
 
 
-# ------------------------------------------------------------------ deep linear layers
-
-
 def layer_measures(layers: list[np.ndarray], svm: np.ndarray) -> dict:
-    """The `layers` columns (module docstring); `layers`: W_1 (width x D) ... W_L (1 x width)."""
+    """The `layers` columns (results/theory/paper-004.md); `layers`: W_1 (width x D) ... W_L (1 x width)."""
     prod = layers[0]
     for w in layers[1:]:
         prod = w @ prod
@@ -110,9 +93,6 @@ class LayerAlignment(Instrument):
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         layers = [as_numpy(w) for w in model.weights()]
         return layer_measures(layers, tracker.solution.zeta[0])
-
-
-# ------------------------------------------------------------------ regularization path
 
 
 class _Flat:
@@ -174,7 +154,7 @@ def _angle(a: np.ndarray, b: np.ndarray) -> float:
 
 def reg_path_measures(model: nn.Module, x, y, ctx, loss: str, previous: np.ndarray | None,
                       svm: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
-    """The `reg-path` columns (module docstring) and the minimizer (the next logged step's warm start)."""
+    """The `reg-path` columns (results/theory/paper-004.md) and the minimizer (the next logged step's warm start)."""
     flat = _Flat(model, x, y, ctx, loss)
     w = flat.vector()
     radius = float(np.linalg.norm(w))
@@ -210,9 +190,6 @@ class RegPath(Instrument):
 INSTRUMENTS = {i.name: i for i in (GradientAlignment(), LayerAlignment(), RegPath())}
 
 
-# ------------------------------------------------------------------ several inits, one limit?
-
-
 def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     """Pairs of points whose configs differ only in `model.init_seed` (and the name): their validation
     inconsistency and final margins, with the `configuration` (the keys that tell the sweep's
@@ -223,12 +200,11 @@ def init_agreement(out_dir: str | Path) -> pd.DataFrame | None:
         if not run.gd_predictions.is_file():
             continue
         flat = flatten(view.config(strict=True))
-        cfg = {k: repr(v) for k, v in flat.items()}
-        seed = cfg.pop("model.init_seed")
-        cfg.pop("name", None)
+        seed = repr(flat["model.init_seed"])
+        rest = {k: v for k, v in flat.items() if k not in ("model.init_seed", "name")}
         last = view.metrics().iloc[-1]
-        key = tuple(sorted(cfg.items()))
-        raw.setdefault(key, {k: v for k, v in flat.items() if k not in ("model.init_seed", "name")})
+        key = tuple(sorted((k, repr(v)) for k, v in rest.items()))
+        raw.setdefault(key, rest)
         points[pid] = (key, seed, load_npz_untrusted(run.gd_predictions)["val_out"], last)
     rows = []
     order = lambda item: (item[1][1].isdigit(), int(item[1][1]) if item[1][1].isdigit() else 0, item[0])
