@@ -114,10 +114,9 @@ def combination(design: GatedDesign, lam: np.ndarray, precise: bool = False) -> 
         lo = getattr(lam, "lo", None)   # a double-double (exact.DoubleDouble): both halves
         lam = np.asarray(lam)
         hi = lam.astype(np.float64)
-        if lo is not None:
-            parts = [hi, lo]
-        else:   # a long double lam: two floats
-            parts = [hi] if lam.dtype == np.float64 else [hi, (lam - hi).astype(np.float64)]
+        if lo is None and lam.dtype != np.float64:   # a long double lam: two floats
+            lo = (lam - hi).astype(np.float64)
+        parts = [hi] if lo is None else [hi, lo]
         a = np.concatenate([design.e_train * (p * design.y_train)[:, None] for p in parts], 1)
         v = ExactProduct(torch.tensor(design.x_train, dtype=torch.float64)).t_precise(torch.as_tensor(a))
         return v.reshape(len(parts), design.e_train.shape[1], -1).sum(0)
