@@ -339,8 +339,7 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
     one = torch.ones(n, **opts)
 
     if start is None:   # start strictly inside: lam uniform with every lam'Q_g lam <= 1/4
-        lam = one
-        mu, s = one.clone(), torch.ones(g, **opts)
+        lam, mu, s = one, one.clone(), torch.ones(g, **opts)
     else:               # a warm start, pushed away from the boundary of lam, mu, s >= 0
         lam, mu, s = (torch.as_tensor(np.asarray(a, dtype=np.float64), **opts).clamp(min=0) for a in start)
         lam = lam + WARM_SHIFT * float(lam.max())
@@ -441,10 +440,8 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
         a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
         if trace is not None:   # which of lam, mu, s, w stops the step (reported with the next iterate)
             limits = [_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw)]
-        if grp.accurate():   # lam as a double-double: V(lam) cancels below float64's resolution of lam
-            lam, lam_lo = _add(lam, lam_lo, a * dl)
-        else:
-            lam = lam + a * dl
+        # lam as a double-double once V(lam) cancels below float64's resolution of lam
+        lam, lam_lo = _add(lam, lam_lo, a * dl) if grp.accurate() else (lam + a * dl, lam_lo)
         mu, s, w = mu + a * dmu, s + a * ds, w + a * dw
     if status == "infeasible":
         return Outcome(status, message, lam.cpu().numpy(), None, it, stop)
