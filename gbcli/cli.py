@@ -20,6 +20,7 @@ from gbcli.programs.solvers import NAMES as SOLVER_NAMES   # their one list impo
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
 from gbcli.fs.safe import present
+from gbcli.text import printable, quoted
 
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -109,8 +110,6 @@ def _main(version: bool = typer.Option(False, "--version", is_eager=True, callba
 
 def _echo(msg: str) -> None:
     """One line, never cut; plain text (a path holding `[/b]` is no markup), non-printable characters escaped."""
-    from gbcli.text import printable
-
     console.print(printable(msg), highlight=False, soft_wrap=True, markup=False)
 
 
@@ -381,8 +380,6 @@ def _emit_rows(rows: list[dict], fmt: str, title: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from gbcli.text import printable
-
     table = Table(title=Text(printable(title)))   # names and values as plain, printable text
     for c in columns:
         table.add_column(Text(printable(c)), overflow="fold")
@@ -600,8 +597,6 @@ def _bundled(name: str) -> bool:
 
     known = (*IMAGE_SETS, "digits")
     if name not in known:
-        from gbcli.text import quoted
-
         raise GbError(f"NAME: {quoted(name)} is not one of {', '.join(known)} (the synthetic datasets have no files)")
     return name == "digits"
 
@@ -646,8 +641,6 @@ CLICK_ERRORS = (click.exceptions.ClickException, getattr(typer, "TyperException"
 
 def _fail(msg: str, code: int = 2) -> None:
     """`gb: error: msg` as one printable line on stderr, and exit `code` (2: bad input)."""
-    from gbcli.text import printable
-
     line = printable(" ".join(str(msg).split()))
     if len(line) > MAX_ERROR_LINE:   # a value we did not shorten at its source: the line stays readable
         line = f"{line[:MAX_ERROR_LINE - 200]} ... {line[-180:]}"
