@@ -162,13 +162,13 @@ MUTATIONS: list[Mutation] = [
              'row["verified"] = got is not None and not row["problems"]', 'row["verified"] = got is not None',
              "gb verify calls a program verified whatever mismatches it found"),
     M("verify-status-always-optimal", VERIFY,
-             'out["status"] = "optimal" if cert["certified"] else "inaccurate"', 'out["status"] = "optimal"',
+             'out["status"] = certified_status(Status.OPTIMAL, cert["certified"])', 'out["status"] = Status.OPTIMAL',
              "gb verify calls an uncertified predictor optimal"),
     M("cache-key-ignores-groups", CACHE,
              'NOT_SOLVED_FROM = ("x_val", "e_val", "classify")', 'NOT_SOLVED_FROM = ("x_val", "e_val", "classify", "groups")',
              "svm-gln and svm-gln-reference (same data, other groups) share a cached solution"),
     M("cache-key-ignores-certify-tol", CACHE,
-             '"eps": eps, "certify_tol": certify_tol, **(', '"eps": eps, **(',
+             '"certify_tol": certify_tol, **({"device"', '**({"device"',
              "a solution certified at a looser tolerance reused under a tighter one"),
 ]
 

@@ -27,7 +27,7 @@ from gbcli.programs.certify import NOT_SEPARABLE, certificate
 from gbcli.logs import log, run_log
 from gbcli.provenance import Clock
 from gbcli.text import shorten
-from gbcli.programs.design import GatedDesign, Solution, Stop, decision, train_outputs
+from gbcli.programs.design import GatedDesign, Solution, Stop, certified_status, decision, train_outputs
 from gbcli.programs.solvers import SOLVERS, check_solver, default_solver
 from gbcli.programs.solvers.dual import dual_memory
 from gbcli.registry import INSTRUMENTS, program_of, spec_of
@@ -566,8 +566,8 @@ def _record(obj: str, cfg: Config, design: GatedDesign, sol, out: Path, ds: Data
     result = {"predictor": obj, "solver": sol.solver, "status": sol.status, "objective": sol.value,
               "solve_seconds": sol.seconds, "message": sol.message, "train_error": float("nan"),
               "val_error": float("nan"), **certificate(design, sol, cfg.svm.certify_tol), "manifest": manifest}
-    if result["status"] == "optimal" and not result["certified"]:   # `optimal` is a certified word
-        result["status"] = "inaccurate"
+    if (demoted := certified_status(result["status"], result["certified"])) != result["status"]:
+        result["status"] = demoted
         why = (f"not certified at svm.certify_tol = {cfg.svm.certify_tol:g} (relative gap {result['rel_gap']:.1e}, "
                f"smallest margin {result['min_margin']:.7f})")
         result["message"] = f"{why}; {result['message']}" if result["message"] else why

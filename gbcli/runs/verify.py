@@ -27,7 +27,7 @@ from gbcli.logs import Progress
 from gbcli.metrics import error
 from gbcli.models.gating import forget_dead
 from gbcli.programs.certify import CERTIFY_TOL, certificate
-from gbcli.programs.design import GatedDesign, Solution, Status, decision, train_outputs
+from gbcli.programs.design import GatedDesign, Solution, Status, certified_status, decision, train_outputs
 from gbcli.registry import program_of, spec_of
 from gbcli.runs import stages   # its functions looked up when called (a test watches prepare)
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, point_id, section_hash
@@ -55,7 +55,7 @@ def check_solution(design: GatedDesign, y_val: np.ndarray, zeta: np.ndarray | No
     out = {**cert, "train_out": None, "val_out": None, "train_error": math.nan, "val_error": math.nan,
            "status": Status.INFEASIBLE if cert["certified"] else Status.FAILED, "objective": math.nan}
     if zeta is not None:
-        out["status"] = Status.OPTIMAL if cert["certified"] else Status.INACCURATE
+        out["status"] = certified_status(Status.OPTIMAL, cert["certified"])
         out["objective"] = cert["primal_objective"]
         out["train_out"], train_y = train_outputs(design, zeta)
         out["val_out"] = decision(zeta, design.x_val, design.e_val)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from gbcli.errors import GbError
-from gbcli.programs.design import Status
+from gbcli.programs.design import Status, certified_status
 from gbcli.fs.layout import ERRORS, FAILURES, INCONSISTENCY, THETA, RunDir, SweepDir
 from gbcli.fs.safe import (is_file, load_npz_untrusted, present, read_csv_untrusted, read_json, read_record, subdirs,
                            write_json)
@@ -242,7 +242,7 @@ def program_status(rec: dict | None) -> str:
         return Verdict.FOREIGN
     status = Status(rec["status"])
     if rec.get("certified") is not True:
-        return {Status.OPTIMAL: Status.INACCURATE, Status.INFEASIBLE: Verdict.UNCERTIFIED}.get(status, status)
+        return Verdict.UNCERTIFIED if status == Status.INFEASIBLE else certified_status(status, False)
     if rec.get("convex") is False:   # a non-convex program: `certified` says its point is feasible, no more
         return status if status in (Status.OPTIMAL, Status.FAILED) else Verdict.UNVERIFIED
     if status == Status.OPTIMAL:
