@@ -231,8 +231,8 @@ def write_sector_tables(out_dir: str | Path) -> list[Path]:
 def premise_seeds(path: str | Path, init: str, count: int, start: int = 0, scan: int = 100_000) -> list[int]:
     """The first `count` values of model.init_seed (from `start`, at most `scan` tried) at which the network
     gb builds from the config `path` (its base values, grid and zip dropped, model.init = `init`) satisfies
-    `thm32_premise` on the config's training points: seeds that sample Theorem 3.2 on its premise. A
-    command line (module end): python -m gbcli.experiments.paper003 CONFIG INIT COUNT."""
+    `thm32_premise` on the config's training points: seeds that sample Theorem 3.2 on its premise
+    (python scripts/theory_tables.py premise-seeds CONFIG INIT COUNT)."""
     from gbcli.config import apply_preset, read_config, set_path, validate
     from gbcli.runs.stages import build_model, dataset_of
 
