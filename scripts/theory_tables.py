@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gbcli.experiments.paper001 import _cos, in_sweep_order, point_names
+from gbcli.experiments.paper001 import _cos, in_sweep_order
+from gbcli.store.views import point_names
 from gbcli.experiments.paper003 import thm32_premise
 from gbcli.programs.nonconvex import Problem2
 from gbcli.fs import layout

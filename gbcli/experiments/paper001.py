@@ -15,10 +15,11 @@ import pandas as pd
 import torch
 
 from gbcli.instruments.base import Instrument, TrackContext, as_numpy, first_layer
-from gbcli.fs.safe import is_file, read_csv_untrusted, write_csv
+from gbcli.fs.safe import read_csv_untrusted, write_csv
 from gbcli.reports.render import readable_log_ticks, save_png
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
+from gbcli.store.views import point_names
 
 RANK_TOL = 0.05   # numerical rank: singular values above 5% of the largest
 
@@ -257,18 +258,6 @@ def new_figure(**options):
 
 def save_figure(fig, out_dir: str | Path, name: str, **options) -> list[Path]:
     return [save_png(fig, Path(out_dir) / layout.FIGURES / f"{name}.png", **options)]
-
-
-def point_names(out_dir: str | Path) -> dict[str, str]:
-    """point id -> its readable name in the sweep's `tables/points.csv`; empty when that is missing or damaged."""
-    path = SweepDir(out_dir).points_table
-    if not is_file(path):
-        return {}
-    try:
-        frame = read_csv_untrusted(path, dtype=str)   # ids of digits only stay text
-        return {str(p): n for p, n in zip(frame["point"], frame["name"]) if isinstance(n, str) and n}   # no "nan"
-    except Exception:   # noqa: BLE001 (a damaged or older table: the points keep their ids)
-        return {}
 
 
 def in_sweep_order(points, names: dict[str, str]) -> list[str]:

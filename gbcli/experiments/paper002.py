@@ -15,7 +15,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, point_names, save_figure, write_table
+from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, save_figure, write_table
+from gbcli.store.views import point_names
 from gbcli.instruments.base import Instrument, first_layer
 from gbcli.fs.safe import load_tensors_untrusted, read_csv_untrusted
 from gbcli.store.views import SweepView

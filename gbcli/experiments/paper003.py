@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, point_names, save_figure, write_table
+from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, save_figure, write_table
+from gbcli.store.views import point_names
 from gbcli.instruments.base import Instrument, as_numpy
 from gbcli.store.records import NOT_GBS, GdRecord, ProgramRecord
 from gbcli.store.views import RunView, SweepView

@@ -17,7 +17,8 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from gbcli.experiments.paper001 import new_figure, point_names, save_figure, write_table
+from gbcli.experiments.paper001 import new_figure, save_figure, write_table
+from gbcli.store.views import point_names
 from gbcli.instruments.base import Instrument, as_numpy, float64_copy
 from gbcli.fs.safe import flatten, load_npz_untrusted
 from gbcli.store.views import SweepView

@@ -23,7 +23,7 @@ from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted
 from gbcli.runs.index import grid_axes, read_any, show
 from gbcli.store.labels import read_labels
-from gbcli.store.views import SweepView
+from gbcli.store.views import SweepView, point_names
 from gbcli.text import shorten
 
 log = logging.getLogger("gbcli")
@@ -136,8 +136,6 @@ def run_name(path: Path, labels: dict) -> str:
     if labels.get("name"):
         return str(labels["name"])
     if is_point(path):
-        from gbcli.experiments.paper001 import point_names
-
         return f"{path.parent.parent.name}/{point_names(path.parent.parent).get(path.name, path.name)}"
     return path.name
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from gbcli.config.loading import read_stored_config
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import subdirs
+from gbcli.fs.safe import is_file, read_csv_untrusted, subdirs
 from gbcli.store.records import GdRecord, ProgramRecord, SweepRecord, read_metrics
 
 
@@ -58,3 +58,15 @@ class SweepView:
 
     def point(self, pid: str) -> RunView:
         return RunView(self.dir.point(pid).root)
+
+
+def point_names(out_dir: str | Path) -> dict[str, str]:
+    """point id -> its readable name in the sweep's `tables/points.csv`; empty when that is missing or damaged."""
+    path = SweepDir(out_dir).points_table
+    if not is_file(path):
+        return {}
+    try:
+        frame = read_csv_untrusted(path, dtype=str)   # ids of digits only stay text
+        return {str(p): n for p, n in zip(frame["point"], frame["name"]) if isinstance(n, str) and n}   # no "nan"
+    except Exception:   # noqa: BLE001 (a damaged or older table: the points keep their ids)
+        return {}
