@@ -294,26 +294,25 @@ def make_tracker(cfg: Config, problem: Problem, cache: SolveCache | None = None,
 
     def solve(objective: str, trained: nn.Module | None = None):
         design = build_design(objective, cfg, problem, trained)
-        use = cfg.svm.solver or default_solver(design.norm)
-        if cache is None or trained is not None:   # a program of the trained network is this run's own
-            sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps, **solve_options(cfg, use))
-        else:   # the key fit-svm uses: a reference solved here is fit-svm's answer too, and the reverse
-            key = _solve_key(cfg, cache, design, use)
-            with cache.claim(key):   # a twin point solving it now: wait, then take its answer
-                hit = cache.get(key, design)
-                sol = hit[0] if hit is not None else None
-                if sol is None or not certificate(design, sol, cfg.svm.certify_tol)["certified"]:
-                    sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
-                                             **solve_options(cfg, use, (cache.rounds(key), key)))
-                    if sol.status == "optimal" and certificate(design, sol, cfg.svm.certify_tol)["certified"]:
-                        cache.put(key, sol, f"{origin}/{objective}")
+        use, tol = cfg.svm.solver or default_solver(design.norm), cfg.svm.certify_tol
+        # fit-svm's key (a reference solved here is fit-svm's answer too, and the reverse); none for a program
+        # of the trained network, this run's own
+        key = None if cache is None or trained is not None else _solve_key(cfg, cache, design, use)
+        with contextlib.nullcontext() if key is None else cache.claim(key):   # a twin solving it: wait, take it
+            hit = None if key is None else cache.get(key, design)
+            sol, cert = (None, None) if hit is None else (hit[0], certificate(design, hit[0], tol))
+            if sol is None or not cert["certified"]:
+                sol = SOLVERS[use].solve(design, cfg.svm.max_iters, cfg.svm.eps,
+                                         **solve_options(cfg, use, None if key is None else (cache.rounds(key), key)))
+                cert = certificate(design, sol, tol)
+                if key is not None and sol.status == "optimal" and cert["certified"]:
+                    cache.put(key, sol, f"{origin}/{objective}")
         if sol.zeta is None:
             raise GbError(f"training.track: the program {objective} has no solution ({sol.status}: {sol.message})")
-        cert = certificate(design, sol, cfg.svm.certify_tol)
         if not cert["certified"]:   # an uncertified optimum measures against a point nobody vouches for
             raise GbError(f"training.track: the program {objective} is not certified (relative gap "
                           f"{cert['rel_gap']:.1e}, smallest margin {cert['min_margin']:.6g}; svm.certify_tol "
-                          f"{cfg.svm.certify_tol:g}): its solution cannot be a reference (svm.eps, svm.max_iters)")
+                          f"{tol:g}): its solution cannot be a reference (svm.eps, svm.max_iters)")
         return design, sol
 
     instruments = [ins for name, ins in INSTRUMENTS.items() if name in cfg.training.track]
