@@ -305,11 +305,6 @@ def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, 
 # ------------------------------------------------------------ training curves (gbcli.theory)
 
 
-def tracked_columns() -> tuple:
-    """Every registered instrument's columns."""
-    return tuple(c for ins in INSTRUMENTS.values() for c in ins.columns)
-
-
 def training_panels() -> tuple:
     """(column, axis label, y scale) of every registered instrument's panels, in registry order."""
     return tuple(p for ins in INSTRUMENTS.values() for p in ins.panels)
@@ -337,6 +332,15 @@ def _panel_grid(n: int, height: float) -> tuple[Figure, list]:
     return fig, grid[:n]
 
 
+def _finite(runs: dict[str, pd.DataFrame], col: str, log: bool):
+    """(index, label, metrics, values, mask) of each run with a finite value of `col` (positive on a log axis)."""
+    for i, (label, m) in enumerate(runs.items()):
+        y = pd.to_numeric(m[col], errors="coerce") if col in m else pd.Series(dtype=float)
+        ok = np.isfinite(y) & ((y > 0) if log else True)
+        if ok.any():
+            yield i, label, m, y, ok
+
+
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
     """One panel per tracked metric against the step (log axis), one line per run (None without tracked columns);
     every panel spans the whole logged history, so a quantity defined only late reads as late."""
@@ -351,16 +355,9 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
     for ax, (col, ylabel, scale) in zip(axes, cols):
         values = pd.concat([pd.to_numeric(m[col], errors="coerce") for m in runs.values() if col in m])
         log = scale == "log" and spans_decades(values[values > 0], TRAINING_LOG_DECADES)
-        for i, (label, m) in enumerate(runs.items()):
-            if col not in m:
-                continue
-            name = label
-            if col == "margin_gap" and np.isfinite(slope := gap_slope(m)):
-                name = f"{label} (slope {slope:.2f})"
-            y = pd.to_numeric(m[col], errors="coerce")
-            ok = np.isfinite(y) & ((y > 0) if log else True)
-            if not ok.any():
-                continue
+        for i, label, m, y, ok in _finite(runs, col, log):
+            slope = gap_slope(m) if col == "margin_gap" else float("nan")
+            name = f"{label} (slope {slope:.2f})" if np.isfinite(slope) else label
             ax.plot(m["step"][ok], y[ok], color=f"C{i % 10}", ls=RUN_STYLES[i // 10 % 3], label=name, lw=1.4,
                     marker="." if ok.sum() < FEW_POINTS else None)
             if col == "inconsistency":
@@ -474,8 +471,8 @@ def _varied(runs: dict) -> list[str]:
 def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     """A tracked sweep's `figures/training.png`, `tables/training.csv` (all rows) and `tables/training_summary.csv`
     (last row, margin-gap slope), each point labelled by the config values that differ between them."""
-    out_dir = Path(out_dir)
-    runs = _sweep_runs(out_dir, lambda m: len(m) and any(c in m for c in tracked_columns()))
+    out_dir, tracked = Path(out_dir), [c for ins in INSTRUMENTS.values() for c in ins.columns]
+    runs = _sweep_runs(out_dir, lambda m: len(m) and any(c in m for c in tracked))
     if not runs:
         return []
     varied = _varied(runs)
@@ -487,7 +484,7 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
         last = m.iloc[-1]
         summary.append({"point": p, "run": label[p], **{k: cfg.get(k) for k in varied}, "steps": int(last["step"]),
                         "val_error": last["val_error"], "normalized_margin": last["normalized_margin"],
-                        **{c: last[c] for c in tracked_columns() if c in m}, "gap_slope": gap_slope(m)})
+                        **{c: last[c] for c in tracked if c in m}, "gap_slope": gap_slope(m)})
     sweep = SweepDir(out_dir)
     write_csv(sweep.tables / "training.csv", pd.concat(rows, ignore_index=True))
     write_csv(sweep.tables / "training_summary.csv", pd.DataFrame(summary))
@@ -517,13 +514,7 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
             values = pd.concat([pd.to_numeric(m[col], errors="coerce") for m in runs.values() if col in m])
             scale = "log" if spans_decades(values, 2) else "linear"
         stacked = []
-        for i, (name, m) in enumerate(runs.items()):
-            if col not in m:
-                continue
-            y = pd.to_numeric(m[col], errors="coerce")
-            ok = y.notna() & np.isfinite(y) & ((y > 0) if scale == "log" else True)
-            if not ok.any():
-                continue
+        for i, name, m, y, ok in _finite(runs, col, scale == "log"):
             if many:
                 ax.plot(m["step"][ok], y[ok], color="0.6", lw=0.6, alpha=0.5)
                 stacked.append(pd.Series(y[ok].values, index=m["step"][ok].values))
