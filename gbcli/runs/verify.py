@@ -36,7 +36,7 @@ from gbcli.store.records import GdStatus, is_result, number
 from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_SOLUTION_BYTES, OBJECTIVE_ATOL, RTOL, Unusable, close,
                                    compact_solution, no_links, read_npz, read_stored)
 from gbcli.text import shorten
-from gbcli.training.loop import EXPLODED
+from gbcli.training.loop import EXPLODED, tensors
 from gbcli.training.losses import loss_fn
 from gbcli.training.memory import check_memory
 
@@ -281,9 +281,8 @@ def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point:
     problem = problems.problem(cfg)
     ds, spec = problem.dataset, spec_of(cfg)
     model = _network(root, gd.model, cfg, ds.dim).float()   # as it was trained (float32)
-    xt, xv = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.x_val, dtype=torch.float32)
-    ct, cv = (None if c is None else torch.tensor(c, dtype=torch.long) for c in (problem.ctx_train, problem.ctx_val))
-    yt = torch.tensor(ds.y_train, dtype=torch.float32)
+    xt, xv, yt = tensors(None, ds.x_train, ds.x_val, ds.y_train)
+    ct, cv = tensors(None, problem.ctx_train, problem.ctx_val, dtype=torch.long)
     with torch.no_grad():
         out_t, out_v = model(xt, ct).reshape(-1), model(xv, cv).reshape(-1)
         got = {"train_out": out_t.double().numpy(), "val_out": out_v.double().numpy()}
@@ -295,19 +294,19 @@ def _check_network(row: dict, root: Path, run: Path, problems: _Problems, point:
                 initial = float(loss_fn(yt * spec.build(cfg, ds.dim)(xt, ct).reshape(-1), cfg.training.loss))
     finite = all(np.isfinite(v).all() for v in got.values()) and math.isfinite(loss)
     exploded = finite and initial is not None and loss > EXPLODED * max(initial, 1e-12)
+    why = "outputs are not finite" if not finite else f"training loss grew from {initial:.3g} to {loss:.3g}" \
+        if exploded else ""
     claimed = record.get("status")
-    diverged = not finite or exploded or claimed == GdStatus.DIVERGED
-    if (not finite or exploded) and claimed != GdStatus.DIVERGED:
-        row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r}, but the recomputed "
-                               + ("outputs are not finite" if not finite else
-                                  f"training loss grew from {initial:.3g} to {loss:.3g}") + " (diverged)")
+    diverged = bool(why) or claimed == GdStatus.DIVERGED
+    if why and claimed != GdStatus.DIVERGED:
+        row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r}, but the recomputed {why} "
+                               "(diverged)")
     elif claimed not in tuple(GdStatus):
         row["problems"].append(f"{layout.SUMMARY}: status {row['claimed_status']!r} is not a network's")
     if diverged:
-        row["problems"].append("diverged: " + ("the network's outputs are not finite" if not finite else
-                                               f"the training loss grew from {initial:.3g} to {loss:.3g}" if exploded
-                                               else shorten(str(record.get("message", "recorded")), 120))
-                               + " (not a trained predictor)")
+        said = ("the network's " if not finite else "the ") + why if why else \
+            shorten(str(record.get("message", "recorded")), 120)
+        row["problems"].append(f"diverged: {said} (not a trained predictor)")
     if initial is None:
         row["checked"] = "network (warm start: its step-0 loss not rebuilt)"
     if finite:
@@ -584,8 +583,7 @@ def verify(path: str | Path, export: dict | None = None, progress: bool = False,
         raise GbError(f"DIR: {shorten(str(root), 200)}: not a directory")
     kind = _kind(root)
     targets = [(root, kind, "")] if kind else \
-        [(sub, k, f"{sub.name}/") for sub in sorted(root.iterdir()) if is_dir(sub) and not sub.name.startswith(".")
-         and (k := _kind(sub))]
+        [(sub, k, f"{sub.name}/") for sub in subdirs(root, hidden=False) if (k := _kind(sub))]
     if not targets:
         raise GbError(f"DIR: {shorten(str(root), 200)}: nothing to verify (not a run or sweep directory, no "
                       f"solutions/ folder, and no subfolder that is one)")
