@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -17,17 +17,12 @@ def short_names(keys: list[str]) -> dict[str, str]:
     return {k: (tail if last.count(tail) == 1 else k) for k, tail in zip(keys, last)}
 
 
-def axes_of(points: list[dict]) -> list[str]:
-    """The dotted config keys that vary between `points` (rows of points.csv), in the table's order."""
-    keys = list(dict.fromkeys(k for p in points for k in p if k not in ("point", "name")))
-    return [k for k in keys if len({repr(p.get(k)) for p in points}) > 1]
-
-
 def with_axes(table, points: list[dict], shown: list[str]) -> tuple[Rows, list[str]]:
     """`table` (Rows or DataFrame) as Rows with one column per grid axis (by short name), and the columns to
     show: point, the axes, `shown`, and any varying configuration column `shown` leaves out."""
     out = Rows.of(table)
-    axes = axes_of(points)
+    keys = list(dict.fromkeys(k for p in points for k in p if k not in ("point", "name")))
+    axes = [k for k in keys if len({repr(p.get(k)) for p in points}) > 1]   # the dotted keys that vary, in order
     names = short_names(axes)
     if axes and "point" in out.columns:
         by_point = {str(p["point"]): p for p in points}
