@@ -181,11 +181,10 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         log = open_append(run.log)
         echo(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}, torch threads {torch.get_num_threads()}")
         cfg = Config.model_validate(cfg_dict)
-        problem = problem or prepare(cfg)
+        problem, cache = problem or prepare(cfg), SolveCache(cache_dir) if cache_dir else None
         stage = "train-gd"
         if not is_file(run.summary):
-            train_gd(cfg, run_dir, progress=False, problem=problem,
-                     cache=SolveCache(cache_dir) if cache_dir else None)
+            train_gd(cfg, run_dir, progress=False, problem=problem, cache=cache)
         summary = GdRecord.read(run.summary, strict=True)
         if not is_result(summary["status"], gd=True):
             raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
@@ -194,8 +193,8 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
                 if not is_file(run.result(o)) or ProgramRecord.read(run.result(o), strict=True).resumable]
         if todo:
             try:
-                fit_svm(cfg, run_dir, todo, progress=False, problem=problem,   # its messages: log.txt, via run_log
-                        cache=SolveCache(cache_dir) if cache_dir else None, defer=defer)
+                fit_svm(cfg, run_dir, todo, progress=False, problem=problem, cache=cache,   # messages: log.txt
+                        defer=defer)
             except Deferred as exc:
                 echo(f"deferred after {time.time() - start:.1f} s: {exc.objectives} being solved by another point")
                 return {"status": "deferred", "seconds": time.time() - start, "objectives": exc.objectives}
@@ -269,8 +268,7 @@ def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None
     # a point whose program another worker is solving goes to the back of the queue; only when every
     # point left waits on another worker does one wait, so two workers solve different programs
     records: dict[int, dict] = {}
-    queue = list(range(len(cfg_dicts)))
-    waited_in_a_row = 0
+    queue, waited_in_a_row = list(range(len(cfg_dicts))), 0
     while queue:
         i = queue.pop(0)
         defer = cache_dir is not None and waited_in_a_row <= len(queue) and len(queue) > 0
@@ -413,8 +411,7 @@ def untrack(cfg: dict, untracked: bool) -> dict:
 
 def group_points(points: list[Config], size: int) -> list[list[Config]]:
     """Points whose networks can train as one computation (the same batch key), at most `size` a group."""
-    groups: list[list[Config]] = []
-    open_: dict[str, list[Config]] = {}
+    groups, open_ = [], {}   # every group; the one still filling of each batch key
     for p in points:
         key = batch_key(p) if size > 1 else None
         if key is None:
@@ -512,8 +509,7 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
         else:
             f = FailureRecord.read(d)
             fails.append({"point": pid, "status": str(f.status), "stage": f.stage, "message": f.message, "log": f.log})
-    errors = pd.concat(errs, ignore_index=True) if errs else pd.DataFrame()
-    incons = pd.concat(incs, ignore_index=True) if incs else pd.DataFrame()
+    errors, incons = (pd.concat(t, ignore_index=True) if t else pd.DataFrame() for t in (errs, incs))
     failures = pd.DataFrame(fails, columns=["point", "status", "stage", "message", "log"])
     tables = SweepDir(out).tables
     for name, table in ((layout.ERRORS, errors), (layout.INCONSISTENCY, incons), (layout.FAILURES, failures)):
