@@ -134,13 +134,9 @@ def read_run(path: str | Path) -> RunInfo:
     """A run directory's stages (status computed as the module says), config and headline numbers."""
     from gbcli.store.identity import file_hash
 
-    path = Path(path)
-    stages, numbers, records = {}, {}, []
-    config: dict = {}
-    view = RunView(path)
-    run = view.dir
-    summary = run.summary
-    gm = None
+    path, view = Path(path), RunView(path)
+    run, summary = view.dir, view.dir.summary
+    stages, numbers, records, config, gm = {}, {}, [], {}, None
     if present(summary):
         rec = view.gd()
         stages["gd"] = rec.status if rec is not None else Verdict.FOREIGN
@@ -195,8 +191,7 @@ def read_sweep(path: str | Path) -> RunInfo:
     _means_into(numbers, RunDir(path).errors, "predictor", ("val_error",), order=sorted)
     inconsistency_into(path, numbers)
     return RunInfo(path, "sweep", status, stages, config, numbers, _time_of([(sweep.dir.record, meta)]),
-                   note=f"{total} points",
-                   labels=read_labels(path), axes=grid_axes(path))
+                   note=f"{total} points", labels=read_labels(path), axes=grid_axes(path))
 
 
 def read_any(path: str | Path) -> RunInfo:
@@ -390,19 +385,15 @@ def diff(a: str | Path, b: str | Path) -> list[dict]:
     """What differs between two runs (or sweeps): rows of {"what": "config" | "stage" | "number", "key", "a", "b"}."""
     ia, ib = read_any(a), read_any(b)
     rows = []
-    for k in sorted((set(ia.config) | set(ib.config)) - {"name", "output.dir"}):
-        va, vb = _text(ia.config.get(k, "(absent)")), _text(ib.config.get(k, "(absent)"))
-        if va != vb:
-            rows.append({"what": "config", "key": k, "a": va, "b": vb})
-    for k in sorted(set(ia.stages) | set(ib.stages)):
-        va, vb = ia.stages.get(k, "(absent)"), ib.stages.get(k, "(absent)")
-        if va != vb:
-            rows.append({"what": "stage", "key": k, "a": va, "b": vb})
-    for k in sorted(set(ia.numbers) | set(ib.numbers)):
-        va, vb = ia.numbers.get(k), ib.numbers.get(k)
-        if va != vb:
-            rows.append({"what": "number", "key": k, "a": "(absent)" if va is None else f"{va:.6g}",
-                         "b": "(absent)" if vb is None else f"{vb:.6g}"})
+    config_a, config_b = ({k: _text(v) for k, v in i.config.items() if k not in ("name", "output.dir")}
+                          for i in (ia, ib))
+    for what, da, db, shown in (("config", config_a, config_b, str), ("stage", ia.stages, ib.stages, str),
+                                ("number", ia.numbers, ib.numbers, "{:.6g}".format)):
+        for k in sorted(set(da) | set(db)):
+            va, vb = da.get(k), db.get(k)
+            if va != vb:
+                rows.append({"what": what, "key": k, "a": "(absent)" if va is None else shown(va),
+                             "b": "(absent)" if vb is None else shown(vb)})
     return rows
 
 
