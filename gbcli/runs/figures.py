@@ -79,14 +79,6 @@ def series(frame: pd.DataFrame) -> pd.Series:
     return frame["predictor"].where(~gd, frame["predictor"] + mom)
 
 
-def usable_pairs(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
-    """Inconsistency rows whose SVM and GD network are both usable."""
-    key = pair_key(errors, incons)
-    ok = usable(errors)[key + ["predictor"]].drop_duplicates()
-    pairs = incons.merge(ok.rename(columns={"predictor": "predictor_a"}), on=key + ["predictor_a"])
-    return pairs.merge(ok.rename(columns={"predictor": "predictor_b"}), on=key + ["predictor_b"])
-
-
 def _titled(ax, title: str, rows: pd.DataFrame) -> bool:
     """Title a panel; True, with a note in place of the plot, when `rows` has nothing to draw."""
     ax.set_title(title)
@@ -190,13 +182,6 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     _legend_beside(ax, handles + [line])
 
 
-def best_configurations(errors: pd.DataFrame, incons: pd.DataFrame) -> pd.DataFrame:
-    """Per legend label, the configuration with the lowest mean validation error over seeds."""
-    s = summarize(usable(errors), incons).dropna(subset=["val_error_mean"])
-    s["series"] = series(s)
-    return s.loc[s.groupby("series", sort=True)["val_error_mean"].idxmin()].reset_index(drop=True)
-
-
 def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     """Bars of the best mean validation error (std over seeds), annotated with the configuration."""
     if _titled(ax, "(c) best configuration per predictor", best):
@@ -245,9 +230,16 @@ def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
 
 def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None = None) -> dict[str, Figure]:
     """All five figures (the four panels, then the 2x2 "panels"), keyed by file stem, unsaved."""
-    ok, pairs = usable(errors), usable_pairs(errors, incons)
+    ok, key = usable(errors), pair_key(errors, incons)
+    # the inconsistency rows whose SVM and GD network are both usable
+    done = ok[key + ["predictor"]].drop_duplicates()
+    pairs = incons.merge(done.rename(columns={"predictor": "predictor_a"}), on=key + ["predictor_a"]).merge(
+        done.rename(columns={"predictor": "predictor_b"}), on=key + ["predictor_b"])
     style = {s: predictor_style(s) for s in {*series(errors), *errors["predictor"]}}
-    best = best_configurations(errors, incons)
+    # per legend label, the configuration with the lowest mean validation error over seeds
+    best = summarize(ok, incons).dropna(subset=["val_error_mean"])
+    best["series"] = series(best)
+    best = best.loc[best.groupby("series", sort=True)["val_error_mean"].idxmin()].reset_index(drop=True)
     # rows whose model puts hyperplanes k = log2 C, not hidden units, on panel (d)'s x axis
     hyper = ok["model"].map(lambda k: getattr(MODELS.get(k), "figure_axis", "units") == "hyperplanes").astype(bool)
     kinds = [k for k in (False, True) if (hyper == k).any()] or [False]
