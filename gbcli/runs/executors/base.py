@@ -89,10 +89,9 @@ class Executor(ABC):
                         for record, d in zip(self.result(h, task), task[1]):
                             if d not in reported:
                                 report(d, record)
-                    for h in pending:   # points of running tasks that have finished
-                        for d in by_handle[h][1]:
-                            if d not in reported and _written_since(RunDir(d).errors, start):
-                                report(d, None)
+                    for d in [d for h in pending for d in by_handle[h][1]]:   # points of running tasks, finished
+                        if d not in reported and _written_since(RunDir(d).errors, start):
+                            report(d, None)
                     running = max(0, self.running(pending, by_handle)
                                   - sum(d in reported for h in pending for d in by_handle[h][1]))
                     bar.note(running=running)
@@ -127,10 +126,9 @@ def ran_since(d: str, since: float) -> bool:
 
 def stopped(dirs: list[str], exc: BaseException, started: Callable[[str], bool]) -> None:
     """failed.json with status "interrupted" for each point of `dirs` that had started and is not done."""
-    if isinstance(exc, (interrupts.Interrupted, KeyboardInterrupt)):   # the latter: library use, no handlers
-        why = f"the sweep was interrupted ({getattr(exc, 'signame', 'SIGINT')}) while this point ran"
-    else:
-        why = f"the sweep process stopped ({type(exc).__name__}: {exc})".splitlines()[0] + " while this point ran"
+    why = (f"the sweep was interrupted ({getattr(exc, 'signame', 'SIGINT')})"
+           if isinstance(exc, (interrupts.Interrupted, KeyboardInterrupt))   # the latter: library use, no handlers
+           else f"the sweep process stopped ({type(exc).__name__}: {exc})".splitlines()[0]) + " while this point ran"
     for d in map(Path, dirs):
         with contextlib.suppress(OSError):   # best effort: the point is not done either way
             run = RunDir(d)
