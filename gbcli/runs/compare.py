@@ -17,7 +17,7 @@ from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows, che
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
 from gbcli.programs.design import Status
-from gbcli.store.records import NOT_GBS, GdRecord, GdStatus, ProgramRecord, Verdict, stage_record
+from gbcli.store.records import NOT_GBS, GdRecord, GdStatus, ProgramRecord, Verdict, number, stage_record
 from gbcli.store.views import RunView
 from gbcli.logs import run_log
 from gbcli.store.integrity import check_run
@@ -50,19 +50,6 @@ def _outputs(path: Path, n: int | None = None, key: str = "val_out", against: Pa
         raise GbError(f"{path}: {key} has shape {out.shape}, expected ({n},){other}; the stages do not belong "
                       f"together (rerun them)")
     return out
-
-
-def _check_errors(record: Path, error_a, summary: Path, error_b, disagreement: float) -> None:
-    """|e_a - e_b| <= disagreement <= e_a + e_b for two predictors' validation errors: records that break it were
-    not computed from these predictions (edited or mixed files), refused as a stale stage is."""
-    try:
-        a, b = float(error_a), float(error_b)
-    except (TypeError, ValueError):
-        return   # no error to check: the record's status already says it is not a result
-    if np.isfinite(a) and np.isfinite(b) and not abs(a - b) - 1e-9 <= disagreement <= a + b + 1e-9:   # rounding
-        raise GbError(f"{record}: its val_error {a:.6g} and the network's {b:.6g} ({summary}) cannot come from their "
-                      f"predictions, which disagree on {disagreement:.6g} of the validation points (edited or mixed "
-                      f"files); rerun the stages")
 
 
 def _meta(config_path: Path) -> dict:
@@ -112,8 +99,14 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
             s, gd_val, gd_published, gd_state = gd
             p = s["val_error"]
             disagree = inconsistency(svm_val, gd_val)
-            if gd_state == GdStatus.OK and status in (Status.OPTIMAL, Status.INACCURATE):   # errors are the outputs'
-                _check_errors(result, r["val_error"], run.summary, p, disagree)
+            # |e_a - e_b| <= disagreement <= e_a + e_b (1e-9: rounding), else the records were not computed from
+            # these predictions (edited or mixed files): refused as a stale stage is
+            a, b = number(r["val_error"]), number(p)
+            if gd_state == GdStatus.OK and status in (Status.OPTIMAL, Status.INACCURATE) and a is not None \
+                    and b is not None and not abs(a - b) - 1e-9 <= disagree <= a + b + 1e-9:
+                raise GbError(f"{result}: its val_error {a:.6g} and the network's {b:.6g} ({run.summary}) cannot come "
+                              f"from their predictions, which disagree on {disagree:.6g} of the validation points "
+                              f"(edited or mixed files); rerun the stages")
             pairs.append({**meta, "predictor_a": r["predictor"], "predictor_b": s["predictor"],
                           "inconsistency": disagree, "gd_val_error": p,
                           "svm_val_error": r["val_error"], "expected_if_uncorrelated": expected_if_uncorrelated(p),
