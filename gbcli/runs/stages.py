@@ -393,25 +393,23 @@ def fit_svm(cfg: Config, run_dir: str | Path, objectives: list[str] | None = Non
     with run_lock(run_dir), run_log(run_dir):
         write_labels(run_dir, labels or {})
         live = Live.start(cfg, run_dir, "fit-svm")
-        echo, cache, solved = _teller(echo), cache or SolveCache(), {}
+        cache, solved = cache or SolveCache(), {}
+
+        def say(msg: str, shown=echo) -> None:   # the run's log.txt and the caller's echo
+            log.info(msg)
+            if shown is not None:
+                shown(msg)
+
         with tracked(live):
             for obj, prog in todo.items():
                 try:
-                    solved[obj] = _solve_one(cfg, run_dir, obj, prog, solver, problem, echo, cache, trained, defer)
+                    solved[obj] = _solve_one(cfg, run_dir, obj, prog, solver, problem, say, cache, trained, defer)
                 except Busy:   # with `defer`: its claim is held elsewhere; nothing of it written
-                    echo(f"  {obj}: the same program is being solved by another point; this point comes back to "
-                         f"it later")
+                    say(f"  {obj}: the same program is being solved by another point; this point comes back to "
+                        f"it later")
     if len(solved) < len(todo):
         raise Deferred([o for o in todo if o not in solved])
     return [done.get(o) or solved[o] for o in programs]
-
-
-def _teller(echo):
-    def say(msg: str) -> None:
-        log.info(msg)
-        if echo is not None:
-            echo(msg)
-    return say
 
 
 class Deferred(Exception):
@@ -441,7 +439,7 @@ def _solve_one(cfg: Config, run_dir: Path, obj: str, prog: Program, solver: str 
         sol, origin = found or job.solve()
         r = job.record(sol, origin, clock)
         if found is None and not r["certified"] and (sol.status != "inaccurate" or job.arrived):
-            late = job.late_ray()   # another worker certified a program with these constraints infeasible
+            late = job.arrived[0] if job.arrived else job.shared_ray()   # a ray another worker certified meanwhile
             if late is not None:
                 found, (sol, origin) = late, late
                 r = job.record(sol, origin, clock)
@@ -509,10 +507,6 @@ class _ProgramSolve:
 
         return SOLVERS[self.use].solve(self.design, self.cfg.svm.max_iters, self.cfg.svm.eps,
                                        **solve_options(self.cfg, self.use, (self.rounds, self.key), ray_arrived)), None
-
-    def late_ray(self) -> tuple[Solution, str] | None:
-        """For a solve that failed or stopped for a ray: a ray another worker certified meanwhile."""
-        return self.arrived[0] if self.arrived else self.shared_ray()
 
     def keep(self, sol: Solution, r: dict, origin: str | None, here: str) -> None:
         """A certified answer into the cache (a ray also under its constraints); the round checkpoints removed."""
