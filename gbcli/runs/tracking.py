@@ -23,6 +23,7 @@ from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted
 from gbcli.runs.index import grid_axes, read_any, show
 from gbcli.store.labels import read_labels
+from gbcli.store.records import RunState
 from gbcli.store.views import SweepView, point_names
 from gbcli.text import shorten
 
@@ -191,7 +192,7 @@ def seal(mlflow_client, rid: str, info, curves: bool) -> None:
         if isinstance(v, (str, int, float, bool)) or v is None:
             tags[f"gb.provenance.{k}"] = str(v)[:5000]
     _log(mlflow_client, rid, tags=[RunTag(k, v) for k, v in {**tags, "gb.exported": "yes"}.items()])
-    status = "FINISHED" if info.status in ("complete", "solved", "trained") else "FAILED"
+    status = "FINISHED" if info.status in (RunState.COMPLETE, RunState.SOLVED, RunState.TRAINED) else "FAILED"
     mlflow_client.set_terminated(rid, status=status, end_time=end)
 
 
