@@ -206,21 +206,15 @@ def read_any(path: str | Path) -> RunInfo:
 def _labelled(root: Path, depth: int = 2) -> list[Path]:
     """The runs and sweeps under `root` (itself, or its folders down to `depth` levels, never inside a run or sweep,
     never through a symlink), without reading their records."""
-    found: list[Path] = []
-
-    def walk(d: Path, level: int) -> None:
-        if any(present(d / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS)):
-            found.append(d)
-        elif level < depth:
-            try:
-                for c in subdirs(d):
-                    walk(c, level + 1)
-            except OSError:
-                pass
-
-    if Path(root).is_dir():
-        walk(Path(root), 0)
-    return found
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    if any(present(root / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS)):
+        return [root]
+    try:
+        return [p for c in subdirs(root) for p in _labelled(c, depth - 1)] if depth > 0 else []
+    except OSError:
+        return []
 
 
 def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth: int = 2) -> list[RunInfo]:
