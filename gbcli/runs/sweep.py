@@ -198,12 +198,10 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             except Deferred as exc:
                 echo(f"deferred after {time.time() - start:.1f} s: {exc.objectives} being solved by another point")
                 return {"status": "deferred", "seconds": time.time() - start, "objectives": exc.objectives}
-        bad = []
-        for o in cfg.svm.objectives:
-            r = ProgramRecord.read(run.result(o), strict=True)
-            if not is_result(r["status"], r["certified"]):
-                bad.append(f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
-                           + (f" ({r['message']})" if r["message"] else ""))
+        records = {o: ProgramRecord.read(run.result(o), strict=True) for o in cfg.svm.objectives}
+        bad = [f"{o}: {r['status']}{', not certified' if not r['certified'] else ''}"
+               + (f" ({r['message']})" if r["message"] else "")
+               for o, r in records.items() if not is_result(r["status"], r["certified"])]
         if bad:
             raise PointFailure("fit-svm", "; ".join(bad))
         stage = "compare"
