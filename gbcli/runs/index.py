@@ -252,12 +252,8 @@ def sweep_points(path: str | Path) -> list[dict]:
 def _declared_axes(path: str | Path) -> dict[str, list]:
     """The `grid:` and `zip:` axes of a sweep's config, in the order it gives them."""
     cfg = SweepView(path).config() or {}
-    declared: dict[str, list] = {}
-    for section in ("grid", "zip"):
-        given = cfg.get(section)
-        if isinstance(given, dict):
-            declared.update({str(k): list(v) for k, v in given.items() if isinstance(v, list) and len(v) > 1})
-    return declared
+    sections = [given for s in ("grid", "zip") if isinstance(given := cfg.get(s), dict)]
+    return {str(k): list(v) for given in sections for k, v in given.items() if isinstance(v, list) and len(v) > 1}
 
 
 def grid_axes(path: str | Path) -> dict[str, list]:
