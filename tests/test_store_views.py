@@ -93,3 +93,12 @@ def test_load_run_refuses_a_stored_config_that_is_not_a_mapping_in_one_line(tmp_
     view.dir.gd_config.write_bytes(text.encode("latin-1"))
     with pytest.raises(GbError, match="gd/config.yaml"):
         load_run(view.dir.root)
+
+
+def test_runs_show_gives_the_computed_statuses_not_the_records_words(tmp_path):
+    from gbcli.runs.index import show
+
+    forged = {"status": "optimal", "certified": False, "objective": 1.0}
+    _run(tmp_path / "run", gd={**GD, "train_loss": math.nan}, programs=[("svm-l2", forged)])
+    results = show(tmp_path / "run")["results"]
+    assert results["svm-l2"]["status"] == "inaccurate" and results["gd"]["status"] == "diverged", results
