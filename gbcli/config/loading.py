@@ -24,7 +24,6 @@ if TYPE_CHECKING:   # the schema: imported where a config is validated, not by e
     from gbcli.config.schema import Config
 
 PRESET_DIR = Path(__file__).parent / "presets"
-OWN_KEY = re.compile(r"^[a-z_]+(\.[a-z_0-9]+)+(, [a-z_.]+)*: ")   # our messages that start with their key
 MAX_HINT_KEY = 64   # an unknown key longer than this gets no did-you-mean (difflib is quadratic)
 
 
@@ -291,40 +290,22 @@ def unknown_key_hint(loc: tuple | list) -> str:
     return f" (did you mean {prefix}{match[0]}?)" if match else ""
 
 
-MAX_MESSAGE = 400   # characters of a validation message (values in it are shortened where quoted)
-
-
 def format_validation_error(exc: ValidationError) -> str:
-    """The first error of `exc` as one line naming its key; a quoted value is shortened."""
-    return shorten(_format_error(exc.errors()), MAX_MESSAGE)
-
-
-def _format_error(errors: list) -> str:
+    """The first error of `exc` as one line naming its key (`validation_message`); a quoted value is shortened."""
     from gbcli.config.schema import UNIONS
+    from gbcli.data.sources import MAX_MESSAGE, validation_message
 
-    err = errors[0]
-    loc = config_key(err["loc"])
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return f"{loc}: unknown key{unknown_key_hint(err['loc'])}"
+    errors = exc.errors()
+    err, loc = errors[0], config_key(errors[0]["loc"])
+    kind, ctx = err["type"], err.get("ctx", {})
     if kind == "union_tag_invalid":
         field = UNIONS[loc].key if loc in UNIONS else "kind"
-        ctx = err.get("ctx", {})
-        return f"{loc}.{field}: unknown {field} {quoted(ctx.get('tag'))} (one of {ctx.get('expected_tags')})"
-    if kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in UNIONS):
-        return f"{loc}: must be a mapping of keys, got {quoted(err.get('input'))}"
-    own = kind == "value_error" and "error" in err.get("ctx", {})   # our validators' words: they show the value
-    msg = shorten(str(err["ctx"]["error"]) if own else err["msg"], MAX_MESSAGE)
-    if own and (not loc or OWN_KEY.match(msg)):   # messages that carry their key
-        return msg
-    if kind == "missing":
-        return f"{loc}: required key is missing"
-    # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
-    alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and config_key(e["loc"]) == loc]
-    msg += "".join(f"; or {alt[0].lower() + alt[1:]}" for alt in alternatives)
-    got = err.get("input")
-    shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {quoted(got)})"
-    return f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg
+        msg = f"{loc}.{field}: unknown {field} {quoted(ctx.get('tag'))} (one of {ctx.get('expected_tags')})"
+    elif kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in UNIONS):
+        msg = f"{loc}: must be a mapping of keys, got {quoted(err.get('input'))}"
+    else:
+        return validation_message(errors, config_key, unknown_key_hint)
+    return shorten(msg, MAX_MESSAGE)
 
 
 def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict:

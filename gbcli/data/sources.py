@@ -14,12 +14,13 @@ import http.client
 import io
 import math
 import os
+import re
 import struct
 import urllib.request
 import weakref
 import zlib
 from pathlib import Path
-from typing import ClassVar, Literal, Optional, Sequence, get_args
+from typing import Callable, ClassVar, Literal, Optional, Sequence, get_args
 
 import numpy as np
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator, model_validator
@@ -419,14 +420,34 @@ def load_dataset(name: str, **params) -> Dataset:
     try:
         spec = DATASETS[name].model_validate({**params, "name": name})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        own = err["type"] == "value_error"   # our validators' words; a whole set's (no loc) name their keys
-        msg = str(err["ctx"]["error"]) if own else err["msg"][0].lower() + err["msg"][1:]
-        if err["loc"]:
-            got = "" if own or isinstance(err.get("input"), (dict, list)) else f" (got {quoted(err.get('input'))})"
-            msg = f"dataset.{'.'.join(map(str, err['loc']))}: {msg}{got}"
-        raise GbError(shorten(msg, 400)) from None
+        raise GbError(validation_message(exc.errors(),
+                                         lambda loc: ".".join(map(str, ("dataset", *loc))) if loc else "")) from None
     return spec.load()
+
+
+MAX_MESSAGE = 400   # characters of a validation message (values in it are shortened where quoted)
+OWN_KEY = re.compile(r"^[a-z_]+(\.[a-z_0-9]+)+(, [a-z_.]+)*: ")   # our messages that start with their key
+
+
+def validation_message(errors: list, key: Callable[[tuple], str], hint: Callable[[tuple], str] = lambda _: "") -> str:
+    """The first of pydantic's `errors` as one line naming its key (`key`: the dotted key of a location; `hint`:
+    what an unknown key may have meant); a quoted value is shortened."""
+    err = errors[0]
+    loc, kind = key(err["loc"]), err["type"]
+    if kind == "extra_forbidden":
+        return shorten(f"{loc}: unknown key{hint(err['loc'])}", MAX_MESSAGE)
+    if kind == "missing":
+        return shorten(f"{loc}: required key is missing", MAX_MESSAGE)
+    own = kind == "value_error" and "error" in err.get("ctx", {})   # our validators' words: they show the value
+    msg = shorten(str(err["ctx"]["error"]) if own else err["msg"], MAX_MESSAGE)
+    if own and (not loc or OWN_KEY.match(msg)):   # messages that carry their key
+        return msg
+    # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
+    alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and key(e["loc"]) == loc]
+    msg += "".join(f"; or {alt[0].lower() + alt[1:]}" for alt in alternatives)
+    got = err.get("input")
+    shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {quoted(got)})"
+    return shorten(f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg, MAX_MESSAGE)
 
 
 # A sweep worker runs many points on the same split: the split (and its read-only arrays, which
