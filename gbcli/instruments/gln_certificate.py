@@ -102,13 +102,12 @@ def softmin_dual(q: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) -> 
     return max(0.0, c) * soft
 
 
-def nnls_dual(margins: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx,
-              candidates: int = MAX_CANDIDATES) -> np.ndarray:
-    """Protocol section 7's multipliers (the `kkt` instrument's fit at margin 1) over the `candidates`
+def nnls_dual(margins: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) -> np.ndarray:
+    """Protocol section 7's multipliers (the `kkt` instrument's fit at margin 1) over the MAX_CANDIDATES
     points of smallest margin (the others get lam = 0: an upper bound on the all-points fit), solved in
     the Gram form (docs/gln-certificate.md): only a k x k matrix is formed."""
     units, count, _ = big_w.shape
-    k = min(len(margins), candidates)
+    k = min(len(margins), MAX_CANDIDATES)
     idx = np.argsort(margins, kind="stable")[:k]
     xs, ys, cs = x[idx], y[idx], ctx[idx]
     z = np.take_along_axis(xs @ big_w.reshape(units * count, -1).T, cs + np.arange(units) * count, 1)   # z_h(n)
@@ -130,7 +129,7 @@ def nnls_dual(margins: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx,
     return lam
 
 
-def certify(w1, w2, x, y, ctx, lam="nnls", dead: float = DEAD_RELATIVE_NORM) -> Certificate | None:
+def certify(w1, w2, x, y, ctx, lam="nnls") -> Certificate | None:
     """The certificate of the GLN (w1 (H*C, D), w2 (H,)) on x (N, D), y (N,) in {-1, +1}, ctx (N, H), at
     margin 1; None while some margin is <= 0. `lam`: the multipliers (an array), "nnls" or "softmin"."""
     w1, w2 = np.asarray(w1, dtype=np.float64), np.asarray(w2, dtype=np.float64).reshape(-1)
@@ -160,4 +159,4 @@ def certify(w1, w2, x, y, ctx, lam="nnls", dead: float = DEAD_RELATIVE_NORM) -> 
         complementarity=float(lam @ (margins - 1)) / mass if mass > 0 else float("nan"),
         dual_infeasibility=float(np.maximum(-lam, 0).sum()) / absolute if absolute > 0 else float("nan"),
         unit_norms=norms, dual_norms=np.sqrt((g ** 2).sum(axis=(1, 2))),
-        dead=norms <= dead * norms.max())
+        dead=norms <= DEAD_RELATIVE_NORM * norms.max())

@@ -40,9 +40,6 @@ class Hyperplanes:
             side = sides(projections(x, self.normals.reshape(H * k, D)), self.offsets.reshape(-1), self.inclusive)
         return context_index(side.reshape(-1, H, k))
 
-    def with_offsets(self, offsets: np.ndarray) -> "Hyperplanes":
-        return Hyperplanes(self.normals, offsets.astype(self.offsets.dtype), self.raw_offsets, inclusive=self.inclusive)
-
     def to_arrays(self) -> dict[str, np.ndarray]:
         out = {"normals": self.normals, "offsets": self.offsets}
         return out if self.raw_offsets is None else {**out, "raw_offsets": self.raw_offsets}

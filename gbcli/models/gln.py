@@ -6,6 +6,7 @@ units), `svm-l2`, the published code's `-reference` variants, and `svm-gln-linf`
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
@@ -107,7 +108,7 @@ class Spec(HyperplaneSpec):
             return None
         import torch
 
-        hp = problem.hyperplanes.with_offsets(problem.hyperplanes.raw_offsets)
+        hp = replace(problem.hyperplanes, offsets=problem.hyperplanes.raw_offsets, pool_sides=None)
         ds = problem.dataset
         with torch.no_grad():
             x = torch.tensor(ds.x_val, dtype=torch.float32)

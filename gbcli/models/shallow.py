@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, ClassVar, Literal, Optional
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from gbcli.models.base import InitScheme, ModelParams, Problem, Program, networks
-from gbcli.models.gln import HyperplaneSpec
+from gbcli.models import gln
+from gbcli.models.base import Problem, Program, networks
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
 
 
-class Params(ModelParams):
+class Params(gln.Params):
     kind: Literal["shallow"] = Field("shallow", description="the shallow GLN: one unit, C = 2^k global contexts")
     hidden_units: Literal[1] = Field(1, description="a shallow GLN has exactly one unit (set contexts.count)")
-    output_bias: bool = Field(True, description="scalar output bias (published runs kept it)")
-    init: Optional[InitScheme] = Field(None, description="default: orthogonal")
     homogeneity: ClassVar[int] = 1
 
 
@@ -39,7 +37,7 @@ def shallow_design(cfg, problem: Problem, trained=None) -> GatedDesign:
     return GatedDesign(ds.x_train, ds.y_train, et, ds.x_val, ev, "sq", [], 1, c)
 
 
-class Spec(HyperplaneSpec):
+class Spec(gln.HyperplaneSpec):
     kind, Params = "shallow", Params
     description = "one unit, C = 2^k global contexts"
     programs = {"svm-shallow": Program("svm-shallow", "sq", shallow_design, description="one linear SVM per context")}
