@@ -2,31 +2,23 @@
 sections it depends on (`problem`: dataset, model, contexts; `config`: those plus its own section) and,
 for a program that uses the network, the summary.json it used (`upstream`). A point's id hashes its
 values that differ from the defaults. Keys that change nothing computed (the schema's `execution_keys`)
-are left out. The schema is imported on first use."""
+are left out."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from gbcli.config import Config
+from gbcli.config.schema import execution_keys
 from gbcli.errors import GbError
 from gbcli.fs.layout import RunDir
 from gbcli.fs.safe import flatten, read_untrusted
-
-if TYPE_CHECKING:
-    from gbcli.config import Config
+from gbcli.registry import DEFAULT_KIND, MODELS
 
 PROBLEM_SECTIONS = ("dataset", "model", "contexts")
 GD_SECTIONS = PROBLEM_SECTIONS + ("training",)   # what a trained network is computed from (its manifest's "config")
-
-
-def execution_keys(*roles: str) -> frozenset[str]:
-    """`gbcli.config.schema.execution_keys`, the schema imported on first use."""
-    from gbcli.config.schema import execution_keys as keys
-
-    return keys(*roles)
 
 
 def _drop(d: dict, keys: frozenset[str]) -> dict:
@@ -51,15 +43,11 @@ UNSET_SINCE = {"training.init_from": None, "training.adaptive_step": None, "trai
 
 def section_hash(cfg, sections: tuple[str, ...]) -> str:
     d = cfg.to_dict()
-    picked = {s: d.get(s) for s in sections}
-    how = {k for k in execution_keys("execution") if k.partition(".")[0] in sections and "." in k}
+    how = {k for k in execution_keys("execution") if "." in k}
     # looked up nested, not flattened: a mapping's value (training.adaptive_step) is set, not absent
     how |= {k for k, unset in UNSET_SINCE.items()
             if (d.get(k.partition(".")[0]) or {}).get(k.partition(".")[2], unset) == unset}
-    for key in how:
-        s, _, k = key.partition(".")
-        if isinstance(picked.get(s), dict):
-            picked[s] = {n: v for n, v in picked[s].items() if n != k}
+    picked = _drop({s: d.get(s) for s in sections}, how)
     return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -123,9 +111,6 @@ ID_DEFAULTS = {
 
 def id_defaults(cfg: Config) -> dict:
     """ID_DEFAULTS, then the current defaults of the point's model kind and dataset (keys added since)."""
-    from gbcli.config import Config
-    from gbcli.registry import DEFAULT_KIND, MODELS
-
     current = Config.model_construct().model_dump(mode="json")
     current["model"] = MODELS[cfg.model.kind].Params.model_construct().model_dump(mode="json")
     current["dataset"] = type(cfg.dataset).model_construct().model_dump(mode="json")
