@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 
 from gbcli.programs.design import one_hot
-from gbcli.programs import (GatedDesign, context_mean, count_groups_matrix, decision, l2_root, norm_value,
-                            reference_groups, reference_matrix, solve_primal, unit_groups)
+from gbcli.programs import (GatedDesign, context_mean, count_groups_matrix, decision, norm_of, reference_groups,
+                            reference_matrix, solve_primal, unit_groups)
+
+
+def l2_root(units, count):
+    """A square root of Mt (Mt[(h,c),(h',c')] = 1 + C[h=h'][c=c'] - [h=h']): A = J/sqrt(HC) + sqrt(C)(I - P)."""
+    r = units * count
+    return np.ones((r, r)) / np.sqrt(r) + np.sqrt(count) * (np.eye(r) - context_mean(units, count).toarray())
 
 
 def all_predictors(zeta, units, count):
@@ -40,7 +46,7 @@ def test_l2_norm_is_the_sum_over_all_global_contexts(units, count):
     brute = sum(float(b @ b) for b in all_predictors(zeta, units, count).values())
     design = GatedDesign(np.zeros((1, 5)), np.ones(1), np.zeros((1, units * count)), np.zeros((1, 5)),
                          np.zeros((1, units * count)), "l2", units=units, count=count)
-    assert norm_value(design, zeta) * count ** (units - 2) == pytest.approx(brute, rel=1e-10)
+    assert norm_of(design).value(design, zeta) * count ** (units - 2) == pytest.approx(brute, rel=1e-10)
 
 
 @pytest.mark.parametrize("units,count", [(2, 2), (3, 2), (2, 4), (5, 4)])
@@ -98,13 +104,13 @@ def test_reference_variants_group_rows_column_major():
     fortran = np.reshape(zeta, (units, count * dim), order="F")
     design = GatedDesign(np.zeros((1, dim)), np.ones(1), np.zeros((1, 6)), np.zeros((1, dim)), np.zeros((1, 6)),
                          "group", reference_groups(units, count), units, count)
-    assert norm_value(design, zeta) == pytest.approx(np.linalg.norm(fortran, axis=1).sum())
+    assert norm_of(design).value(design, zeta) == pytest.approx(np.linalg.norm(fortran, axis=1).sum())
     # reference svm-l2: (1/HC) S - T + C Z, T the Fortran-reshape "sum over contexts" broadcast back
     z3 = np.reshape(zeta, (units, count, dim), order="F")
     t = np.reshape(np.repeat(z3.sum(1, keepdims=True), count, axis=1), (units * count, dim), order="F")
     ref = zeta.sum(0) / (units * count) - t + count * zeta
     design.norm = "l2-reference"
-    assert norm_value(design, zeta) == pytest.approx((ref ** 2).sum())
+    assert norm_of(design).value(design, zeta) == pytest.approx((ref ** 2).sum())
     np.testing.assert_allclose(reference_matrix(units, count) @ zeta, ref)
 
 

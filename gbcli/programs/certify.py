@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from gbcli.programs.design import GatedDesign, Solution, combination, decision
-from gbcli.programs.ipm import NOT_SEPARABLE
+from gbcli.programs.ipm import EXACT_ABOVE, NOT_SEPARABLE
 from gbcli.programs.norms import norm_of
 
 CERTIFY_TOL = 1e-6   # a solution is certified when its relative gap and 1 - its smallest margin are below
-PRECISE_ABOVE = 1e4  # V summed exactly when its terms are this many times larger than it (ipm.EXACT_ABOVE)
 GAP_FLOOR = 1e-12    # of the problem's own objective scale: below it an optimum counts as 0 (it can be)
 
 
@@ -32,29 +31,25 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
 
 
 def cancels(lam: np.ndarray, v: np.ndarray, radius: float) -> bool:
-    """Whether V = combination(lam)'s terms are PRECISE_ABOVE times larger than V: its float64 sum is noise."""
-    return float(np.clip(lam, 0, None).sum()) * radius > PRECISE_ABOVE * max(float(np.abs(v).max()), 1e-300)
+    """Whether V = combination(lam)'s terms are EXACT_ABOVE times larger than V: its float64 sum is noise."""
+    return float(np.clip(lam, 0, None).sum()) * radius > EXACT_ABOVE * max(float(np.abs(v).max()), 1e-300)
 
 
 def _combination_for(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
     v = combination(design, lam)
-    if cancels(lam, v, input_radius(design)):
+    if cancels(lam, v, norm_of(design).input_radius(design)):
         v = combination(design, lam, precise=True).astype(np.float64)
     return v
-
-
-def input_radius(design: GatedDesign) -> float:
-    """max_n of the dual norm of point n's gated input, so |f(x_n)| <= ||zeta|| * radius."""
-    return norm_of(design).input_radius(design)
 
 
 def relative_margin_bound(design: GatedDesign, lam: np.ndarray) -> float:
     """From a dual ray lam >= 0: an upper bound on min_n y_n f(x_n) / (||zeta|| * input_radius) over
     every predictor; below NOT_SEPARABLE it certifies infeasibility."""
     bound = dual_bound(design, lam)
-    if norm_of(design).quadratic:
+    norm = norm_of(design)
+    if norm.quadratic:
         bound = np.sqrt(bound)
-    radius = input_radius(design)
+    radius = norm.input_radius(design)
     if radius == 0:   # every gated input is zero: no predictor has a positive margin
         return 0.0
     return float(1 / (bound * radius)) if bound > 0 else float("inf")   # bound = inf (V = 0) gives 0
@@ -84,7 +79,7 @@ def certificate(design: GatedDesign, sol: Solution, tol: float | None = None) ->
     norm = norm_of(design)
     primal = norm.value(design, sol.zeta)
     dual = dual_bound(design, sol.lam) if sol.lam is not None else float("nan")
-    gap = relative_gap(primal, dual, input_radius(design), norm.quadratic)
+    gap = relative_gap(primal, dual, norm.input_radius(design), norm.quadratic)
     out.update(primal_objective=primal, dual_objective=dual, rel_gap=gap, min_margin=float(margins.min()),
                certified=bool(abs(gap) <= tol and margins.min() >= 1 - tol))
     return out

@@ -23,12 +23,6 @@ def context_mean(units: int, count: int) -> sp.csr_matrix:
     return sp.kron(sp.identity(units), np.full((count, count), 1.0 / count), format="csr")
 
 
-def l2_root(units: int, count: int) -> np.ndarray:
-    """A square root of Mt (Mt[(h,c),(h',c')] = 1 + C[h=h'][c=c'] - [h=h']): A = J/sqrt(HC) + sqrt(C)(I - P)."""
-    r = units * count
-    return np.ones((r, r)) / np.sqrt(r) + np.sqrt(count) * (np.eye(r) - context_mean(units, count).toarray())
-
-
 def context_pinv(units: int, count: int) -> np.ndarray:
     """Mt^+ = J/(HC)^2 + (I - P)/C, the pseudo-inverse of svm-l2's Mt (the svm-l2 kernel is E Mt^+ E')."""
     r = units * count
@@ -87,6 +81,7 @@ class Norm:
         return np.linalg.norm(design.e_train, axis=1)
 
     def input_radius(self, design: GatedDesign) -> float:
+        """max_n of the dual norm of point n's gated input, so |f(x_n)| <= ||zeta|| * radius."""
         return float((np.linalg.norm(design.x_train, axis=1) * self.gate_radius(design)).max())
 
     def cvxpy(self, cp, design: GatedDesign, z, zm):
@@ -94,16 +89,25 @@ class Norm:
         raise NotImplementedError
 
     def kernel(self, design: GatedDesign, ky: torch.Tensor, e: torch.Tensor):
-        """(Ky, E, col_group) from Ky = yy' o XX' (E folded into Ky: E None); None: not the dual solver's."""
-        return None
+        """(Ky, E, col_group) from Ky = yy' o XX': a `gate_metric` M folds E into Ky as Ky o (E M E') (E None);
+        None: not the dual solver's."""
+        m = self.gate_metric(design)
+        if m is None:
+            return None
+        if e.shape[1] > 1:
+            ky.mul_(e @ torch.as_tensor(m, dtype=ky.dtype, device=ky.device) @ e.T)
+        return ky, None, None
 
     def gate_metric(self, design: GatedDesign) -> np.ndarray | None:
-        """M (R x R) when `kernel` folds the gates as Ky o (E M E') (ipm.Kernel's `fold`), else None."""
+        """M (R x R) of a quadratic norm whose kernel and recovery fold the gates (ipm.Kernel's `fold`), else None."""
         return None
 
     def recover(self, design: GatedDesign, v: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """The primal zeta from V = combination(lam) and the group multipliers s."""
-        raise NotImplementedError
+        """The primal zeta from V = combination(lam) and the group multipliers s (s_0 M V for a `gate_metric`)."""
+        m = self.gate_metric(design)
+        if m is None:
+            raise NotImplementedError
+        return s[0] * (m @ v)
 
     def predictor(self, design: GatedDesign, lam: np.ndarray, s: np.ndarray, precise: bool = False) -> np.ndarray:
         """zeta = recover(V(lam), s) in float64. `precise`: V summed exactly and recovered in long double,
@@ -126,16 +130,8 @@ class SquaredL2(Norm):
     def cvxpy(self, cp, design, z, zm):
         return cp.sum_squares(z)
 
-    def kernel(self, design, ky, e):
-        if e.shape[1] > 1:
-            ky.mul_(e @ e.T)
-        return ky, None, None
-
     def gate_metric(self, design):
         return np.eye(design.e_train.shape[1])
-
-    def recover(self, design, v, s):
-        return s[0] * v
 
 
 class ContextL2(Norm):
@@ -161,16 +157,8 @@ class ContextL2(Norm):
         dev = (sp.identity(design.rows, format="csr") - context_mean(h, c)) @ zm
         return cp.sum_squares(cp.sum(zm, axis=0)) + c * cp.sum_squares(dev)
 
-    def kernel(self, design, ky, e):
-        pinv = torch.as_tensor(context_pinv(design.units, design.count), dtype=ky.dtype, device=ky.device)
-        ky.mul_(e @ pinv @ e.T)
-        return ky, None, None
-
     def gate_metric(self, design):
         return context_pinv(design.units, design.count)
-
-    def recover(self, design, v, s):
-        return s[0] * (context_pinv(design.units, design.count) @ v)
 
 
 class GroupNorm(Norm):
@@ -299,7 +287,7 @@ class ReferenceL2(Norm):
         are dependent. One thread: the predictor is left to rounding, which must not depend on threads."""
         with _one_thread():
             x, y, e = design.x_train, design.y_train, design.e_train
-            null, pinv, cn, free = self._split(design)
+            _, pinv, _, free = self._split(design)
             fixed = ~free
             gram = x @ x.T
             lam = np.zeros(len(y))
@@ -311,17 +299,37 @@ class ReferenceL2(Norm):
                 if got.s is None:
                     return status, message, None, None, it, stop
                 lam[fixed] = got.s[0] * got.lam
-            zeta = self._complete(design, lam, gram)
+            zeta = self.complete(design, lam, gram)
             if zeta is None:   # rare on images (D large): the caller solves the primal instead
                 return None
             note = (f"the objective constrains {int(fixed.sum())} of {len(y)} training points; the rest of the "
                     "predictor is the minimum-norm null-space part, which the program does not determine")
             return status, f"{message}; {note}" if message else note, zeta, lam, it, stop
 
-    def complete(self, design: GatedDesign, lam: np.ndarray) -> np.ndarray | None:
-        """`solve_reduced`'s predictor of lam (`gb verify` rebuilds it from stored multipliers), or None."""
+    def complete(self, design: GatedDesign, lam: np.ndarray, gram: np.ndarray | None = None) -> np.ndarray | None:
+        """`solve_reduced`'s predictor of lam (`gb verify` rebuilds it from stored multipliers), or None;
+        gram: X X' when the caller has it."""
         with _one_thread():
-            return self._complete(design, np.asarray(lam, np.float64), design.x_train @ design.x_train.T)
+            x, y, e = design.x_train, design.y_train, design.e_train
+            gram = x @ x.T if gram is None else gram
+            null, pinv, cn, free = self._split(design)
+            fixed = ~free
+            zeta = pinv @ combination(design, np.asarray(lam, np.float64))
+            if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
+                zeta = zeta / (decision(zeta, x[fixed], e[fixed]) * y[fixed]).min()
+            if free.any():
+                m = decision(zeta, x, e) * y
+                w = gram[np.ix_(free, free)] * (cn[free] @ cn[free].T) * np.outer(y[free], y[free])
+                chol, info = torch.linalg.cholesky_ex(torch.as_tensor(w))
+                if int(info) != 0:
+                    return None
+                t = torch.as_tensor(np.maximum(1 - m[free], 0))[:, None]
+                beta = torch.cholesky_solve(t, chol)[:, 0].numpy()
+                zeta = zeta + null @ ((cn[free] * (beta * y[free])[:, None]).T @ x[free])
+            m = decision(zeta, x, e) * y
+            if 0 < m.min() < 1:
+                zeta = zeta / m.min()
+            return zeta
 
     @staticmethod
     def _split(design):
@@ -329,27 +337,6 @@ class ReferenceL2(Norm):
         null, pinv = reference_null_and_pinv(design.units, design.count)
         cn = design.e_train @ null
         return null, pinv, cn, np.abs(cn).max(1) > 1e-9
-
-    def _complete(self, design, lam, gram):
-        x, y, e = design.x_train, design.y_train, design.e_train
-        null, pinv, cn, free = self._split(design)
-        fixed = ~free
-        zeta = pinv @ combination(design, lam)
-        if fixed.any():   # the stopping test assumed this rescaling (it may scale up as well as down)
-            zeta = zeta / (decision(zeta, x[fixed], e[fixed]) * y[fixed]).min()
-        if free.any():
-            m = decision(zeta, x, e) * y
-            w = gram[np.ix_(free, free)] * (cn[free] @ cn[free].T) * np.outer(y[free], y[free])
-            chol, info = torch.linalg.cholesky_ex(torch.as_tensor(w))
-            if int(info) != 0:
-                return None
-            t = torch.as_tensor(np.maximum(1 - m[free], 0))[:, None]
-            beta = torch.cholesky_solve(t, chol)[:, 0].numpy()
-            zeta = zeta + null @ ((cn[free] * (beta * y[free])[:, None]).T @ x[free])
-        m = decision(zeta, x, e) * y
-        if 0 < m.min() < 1:
-            zeta = zeta / m.min()
-        return zeta
 
 
 @contextlib.contextmanager
@@ -369,7 +356,3 @@ NORMS: dict[str, Norm] = {n.name: n for n in (SquaredL2(), ContextL2(), GroupNor
 
 def norm_of(design: GatedDesign) -> Norm:
     return NORMS[design.norm]
-
-
-def norm_value(design: GatedDesign, zeta: np.ndarray) -> float:
-    return norm_of(design).value(design, zeta)

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from gbcli.fs.safe import load_npz_untrusted, present, write_npz
-from gbcli.programs.certify import cancels, input_radius
+from gbcli.programs.certify import cancels
 from gbcli.programs.design import GatedDesign, Stop, combination, decision
 from gbcli.programs.ipm import TIGHTER, TIME_LIMITED
 from gbcli.programs.norms import norm_of
@@ -100,7 +100,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
     n = len(design.y_train)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
-    radius = input_radius(design)
+    radius = norm.input_radius(design)
     first = max(1, min(n, START, int(np.ceil(START_FRACTION * n))))
     most = max(1, min(ADD, int(np.ceil(ADD_FRACTION * n))))
     w = np.sort(rng.choice(n, size=first, replace=False))

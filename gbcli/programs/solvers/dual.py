@@ -34,7 +34,7 @@ def kernel_problem(design: GatedDesign, device: str = "cpu") -> Kernel:
     out = norm.kernel(design, ky, e)
     if out is None:
         raise ValueError(f"the dual solver does not cover norm {design.norm!r}")
-    metric = norm.gate_metric(design) if out[1] is None else None
+    metric = norm.gate_metric(design)
     fold = None if metric is None else (e, t(metric))
     return Kernel(*out, features=xy, fold=fold)
 
