@@ -38,21 +38,6 @@ def rank_measures(w1: np.ndarray) -> dict:
             "numerical_rank": int((s > RANK_TOL * s[0]).sum())}
 
 
-def neuron_table(w1: np.ndarray, a: np.ndarray, refs: dict) -> pd.DataFrame:
-    """Per neuron: output weight a_j, ||w_j||, cosine with w+ or w- by the sign of a_j, and with mu+ / mu-."""
-    pos = a > 0
-    align = np.where(pos, _cos(w1, refs["w_pos"]), _cos(w1, refs["w_neg"]))
-    mean = np.where(pos, _cos(w1, refs["mean_pos"]), _cos(w1, refs["mean_neg"]))
-    return pd.DataFrame({"neuron": np.arange(len(a)), "a": a, "w_norm": np.linalg.norm(w1, axis=1),
-                         "align": align, "mean_align": mean})
-
-
-def alignment_measures(table: pd.DataFrame) -> dict:
-    return {"align_median": float(table["align"].median()), "align_above_090": float((table["align"] > 0.9).mean()),
-            "mean_align_median": float(table["mean_align"].median()),
-            "mean_align_above_090": float((table["mean_align"] > 0.9).mean())}
-
-
 class Rank(Instrument):
     name = "rank"
     description = "singular values of the first layer"
@@ -83,10 +68,18 @@ class Alignment(Instrument):
         return info
 
     def table(self, tracker, model) -> pd.DataFrame:
-        return neuron_table(first_layer(model), as_numpy(model.w2)[0], tracker.references)
+        """Per neuron: output weight a_j, ||w_j||, cosine with w+ or w- by the sign of a_j, and with mu+ / mu-."""
+        w1, a, refs = first_layer(model), as_numpy(model.w2)[0], tracker.references
+        pos = a > 0
+        return pd.DataFrame({"neuron": np.arange(len(a)), "a": a, "w_norm": np.linalg.norm(w1, axis=1),
+                             "align": np.where(pos, _cos(w1, refs["w_pos"]), _cos(w1, refs["w_neg"])),
+                             "mean_align": np.where(pos, _cos(w1, refs["mean_pos"]), _cos(w1, refs["mean_neg"]))})
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        return alignment_measures(self.table(tracker, model))
+        table = self.table(tracker, model)
+        return {"align_median": float(table["align"].median()), "align_above_090": float((table["align"] > 0.9).mean()),
+                "mean_align_median": float(table["mean_align"].median()),
+                "mean_align_above_090": float((table["mean_align"] > 0.9).mean())}
 
     def final_tables(self, tracker, model):
         return {"neurons": self.table(tracker, model)}
@@ -128,16 +121,6 @@ class LayerRank(Instrument):
                 "rows": pd.concat([p[1] for p in parts], ignore_index=True)}
 
 
-def closest_table(w1: np.ndarray, refs: dict) -> pd.DataFrame:
-    """Per first-layer neuron: cosine with the closer of w+ / w- (which one), and with the closer
-    class mean (a residual net's first layer has no output weight whose sign would pick one)."""
-    cp, cn = _cos(w1, refs["w_pos"]), _cos(w1, refs["w_neg"])
-    mp, mn = _cos(w1, refs["mean_pos"]), _cos(w1, refs["mean_neg"])
-    return pd.DataFrame({"neuron": np.arange(len(w1)), "w_norm": np.linalg.norm(w1, axis=1),
-                         "closest": np.where(cp >= cn, "w+", "w-"), "align": np.maximum(cp, cn),
-                         "mean_align": np.maximum(mp, mn)})
-
-
 class ClosestAlignment(Alignment):
     name = "closest_alignment"
     description = "first-layer neurons against the closer of svm-pos / svm-neg"
@@ -149,7 +132,13 @@ class ClosestAlignment(Alignment):
                "linear"))
 
     def table(self, tracker, model) -> pd.DataFrame:
-        return closest_table(as_numpy(next(iter(model.matrices().values()))), tracker.references)
+        """Per first-layer neuron: cosine with the closer of w+ / w- (which one), and with the closer
+        class mean (a residual net's first layer has no output weight whose sign would pick one)."""
+        w1, refs = as_numpy(next(iter(model.matrices().values()))), tracker.references
+        cp, cn = _cos(w1, refs["w_pos"]), _cos(w1, refs["w_neg"])
+        return pd.DataFrame({"neuron": np.arange(len(w1)), "w_norm": np.linalg.norm(w1, axis=1),
+                             "closest": np.where(cp >= cn, "w+", "w-"), "align": np.maximum(cp, cn),
+                             "mean_align": np.maximum(_cos(w1, refs["mean_pos"]), _cos(w1, refs["mean_neg"]))})
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
         return {f"closest_{k}": v for k, v in super().measure(tracker, model, x, y, ctx, margins, val_out).items()}
@@ -166,12 +155,6 @@ def pair_products(f: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
     a, b = np.where(pos)[0], np.where(~pos)[0]
     iu = lambda idx: g[np.ix_(idx, idx)][np.triu_indices(len(idx), 1)]
     return {"across": g[np.ix_(a, b)].ravel(), "within+": iu(a), "within-": iu(b)}
-
-
-def orthogonal_separability(prod: dict) -> dict:
-    """Fractions of pairs on the orthogonally separable side: within-class > 0, across <= 0."""
-    return {"feat_within_pos": float(np.mean(np.concatenate([prod["within+"], prod["within-"]]) > 0)),
-            "feat_across_nonpos": float(np.mean(prod["across"] <= 0))}
 
 
 class Features(Instrument):
@@ -201,10 +184,12 @@ class Features(Instrument):
             return model.features(torch.tensor(x, dtype=p.dtype, device=p.device), pre=pre), pos
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        row = {}
+        row = {}   # the fractions of pairs on the orthogonally separable side: within-class > 0, across <= 0
         for pre, suffix in ((False, ""), (True, "_pre")):
             feats, pos = self._features(tracker, model, pre)
-            row.update({k + suffix: v for k, v in orthogonal_separability(pair_products(as_numpy(feats[-1]), pos)).items()})
+            prod = pair_products(as_numpy(feats[-1]), pos)
+            row[f"feat_within_pos{suffix}"] = float(np.mean(np.concatenate([prod["within+"], prod["within-"]]) > 0))
+            row[f"feat_across_nonpos{suffix}"] = float(np.mean(prod["across"] <= 0))
         return row
 
     def final_tables(self, tracker, model):

@@ -118,15 +118,6 @@ class Clusters(Instrument):
 GRID = 61
 
 
-def plane_of(x_train: np.ndarray, bias: bool) -> float | None:
-    """The constant of the bias feature (0.0 without one), or None when the inputs are no plane."""
-    if x_train.shape[1] == 2:
-        return 0.0
-    if bias and x_train.shape[1] == 3 and np.ptp(x_train[:, -1]) == 0:
-        return float(x_train[0, -1])
-    return None
-
-
 def linearity_inputs(x_train: np.ndarray, const: float) -> dict:
     """The grid and its radius (net inputs: the plane, then the constant when there is one)."""
     r = float(np.linalg.norm(x_train[:, :2], axis=1).max())
@@ -137,15 +128,6 @@ def linearity_inputs(x_train: np.ndarray, const: float) -> dict:
 
 def _lift(p: np.ndarray, const: float, bias: bool) -> np.ndarray:
     return np.c_[p, np.full(len(p), const)] if bias else p
-
-
-def _normal_line(direction: np.ndarray, const: float, bias: bool, r: float, n: int = 201):
-    """Points x0 + t n, t in [-r, r]: n the unit normal of the rule's boundary line, x0 its point nearest 0."""
-    d = direction[:2]
-    nrm = d / max(np.linalg.norm(d), 1e-300)
-    off = -(direction[2] * const) / max(np.linalg.norm(d), 1e-300) if bias else 0.0
-    t = np.linspace(-r, r, n)
-    return t, (off + t)[:, None] * nrm[None]
 
 
 def _sign(v: np.ndarray) -> np.ndarray:
@@ -164,7 +146,10 @@ def output_linearity(f_of, w1: np.ndarray, inputs: dict, bias: bool) -> tuple[di
     fit = xg @ coef
     ss = float(((f - f.mean()) ** 2).sum())
     rule = xg @ direction
-    t, line = _normal_line(direction, const, bias, r)
+    # the line x0 + t n, t in [-r, r]: n the unit normal of the rule's boundary line, x0 its point nearest 0
+    d = max(np.linalg.norm(direction[:2]), 1e-300)
+    t = np.linspace(-r, r, 201)
+    line = ((-(direction[2] * const) / d if bias else 0.0) + t)[:, None] * (direction[:2] / d)[None]
     xl = _lift(line, const, bias)
     fl = f_of(xl)
     slopes = np.diff(fl) / np.diff(t)   # f is piecewise linear along the line: its slopes' range
@@ -185,9 +170,10 @@ class OutputLinearity(Instrument):
               ("output_sign_mismatch_grid", "sign f != sign <w_bar - u_bar, x> (plane grid)", "linear"))
 
     def setup(self, tracker, context):
-        ds, bias = tracker.problem.dataset, bool(getattr(context.cfg.dataset, "bias", False))
-        const = plane_of(ds.x_train, bias)
-        tracker.linearity = None if const is None else (linearity_inputs(ds.x_train, const), bias)
+        x, bias = tracker.problem.dataset.x_train, bool(getattr(context.cfg.dataset, "bias", False))
+        # an input plane: 2-D inputs, or 3-D ones whose last is the bias feature's constant
+        plane = x.shape[1] == 2 or (bias and x.shape[1] == 3 and np.ptp(x[:, -1]) == 0)
+        tracker.linearity = (linearity_inputs(x, 0.0 if x.shape[1] == 2 else float(x[0, -1])), bias) if plane else None
         return {}
 
     def _measure(self, tracker, model):
@@ -345,10 +331,6 @@ def _init_scale_points(out_dir: str | Path) -> tuple[list[str], dict[str, dict],
     return points, cfgs, metrics, grids
 
 
-def _scale_and_bias(cfg: dict) -> tuple[float, bool]:
-    return cfg["model"]["init_scale"], bool(cfg["dataset"].get("bias", False))
-
-
 def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
     """`tables/risk_by_init.csv` (per point: first and last mean and largest point loss, `_risk`'s first
     steps) and `figures/risk_by_init.png` for `_init_scale_points` (Theorem 4.1 holds at any init scale)."""
@@ -359,10 +341,10 @@ def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
     for p in points:
         c, m = cfgs[p], metrics[p]
         worsts[p], firsts = _risk(m, c)
-        scale, bias = _scale_and_bias(c)
-        rows.append({"point": p, "init_scale": scale, "bias": bias, "batch_size": c["training"].get("batch_size"),
-                     "lr": c["training"].get("lr"), "steps": int(m["step"].iloc[-1]),
-                     "initial_train_loss": m["train_loss"].iloc[0], "initial_max_point_loss": float(worsts[p].iloc[0]),
+        rows.append({"point": p, "init_scale": c["model"]["init_scale"], "bias": bool(c["dataset"].get("bias", False)),
+                     "batch_size": c["training"].get("batch_size"), "lr": c["training"].get("lr"),
+                     "steps": int(m["step"].iloc[-1]), "initial_train_loss": m["train_loss"].iloc[0],
+                     "initial_max_point_loss": float(worsts[p].iloc[0]),
                      "train_loss": m["train_loss"].iloc[-1], "max_point_loss": float(worsts[p].iloc[-1]), **firsts})
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
     write_table(out_dir, "risk_by_init", table)
@@ -436,8 +418,9 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
     grids = {p: read_csv_untrusted(grid_files[p]) for p in points}
     rows = []
     for p in points:
-        scale, bias = _scale_and_bias(cfgs[p])
-        rows.append({"point": p, "init_scale": scale, "bias": bias, **boundary_row(grids[p], bias)})
+        bias = bool(cfgs[p]["dataset"].get("bias", False))
+        rows.append({"point": p, "init_scale": cfgs[p]["model"]["init_scale"], "bias": bias,
+                     **boundary_row(grids[p], bias)})
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
     write_table(out_dir, "boundary_by_init", table)
     scales, biases = sorted(set(table["init_scale"])), sorted(set(table["bias"]))

@@ -19,6 +19,7 @@ from gbcli.store.records import NOT_GBS, GdRecord, ProgramRecord
 from gbcli.store.views import RunView, SweepView
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta, slsqp
+from gbcli.reports.render import spans_decades
 from gbcli.fs import layout
 from gbcli.errors import GbError
 from gbcli.text import quoted
@@ -228,9 +229,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
             sel = (ok["outcome"] == o).to_numpy()
             ax_b.scatter(i + jitter[sel], ok["norm_sq_margin1"][sel], color=f"C{k}", s=14, marker="o",
                          label=o if i == 0 else None)
-    values = pd.to_numeric(table["norm_sq_margin1"], errors="coerce")
-    values = values[np.isfinite(values) & (values > 0)]
-    if len(values) and values.max() > 10 * values.min():   # log only where the norms span a decade
+    if spans_decades(table["norm_sq_margin1"], 1):   # log only where the norms span a decade
         ax_b.set_yscale("log")
     ax_b.set(xticks=xs, xlim=(-0.5, len(xs) - 0.5), ylabel="||theta||^2 at margin 1 at the last step",
              title="(b) the fitted runs' norms")
