@@ -21,6 +21,7 @@ class Optimizer:
     name: ClassVar[str]
     geometry: ClassVar[float | None]
     description: ClassVar[str]
+    keys: ClassVar[dict[str, str]] = {}   # training key -> its setting, passed when not null
 
     def __init__(self, params, lr: float, **settings):
         self.params = list(params)
@@ -59,11 +60,6 @@ class Optimizer:
                           for k, v in entry.items()}
                       for i, entry in saved["state"].items()}
 
-    @classmethod
-    def of(cls, training, params):
-        """This optimizer over `params` with a config's training section's settings."""
-        return cls(params, lr=training.lr)
-
 
 # torch.optim.SGD's settings with their defaults: the param group a state_dict carries
 SGD_DEFAULTS = {"dampening": 0, "weight_decay": 0, "nesterov": False, "maximize": False, "foreach": None,
@@ -77,13 +73,10 @@ class SGD(Optimizer):
 
     name, geometry = "sgd", 2.0
     description = "SGD with heavy-ball momentum (training.momentum)"
+    keys = {"momentum": "momentum"}
 
     def __init__(self, params, lr: float, momentum: float = 0.0):
         super().__init__(params, lr, momentum=momentum, **SGD_DEFAULTS)
-
-    @classmethod
-    def of(cls, training, params):
-        return cls(params, lr=training.lr, momentum=training.momentum)
 
     def update(self, i, p, d, lr):
         mu = self.param_groups[0]["momentum"]
@@ -103,13 +96,12 @@ class Adam:
 
     name, geometry = "adam", math.inf
     description = "torch's Adam (training.betas, training.eps)"
+    keys = {"betas": "betas", "eps": "eps"}
 
-    @classmethod
-    def of(cls, training, params):
+    def __new__(cls, params, lr: float, **settings):
         import torch
 
-        settings = {k: v for k in ("betas", "eps") if (v := getattr(training, k, None)) is not None}
-        return torch.optim.Adam(params, lr=training.lr, **settings)
+        return torch.optim.Adam(params, lr=lr, **settings)
 
 
 class Sign(Optimizer):
@@ -140,7 +132,8 @@ class SteepestL1(Optimizer):
     name, geometry = "steepest-l1", 1.0
     description = "greedy coordinate descent: the coordinate of largest |gradient| moves by lr (l1 steepest)"
 
-    def direction(self, grads):
+    @staticmethod
+    def direction(grads):
         peaks = [float(g.abs().max()) if g.numel() else -1.0 for g in grads]
         top = max(range(len(grads)), key=lambda k: (peaks[k], -k))
         out = [g * 0 for g in grads]
@@ -156,16 +149,12 @@ class Mirror(Optimizer):
 
     name, geometry = "mirror", None   # its geometry is its p: `geometry_of`
     description = "mirror descent with the potential ||w||_p^p / p (training.mirror_p in (1, 2])"
+    keys = {"mirror_p": "p"}
 
     def __init__(self, params, lr: float, p: float = 1.5):
         if not 1 < p <= 2:
             raise ValueError(f"mirror descent: p = {p} is not in (1, 2]")
         super().__init__(params, lr, p=p)
-
-    @classmethod
-    def of(cls, training, params):
-        p = getattr(training, "mirror_p", None)
-        return cls(params, lr=training.lr, p=1.5 if p is None else p)
 
     def update(self, i, p, d, lr):
         q = self.param_groups[0]["p"]
@@ -192,5 +181,7 @@ def geometry(training) -> float | None:
 
 
 def build(training, params):
-    """The optimizer a config's `training` section names, over `params`."""
-    return OPTIMIZERS[training.optimizer].of(training, params)
+    """The optimizer a config's `training` section names, over `params`, with the section's settings."""
+    cls = OPTIMIZERS[training.optimizer]
+    settings = {s: v for k, s in cls.keys.items() if (v := getattr(training, k, None)) is not None}
+    return cls(params, lr=training.lr, **settings)

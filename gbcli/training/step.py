@@ -12,21 +12,8 @@ import torch
 from torch import nn
 
 from gbcli.models.base import weight_norm
+from gbcli.optimizers import SteepestL1
 from gbcli.training.losses import log_mean_loss, loss_fn
-
-
-def steepest_coordinate(model: nn.Module) -> None:
-    """Keep only the largest gradient coordinate: steepest descent in the l1 norm, i.e. greedy
-    coordinate descent (AdaBoost's update, whose limit is the l1 max-margin direction)."""
-    g = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-    keep = int(g.abs().argmax())
-    for p in model.parameters():
-        flat = p.grad.reshape(-1)
-        mask = torch.zeros_like(flat)
-        if 0 <= keep < flat.numel():
-            mask[keep] = 1.0
-        keep -= flat.numel()
-        p.grad.mul_(mask.reshape(p.grad.shape))
 
 
 def normalizer(model: nn.Module, t, degree: int) -> float:
@@ -136,8 +123,10 @@ class Step:
         """The gradient of `loss` in the parameters, and the optimizer's step size for it."""
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        if self.t.descent == "coordinate":
-            steepest_coordinate(self.model)
+        if self.t.descent == "coordinate":   # greedy coordinate descent (AdaBoost's): only the l1 steepest
+            grads = [p.grad for p in self.model.parameters()]   # direction's coordinate keeps its gradient
+            for g, d in zip(grads, SteepestL1.direction(grads)):
+                g.mul_(d.abs())
         base = self.base_lr(lr)
         if self.adaptive is not None or (self.t.step_rule == "homogeneous-normalized" and self.degree > 1):
             for g in self.opt.param_groups:
