@@ -11,7 +11,7 @@ import pytest
 from gbcli.config import Config
 from gbcli.fs.safe import read_json
 from gbcli.store.cache import SolveCache
-from gbcli.store.solutions import read_compact
+from gbcli.store.solutions import COMPACT_ARRAYS, compact_solution, read_npz
 from gbcli.runs.compare import compare_run
 from gbcli.runs.stages import build_design, fit_svm, prepare, train_gd
 
@@ -395,9 +395,10 @@ def test_a_program_that_fails_on_its_own_takes_a_ray_found_meanwhile(tmp_path, m
 
     cfg = config(**INSEPARABLE)
     gln = fit_svm(cfg, tmp_path / "other", ["svm-gln"], progress=False, echo=quiet)[0]   # the other worker's ray
-    ray = read_compact(tmp_path / "other" / "svm" / "svm-gln" / "compact.npz")[1]
     assert gln["status"] == "infeasible" and gln["certified"]
     gln_design = build_design("svm-gln", cfg, prepare(cfg))
+    compact = tmp_path / "other" / "svm" / "svm-gln" / "compact.npz"
+    ray = compact_solution(read_npz(compact.parent, compact, COMPACT_ARRAYS), gln_design, "svm-gln")[1]
     solves = SolveCache(tmp_path / "solves")
     real = SOLVERS["dual"].solve
 

@@ -14,7 +14,6 @@ from gbcli.errors import GbError
 from gbcli.metrics import error
 from gbcli.runs.stages import build_model
 from gbcli.runs.stages import fit_svm, prepare, train_gd
-from gbcli.store.solutions import read_compact
 
 ORTHOGONAL = {"name": "orthogonal", "n_samples": 400, "train_size": 200, "val_size": 200, "dim": 20}
 TEACHER = {"name": "linear-teacher", "n_samples": 600, "train_size": 100, "val_size": 500, "dim": 10, "margin": 1.0}
@@ -76,7 +75,7 @@ def test_svm_pos_neg_par_match_an_independent_cvxpy_solve(tmp_path):
         w = cp.Variable(20)
         p = cp.Problem(cp.Minimize(cp.sum_squares(w)), [ds.x_train[ds.y_train == s] @ w >= 1])
         p.solve(solver="CLARABEL")
-        ours = read_compact(tmp_path / "svm" / obj / "compact.npz")[0][0]
+        ours = np.load(tmp_path / "svm" / obj / "compact.npz")["zeta"][0]
         assert res[obj]["objective"] == pytest.approx(p.value, rel=1e-5)
         assert np.allclose(ours, w.value, atol=1e-4 * np.abs(w.value).max())
 
@@ -87,7 +86,7 @@ def test_svm_pos_neg_par_match_an_independent_cvxpy_solve(tmp_path):
     ds = prepare(cfg).dataset
     for r in fit_svm(cfg, tmp_path / "digits", ["svm-pos", "svm-neg"], echo=lambda m: None):
         s = 1.0 if r["predictor"] == "svm-pos" else -1.0
-        w = read_compact(tmp_path / "digits" / "svm" / r["predictor"] / "compact.npz")[0][0]
+        w = np.load(tmp_path / "digits" / "svm" / r["predictor"] / "compact.npz")["zeta"][0]
         out = s * (ds.x_train @ w)
         assert r["certified"] and r["train_error"] == error(out, ds.y_train) > 0.2, r
         assert np.allclose(np.load(tmp_path / "digits" / "svm" / r["predictor"] / "predictions.npz")["train_out"], out)
@@ -101,7 +100,7 @@ def test_svm_pos_neg_par_match_an_independent_cvxpy_solve(tmp_path):
     p = cp.Problem(cp.Minimize(cp.sum_squares(w) + cp.sum_squares(u)),
                    [pos @ w - a * (pos @ u) >= 1, a * (neg @ w) - neg @ u <= -1])
     p.solve(solver="CLARABEL")
-    zeta = read_compact(tmp_path / "svm" / "svm-par" / "compact.npz")[0]
+    zeta = np.load(tmp_path / "svm" / "svm-par" / "compact.npz")["zeta"]
     assert r["certified"] and r["objective"] == pytest.approx(p.value, rel=1e-5)
     assert np.allclose(zeta, np.stack([w.value, u.value]), atol=1e-4 * np.abs(zeta).max())
     # validation predictions have the sign of the limit net sigma(<w,x>) - sigma(<u,x>)

@@ -283,16 +283,3 @@ def copy_point_solutions(run_dir: Path, dest: Path) -> int:
     else:
         remove(dest / layout.MODEL)
     return n
-
-
-def read_compact(path: str | Path) -> tuple[np.ndarray | None, np.ndarray | None, dict]:
-    """(zeta, lam, meta) of a stored solution file: zeta for the `zeta` form only (the `multipliers`
-    form needs its program), lam full-length (None when none were stored); Unusable when not gb's."""
-    path = Path(path)
-    arrays = read_npz(path.parent, path, COMPACT_ARRAYS)
-    meta = _meta(arrays)
-    n, rows, dim = (meta.get(k) for k in ("n", "rows", "dim"))
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (n, rows, dim)):
-        raise Unusable("meta: sizes that are not counts")
-    zeta = _float_array(arrays.get("zeta"), "zeta", (rows, dim)) if meta.get("form") == "zeta" else None
-    return zeta, _multipliers(arrays, n), meta
