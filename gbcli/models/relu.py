@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field, StrictInt
 
 from gbcli.errors import GbError
-from gbcli.models import construction, one_class
+from gbcli.models import construction
 from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks, set_weights
 from gbcli.models.gating import random_relu_gates
 from gbcli.models.linear import feature_design
@@ -81,6 +81,31 @@ def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     return feature_design(gt.astype(float), ds.y_train, gv.astype(float))
 
 
+def one_class_design(sign: float):
+    """Paper 001's svm-pos (sign +1): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only; svm-neg: w-
+    on the negatives, with label and gate -1 so that its decision -<w-, x> classifies the task as <w+, x> does
+    (errors: that classifier's over every training and validation point)."""
+    name = "svm-pos" if sign > 0 else "svm-neg"
+
+    def design(cfg, problem: Problem, trained=None) -> GatedDesign:
+        from gbcli.programs.design import GatedDesign
+
+        ds = problem.dataset
+        xs = ds.x_train[ds.y_train == sign]
+        if not len(xs):
+            raise GbError(f"svm.objectives: {name} needs training points with label {sign:+.0f}, there are none")
+        return GatedDesign(xs, np.full(len(xs), sign), np.full((len(xs), 1), sign), ds.x_val,
+                           np.full((len(ds.x_val), 1), sign), "sq",
+                           classify=(ds.x_train, np.full((len(ds.x_train), 1), sign), ds.y_train))
+
+    return design
+
+
+# paper 001's max-margin directions w+ / w- of the positives / negatives alone, declared by relu and residual
+# (their instruments are in gbcli.experiments.paper001)
+ONE_CLASS_PROGRAMS = {
+    "svm-pos": Program("svm-pos", "sq", one_class_design(1.0), description="w+: max margin on the positives"),
+    "svm-neg": Program("svm-neg", "sq", one_class_design(-1.0), description="w-: max margin on the negatives")}
 GATE_PROGRAMS = {p.name: p for p in (
     Program("svm-rc", "group", random_gates_design, description="FReLU norm on random gates"),
     Program("svm-lc", "group", learned_gates_design(False), needs_trained=True,
@@ -96,7 +121,7 @@ GATE_PROGRAMS = {p.name: p for p in (
 class Spec(ModelSpec):
     kind, Params = "relu", Params
     description = "x -> H -> 1 ReLU, no biases"
-    programs = {**GATE_PROGRAMS, **one_class.PROGRAMS, **construction.PROGRAMS}
+    programs = {**GATE_PROGRAMS, **ONE_CLASS_PROGRAMS, **construction.PROGRAMS}
     instruments = ("kkt", "rank", "alignment", "layer_rank", "relu_pattern", "layer_optimality")
     default_init = "kaiming"
     example_model = {"hidden_units": 4}

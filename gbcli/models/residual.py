@@ -9,8 +9,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models import one_class
 from gbcli.models.base import InitScheme, ModelParams, ModelSpec, networks
+from gbcli.models.relu import ONE_CLASS_PROGRAMS
 
 
 class Params(ModelParams):
@@ -24,7 +24,7 @@ class Params(ModelParams):
 class Spec(ModelSpec):
     kind, Params = "residual", Params
     description = "paper 001: residual ReLU net f_l = f_{l-1} + W_l relu(f_{l-1}), no biases"
-    programs = one_class.PROGRAMS
+    programs = ONE_CLASS_PROGRAMS
     instruments = ("layer_rank", "closest_alignment")
     exactly_homogeneous = False
     default_init = "torch-default"
