@@ -96,12 +96,16 @@ def sides(proj: np.ndarray, offsets: np.ndarray, inclusive: bool = False) -> np.
     return proj >= offsets if inclusive else proj > offsets
 
 
-def median_offsets(normals: np.ndarray, x_pool: np.ndarray, inclusive: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Per-hyperplane medians of the pool's projections (each halves the data), and the pool's sides."""
+def drawn(normals: np.ndarray, raw: np.ndarray | None, x_pool: np.ndarray, median_init: bool,
+          inclusive: bool = False) -> Hyperplanes:
+    """Hyperplanes of the drawn normals (H, k, D) and offsets `raw` (H, k) or, with median init, the per-hyperplane
+    medians of the pool's projections (each halves the data; float32 normals: torch.quantile's, as published)."""
     H, k, D = normals.shape
-    proj = x_pool @ normals.reshape(H * k, D).T
-    offsets = np.median(proj, axis=0)
-    return offsets.reshape(H, k), sides(proj, offsets, inclusive)
+    if not (median_init and k > 0):
+        return Hyperplanes(normals, raw, raw, inclusive=inclusive)
+    proj = projections(x_pool, normals.reshape(H * k, D))
+    offsets = torch_median(proj).numpy() if normals.dtype == np.float32 else np.median(proj, axis=0)
+    return Hyperplanes(normals, offsets.reshape(H, k), raw, sides(proj, offsets, inclusive), inclusive)
 
 
 def sample_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, median_init: bool = True,
@@ -114,10 +118,7 @@ def sample_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, me
     dim = x_pool.shape[1]
     normals = (torch.randn(units, k, dim, generator=gen, dtype=torch.float64) * normal_std).numpy()
     raw = (torch.randn(units, k, generator=gen, dtype=torch.float64) * offset_std).numpy()
-    if median_init and k > 0:
-        offsets, pool_sides = median_offsets(normals, x_pool)
-        return Hyperplanes(normals, offsets, raw, pool_sides)
-    return Hyperplanes(normals, raw, raw)
+    return drawn(normals, raw, x_pool, median_init)
 
 
 def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int, median_init: bool = True,
@@ -137,12 +138,7 @@ def published_hyperplanes(units: int, count: int, x_pool: np.ndarray, seed: int,
             layer = torch.nn.Linear(dim, units * k, bias=False)
         w = torch.nn.init.normal_(layer.weight.detach(), std=normal_std)
         beta = torch.nn.init.normal_(torch.empty(units, k), std=offset_std)
-    normals = w.numpy().reshape(units, k, dim)
-    if median_init and k > 0:
-        proj = projections(x_pool, w.numpy())
-        offsets = torch_median(proj).numpy()
-        return Hyperplanes(normals, offsets.reshape(units, k), beta.numpy(), sides(proj, offsets))
-    return Hyperplanes(normals, beta.numpy(), beta.numpy())
+    return drawn(w.numpy().reshape(units, k, dim), beta.numpy(), x_pool, median_init)
 
 
 def torch_median(a: np.ndarray) -> torch.Tensor:
@@ -163,6 +159,4 @@ def random_relu_gates(units: int, x_pool: np.ndarray, seed: int) -> Hyperplanes:
     gen = torch.Generator().manual_seed(seed)
     w = torch.empty(units, x_pool.shape[1], dtype=torch.float64)
     torch.nn.init.orthogonal_(w, generator=gen)
-    normals = w.numpy()[:, None, :]
-    offsets, pool_sides = median_offsets(normals, x_pool, inclusive=True)   # the published gates: [w.x >= median]
-    return Hyperplanes(normals, offsets, pool_sides=pool_sides, inclusive=True)
+    return drawn(w.numpy()[:, None, :], None, x_pool, True, inclusive=True)   # the published gates: [w.x >= median]
