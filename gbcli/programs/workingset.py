@@ -52,14 +52,6 @@ def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndar
                            * design.y_train[i:i + chunk] for i in range(0, n, chunk)])
 
 
-def save_rounds(path: Path, fingerprint: str, state: dict) -> None:
-    lam, mu, s = (np.asarray(a, np.float64) for a in state["warm"])
-    write_npz(path, format=np.array(ROUNDS_FORMAT), fingerprint=np.array(fingerprint), n=np.array(state["n"]),
-              round=np.array(state["round"]), iterations=np.array(state["iterations"]), w=state["w"],
-              above=state["above"], dropped=state["dropped"], sizes=np.array(state["sizes"], dtype=str),
-              seconds=np.array(state["seconds"]), warm_lam=lam, warm_mu=mu, warm_s=s)
-
-
 def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
     """The saved state of this program's solve, or None (none, another program's, or unusable)."""
     path = Path(path)
@@ -202,9 +194,11 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         last_lam = lam
         if checkpoint is not None:
             try:
-                save_rounds(checkpoint[0], checkpoint[1], {
-                    "n": n, "round": rnd + 1, "iterations": total_it, "w": w, "above": above, "dropped": dropped,
-                    "sizes": sizes, "seconds": time.perf_counter() - began + spent, "warm": warm})
+                write_npz(checkpoint[0], format=np.array(ROUNDS_FORMAT), fingerprint=np.array(checkpoint[1]),
+                          n=np.array(n), round=np.array(rnd + 1), iterations=np.array(total_it), w=w, above=above,
+                          dropped=dropped, sizes=np.array(sizes, dtype=str),
+                          seconds=np.array(time.perf_counter() - began + spent),
+                          **{f"warm_{k}": np.asarray(a, np.float64) for k, a in zip(("lam", "mu", "s"), warm)})
             except OSError as exc:   # a full disk costs the resume, not the solve
                 LOG.warning("  the round checkpoint %s could not be written: %s", checkpoint[0], exc.strerror or exc)
     return Answer("failed", f"the working set did not converge in {MAX_ROUNDS} rounds (rounds: {', '.join(sizes)})",
