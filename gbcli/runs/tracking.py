@@ -20,11 +20,11 @@ from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted
+from gbcli.fs.safe import files_below, flatten, present, read_untrusted
 from gbcli.runs.index import grid_axes, read_any, show
 from gbcli.store.labels import read_labels
 from gbcli.store.records import RunState
-from gbcli.store.views import SweepView, point_names
+from gbcli.store.views import RunView, SweepView, point_names
 from gbcli.text import shorten
 
 log = logging.getLogger("gbcli")
@@ -168,13 +168,12 @@ def _own_tags(path: Path, kind: str, labels: dict) -> dict[str, str]:
 # ------------------------------------------------------------------ what a directory's records give its run
 
 
-def seal(mlflow_client, rid: str, info, curves: bool) -> None:
-    """Log a directory's results, artifacts and tags into its MLflow run (with `curves`, metrics.csv's
-    rows too, spread over the training's wall time by step) and end it, FINISHED or FAILED as its records
+def seal(mlflow_client, rid: str, info, curves: bool, prov: dict) -> None:
+    """Log a directory's results, artifacts and tags into its MLflow run (with `curves`, metrics.csv's rows too,
+    spread over the training's wall time by step) and end it, FINISHED or FAILED as its records (`info`, `prov`)
     say; `gb.fingerprint` and `gb.exported`, logged last, tell a later export the run is up to date."""
     from mlflow.entities import Metric, RunTag
 
-    prov = show(info.path).get("provenance") or {}
     end = _times(prov)[1]
     now = end or int(time.time() * 1000)
     points = _curves(info.path) if curves else []
@@ -220,25 +219,14 @@ def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
 
 
 def _curves(path: Path) -> list[tuple[str, float, int]]:
-    """(column, value, step) of each finite value of gd/metrics.csv ([] when unreadable); a row without a
-    whole step in MLflow's range is left out; without a step column, the rows in order."""
-    import pandas as pd
-
+    """(column, value, step) of each finite value of gd/metrics.csv, read as the store reads it ([] when missing
+    or not gb's: the export goes on without its curves); a step beyond MLflow's range is left out."""
     try:
-        frame = read_csv_untrusted(RunDir(path).metrics) if is_file(RunDir(path).metrics) else pd.DataFrame()
-    except Exception:   # noqa: BLE001 (a corrupt table: the export goes on without its curves)
+        frame = RunView(path).metrics()
+    except GbError:
         return []
-    steps = (pd.to_numeric(frame["step"], errors="coerce") if "step" in frame.columns
-             else pd.Series(range(len(frame)), dtype=float))
-    out = []
-    for col in [c for c in frame.columns if c not in ("step", "epoch")]:
-        try:
-            values = frame[col].astype(float)
-        except (TypeError, ValueError):
-            continue
-        out += [(col, float(v), int(step)) for step, v in zip(steps, values)
-                if math.isfinite(v) and math.isfinite(step) and step == int(step) and 0 <= step < 2 ** 53]
-    return out
+    return [(col, float(v), int(step)) for col in frame.columns if col not in ("step", "epoch")
+            for step, v in zip(frame["step"], frame[col].astype(float)) if math.isfinite(v) and step < 2 ** 53]
 
 
 # ------------------------------------------------------------------ a directory's MLflow run, live or replayed
@@ -287,10 +275,10 @@ class Live:
         live = next((r for r in earlier if r.data.tags.get("gb.live") == "yes"
                      and r.data.tags.get("gb.fingerprint.gd") == training), None)
         one = cls(uri, experiment, info.path, "replay", info.config)
-        start, _ = _times(show(info.path).get("provenance") or {})
-        one._open(mlflow_client, exp_id, earlier, live, info.kind, parent=parent, start=start, live=False)
+        prov = show(info.path)["provenance"]   # read once: the run's start here, its tags in seal
+        one._open(mlflow_client, exp_id, earlier, live, info.kind, parent=parent, start=_times(prov)[0], live=False)
         try:
-            seal(mlflow_client, one.rid, info, curves=one.created)
+            seal(mlflow_client, one.rid, info, one.created, prov)
         except BaseException:
             with contextlib.suppress(Exception):
                 mlflow_client.set_terminated(one.rid, status="FAILED")   # not "exported": the next replay redoes it
@@ -371,7 +359,8 @@ class Live:
         self._guard("logging the metrics", self._flush)
         # metrics.csv's curves when this stage began the run and is not the training (which logged its rows)
         curves = self.created and self.stage != "train-gd"
-        self._guard("logging the results", lambda: seal(self.client, self.rid, read_any(self.path), curves))
+        self._guard("logging the results", lambda: seal(self.client, self.rid, read_any(self.path), curves,
+                                                         show(self.path)["provenance"]))
 
     def ended(self, status: str) -> None:
         """The stage stopped (KILLED: interrupted, FAILED: an error); a rerun continues the run."""
