@@ -246,19 +246,19 @@ def test_a_folder_gb_did_not_make_is_never_written_or_cleaned(tmp_path, command,
 
 
 def test_an_empty_folder_or_one_gb_made_is_written(tmp_path):
-    from gbcli.store.lock import check_owned
+    from gbcli.store.lock import check_run_target
 
     (tmp_path / "empty").mkdir()
-    check_owned(tmp_path / "empty")            # empty: fine
-    check_owned(tmp_path / "absent")           # not there yet: fine
+    check_run_target(tmp_path / "empty", "")   # empty: fine
+    check_run_target(tmp_path / "absent", "")  # not there yet: fine
     with run_lock(tmp_path / "made"):
         pass
     (tmp_path / "made" / "notes.txt").write_text("x")
-    check_owned(tmp_path / "made")             # gb's marker: its folder
+    check_run_target(tmp_path / "made", "")    # gb's marker: its folder
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x").write_text("x")
     with pytest.raises(GbError, match="not a folder gb made"):
-        check_owned(tmp_path / "other")
+        check_run_target(tmp_path / "other", "")
 
 
 def test_staged_writes_land_together_or_not_at_all(tmp_path):

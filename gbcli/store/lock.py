@@ -56,30 +56,23 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
     return kind or (next(iter(structural)) if structural else None)
 
 
-def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "") -> None:
-    """Refuse a directory of the other kind: a run command on a sweep directory, a sweep on a run."""
+def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "") -> str | None:
+    """Refuse a directory of the other kind: a run command on a sweep directory, a sweep on a run; its kind."""
     if (kind := dir_kind(path, key)) is not None and kind != want:
         other = {"run": "a run directory (of train-gd / fit-svm)", "sweep": "a sweep directory (of gb sweep)"}[kind]
         hint = "use another --out" + ("" if kind == "run" else "; a point of it is OUT/points/<id>")
         raise GbError(f"{key}: {shorten(path, 200)} is {other}; {command or 'this command'} does not write into it "
                       f"({hint})")
+    return kind
 
 
 def check_run_target(path: str | Path, command: str, kind: str | None = "run", key: str = "--out") -> None:
     """What refuses a command writing a directory, before any work (cheap, no torch): a link anywhere
-    in it, and with `kind` a directory of the other kind or a folder gb did not make."""
+    in it, and with `kind` a directory of the other kind or a folder gb did not make (the write rule:
+    gb writes, replaces and removes only inside a folder it made or an empty one)."""
     check_tree(path)
-    if kind is not None:
-        check_kind(path, kind, key, command)
-        check_owned(path, key)
-
-
-def check_owned(path: str | Path, key: str = "--out") -> None:
-    """The write rule: gb writes, replaces and removes only inside a folder it made or an empty one."""
-    path = Path(path)
-    if not is_dir(path) or present(path / MARKER) or dir_kind(path, key) is not None:
-        return
-    if any(True for _ in path.iterdir()):
+    if kind is not None and check_kind(path, kind, key, command) is None and is_dir(path) \
+            and not present(Path(path) / MARKER) and any(True for _ in Path(path).iterdir()):
         raise GbError(f"{key}: {shorten(path, 200)}: not a folder gb made (no {MARKER}) and not empty; gb writes "
                       f"only into a folder it made or an empty one (use another --out)")
 
