@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 ERROR_COLUMNS = ["predictor", "model", "hidden_units", "contexts", "train_size", "data_seed", "context_seed",
                  "init_seed", "median_init", "momentum", "train_error", "val_error", "status", "objective",
                  "solve_seconds", "solver", "min_margin", "rel_gap", "certified", "iterations"]
+CONFIG_COLUMNS = ERROR_COLUMNS[1:ERROR_COLUMNS.index("train_error")]   # a predictor's configuration, model .. momentum
 INCONSISTENCY_COLUMNS = ["predictor_a", "predictor_b", "inconsistency", "gd_val_error", "svm_val_error",
-                         "expected_if_uncorrelated", "published_inconsistency", "model", "hidden_units", "contexts", "train_size",
-                         "data_seed", "context_seed", "init_seed", "median_init", "momentum", "gd_status"]
+                         "expected_if_uncorrelated", "published_inconsistency", *CONFIG_COLUMNS, "gd_status"]
 
 
 def _null(v) -> bool:
@@ -141,8 +141,10 @@ def check_tables_dir(out_dir: str | Path) -> None:
         raise GbError(f"{out}: not a directory (gb writes its tables into this folder; move the file away)")
 
 
-REQUIRED_COLUMNS = {"errors": ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init",
-                               "momentum", "train_error", "val_error", "status"],
+CONFIG_KEYS = ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init", "momentum"]
+SEED_KEYS = ["data_seed", "context_seed", "init_seed"]
+USABLE_STATUSES = ("ok", "optimal", "inaccurate")
+REQUIRED_COLUMNS = {"errors": [*CONFIG_KEYS, "train_error", "val_error", "status"],
                     "inconsistency": ["predictor_a", "predictor_b", "inconsistency", "gd_val_error",
                                       "expected_if_uncorrelated"]}
 
@@ -228,11 +230,6 @@ def rich_table(table, title: str, columns: list[str]):
     for cells in zip(*(rows.cells(c, number=lambda v: f"{v:.4g}") for c in cols)):
         out.add_row(*[Text(printable(v)) for v in cells])
     return out
-
-
-CONFIG_KEYS = ["predictor", "model", "hidden_units", "contexts", "train_size", "median_init", "momentum"]
-SEED_KEYS = ["data_seed", "context_seed", "init_seed"]
-USABLE_STATUSES = ("ok", "optimal", "inaccurate")
 
 
 def pair_key(errors: pd.DataFrame, incons: pd.DataFrame) -> list[str]:

@@ -5,10 +5,7 @@ compare`) and as one line (`gb runs`); a table without points shows its own vary
 
 from __future__ import annotations
 
-from gbcli.reports.tables import ERROR_COLUMNS, Rows
-
-# the configuration columns of the result tables, model .. momentum; shown when they vary
-CONFIG_COLUMNS = tuple(ERROR_COLUMNS[1:ERROR_COLUMNS.index("train_error")])
+from gbcli.reports.tables import CONFIG_COLUMNS, Rows
 
 
 def short_names(keys: list[str]) -> dict[str, str]:
@@ -50,14 +47,11 @@ def with_axes(table, points: list[dict], shown: list[str]) -> tuple[Rows, list[s
     return out, lead + axis_columns + varying + rest
 
 
-def _spelled(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def grid_line(axes: dict[str, list]) -> str:
     """A sweep's axes as one line for a listing: `grid: seed 1,2; momentum 0,0.9`."""
     names = short_names(list(axes))
-    return "grid: " + "; ".join(f"{names[k]} {','.join(_spelled(v) for v in values)}" for k, values in axes.items())
+    return "grid: " + "; ".join(f"{names[k]} {','.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
+                                for k, values in axes.items())
 
 
 def by_field(results: dict[str, dict]) -> list[dict]:
