@@ -10,7 +10,7 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
@@ -32,17 +32,6 @@ STOPPED = "stopped by its caller"   # solve_working_set(stop=...): the message o
 SEED = 0                   # of the first working set
 ROUNDS_FORMAT = 1          # of the round checkpoint
 LOG = logging.getLogger(__name__)   # one line per round (a long solve's progress; `gb fit-svm` and sweeps show it)
-
-
-class Answer(NamedTuple):
-    """A working-set solve's end: zeta None when infeasible (lam the ray) or failed; lam is N long, 0 off W."""
-
-    status: str
-    message: str
-    zeta: np.ndarray | None
-    lam: np.ndarray | None
-    iterations: int
-    stop: Stop
 
 
 def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndarray:
@@ -83,12 +72,13 @@ def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
             "dropped": dropped, "sizes": [str(x) for x in a["sizes"]], "seconds": float(a["seconds"]), "warm": warm}
 
 
-def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finish: Callable | None = None,
-                      checkpoint: tuple[Path, str] | None = None, deadline: float | None = None,
-                      through: int | None = None, stop: Callable[[], str | None] | None = None):
-    """An `Answer`. solve_on(sub, tol, start[, deadline]) -> ipm.Outcome; finish: the polish of a final round
-    met only at its rounding floor; through: the last round; stop(): a reason ends it `inaccurate` (STOPPED);
-    no round starts after `deadline`; `checkpoint` = (path, fingerprint) saves each round's state for a rerun."""
+def solve_working_set(design: GatedDesign, solve_on: Callable, finish: Callable, answer: Callable, tol: float,
+                      checkpoint: tuple[Path, str] | None, deadline: float | None, through: int | None,
+                      stop: Callable[[], str | None] | None):
+    """answer(status, message, zeta, lam, iterations, stop) of the solve's end: zeta None when infeasible (lam
+    the ray) or failed; lam N long, 0 off W. solve_on(sub, tol, start) -> ipm.Outcome; finish: the polish of a
+    final round met only at its rounding floor; through: the last round; stop(): a reason ends it `inaccurate`
+    (STOPPED); no round starts after `deadline`; `checkpoint` = (path, fingerprint) saves each round's state."""
     n = len(design.y_train)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
@@ -115,7 +105,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         note = (f"{TIME_LIMITED} (svm.time_limit) {why} round {rnd} (working set of {len(w)} points, "
                 f"{time.perf_counter() - began + spent:.1f} s in all)"
                 + ("; its state is saved and a rerun resumes there" if checkpoint is not None else ""))
-        return Answer("inaccurate", note, None, last_lam, total_it, Stop.TIME_LIMIT)
+        return answer("inaccurate", note, None, last_lam, total_it, Stop.TIME_LIMIT)
 
     def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
         """(zeta at margin 1 on W, all N margins, the scale), or None when no margin on W is positive."""
@@ -131,17 +121,16 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
             return out_of_time(rnd, "before")
         why = stop() if stop is not None and rnd > first_round else None
         if why is not None:
-            return Answer("inaccurate", f"{STOPPED} before round {rnd}: {why}", None, last_lam, total_it, Stop.ASKED)
+            return answer("inaccurate", f"{STOPPED} before round {rnd}: {why}", None, last_lam, total_it, Stop.ASKED)
         if through is not None and rnd > through:
-            return Answer("inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam,
+            return answer("inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam,
                           total_it, Stop.ASKED)
         sub = replace(design, x_train=design.x_train[w], y_train=design.y_train[w], e_train=design.e_train[w])
         start = time.perf_counter()
-        more = () if deadline is None else (deadline,)
-        got = solve_on(sub, tol, warm, *more)
+        got = solve_on(sub, tol, warm)
         it = got.iterations
         if warm is not None and got.s is None and got.status != "infeasible" and got.stop is not Stop.TIME_LIMIT:
-            got = solve_on(sub, tol, None, *more)   # a warm start that failed: start cold
+            got = solve_on(sub, tol, None)   # a warm start that failed: start cold
             it += got.iterations
         total_it += it
         if got.stop is Stop.TIME_LIMIT:   # the round did not finish: the last finished round's state stands
@@ -152,17 +141,17 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
         if lam_w is not None:
             lam[w] = lam_w
         if status == "infeasible":   # a ray of W's dual is a ray of the full dual
-            return Answer(status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it, ended)
+            return answer(status, f"{message} (found on a working set of {len(w)} points)", None, lam, total_it, ended)
         if s is None:   # failed: W's last multipliers (if any) still give a dual bound
-            return Answer(status, f"{message} (working set of {len(w)} points, round {rnd})", None,
+            return answer(status, f"{message} (working set of {len(w)} points, round {rnd})", None,
                           (lam if lam_w is not None else None), total_it, ended)
         predicted = predict(sub, w, lam_w, s)
         if predicted is None:
-            return Answer("failed", f"the recovered predictor has no positive margin on the working set (round {rnd})",
+            return answer("failed", f"the recovered predictor has no positive margin on the working set (round {rnd})",
                           None, None, total_it, Stop.NUMERICAL)
         zeta, m, scale = predicted   # margin >= 1 on W, as the interior-point method's stopping test assumes
         violating = np.flatnonzero(m < 1 - tol * TIGHTER)
-        if not violating.size and finish is not None and ended is Stop.STALLED_MET:
+        if not violating.size and ended is Stop.STALLED_MET:
             done = finish(sub, got, tol)
             polished = None if done is None else predict(sub, w, done.lam, done.s)
             if polished is not None:   # the polished answer replaces the round's
@@ -180,7 +169,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
                     f"(rounds: {', '.join(sizes)})"
                     + (f"; resumed at round {first_round}, after {spent:.1f} s of solving in earlier runs"
                        if first_round > 1 else ""))
-            return Answer(status, f"{message}; {note}" if message else note, zeta, lam, total_it, ended)
+            return answer(status, f"{message}; {note}" if message else note, zeta, lam, total_it, ended)
         add = violating[np.argsort(m[violating], kind="stable")[:most]]
         warm_next = (lam, np.maximum(m * scale - 1, 0), s)   # the next round's warm start: lam, margin slack, s
         above[w] = np.where(m[w] > 1 + DROP_MARGIN, above[w] + 1, 0)
@@ -201,5 +190,5 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, tol: float, finis
                           **{f"warm_{k}": np.asarray(a, np.float64) for k, a in zip(("lam", "mu", "s"), warm)})
             except OSError as exc:   # a full disk costs the resume, not the solve
                 LOG.warning("  the round checkpoint %s could not be written: %s", checkpoint[0], exc.strerror or exc)
-    return Answer("failed", f"the working set did not converge in {MAX_ROUNDS} rounds (rounds: {', '.join(sizes)})",
+    return answer("failed", f"the working set did not converge in {MAX_ROUNDS} rounds (rounds: {', '.join(sizes)})",
                   None, None, total_it, Stop.ITERATION_LIMIT)

@@ -126,7 +126,7 @@ class DualSolver(Solver):
         norm = norm_of(design)
         start = time.perf_counter()
 
-        def answer(status, message, zeta, lam, iterations, stop) -> Solution:   # in `workingset.Answer`'s order
+        def answer(status, message, zeta, lam, iterations, stop) -> Solution:
             seconds = time.perf_counter() - start
             value = float("nan") if zeta is None else norm.value(design, zeta)
             return Solution(zeta, status, value, seconds, "dual", message, iterations=iterations, lam=lam, stop=stop)
@@ -150,7 +150,7 @@ class DualSolver(Solver):
                            f"{POLISHED} to a relative gap of {gap:.1e} (the interior-point method {got.message})",
                            lam, s, got.iterations, Stop.POLISHED)
 
-        def solve_on(sub: GatedDesign, sub_tol: float, start=None, deadline=deadline):
+        def solve_on(sub: GatedDesign, sub_tol: float, start=None):
             grp = kernel_problem(sub, device)
             if norm.quadratic and use_active_set:   # a round's guess: the previous support and its violators
                 guess = None if start is None else (np.asarray(start[0]) > 0) | (np.asarray(start[1]) <= 0)
@@ -167,8 +167,8 @@ class DualSolver(Solver):
         if working_set is None:   # above the threshold, N x N arrays cost more than a working set's rounds
             working_set = len(design.y_train) > workingset.WORKING_SET_ABOVE
         if working_set:
-            return answer(*workingset.solve_working_set(design, solve_on, tol, finish, checkpoint, deadline, through,
-                                                        stop))
+            return workingset.solve_working_set(design, solve_on, finish, answer, tol, checkpoint, deadline, through,
+                                                stop)
         got = solve_on(design, tol)
         if got.s is None:   # infeasible (lam is the dual ray that certifies it) or failed
             return answer(got.status, got.message, None, got.lam, got.iterations, got.stop)
