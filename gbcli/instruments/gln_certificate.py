@@ -11,6 +11,8 @@ from enum import StrEnum
 
 import numpy as np
 
+from gbcli.programs.design import one_hot
+
 # a unit is dead when its norm sqrt(v_h^2 + ||W_h||^2) is at most this fraction of the largest unit's
 DEAD_RELATIVE_NORM = 1e-2
 # the protocol's NNLS multipliers are fitted over at most this many points (those of smallest margin)
@@ -86,10 +88,7 @@ def track_columns(w1, w2, x, y, ctx) -> dict:
 
 def dual_blocks(lam: np.ndarray, x: np.ndarray, y: np.ndarray, ctx: np.ndarray, count: int) -> np.ndarray:
     """g_h(lam) for every unit, as (H, C, D): g_h[c] = sum over n with ctx[n, h] = c of lam_n y_n x_n."""
-    n, units = ctx.shape
-    weights = np.zeros((n, units * count))
-    weights[np.arange(n)[:, None], ctx + np.arange(units) * count] = (lam * y)[:, None]
-    return (weights.T @ x).reshape(units, count, x.shape[1])
+    return ((one_hot(ctx, count) * (lam * y)[:, None]).T @ x).reshape(ctx.shape[1], count, x.shape[1])
 
 
 def softmin_dual(q: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) -> np.ndarray:
@@ -111,8 +110,7 @@ def nnls_dual(margins: np.ndarray, big_w: np.ndarray, v: np.ndarray, x, y, ctx) 
     idx = np.argsort(margins, kind="stable")[:k]
     xs, ys, cs = x[idx], y[idx], ctx[idx]
     z = np.take_along_axis(xs @ big_w.reshape(units * count, -1).T, cs + np.arange(units) * count, 1)   # z_h(n)
-    onehot = np.zeros((k, units * count))
-    onehot[np.arange(k)[:, None], cs + np.arange(units) * count] = 1.0
+    onehot = one_hot(cs, count)
     same = (onehot * np.repeat(v ** 2, count)) @ onehot.T   # sum_h v_h^2 [same context of unit h]
     excess = margins[idx] - 1
     weight = 2 / math.sqrt(float((big_w ** 2).sum() + (v ** 2).sum()))
