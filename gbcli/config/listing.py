@@ -44,12 +44,6 @@ def sections() -> dict[str, dict]:
     return secs
 
 
-def union_of(section: str) -> dict | None:
-    """The entry of `section` when it is a section of several kinds (model, dataset), else None."""
-    entry = sections().get(section)
-    return entry if entry is not None and "union" in entry else None
-
-
 # ------------------------------------------------------------------ types as text
 
 # A key's type is written as a small expression: int (strict: no bool, float or string), float (strict: an int or
@@ -141,15 +135,15 @@ def select(selector: str | None) -> tuple[list[str], str | None]:
     wanted = selector.strip().strip(".")
     if wanted in ("", "top", "top-level"):
         return [""], None
+
+    def family(name: str) -> list[str]:   # a section, with its kinds when it is a section of several kinds
+        return [name] + [n for n in names if n.startswith(f"{name}.")] if "union" in secs[name] else [name]
+
     if wanted in secs:
-        if union_of(wanted) is not None:
-            return [wanted] + [n for n in names if n.startswith(f"{wanted}.")], None
-        return [wanted], None
+        return family(wanted), None
     head, _, key = wanted.rpartition(".")
-    if head in secs or head == "":
-        within = [head] + [n for n in names if n.startswith(f"{head}.")] if union_of(head) else [head]
-        holders = [n for n in within if key in secs[n].get("keys", {}) or
-                   (union_of(n) is not None and key == union_of(n)["union"])]
+    if head in secs:   # "" (the top level) is a section
+        holders = [n for n in family(head) if key in secs[n].get("keys", {}) or key == secs[n].get("union")]
         if holders:
             return holders, key
     known = ["top", *(n for n in names if n)]
@@ -168,15 +162,14 @@ def rows(selector: str | None = None) -> list[dict]:
     out = []
     for name in names:
         entry = sections()[name]
-        top = name.split(".")[0]
-        prefix = f"{top}." if name else ""
-        u = union_of(name)
-        if u is not None:
-            if only in (None, u["union"]):
-                out.append({"section": name, "key": f"{name}.{u['union']}",
-                            "type": " | ".join(repr(k) for k in u["kinds"]), "range": "", "default": u["default"],
-                            "required": False, "description": f"the {name} kind (default {u['default']}); the "
-                                                              f"section's other keys are the kind's own"})
+        prefix = name.split(".")[0] + "." if name else ""
+        if "union" in entry:
+            if only in (None, entry["union"]):
+                out.append({"section": name, "key": f"{name}.{entry['union']}",
+                            "type": " | ".join(repr(k) for k in entry["kinds"]), "range": "",
+                            "default": entry["default"], "required": False,
+                            "description": f"the {name} kind (default {entry['default']}); the section's other "
+                                           f"keys are the kind's own"})
             continue
         for key, spec in entry["keys"].items():
             if only in (None, key):
@@ -184,17 +177,6 @@ def rows(selector: str | None = None) -> list[dict]:
                             "range": spec.get("range", ""), "default": spec.get("default"),
                             "required": "default" not in spec, "description": spec["description"]})
     return out
-
-
-def section_title(name: str) -> str:
-    """`training: gradient descent ...`, `model.gln (model.kind: gln): ...`."""
-    entry = sections()[name]
-    if not name:
-        return f"top level: {entry['description']}"
-    if "." in name:
-        top, kind = name.split(".", 1)
-        return f"{name} ({top}.{union_of(top)['union']}: {kind}): {entry['description']}"
-    return f"{name}: {entry['description']}"
 
 
 def default_text(row: dict) -> str:
@@ -223,15 +205,14 @@ def blocks(selected: list[dict]) -> list[tuple[str, list[dict]]]:
         else:
             groups.append(([name], rs))
     out = []
-    for names, rs in groups:
-        title = section_title(names[0])
-        if len(names) > 1:
+    for names, rs in groups:   # `training: ...`, `top level: ...`, `model.gln (model.kind: gln): ...`
+        title = names[0] or "top level"
+        if "." in title:
             top = names[0].split(".")[0]
             kinds = ", ".join(n.split(".", 1)[1] for n in names)
-            about = {sections()[n]["description"] for n in names}
-            title = f"{', '.join(names)} ({top}.{union_of(top)['union']}: {kinds})"
-            title += f": {about.pop()}" if len(about) == 1 else ""
-        out.append((title, rs))
+            title = f"{', '.join(names)} ({top}.{sections()[top]['union']}: {kinds})"
+        about = {sections()[n]["description"] for n in names}
+        out.append((title + (f": {about.pop()}" if len(about) == 1 else ""), rs))
     return out
 
 
