@@ -82,11 +82,11 @@ class Progress:
     rich bar when `show` on a terminal; else, when `show`, plain lines (`say`) about every LINE_SECONDS
     or LINE_FRACTION of the work, never within MIN_SECONDS, and a last one. `counter`: "step {done}/{total}"."""
 
-    def __init__(self, what: str, total: int, show: bool = True, logger: logging.Logger | None = None,
-                 counter: str = "step {done}/{total}", say=None, describe=None, clock=time.perf_counter):
+    def __init__(self, what: str, total: int, show: bool = True, counter: str = "step {done}/{total}", say=None,
+                 describe=None, clock=time.perf_counter):
         self.what, self.total, self.show, self.counter = what, max(int(total), 1), show, counter
         self.describe = describe   # numbers -> the text of a plain line (default: "name value, ...")
-        self.say = say or (logger or logging.getLogger(f"{LOGGER}.progress")).info
+        self.say = say or logging.getLogger(f"{LOGGER}.progress").info
         self.done, self.bar, self.clock, self.start = 0, None, clock, clock()
         self.numbers: dict[str, float] = {}
         self.last_line, self.last_fraction = self.start, 0.0
@@ -101,13 +101,10 @@ class Progress:
                            console=Console(stderr=True), transient=True)
             self.bar.__enter__()
             self.task = self.bar.add_task(self.what, total=self.total, numbers=self._numbers())
-        elif self.show:
-            self.say(f"{self.what}: {self.total} {self._unit()}")
+        elif self.show:   # the counter's word in the plural: "train ...: 500 steps"
+            unit = next((w for w in self.counter.split() if "{" not in w), "steps")
+            self.say(f"{self.what}: {self.total} {unit if unit.endswith('s') else unit + 's'}")
         return self
-
-    def _unit(self) -> str:
-        words = [w for w in self.counter.split() if "{" not in w]
-        return words[0] + ("s" if not words[0].endswith("s") else "") if words else "steps"
 
     def __exit__(self, *exc):
         if self.bar is not None:

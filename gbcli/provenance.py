@@ -19,14 +19,6 @@ from pathlib import Path
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
-def version() -> str:
-    """gb's version (`gbcli.__version__`, from the installed package's metadata)."""
-    import gbcli
-
-    return gbcli.__version__
-
-
-@functools.lru_cache(maxsize=1)
 def git_state() -> dict:
     """{"commit": sha, "dirty": bool} when gb runs from a git checkout, else {} (an installed wheel)."""
     if not (SOURCE_ROOT / ".git").exists():
@@ -57,7 +49,9 @@ def _blas() -> list[dict]:
 def _static() -> dict:
     import numpy
 
-    return {"gb_version": version(), **git_state(), "python": platform.python_version(),
+    import gbcli
+
+    return {"gb_version": gbcli.__version__, **git_state(), "python": platform.python_version(),
             "numpy": numpy.__version__, "host": socket.gethostname(), "platform": platform.platform()}
 
 
@@ -77,11 +71,6 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def command_line() -> str:
-    return " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python",
-                                             *sys.argv[1:]])
-
-
 class Clock:
     """Started when the work starts; `stamp()` is the provenance of a record written now."""
 
@@ -91,6 +80,7 @@ class Clock:
         self.cpu = time.process_time()
 
     def stamp(self) -> dict:
-        return {**environment(), "command": command_line(), "started": self.started, "ended": utc_now(),
+        argv = [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
+        return {**environment(), "command": shlex.join(argv), "started": self.started, "ended": utc_now(),
                 "wall_seconds": round(time.perf_counter() - self.wall, 3),
                 "cpu_seconds": round(time.process_time() - self.cpu, 3)}

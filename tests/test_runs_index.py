@@ -54,14 +54,13 @@ def work(tmp_path_factory) -> Path:
 def test_every_record_says_how_it_was_made(work):
     run = work / "runs" / "idx"
     import gbcli
-    from gbcli.provenance import version
 
     for record in (run / "gd" / "summary.json", run / "svm" / "svm-gln" / "result.json", run / "gb-run.json"):
         prov = json.loads(record.read_text())["provenance"]
         for key in ("gb_version", "python", "numpy", "host", "command", "started", "ended", "wall_seconds",
                     "cpu_seconds", "blas", "pid"):
             assert key in prov, f"{record}: no {key} in {sorted(prov)}"
-        assert prov["gb_version"] == version() == gbcli.__version__ != "unknown"
+        assert prov["gb_version"] == gbcli.__version__ != "unknown"
         assert prov["ended"] >= prov["started"] and prov["wall_seconds"] >= 0
         if (Path(gbcli.__file__).parents[1] / ".git").exists():   # run from a checkout: the commit
             assert len(prov["commit"]) == 40 and isinstance(prov["dirty"], bool)

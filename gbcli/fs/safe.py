@@ -400,10 +400,8 @@ RECORD_LIMIT = 64 * 1024 ** 2   # a JSON record larger than this is not gb's
 def read_record(path: str | Path, limit: int = RECORD_LIMIT) -> dict | None:
     """A JSON record as a dict; None when missing, a link, unreadable or not a mapping (lenient)."""
     try:
-        if not is_file(path):
-            return None
         rec = json.loads(read_untrusted(path, limit))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+    except (OSError, ValueError, RecursionError):   # ValueError: not a regular file, too large, not JSON, not UTF-8
         return None
     return rec if isinstance(rec, dict) else None
 
