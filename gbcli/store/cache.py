@@ -24,6 +24,8 @@ from gbcli.store.solutions import Unusable   # an entry that counts as missing (
 NOT_SOLVED_FROM = ("x_val", "e_val", "classify")   # design fields no solver reads (predictions are recomputed)
 FORMAT = 1
 MAX_ENTRY_BYTES = 2 * 1024 ** 3   # a 48,000-point answer is a few MB; nothing gb writes comes near this
+META_TYPES = {"origin": str, "status": str, "solver": str, "message": str, "value": (int, float),
+              "seconds": (int, float), "iterations": (int, type(None))}
 
 
 def _hash(key: dict) -> str:
@@ -128,17 +130,11 @@ class SolveCache:
             raise Unusable("it answers another program (its key differs)")
         if meta.get("format", FORMAT) != FORMAT:
             raise Unusable(f"format {meta.get('format')!r}, not {FORMAT}")
-        for k in ("origin", "status", "solver", "message"):
-            if not isinstance(meta.get(k), str):
+        for k, kind in META_TYPES.items():   # a bool is no number
+            if not isinstance(meta.get(k), kind) or isinstance(meta.get(k), bool):
                 raise Unusable(f"metadata without a valid {k!r}")
         if not is_result(meta["status"]):
             raise Unusable(f"status {meta['status'][:40]!r} is not a certified answer")
-        for k in ("value", "seconds"):
-            if not isinstance(meta.get(k), (int, float)) or isinstance(meta.get(k), bool):
-                raise Unusable(f"metadata without a valid {k!r}")
-        iterations = meta.get("iterations")
-        if iterations is not None and (not isinstance(iterations, int) or isinstance(iterations, bool)):
-            raise Unusable("metadata without a valid 'iterations'")
         for k, a in arrays.items():
             if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
                 raise Unusable(f"{k} is not a finite float array")
@@ -155,7 +151,7 @@ class SolveCache:
         if stop not in {s.value for s in Stop}:
             raise Unusable(f"unknown stop reason {str(stop)[:40]!r}")
         sol = Solution(arrays.get("zeta"), Status(meta["status"]), float(meta["value"]), float(meta["seconds"]),
-                       meta["solver"], meta["message"], iterations, arrays.get("lam"), Stop(stop))
+                       meta["solver"], meta["message"], meta.get("iterations"), arrays.get("lam"), Stop(stop))
         return sol, meta["origin"]
 
     def put(self, key: str, sol: Solution, origin: str) -> None:
