@@ -82,15 +82,6 @@ def compact_arrays(objective: str, design: GatedDesign, zeta: np.ndarray | None,
     return arrays
 
 
-def _same_certificate(a: dict, b: dict, rtol: float = WRITE_TOL) -> bool:
-    """Two certificates that agree in every number `gb verify` compares (to `rtol`: relative for the
-    objectives and bounds, absolute for the gap and the smallest margin)."""
-    return (a["certified"] == b["certified"]
-            and all(close(a.get(k), b.get(k), rtol, OBJECTIVE_ATOL if k != "relative_margin_bound" else 0.0)
-                    for k in ("primal_objective", "dual_objective", "relative_margin_bound") if k in a or k in b)
-            and all(close(a[k], b[k], 0.0, rtol) for k in ("rel_gap", "min_margin")))
-
-
 def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, tol: float, val_sign: np.ndarray,
                         record: dict) -> np.ndarray | None:
     """Recovery scales reproducing `zeta`'s certificate to WRITE_TOL and every validation label, or None."""
@@ -104,8 +95,13 @@ def _reproducing_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray, 
     a = {k: record[k] for k in keys} if all(k in record for k in keys) else \
         certificate(design, Solution(zeta, "optimal", math.nan, 0.0, "", lam=lam), tol)   # the record's is zeta's
     b = certificate(design, Solution(z2, "optimal", math.nan, 0.0, "", lam=lam), tol)
-    same = _same_certificate(a, b) and \
-        np.array_equal(val_sign, np.sign(decision(z2, design.x_val, design.e_val)).astype(np.int8))
+    # every number `gb verify` compares (to WRITE_TOL: relative for the objectives and bounds, absolute for
+    # the gap and the smallest margin), then every validation label
+    same = (a["certified"] == b["certified"]
+            and all(close(a.get(k), b.get(k), WRITE_TOL, OBJECTIVE_ATOL if k != "relative_margin_bound" else 0.0)
+                    for k in ("primal_objective", "dual_objective", "relative_margin_bound") if k in a or k in b)
+            and all(close(a[k], b[k], 0.0, WRITE_TOL) for k in ("rel_gap", "min_margin"))
+            and np.array_equal(val_sign, np.sign(decision(z2, design.x_val, design.e_val)).astype(np.int8)))
     return s if same else None
 
 
