@@ -68,13 +68,10 @@ class Kernel:
             self.count = 1
             return
         self.count = int(col_group.max()) + 1
-        self.member = torch.zeros(e.shape[1], self.count, dtype=ky.dtype, device=ky.device)
+        opts = dict(dtype=ky.dtype, device=ky.device)
+        self.member = torch.zeros(e.shape[1], self.count, **opts)
         self.member[torch.arange(e.shape[1]), col_group] = 1.0   # column -> group indicator
-        self._one_hot_basis(col_group)
-
-    def _one_hot_basis(self, col_group: torch.Tensor) -> None:
-        """Phi (N x (R - G)), its group indicator and 1 / C_g, when every group is one-hot."""
-        e, opts = self.e, dict(dtype=self.ky.dtype, device=self.ky.device)
+        # Phi (N x (R - G)), its group indicator and 1 / C_g, when every group is one-hot
         sizes = self.member.sum(0)
         if bool((sizes < 2).any()) or not bool(((e == 0) | (e == 1)).all()) or \
                 not bool(((e @ self.member) == 1).all()):
@@ -118,7 +115,10 @@ class Kernel:
         else:
             cols = [self.e * q[:, None] for q in parts]
         k = cols[0].shape[1]
-        p = self._combine(torch.cat(cols, 1))
+        if self.accurate() and self.exact is None:   # the features' slices, once
+            self.exact = ExactProduct(self.features)
+        a = torch.cat(cols, 1)
+        p = self.exact.t(a) if self.accurate() else a.T @ self.features   # the cancelling sums, rounded once
         v = sum(p[i * k:(i + 1) * k] for i in range(len(parts)))
         if self.e is None:
             mv = m @ v
@@ -133,14 +133,6 @@ class Kernel:
     def accurate(self) -> bool:
         """Whether Q_g products are rounded once now (feature space, past EXACT_ABOVE)."""
         return self.features is not None and self.round_once and self.scale > EXACT_ABOVE
-
-    def _combine(self, a: torch.Tensor) -> torch.Tensor:
-        """a' features (K x D): the cancelling sums, rounded once when `accurate`."""
-        if not self.accurate():
-            return a.T @ self.features
-        if self.exact is None:   # the features' slices, once
-            self.exact = ExactProduct(self.features)
-        return self.exact.t(a)
 
     def _factors(self, a: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, float]:
         """(cols, w, const) with sum_g a_g Q_g = Ky o (cols diag(w) cols' + const)."""

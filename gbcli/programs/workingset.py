@@ -31,14 +31,8 @@ MAX_ROUNDS = 40
 STOPPED = "stopped by its caller"   # solve_working_set(stop=...): the message of a solve ended that way
 SEED = 0                   # of the first working set
 ROUNDS_FORMAT = 1          # of the round checkpoint
+CHUNK = 8192               # all N margins are computed in chunks of this many points (chunk x R temporaries)
 LOG = logging.getLogger(__name__)   # one line per round (a long solve's progress; `gb fit-svm` and sweeps show it)
-
-
-def margins(design: GatedDesign, zeta: np.ndarray, chunk: int = 8192) -> np.ndarray:
-    """y_n f(x_n) for every training point, in chunks (at most chunk x R temporaries)."""
-    n = len(design.y_train)
-    return np.concatenate([decision(zeta, design.x_train[i:i + chunk], design.e_train[i:i + chunk])
-                           * design.y_train[i:i + chunk] for i in range(0, n, chunk)])
 
 
 def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
@@ -79,7 +73,8 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, finish: Callable,
     the ray) or failed; lam N long, 0 off W. solve_on(sub, tol, start) -> ipm.Outcome; finish: the polish of a
     final round met only at its rounding floor; through: the last round; stop(): a reason ends it `inaccurate`
     (STOPPED); no round starts after `deadline`; `checkpoint` = (path, fingerprint) saves each round's state."""
-    n = len(design.y_train)
+    x, y, e = design.x_train, design.y_train, design.e_train
+    n = len(y)
     norm = norm_of(design)
     rng = np.random.default_rng(SEED)
     radius = norm.input_radius(design)
@@ -107,12 +102,13 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, finish: Callable,
                 + ("; its state is saved and a rerun resumes there" if checkpoint is not None else ""))
         return answer("inaccurate", note, None, last_lam, total_it, Stop.TIME_LIMIT)
 
-    def predict(sub: GatedDesign, w: np.ndarray, lam_w: np.ndarray, s: np.ndarray):
-        """(zeta at margin 1 on W, all N margins, the scale), or None when no margin on W is positive."""
+    def predict(lam_w: np.ndarray, s: np.ndarray):
+        """(zeta at margin 1 on this round's W, all N margins, the scale), or None when no margin on W is positive."""
         lam = np.asarray(lam_w, np.float64)   # summed exactly for a double-double lam, or a V(lam) that `cancels`
         exact = getattr(lam_w, "lo", None) is not None or cancels(lam, combination(sub, lam), radius)
         zeta = norm.predictor(sub, lam_w, s, precise=exact)
-        m = margins(design, zeta)
+        m = np.concatenate([decision(zeta, x[i:i + CHUNK], e[i:i + CHUNK]) * y[i:i + CHUNK]
+                            for i in range(0, n, CHUNK)])
         scale = float(m[w].min())
         return None if scale <= 0 else (zeta / scale, m / scale, scale)
 
@@ -125,7 +121,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, finish: Callable,
         if through is not None and rnd > through:
             return answer("inaccurate", f"stopped before round {rnd} as asked (through = {through})", None, last_lam,
                           total_it, Stop.ASKED)
-        sub = replace(design, x_train=design.x_train[w], y_train=design.y_train[w], e_train=design.e_train[w])
+        sub = replace(design, x_train=x[w], y_train=y[w], e_train=e[w])
         start = time.perf_counter()
         got = solve_on(sub, tol, warm)
         it = got.iterations
@@ -145,7 +141,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, finish: Callable,
         if s is None:   # failed: W's last multipliers (if any) still give a dual bound
             return answer(status, f"{message} (working set of {len(w)} points, round {rnd})", None,
                           (lam if lam_w is not None else None), total_it, ended)
-        predicted = predict(sub, w, lam_w, s)
+        predicted = predict(lam_w, s)
         if predicted is None:
             return answer("failed", f"the recovered predictor has no positive margin on the working set (round {rnd})",
                           None, None, total_it, Stop.NUMERICAL)
@@ -153,7 +149,7 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, finish: Callable,
         violating = np.flatnonzero(m < 1 - tol * TIGHTER)
         if not violating.size and ended is Stop.STALLED_MET:
             done = finish(sub, got, tol)
-            polished = None if done is None else predict(sub, w, done.lam, done.s)
+            polished = None if done is None else predict(done.lam, done.s)
             if polished is not None:   # the polished answer replaces the round's
                 status, message, lam_w, s, ended = done.status, done.message, done.lam, done.s, done.stop
                 lam[:] = 0
