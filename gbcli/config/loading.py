@@ -291,21 +291,11 @@ def unknown_key_hint(loc: tuple | list) -> str:
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    """The first error of `exc` as one line naming its key (`validation_message`); a quoted value is shortened."""
+    """The first error of `exc` as one line naming its config key (`validation_message`)."""
     from gbcli.config.schema import UNIONS
-    from gbcli.data.sources import MAX_MESSAGE, validation_message
+    from gbcli.data.sources import validation_message
 
-    errors = exc.errors()
-    err, loc = errors[0], config_key(errors[0]["loc"])
-    kind, ctx = err["type"], err.get("ctx", {})
-    if kind == "union_tag_invalid":
-        field = UNIONS[loc].key if loc in UNIONS else "kind"
-        msg = f"{loc}.{field}: unknown {field} {quoted(ctx.get('tag'))} (one of {ctx.get('expected_tags')})"
-    elif kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in UNIONS):
-        msg = f"{loc}: must be a mapping of keys, got {quoted(err.get('input'))}"
-    else:
-        return validation_message(errors, config_key, unknown_key_hint)
-    return shorten(msg, MAX_MESSAGE)
+    return validation_message(exc.errors(), config_key, unknown_key_hint, {s: u.key for s, u in UNIONS.items()})
 
 
 def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict:

@@ -420,8 +420,8 @@ def load_dataset(name: str, **params) -> Dataset:
     try:
         spec = DATASETS[name].model_validate({**params, "name": name})
     except ValidationError as exc:
-        raise GbError(validation_message(exc.errors(),
-                                         lambda loc: ".".join(map(str, ("dataset", *loc))) if loc else "")) from None
+        raise GbError(validation_message(exc.errors(), lambda loc: ".".join(map(str, ("dataset", *loc))) if loc else "",
+                                         lambda _: "", {})) from None
     return spec.load()
 
 
@@ -429,25 +429,32 @@ MAX_MESSAGE = 400   # characters of a validation message (values in it are short
 OWN_KEY = re.compile(r"^[a-z_]+(\.[a-z_0-9]+)+(, [a-z_.]+)*: ")   # our messages that start with their key
 
 
-def validation_message(errors: list, key: Callable[[tuple], str], hint: Callable[[tuple], str] = lambda _: "") -> str:
+def validation_message(errors: list, key: Callable[[tuple], str], hint: Callable[[tuple], str],
+                       tags: dict[str, str]) -> str:
     """The first of pydantic's `errors` as one line naming its key (`key`: the dotted key of a location; `hint`:
-    what an unknown key may have meant); a quoted value is shortened."""
+    what an unknown key may have meant; `tags`: the key naming the kind of each section of several kinds); a
+    quoted value is shortened."""
     err = errors[0]
-    loc, kind = key(err["loc"]), err["type"]
+    loc, kind, ctx = key(err["loc"]), err["type"], err.get("ctx", {})
+    own = kind == "value_error" and "error" in ctx   # our validators' words: they show the value
+    msg = shorten(str(ctx["error"]) if own else err["msg"], MAX_MESSAGE)
     if kind == "extra_forbidden":
-        return shorten(f"{loc}: unknown key{hint(err['loc'])}", MAX_MESSAGE)
-    if kind == "missing":
-        return shorten(f"{loc}: required key is missing", MAX_MESSAGE)
-    own = kind == "value_error" and "error" in err.get("ctx", {})   # our validators' words: they show the value
-    msg = shorten(str(err["ctx"]["error"]) if own else err["msg"], MAX_MESSAGE)
-    if own and (not loc or OWN_KEY.match(msg)):   # messages that carry their key
-        return msg
-    # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
-    alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and key(e["loc"]) == loc]
-    msg += "".join(f"; or {alt[0].lower() + alt[1:]}" for alt in alternatives)
-    got = err.get("input")
-    shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {quoted(got)})"
-    return shorten(f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg, MAX_MESSAGE)
+        msg = f"{loc}: unknown key{hint(err['loc'])}"
+    elif kind == "missing":
+        msg = f"{loc}: required key is missing"
+    elif kind == "union_tag_invalid":
+        field = tags.get(loc, "kind")
+        msg = f"{loc}.{field}: unknown {field} {quoted(ctx.get('tag'))} (one of {ctx.get('expected_tags')})"
+    elif kind == "union_tag_not_found" or (kind == "model_attributes_type" and loc in tags):
+        msg = f"{loc}: must be a mapping of keys, got {quoted(err.get('input'))}"
+    elif not own or loc and not OWN_KEY.match(msg):   # a message that does not carry its key
+        # a Union field (e.g. training.epochs: int or 'paper'): one error per member, same key
+        alternatives = [shorten(e["msg"]) for e in errors[1:] if e["loc"] != err["loc"] and key(e["loc"]) == loc]
+        msg += "".join(f"; or {alt[0].lower() + alt[1:]}" for alt in alternatives)
+        got = err.get("input")
+        shown = "" if own or isinstance(got, (dict, list)) or got is None else f" (got {quoted(got)})"
+        msg = f"{loc}: {msg[0].lower() + msg[1:]}{shown}" if loc else msg
+    return shorten(msg, MAX_MESSAGE)
 
 
 # A sweep worker runs many points on the same split: the split (and its read-only arrays, which
