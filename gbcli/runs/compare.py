@@ -70,33 +70,32 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise GbError(f"{run_dir}: no such run directory")
-    errors, pairs, gd = [], [], None
+    errors, pairs, gd_val = [], [], None
     run = RunDir(run_dir)
     if is_file(run.summary):
         s = stage_record(run.summary, STAGE_KEYS, gd=True)
         meta = _meta(run.gd_config)
         gd_val = _outputs(run.gd_predictions)
-        status = GdRecord(run.summary, s).status
-        if status == GdStatus.OK and not (np.isfinite(gd_val).all()
-                                   and np.isfinite(_outputs(run.gd_predictions, key="train_out")).all()):
-            status = GdStatus.DIVERGED   # computed from the network's outputs, whatever its record says
-        gd = (s, gd_val, _outputs(run.gd_predictions, len(gd_val), key="val_out_published"), status)
+        gd_state = GdRecord(run.summary, s).status
+        if gd_state == GdStatus.OK and not (np.isfinite(gd_val).all()
+                                     and np.isfinite(_outputs(run.gd_predictions, key="train_out")).all()):
+            gd_state = GdStatus.DIVERGED   # computed from the network's outputs, whatever its record says
+        gd_published = _outputs(run.gd_predictions, len(gd_val), key="val_out_published")
         errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
-                       "val_error": s["val_error"], "status": status})
+                       "val_error": s["val_error"], "status": gd_state})
     for result in run.results():
         r = stage_record(result, STAGE_KEYS)
         meta = _meta(result.parent / layout.CONFIG)
         status = ProgramRecord(result, r).status   # one status for one record (gb runs shows the same)
         preds = result.parent / layout.PREDICTIONS
-        svm_val = _outputs(preds, None if gd is None else len(gd[1]), against=run.gd_predictions) \
+        svm_val = _outputs(preds, None if gd_val is None else len(gd_val), against=run.gd_predictions) \
             if is_file(preds) else None
         if status in (Status.OPTIMAL, Status.INACCURATE) and svm_val is not None and not np.isfinite(svm_val).all():
             status = Verdict.UNVERIFIED   # a predictor's outputs are finite: these are not its outputs
         errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "objective",
                                                         "solve_seconds", "solver", "min_margin", "rel_gap",
                                                         "certified", "iterations")}, "status": status})
-        if gd is not None and svm_val is not None:
-            s, gd_val, gd_published, gd_state = gd
+        if gd_val is not None and svm_val is not None:
             p = s["val_error"]
             disagree = inconsistency(svm_val, gd_val)
             # |e_a - e_b| <= disagreement <= e_a + e_b (1e-9: rounding), else the records were not computed from
@@ -119,8 +118,7 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
 
 
 def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    errors, incons = run_rows(run_dir)
-    return errors.frame(), incons.frame()
+    return tuple(rows.frame() for rows in run_rows(run_dir))
 
 
 def run_tables(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -152,8 +150,7 @@ def _drawn_and_reported(run_dir: Path) -> tuple:
 
 
 def compare_run(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    errors, incons = write_run_tables(run_dir)
-    return errors.frame(), incons.frame()
+    return tuple(rows.frame() for rows in write_run_tables(run_dir))
 
 
 def write_run_tables(run_dir: str | Path) -> tuple[Rows, Rows]:

@@ -22,25 +22,7 @@ from gbcli.runs.tracking import Live, logged, open_store
 from gbcli.text import quoted, shorten
 
 
-def check_experiment(name: str) -> None:
-    """An experiment name is a name, never a path (MLflow would put its artifacts there)."""
-    if not EXPERIMENT_NAME.fullmatch(name) or ".." in name:
-        raise GbError(f"--experiment: {quoted(name, 60)} is not a name (letters, digits, space and _ . + = -, "
-                      f"1-200 characters, starting with a letter or digit, no '..')")
-
-
-def default_uri(root: Path) -> str:
-    """SQLite in `root`; a path holding URI syntax (? # %) or a control character is refused: the
-    database would land elsewhere than the path gb reports."""
-    path = (Path(root) / layout.MLFLOW_DB).resolve()
-    odd = sorted({c for c in str(path) if c in "?#%" or not c.isprintable()})
-    if odd:
-        raise GbError(f"--dir: {quoted(str(root), 120)} holds {', '.join(map(repr, odd))}, which a sqlite URI cannot "
-                      f"carry; use another folder or --tracking-uri")
-    return f"sqlite:///{path}"
-
-
-def check_uri(uri: str, key: str = "--tracking-uri") -> None:
+def check_uri(uri: str, key: str) -> None:
     scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
     why = tracking_uri_problem(uri)   # the one rule, the config's `tracking.mlflow` too
     if why is not None:
@@ -72,12 +54,20 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
     root = Path(root)
     if not root.is_dir():
         raise GbError(f"--dir: {root}: not a directory")
-    check_experiment(experiment)
+    if not EXPERIMENT_NAME.fullmatch(experiment) or ".." in experiment:   # a name, never a path (MLflow's artifacts)
+        raise GbError(f"--experiment: {quoted(experiment, 60)} is not a name (letters, digits, space and _ . + = -, "
+                      f"1-200 characters, starting with a letter or digit, no '..')")
     # a tree deeper than gb makes is refused before the store is touched; the store gb writes in DIR
     # never through a link (its two entries are walked, the rest is not gb's to refuse)
     top = {p.name for p, _ in entries_below(root) if p.parent == root}
     check_tree(root, foreign=frozenset(top - {layout.MLFLOW_DB, layout.MLFLOW_ARTIFACTS}))
-    uri = default_uri(root) if tracking_uri is None else tracking_uri
+    uri = tracking_uri
+    if uri is None:   # SQLite in DIR; URI syntax (? # %) or a control character would put it elsewhere than said
+        db = (root / layout.MLFLOW_DB).resolve()
+        if odd := sorted({c for c in str(db) if c in "?#%" or not c.isprintable()}):
+            raise GbError(f"--dir: {quoted(str(root), 120)} holds {', '.join(map(repr, odd))}, which a sqlite URI "
+                          f"cannot carry; use another folder or --tracking-uri")
+        uri = f"sqlite:///{db}"
     check_uri(uri, "--dir" if tracking_uri is None else "--tracking-uri")   # a read-only DIR: refused now
     # a config key MLflow refuses as a parameter name would stop the export partway: refused now (those logged)
     todo = [(info, [read_any(p) for p in subdirs(SweepDir(info.path).points)] if info.kind == "sweep" else [])

@@ -362,11 +362,6 @@ class Live:
         self._guard("logging the results", lambda: seal(self.client, self.rid, read_any(self.path), curves,
                                                          show(self.path)["provenance"]))
 
-    def ended(self, status: str) -> None:
-        """The stage stopped (KILLED: interrupted, FAILED: an error); a rerun continues the run."""
-        self._guard("logging the metrics", self._flush)
-        self._guard("ending the run", lambda: self.client.set_terminated(self.rid, status=status))
-
 
 def _drop(mlflow_client, runs: list, keep) -> None:
     """Delete the MLflow runs of a directory but `keep`: it has one, never two."""
@@ -383,8 +378,10 @@ def tracked(live: Live | None):
         return
     try:
         yield
-    except BaseException as exc:
-        live.ended("KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit, interrupts.Interrupted)) else "FAILED")
+    except BaseException as exc:   # the stage stopped: KILLED (interrupted), FAILED (an error); a rerun continues it
+        live._guard("logging the metrics", live._flush)
+        status = "KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit, interrupts.Interrupted)) else "FAILED"
+        live._guard("ending the run", lambda: live.client.set_terminated(live.rid, status=status))
         raise
     live.finish()
 
