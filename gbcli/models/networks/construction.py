@@ -7,9 +7,10 @@ from torch import nn
 
 from gbcli.errors import GbError
 from gbcli.models import construction
+from gbcli.models.networks import Network
 
 
-class DiagonalNet(nn.Module):
+class DiagonalNet(Network):
     """Depth-m diagonal network: h_j = sigma(w_j o h_{j-1}) for j < m, f(x) = <w_m, h_{m-1}>."""
 
     def __init__(self, depth: int, dim: int, activation: str):
@@ -23,11 +24,8 @@ class DiagonalNet(nn.Module):
             h = construction.activate(self.w[j] * h, self.activation)
         return h @ self.w[-1]
 
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w]
 
-
-class SharedFilterConv(nn.Module):
+class SharedFilterConv(Network):
     """Convolution with disjoint patches and one shared filter: f(x) = sum_j v_j sigma(<w, x^(j)>)."""
 
     def __init__(self, patches: int, dim: int, activation: str):
@@ -41,6 +39,3 @@ class SharedFilterConv(nn.Module):
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         pre = x.reshape(len(x), self.patches, -1) @ self.w
         return construction.activate(pre, self.activation) @ self.v
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w, self.v]

@@ -4,11 +4,12 @@ import torch
 from torch import nn
 
 from gbcli.errors import GbError
+from gbcli.models.networks import Network
 
 CHUNK = 512   # images per forward pass
 
 
-class ConvNet(nn.Module):
+class ConvNet(Network):
     """conv layers -> flatten -> fc(., fc_units) -> fc(fc_units, 1), ReLU after all but the last."""
 
     def __init__(self, convs, fc_units: int, image: int):
@@ -40,9 +41,6 @@ class ConvNet(nn.Module):
         # in chunks: the training loop evaluates the whole training set at once, and one pass over
         # 10,000 images holds ~1 GB per convolution's activations
         return torch.cat([self.fc2(self.features(c)[-1])[:, 0] for c in x.split(CHUNK)])
-
-    def weights(self) -> list[torch.Tensor]:
-        return [c.weight for c in self.convs] + [self.fc1.weight, self.fc2.weight]
 
     def matrices(self) -> dict[str, torch.Tensor]:
         """The weight matrices whose rank the paper studies: the first fc layer, rows = neurons."""

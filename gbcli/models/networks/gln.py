@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gbcli.models.networks import Network
+
 
 def column_major(x: torch.Tensor) -> bool:
     """Whether `x` (n x d) is the transpose of a contiguous (d x n) tensor, as `gbcli.training.step` keeps
@@ -21,7 +23,7 @@ def gated_units(x: torch.Tensor, w1: torch.Tensor, rows: torch.Tensor, rows_t: t
     return (x @ w1.T).gather(1, rows)
 
 
-class DeepGLN(nn.Module):
+class DeepGLN(Network):
     """2-layer gated linear network: z_h = <w1[h, ctx_h], x>, out = sum_h w2[h] z_h (+ bias)."""
 
     column_major_input = True   # a column-major x takes the faster products (`column_major`)
@@ -56,11 +58,8 @@ class DeepGLN(nn.Module):
         """zeta[h*C + c] = w2[h] w1[h, c]: the predictor depends on the weights only through it."""
         return (self.w2[0].repeat_interleave(self.count)[:, None] * self.w1).detach()
 
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1, self.w2]
 
-
-class StackedGLN(nn.Module):
+class StackedGLN(Network):
     """K DeepGLNs of one shape as one computation: stacked parameters, one optimizer step for all. Each
     network's products are the very calls `DeepGLN` makes (a wide or batched product sums in another
     order on some CPUs, and batched training must reproduce the plain loop's trajectories exactly)."""
@@ -81,9 +80,6 @@ class StackedGLN(nn.Module):
         out = torch.stack([z[j] @ self.w2[j, 0] for j in range(len(z))])
         return out + self.bias[:, None] if self.bias is not None else out
 
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1, self.w2]
-
     def unstack(self, models: list[DeepGLN]) -> None:
         with torch.no_grad():
             for k, m in enumerate(models):
@@ -93,7 +89,7 @@ class StackedGLN(nn.Module):
                     m.bias.copy_(self.bias[k])
 
 
-class GLN3(nn.Module):
+class GLN3(Network):
     """z1 = gated W1 x, z2 = gated W2 z1, out = <w3, z2> (no biases: exactly 3-homogeneous)."""
 
     def __init__(self, units: int, count: int, dim: int):
@@ -109,6 +105,3 @@ class GLN3(nn.Module):
         z1 = (x @ self.w1.T).gather(1, ctx[:, :h] + offset)
         z2 = (z1 @ self.w2.T).gather(1, ctx[:, h:] + offset)
         return z2 @ self.w3[0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1, self.w2, self.w3]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gbcli.models.networks import Network
 
-class Linear(nn.Module):
+
+class Linear(Network):
     """A plain linear predictor <w, x>."""
 
     def __init__(self, dim: int):
@@ -16,11 +18,8 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         return x @ self.w[0]
 
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w]
 
-
-class DeepLinear(nn.Module):
+class DeepLinear(Network):
     """f(x) = W_L ... W_1 x."""
 
     def __init__(self, depth: int, width: int, dim: int):
@@ -33,9 +32,6 @@ class DeepLinear(nn.Module):
         for layer in self.layers:
             h = h @ layer.T
         return h[:, 0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return list(self.layers)
 
 
 class ResidualNet(DeepLinear):

@@ -6,8 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gbcli.models.networks import Network
 
-class ReLUNet(nn.Module):
+
+class ReLUNet(Network):
     """x -> H -> 1 ReLU network without biases (2-homogeneous). Once `frozen` (FReLU), unit h is gated by
     [w_gate_h . x >= 0] from a frozen copy of the first layer."""
 
@@ -34,9 +36,6 @@ class ReLUNet(nn.Module):
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         return self.hidden(x) @ self.w2[0]
 
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1, self.w2]
-
     def matrices(self) -> dict[str, torch.Tensor]:
         """The first layer (rows: neurons), for paper 001's `layer_rank`."""
         return {"W": self.w1}
@@ -45,7 +44,7 @@ class ReLUNet(nn.Module):
         return {"W": self.w2[0]}
 
 
-class LeakyNet(nn.Module):
+class LeakyNet(Network):
     """2k leaky units max(alpha z, z), output weights fixed to +v (first k) and -v (last k)."""
 
     def __init__(self, units: int, dim: int, alpha: float, v: float):
@@ -59,6 +58,3 @@ class LeakyNet(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
         return self.hidden(x) @ self.w2[0]
-
-    def weights(self) -> list[torch.Tensor]:
-        return [self.w1]

@@ -4,8 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gbcli.models.networks import Network
 
-class ShallowGLN(nn.Module):
+
+class ShallowGLN(Network):
     """One unit with C global contexts, each its own linear predictor: out = <w[ctx], x> (+ bias).
     A context without training points gets no gradient, so `restrict(ctx_train)` trains only the used
     rows (`w`) and keeps the others as a fixed buffer (`w_rest`, zero on the used rows): the same
@@ -50,7 +52,3 @@ class ShallowGLN(nn.Module):
             w = self.w[c]
         out = (w * x).sum(1)
         return out + self.bias if self.bias is not None else out
-
-    def weights(self) -> list[torch.Tensor]:
-        """The trained weights; the fixed rows enter the norm through `fixed_sq_norm`."""
-        return [self.w]
