@@ -52,35 +52,6 @@ def net_outputs(model: nn.Module, z: np.ndarray) -> np.ndarray:
         return model(torch.tensor(z, dtype=model.w1.dtype, device=model.w1.device)).double().cpu().numpy()
 
 
-def cluster_measures(model: nn.Module, x: np.ndarray, x_val: np.ndarray, par_direction: np.ndarray | None,
-                     x_iso: np.ndarray | None = None) -> dict:
-    """The cluster radius, linear regime and group angles (results/theory/paper-002.md)."""
-    w1 = first_layer(model)
-    k = len(w1) // 2
-    groups = (w1[:k], w1[k:])
-    means = [g.mean(0) for g in groups]
-    r = max(np.linalg.norm(g - m, axis=1).max() for g, m in zip(groups, means))
-    direction = means[0] - means[1]
-    outside = lambda z: float(np.mean(np.abs(z @ direction) <= 2 * r * np.linalg.norm(z, axis=1)))
-    angle = 0.0
-    for g in groups:
-        u = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300)
-        angle = max(angle, float(np.degrees(np.arccos(np.clip((u @ u.T).min(), -1, 1)))))
-    f = net_outputs(model, x_val)
-    row = {"cluster_radius": float(r), "cluster_radius_rel": float(r / np.linalg.norm(w1, axis=1).mean()),
-           "outside_linear": outside(x), "outside_linear_val": outside(x_val), "max_group_angle": angle,
-           "linear_sign_mismatch_val": float(np.mean(np.sign(f) != np.sign(x_val @ direction))),
-           "zero_output_val": float(np.mean(f == 0))}
-    if x_iso is not None:
-        f = net_outputs(model, x_iso)
-        row.update({"zero_output_iso": float(np.mean(f == 0)),
-                    "linear_sign_mismatch_iso": float(np.mean(np.sign(f) != np.sign(x_iso @ direction)))})
-    if par_direction is not None:
-        na = np.linalg.norm(direction) * np.linalg.norm(par_direction)
-        row["par_cosine"] = float(direction @ par_direction / na) if na > 0 else 0.0
-    return row
-
-
 class Clusters(Instrument):
     name, needs_matching = "clusters", True
     description = "the two neuron groups of paper 002"
@@ -103,9 +74,29 @@ class Clusters(Instrument):
         return {}
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        xn = x.double().cpu().numpy()
-        row = cluster_measures(model, xn, tracker.problem.dataset.x_val, tracker.par_direction, tracker.x_iso)
-        return {**row, **par_measures(first_layer(model), xn, y.double().cpu().numpy(), tracker.par_rows)}
+        """The cluster radius, linear regime and group angles (results/theory/paper-002.md), then `par_measures`."""
+        xn, w1 = x.double().cpu().numpy(), first_layer(model)
+        x_val, x_iso = tracker.problem.dataset.x_val, tracker.x_iso
+        k = len(w1) // 2
+        groups = (w1[:k], w1[k:])
+        means = [g.mean(0) for g in groups]
+        r = max(np.linalg.norm(g - m, axis=1).max() for g, m in zip(groups, means))
+        direction = means[0] - means[1]
+        outside = lambda z: float(np.mean(np.abs(z @ direction) <= 2 * r * np.linalg.norm(z, axis=1)))
+        angle = 0.0
+        for g in groups:
+            u = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300)
+            angle = max(angle, float(np.degrees(np.arccos(np.clip((u @ u.T).min(), -1, 1)))))
+        f, f_iso = net_outputs(model, x_val), net_outputs(model, x_iso)
+        row = {"cluster_radius": float(r), "cluster_radius_rel": float(r / np.linalg.norm(w1, axis=1).mean()),
+               "outside_linear": outside(xn), "outside_linear_val": outside(x_val), "max_group_angle": angle,
+               "linear_sign_mismatch_val": float(np.mean(np.sign(f) != np.sign(x_val @ direction))),
+               "zero_output_val": float(np.mean(f == 0)), "zero_output_iso": float(np.mean(f_iso == 0)),
+               "linear_sign_mismatch_iso": float(np.mean(np.sign(f_iso) != np.sign(x_iso @ direction)))}
+        if tracker.par_direction is not None:
+            na = np.linalg.norm(direction) * np.linalg.norm(tracker.par_direction)
+            row["par_cosine"] = float(direction @ tracker.par_direction / na) if na > 0 else 0.0
+        return {**row, **par_measures(w1, xn, y.double().cpu().numpy(), tracker.par_rows)}
 
 
 # `output_linearity` (Figure 3: a clustered net's decision boundary is linear, its output is not), on
@@ -381,31 +372,25 @@ def best_line_disagreement(x: np.ndarray, s: np.ndarray, offsets: np.ndarray) ->
     return wrong / len(x)
 
 
-def sign_changes_on_circle(grid: pd.DataFrame) -> int:
-    """The sign changes of f around the circle of half the grid's radius (2 for a line through the disc),
-    at the grid point nearest each CIRCLE_STEP_DEG degrees."""
-    (f,) = on_grid(grid, "f")
-    lim = float(np.abs(grid["x1"]).max())
-    t = np.linspace(-lim, lim, len(f))
-    ang = np.deg2rad(np.arange(0, 360, CIRCLE_STEP_DEG))
-    rad = 0.5 * t.max()
-    ix = np.abs(t[None] - (rad * np.cos(ang))[:, None]).argmin(1)
-    iy = np.abs(t[None] - (rad * np.sin(ang))[:, None]).argmin(1)
-    signs = np.sign(f[iy, ix])
-    return int(np.sum(signs != np.roll(signs, 1)))
-
-
 def boundary_row(grid: pd.DataFrame, bias: bool) -> dict:
     """How far sign f on the grid (where |f| > 1e-9 max |f|) is from ANY line: `best_line_disagreement`
     (lines through the origin only without the bias feature: f is then 1-homogeneous), and the sign
-    changes around a circle."""
+    changes of f around the circle of half the grid's radius (2 for a line through the disc), at the grid
+    point nearest each CIRCLE_STEP_DEG degrees."""
     x, f = grid[["x1", "x2"]].to_numpy(), grid["f"].to_numpy()
     keep = np.abs(f) > 1e-9 * np.abs(f).max()
     x, s = x[keep], np.sign(f[keep])
     r = np.abs(x).max()
     offsets = np.linspace(-r, r, LINE_OFFSETS) if bias else np.array([0.0])
+    (f,) = on_grid(grid, "f")
+    lim = float(np.abs(grid["x1"]).max())
+    t = np.linspace(-lim, lim, len(f))
+    ang = np.deg2rad(np.arange(0, 360, CIRCLE_STEP_DEG))
+    ix = np.abs(t[None] - (0.5 * t.max() * np.cos(ang))[:, None]).argmin(1)
+    iy = np.abs(t[None] - (0.5 * t.max() * np.sin(ang))[:, None]).argmin(1)
+    signs = np.sign(f[iy, ix])
     return {"best_linear_disagreement_grid": best_line_disagreement(x, s, offsets),
-            "sign_changes_circle_R/2": sign_changes_on_circle(grid)}
+            "sign_changes_circle_R/2": int(np.sum(signs != np.roll(signs, 1)))}
 
 
 def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:

@@ -260,8 +260,7 @@ def layer_slices(cfg, model) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def layer_problem(p2: Problem2, theta: np.ndarray, idx: np.ndarray, restarts: int = LAYER_RESTARTS,
-                  radii=LAYER_RADII, seed: int = 0) -> dict:
+def layer_problem(p2: Problem2, theta: np.ndarray, idx: np.ndarray) -> dict:
     """Problem 4 for the layer theta[idx], the rest fixed at theta (scaled to margin 1 already)."""
     def margins_jac(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = theta.copy()
@@ -277,17 +276,17 @@ def layer_problem(p2: Problem2, theta: np.ndarray, idx: np.ndarray, restarts: in
             return None
         return float(u @ u)
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(0)
     u0 = theta[idx].copy()
     base = float(u0 @ u0)
     scale = max(np.sqrt(base / len(idx)), 1e-3)
-    found = [v for v in [solve(u0)] + [solve(rng.standard_normal(len(idx)) * scale) for _ in range(restarts)]
+    found = [v for v in [solve(u0)] + [solve(rng.standard_normal(len(idx)) * scale) for _ in range(LAYER_RESTARTS)]
              if v is not None]
     row = {"size": len(idx), "layer_norm_sq": base, "global_norm_sq": min(found + [base])}
     local = []
-    for eps in radii:
+    for eps in LAYER_RADII:
         starts = [u0 + 1e-3 * eps * rng.standard_normal(len(idx))]
-        for _ in range(restarts // 4):
+        for _ in range(LAYER_RESTARTS // 4):
             d = rng.standard_normal(len(idx))
             starts.append(u0 + eps * rng.uniform() * d / np.linalg.norm(d))
         best = min([v for v in (solve(s, u0, eps) for s in starts) if v is not None] + [base])
