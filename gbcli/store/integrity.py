@@ -157,15 +157,12 @@ def check_trained(run_dir: Path, cfg, needed_by: str) -> Path:
 def check_run(run_dir: Path) -> None:
     """compare: no interrupted stage; every program of the GD stage's problem (and network, if used)."""
     run = RunDir(run_dir)
-    gd, summary = run.gd, run.summary
-    if gd.is_dir() and any(p.name != layout.SUMMARY and not p.name.startswith(".") for p in gd.iterdir()) \
-            and not present(summary):
-        raise GbError(f"{gd}: unfinished stage (interrupted, failed or still running); rerun `gb train-gd`")
-    for stage in sorted(run.svm.glob("*")):
-        if stage.is_dir() and any(not p.name.startswith(".") for p in stage.iterdir()) \
-                and not present(stage / layout.RESULT):
-            raise GbError(f"{stage}: unfinished stage (interrupted, failed or still running); rerun "
-                          f"`gb fit-svm --objective {stage.name}`")
+    summary = run.summary
+    stages = [(run.gd, summary, "gb train-gd")] + \
+        [(s, s / layout.RESULT, f"gb fit-svm --objective {s.name}") for s in sorted(run.svm.glob("*"))]
+    for stage, record, rerun in stages:   # files but no record (a record is written last)
+        if stage.is_dir() and any(not p.name.startswith(".") for p in stage.iterdir()) and not present(record):
+            raise GbError(f"{stage}: unfinished stage (interrupted, failed or still running); rerun `{rerun}`")
     gm = manifest_of(summary) if is_file(summary) else None
     if is_file(summary) and gm is None:
         raise GbError(f"{summary}: not a finished stage of this gb (no manifest); rerun `gb train-gd`")
@@ -247,7 +244,7 @@ def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
             torn.append(bad)
             remove(record)   # the stage is unfinished: redone, and its files rewritten
     for table in (run.errors, run.inconsistency, run.failed):
-        if present(table) and (read_record(table) is None if table.suffix == ".json" else not _whole_csv(table)):
+        if present(table) and _torn(table):
             torn.append(table)
             remove(table)
     return torn
