@@ -229,12 +229,7 @@ def weight_norm(model: nn.Module) -> float:
 
 def set_weights(model: nn.Module, weights: dict) -> None:
     """Copy explicit initial weights (name -> nested list) into the model's parameters, checking names and shapes."""
-    import torch
-
-    values = check_weights(model, weights)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(values[name])
+    model.load_state_dict(check_weights(model, weights), strict=False)   # not strict: buffers are no weights
 
 
 def check_weights(model: nn.Module, weights: dict) -> dict:

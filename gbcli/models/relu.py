@@ -76,9 +76,8 @@ def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
 
 def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
     """svm-gates: a linear SVM on the trained network's 0/1 gate pattern."""
-    ds = problem.dataset
-    gt, gv = _numpy(trained.gates, ds.x_train), _numpy(trained.gates, ds.x_val)
-    return feature_design(gt.astype(float), ds.y_train, gv.astype(float))
+    ds = problem.dataset   # gates in the inputs' dtype: float64
+    return feature_design(_numpy(trained.gates, ds.x_train), ds.y_train, _numpy(trained.gates, ds.x_val))
 
 
 def one_class_design(sign: float):
