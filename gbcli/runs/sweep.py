@@ -219,8 +219,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             message = f"{type(exc).__name__}: {exc}".splitlines()[0]
             echo(traceback.format_exc())
         echo(f"FAILED at {stage}: {message}")
-        failure = FailureRecord(PointState.FAILED, stage, message, str(run.log.resolve()) if is_file(run.log) else "",
-                                seconds=time.time() - start)
+        failure = FailureRecord.of_point(run_dir, PointState.FAILED, stage, message, seconds=time.time() - start)
         try:
             failure.write(run_dir)
         except OSError as err:

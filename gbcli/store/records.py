@@ -125,6 +125,12 @@ class FailureRecord:
     seconds: float | None = None   # how long the point ran (the point's own record)
     at: str | None = None          # when its sweep stopped it
 
+    @classmethod
+    def of_point(cls, point_dir: str | Path, status: PointState, stage: str, message: str, **extra) -> FailureRecord:
+        """The record of a point, naming its log.txt when that file exists."""
+        log = RunDir(point_dir).log
+        return cls(status, stage, message, str(log.resolve()) if is_file(log) else "", **extra)
+
     def as_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 

@@ -135,9 +135,8 @@ def stopped(dirs: list[str], exc: BaseException, started: Callable[[str], bool])
             if not is_dir(d) or point_state(d) == PointState.DONE or not started(str(d)):
                 continue
             stage = "train-gd" if not is_file(run.summary) else "compare" if is_dir(run.tables) else "fit-svm"
-            FailureRecord(PointState.INTERRUPTED, stage, f"{why}; rerun the sweep to run it again",
-                          str(run.log.resolve()) if is_file(run.log) else "",   # only a file that exists
-                          at=time.strftime("%Y-%m-%d %H:%M:%S")).write(d)
+            FailureRecord.of_point(d, PointState.INTERRUPTED, stage, f"{why}; rerun the sweep to run it again",
+                                   at=time.strftime("%Y-%m-%d %H:%M:%S")).write(d)
 
 
 def died(dirs: list[str], stage: str, log: str, message: str) -> list[dict]:
