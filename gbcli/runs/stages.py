@@ -82,8 +82,8 @@ def check_single(cfg: Config, command: str) -> None:
 MAX_CHECKPOINT_BYTES = 2 ** 30   # gb's networks are megabytes; a larger file, or one that unpacks larger, is not read
 
 
-def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
-    """A `model.pt` as data (tensors only, never through a link): a real, dense network's state dict."""
+def load_checkpoint(path: Path, kind: str | None = None, remedy: str = "; rerun `gb train-gd`") -> dict:
+    """A `model.pt` as data (tensors only, never through a link): a real, dense network's state dict (of `kind`)."""
     try:
         state = load_tensors_untrusted(path, MAX_CHECKPOINT_BYTES)
     except NotGbs as exc:
@@ -95,6 +95,8 @@ def load_checkpoint(path: Path, remedy: str = "; rerun `gb train-gd`") -> dict:
     if odd:   # loading them would cast silently (with torch's warning) into a real, dense network
         raise GbError(f"{path}: holds complex or non-dense tensors ({shorten(', '.join(odd), 80)}), not a gb "
                       f"network's{remedy}")
+    if kind is not None and state.get("kind") != kind:
+        raise GbError(f"{path}: holds a gd-{shorten(str(state.get('kind')), 40)}, not a gd-{kind}{remedy}")
     return state
 
 
@@ -102,10 +104,7 @@ def load_trained(run_dir: str | Path, cfg: Config, dim: int, needed_by: str = "t
     """The trained network of `run_dir/gd/model.pt` (float64), checked against the config."""
     check_trained(run_dir, cfg, needed_by)
     path = RunDir(run_dir).model
-    state = load_checkpoint(path)
-    if state.get("kind") != cfg.model.kind:
-        raise GbError(f"{path}: holds a gd-{state.get('kind')}, but the config's model.kind is {cfg.model.kind}")
-    return spec_of(cfg).load(state, cfg, dim, path)
+    return spec_of(cfg).load(load_checkpoint(path, cfg.model.kind), cfg, dim, path)
 
 
 def _initial_model(cfg: Config, problem: Problem) -> nn.Module:
@@ -116,11 +115,9 @@ def _initial_model(cfg: Config, problem: Problem) -> nn.Module:
         return model
     path = Path(cfg.training.init_from)
     try:
-        state = load_checkpoint(path, remedy="")
+        state = load_checkpoint(path, cfg.model.kind, remedy="")
     except GbError as exc:
         raise GbError(f"training.init_from: {exc}") from None
-    if state.get("kind") != cfg.model.kind:
-        raise GbError(f"training.init_from: {path} holds a gd-{state.get('kind')}, not a gd-{cfg.model.kind}")
     own, theirs = model.state_dict(), state["state_dict"]
     for name, tensor in own.items():
         if name not in theirs or tuple(theirs[name].shape) != tuple(tensor.shape):

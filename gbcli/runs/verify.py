@@ -33,6 +33,7 @@ from gbcli.runs import stages   # its functions looked up when called (a test wa
 from gbcli.store.identity import GD_SECTIONS, PROBLEM_SECTIONS, point_id, section_hash
 from gbcli.store.lock import dir_kind
 from gbcli.store.records import GdStatus, is_result, number
+from gbcli.store.views import entries
 from gbcli.store.solutions import (COMPACT_ARRAYS, GAP_ATOL, MAX_SOLUTION_BYTES, OBJECTIVE_ATOL, RTOL, Unusable, close,
                                    compact_solution, no_links, read_npz, read_stored)
 from gbcli.text import shorten
@@ -215,11 +216,7 @@ def _network(root: Path, path: Path, cfg, dim: int):
     """The network of a stored model.pt (tensors only, never through a link) of the config's model kind."""
     no_links(root, path)
     try:
-        state = stages.load_checkpoint(path, remedy="")
-        if state.get("kind") != cfg.model.kind:
-            raise Unusable(f"{layout.MODEL}: holds a gd-{shorten(str(state.get('kind')), 40)}, "
-                           f"not a gd-{cfg.model.kind}")
-        return spec_of(cfg).load(state, cfg, dim, layout.MODEL)
+        return spec_of(cfg).load(stages.load_checkpoint(path, cfg.model.kind, remedy=""), cfg, dim, layout.MODEL)
     except GbError as exc:
         raise Unusable(shorten(str(exc).replace(str(path), layout.MODEL), 200)) from None
 
@@ -395,8 +392,8 @@ def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None
                                           RunDir(run).model if program.needs_trained else None)
         return got
 
-    for stage in sorted(svm.iterdir()) if svm.is_dir() else ():
-        if stage.name.startswith(".") or is_file(stage) or not present(stage):   # a link is checked (and refused)
+    for stage in entries(svm):
+        if is_file(stage):   # a link is checked (and refused)
             continue
         rows.append(row := _program(where, stage.name, problems, check, stage, stage.name))
         if unit.own is not None and row["verified"] and "compact" in row["checked"] \
@@ -534,9 +531,7 @@ def _walk(root: Path, targets: list):
                 yield next(slot), [_row(prefix or folder.name, f"{layout.TABLES}/{layout.ERRORS}", {},
                                         shorten(str(exc), 200))]
             units = []
-            for p in (sorted(listing.iterdir()) if is_dir(listing) else ()):
-                if p.name.startswith("."):
-                    continue
+            for p in entries(listing):
                 where, s = f"{prefix}{p.name}", next(slot)
                 if not is_dir(p):
                     units.append((("", ""), s, [_row(where, "", {}, f"{'' if copies else layout.POINTS + '/'}{p.name}: "

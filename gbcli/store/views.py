@@ -8,7 +8,7 @@ from pathlib import Path
 from gbcli.config.loading import read_stored_config
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import is_file, read_csv_untrusted, subdirs
+from gbcli.fs.safe import is_dir, is_file, read_csv_untrusted, subdirs
 from gbcli.store.records import GdRecord, ProgramRecord, SweepRecord, read_metrics
 
 
@@ -58,6 +58,12 @@ class SweepView:
 
     def point(self, pid: str) -> RunView:
         return RunView(self.dir.point(pid).root)
+
+
+def entries(folder: str | Path) -> list[Path]:
+    """Every entry of `folder` but dot-files (sorted), links and files too: the strict listing `gb verify` walks,
+    refusing each with its reason, where `points()` and `programs()` pass them by."""
+    return sorted(p for p in Path(folder).iterdir() if not p.name.startswith(".")) if is_dir(folder) else []
 
 
 def point_names(out_dir: str | Path) -> dict[str, str]:
