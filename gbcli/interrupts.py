@@ -109,10 +109,8 @@ def install() -> None:
     for sig in handled:
         signal.signal(sig, _handler)
     if handled and _state["watchdog"] is None:
-        r, w = os.pipe()
+        r, w = os.pipe()   # not inherited (PEP 446)
         os.set_blocking(w, False)   # the C handler must never block on a full pipe
-        for fd in (r, w):
-            os.set_inheritable(fd, False)
         signal.set_wakeup_fd(w, warn_on_full_buffer=False)
         _state["watchdog"] = threading.Thread(target=_watch, args=(r,), name="gb-interrupt-watchdog", daemon=True)
         _state["watchdog"].start()

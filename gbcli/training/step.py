@@ -50,9 +50,6 @@ class AdaptiveStep:
         self.max_growth = settings.max_growth
         self.eta0, self.estimated = lr, False
 
-    def due(self, step: int) -> bool:
-        return step % self.every == 0 or not self.estimated
-
     def estimate(self, model: nn.Module, objective, nu: float, step: int) -> bool:
         """Re-estimate eta_0 at this step; False when the sharpness is not finite and positive."""
         lam = sharpness(model, objective, self.iters, seed=step)
@@ -108,10 +105,10 @@ class Step:
 
     def adapt(self, step: int) -> str:
         """Re-estimate the adaptive base step when due; why it failed ("" when it did not)."""
-        if self.adaptive is None or not self.adaptive.due(step):
+        a = self.adaptive
+        if a is None or (step % a.every and a.estimated):   # due every `every` steps, and before the first estimate
             return ""
-        nu = normalizer(self.model, self.t, self.degree)
-        if not self.adaptive.estimate(self.model, self.full_objective, nu, step):
+        if not a.estimate(self.model, self.full_objective, normalizer(self.model, self.t, self.degree), step):
             return f"the sharpness of log R is not finite and positive at step {step} (adaptive step)"
         return ""
 
