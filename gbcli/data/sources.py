@@ -155,7 +155,11 @@ class DatasetParams(Section):
         hit = _SPLITS.get(key)
         if hit is not None and hit[0]() is x_pool:
             return self.finish(hit[1])
-        train_idx, val_idx = split_indices(n_total, train_size, val_size, self.data_seed)
+        import torch  # imported here: torch is slow to import and only needed for this permutation
+
+        # the train and validation indices exactly as torch's random_split([train, rest, val]) with the seed
+        perm = torch.randperm(n_total, generator=torch.Generator().manual_seed(self.data_seed)).numpy().astype(np.int64)
+        train_idx, val_idx = perm[:train_size].copy(), perm[n_total - val_size:].copy()
         ds = Dataset(self.name, x_pool[train_idx], y_pool[train_idx], x_pool[val_idx], y_pool[val_idx], x_pool,
                      train_idx, val_idx)
         if not x_pool.flags.writeable:   # a cached (read-only) pool: keep the split, read-only too
@@ -468,14 +472,6 @@ def forget_splits() -> None:
     _SPLITS.clear()
 
 
-def split_indices(n_total: int, train_size: int, val_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Train and val indices exactly as torch's random_split([train, rest, val]) with `seed`."""
-    import torch  # imported here: torch is slow to import and only needed for this permutation
-
-    perm = torch.randperm(n_total, generator=torch.Generator().manual_seed(seed)).numpy().astype(np.int64)
-    return perm[:train_size].copy(), perm[n_total - val_size :].copy()
-
-
 def _idx_files(name: str, root: Path, split: str) -> tuple[str, tuple[Path, Path], tuple]:
     """The cache key of a split's (images, labels) files: the name, the paths and their stamps."""
     paths = tuple(_find(name, root, f) for f in SPLIT_FILES[split])
@@ -705,7 +701,10 @@ def fetch(name: str, data_dir: str | Path | None = None, mirrors: Sequence[str] 
         return root
     bases = [b for b in CHECKSUMS[name] if _status(name, root, b) != "ok"]
     if bases:
-        urls, bar = _mirrors(name, mirrors), None
+        if mirrors is None:
+            env = os.environ.get("GB_MIRRORS", "")
+            mirrors = env.split(",") if env.strip() else MIRRORS[name]
+        urls, bar = [m.strip() for m in mirrors if m.strip()], None
         if progress:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -727,7 +726,8 @@ def _fetch_file(name: str, root: Path, base: str, urls: Sequence[str], bar) -> N
         try:
             raw = _download(source, f"{name}/{file}", bar, limit=SIZES[base] + CHUNK)
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            reasons.append(f"{source}: {_reason(exc)}")
+            text = " ".join(str(getattr(exc, "reason", None) or exc).split())   # the error message on one line
+            reasons.append(f"{source}: {type(exc).__name__}" + (f": {text}" if text else ""))
             continue
         _, digest, problem = _gunzip_bounded(io.BytesIO(raw), SIZES[base], keep=False)
         if problem is not None or digest != CHECKSUMS[name][base]:
@@ -758,19 +758,6 @@ def _download(url: str, label: str, bar, limit: int) -> bytes:
             if task is not None:
                 bar.advance(task, len(chunk))
     return buf.getvalue()
-
-
-def _mirrors(name: str, mirrors: Sequence[str] | None) -> list[str]:
-    if mirrors is None:
-        env = os.environ.get("GB_MIRRORS", "")
-        mirrors = env.split(",") if env.strip() else MIRRORS[name]
-    return [m.strip() for m in mirrors if m.strip()]
-
-
-def _reason(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None) or exc
-    text = " ".join(str(reason).split())  # keep the error message on one line
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _check_name(name: str) -> None:
