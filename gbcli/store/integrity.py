@@ -188,16 +188,18 @@ def check_run(run_dir: Path) -> None:
 
 def _torn(path: Path) -> bool:
     """Whether a file of a finished stage is not whole: missing, a link, unreadable, or not what gb
-    writes there (an archive whose members fail their CRC: a power loss cut it)."""
+    writes there (a table without its last line break, an archive whose members fail their CRC: a
+    crash or a power loss cut it)."""
     if not is_file(path):
         return True
     if path.suffix == ".json":
         return read_record(path) is None
-    if path.suffix == ".csv":
-        return not _whole_csv(path)
     if path.suffix == ".yaml":
         return read_stored_config(path) is None
     try:
+        if path.suffix == ".csv":
+            read_csv_untrusted(path)   # pandas raises parser, value, unicode and OS errors
+            return not read_untrusted(path).endswith(b"\n")
         if path.suffix in (".npz", ".pt"):   # zip archives (torch.save writes one): every member's CRC
             with os.fdopen(open_fd(path, os.O_RDONLY), "rb") as fh, zipfile.ZipFile(fh) as archive:
                 return archive.testzip() is not None
@@ -248,13 +250,3 @@ def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
             torn.append(table)
             remove(table)
     return torn
-
-
-def _whole_csv(path: Path) -> bool:
-    """A table that pandas reads and that ends with a line break (a table cut short does not)."""
-    try:
-        data = read_untrusted(path, 1024 ** 3)
-        read_csv_untrusted(path)
-    except Exception:   # noqa: BLE001 (pandas raises parser, value, unicode and OS errors)
-        return False
-    return data.endswith(b"\n")
