@@ -88,19 +88,6 @@ class Alignment(Instrument):
 TOP_SINGULAR = 10   # the paper's figures show the top 10 singular values of each matrix
 
 
-def matrix_tables(name: str, w: np.ndarray, out: np.ndarray | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A weight matrix's top singular values (s_k / s_1 beside them) and its rows projected on its
-    top two right singular directions (with each row's norm and output weight, NaN when none)."""
-    _, s, vt = np.linalg.svd(w, full_matrices=False)
-    k = min(TOP_SINGULAR, len(s))
-    sv = pd.DataFrame({"matrix": name, "index": np.arange(1, k + 1), "singular_value": s[:k],
-                       "ratio": s[:k] / s[0] if s[0] > 0 else np.nan})
-    proj = w @ vt[:2].T if len(s) > 1 else np.hstack([w @ vt[:1].T, np.zeros((len(w), 1))])
-    rows = pd.DataFrame({"matrix": name, "row": np.arange(len(w)), "p1": proj[:, 0], "p2": proj[:, 1],
-                         "norm": np.linalg.norm(w, axis=1), "out_weight": np.nan if out is None else out})
-    return sv, rows
-
-
 class LayerRank(Instrument):
     name = "layer_rank"
     description = "singular values of every weight matrix of a deeper net"
@@ -114,11 +101,21 @@ class LayerRank(Instrument):
                 "max_numerical_rank": max(r["numerical_rank"] for r in ranks)}
 
     def final_tables(self, tracker, model):
+        """Per weight matrix: its top singular values (s_k / s_1 beside them) and its rows projected on its
+        top two right singular directions (with each row's norm and output weight, NaN when none)."""
         outs = model.row_weights() if hasattr(model, "row_weights") else {}
-        parts = [matrix_tables(k, as_numpy(w), None if k not in outs else as_numpy(outs[k]))
-                 for k, w in model.matrices().items()]
-        return {"singular_values": pd.concat([p[0] for p in parts], ignore_index=True),
-                "rows": pd.concat([p[1] for p in parts], ignore_index=True)}
+        svs, rows = [], []
+        for name, w in model.matrices().items():
+            w = as_numpy(w)
+            _, s, vt = np.linalg.svd(w, full_matrices=False)
+            k = min(TOP_SINGULAR, len(s))
+            svs.append(pd.DataFrame({"matrix": name, "index": np.arange(1, k + 1), "singular_value": s[:k],
+                                     "ratio": s[:k] / s[0] if s[0] > 0 else np.nan}))
+            proj = w @ vt[:2].T if len(s) > 1 else np.hstack([w @ vt[:1].T, np.zeros((len(w), 1))])
+            rows.append(pd.DataFrame({"matrix": name, "row": np.arange(len(w)), "p1": proj[:, 0], "p2": proj[:, 1],
+                                      "norm": np.linalg.norm(w, axis=1),
+                                      "out_weight": as_numpy(outs[name]) if name in outs else np.nan}))
+        return {"singular_values": pd.concat(svs, ignore_index=True), "rows": pd.concat(rows, ignore_index=True)}
 
 
 class ClosestAlignment(Alignment):

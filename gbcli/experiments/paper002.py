@@ -248,11 +248,12 @@ RISK_EPS = 0.1   # Theorem 4.1's eps in `tables/risk.csv`: the first step with e
 
 
 def _risk(m: pd.DataFrame, cfg: dict) -> tuple[pd.Series, dict]:
-    """The largest point loss at each logged step, and the first logged steps where it is below RISK_EPS
-    and where the training error is 0."""
+    """The largest point loss at each logged step, and the last mean and largest point loss with the first
+    logged steps where the latter is below RISK_EPS and where the training error is 0."""
     worst = _max_point_loss(m, cfg["training"].get("loss", "logistic"))
     below, fitted = m["step"][worst < RISK_EPS], m["step"][m["train_error"] == 0]
-    return worst, {"first_step_all_below_eps": below.min() if len(below) else None,
+    return worst, {"train_loss": m["train_loss"].iloc[-1], "max_point_loss": float(worst.iloc[-1]),
+                   "first_step_all_below_eps": below.min() if len(below) else None,
                    "first_step_train_error_0": fitted.min() if len(fitted) else None, "eps": RISK_EPS}
 
 
@@ -282,12 +283,11 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     rows, worsts = [], {}
     for p in leaky:
         c, m = cfgs[p], metrics[p]
-        worsts[p], firsts = _risk(m, c)
+        worsts[p], last = _risk(m, c)
         bs = c["training"].get("batch_size")
         rows.append({"point": p, "run": f"{c['name']}, margin {c['dataset'].get('margin')}, batch {bs if bs else 'full'}",
                      "batch_size": bs if bs else "full", "margin": c["dataset"].get("margin"),
-                     "steps": int(m["step"].iloc[-1]), "train_loss": m["train_loss"].iloc[-1],
-                     "max_point_loss": float(worsts[p].iloc[-1]), **firsts})
+                     "steps": int(m["step"].iloc[-1]), **last})
     table = pd.DataFrame(rows).sort_values(["margin", "batch_size"], key=lambda s: s.astype(str))
     write_table(out_dir, "risk", table)
     margins = sorted({r["margin"] for r in rows}, key=str)
@@ -331,12 +331,11 @@ def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
     rows, worsts = [], {}
     for p in points:
         c, m = cfgs[p], metrics[p]
-        worsts[p], firsts = _risk(m, c)
+        worsts[p], last = _risk(m, c)
         rows.append({"point": p, "init_scale": c["model"]["init_scale"], "bias": bool(c["dataset"].get("bias", False)),
                      "batch_size": c["training"].get("batch_size"), "lr": c["training"].get("lr"),
                      "steps": int(m["step"].iloc[-1]), "initial_train_loss": m["train_loss"].iloc[0],
-                     "initial_max_point_loss": float(worsts[p].iloc[0]),
-                     "train_loss": m["train_loss"].iloc[-1], "max_point_loss": float(worsts[p].iloc[-1]), **firsts})
+                     "initial_max_point_loss": float(worsts[p].iloc[0]), **last})
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
     write_table(out_dir, "risk_by_init", table)
     scales = sorted(set(table["init_scale"]))

@@ -246,20 +246,6 @@ LAYER_RESTARTS = 20
 LAYER_RADII = (0.1, 0.01, 0.001)
 
 
-def layer_slices(cfg, model) -> list[tuple[str, np.ndarray]]:
-    """(name, indices into the flat theta) of each layer (module comment above)."""
-    out, i = [], 0
-    for name, p in model.named_parameters():
-        k = int(p.numel())
-        if cfg.spec.rows_are_layers and p.ndim == 2:
-            d = p.shape[1]
-            out += [(f"{name}[{j}]", np.arange(i + j * d, i + (j + 1) * d)) for j in range(p.shape[0])]
-        else:
-            out.append((name, np.arange(i, i + k)))
-        i += k
-    return out
-
-
 def layer_problem(p2: Problem2, theta: np.ndarray, idx: np.ndarray) -> dict:
     """Problem 4 for the layer theta[idx], the rest fixed at theta (scaled to margin 1 already)."""
     def margins_jac(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -303,7 +289,16 @@ def layer_table(cfg, model, x: np.ndarray, y: np.ndarray) -> pd.DataFrame | None
     theta = p2.to_margin_one(flat_theta(model))
     if theta is None:
         return None
-    return pd.DataFrame([{"layer": name, **layer_problem(p2, theta, idx)} for name, idx in layer_slices(cfg, model)])
+    slices, i = [], 0   # (name, indices into the flat theta) of each layer (module comment above)
+    for name, p in model.named_parameters():
+        k = int(p.numel())
+        if cfg.spec.rows_are_layers and p.ndim == 2:
+            d = p.shape[1]
+            slices += [(f"{name}[{j}]", np.arange(i + j * d, i + (j + 1) * d)) for j in range(p.shape[0])]
+        else:
+            slices.append((name, np.arange(i, i + k)))
+        i += k
+    return pd.DataFrame([{"layer": name, **layer_problem(p2, theta, idx)} for name, idx in slices])
 
 
 class LayerOptimality(Instrument):

@@ -92,8 +92,7 @@ class LayerAlignment(Instrument):
               ("layer_alignment_min", "min_j |<W_j/|W_j|, v_j v_{j-1}'>|", "linear"))
 
     def measure(self, tracker, model, x, y, ctx, margins, val_out):
-        layers = [as_numpy(w) for w in model.weights()]
-        return layer_measures(layers, tracker.solution.zeta[0])
+        return layer_measures([as_numpy(w) for w in model.weights()], tracker.solution.zeta[0])
 
 
 class _Flat:
@@ -134,14 +133,11 @@ def constrained_minimizer(flat: _Flat, radius: float, starts: list[np.ndarray]) 
         gz = (radius / nz) * (g - (g @ z) * z / nz ** 2)
         return value, gz
 
-    best = None
-    for z0 in starts:
-        from scipy.optimize import minimize
+    from scipy.optimize import minimize
 
-        res = minimize(fun, z0 / np.linalg.norm(z0), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-13})
-        if best is None or res.fun < best.fun:
-            best = res
+    best = min((minimize(fun, z0 / np.linalg.norm(z0), jac=True, method="L-BFGS-B",
+                         options={"maxiter": 2000, "ftol": 1e-15, "gtol": 1e-13}) for z0 in starts),
+               key=lambda r: r.fun)
     u = radius * best.x / np.linalg.norm(best.x)
     return u, float(best.fun)
 
