@@ -24,7 +24,6 @@ class Solver:
     default_max_iters: ClassVar[int]
     # the options of `solve` beyond (design, max_iters, eps) it honours; others are refused before any work
     honours: ClassVar[frozenset[str]] = frozenset()
-    description: ClassVar[str] = ""
 
     def can_solve(self, norm: str) -> bool:
         return norm in self.norms

@@ -111,7 +111,6 @@ class DualSolver(Solver):
     name, default_max_iters = "dual", 100
     norms = frozenset({"sq", "l2", "group", "l2-reference"})
     honours = frozenset({"device", "time_limit", "checkpoint", "stop"})
-    description = "interior point on the kernel dual (certified; every norm but l1)"
 
     def solve(self, design, max_iters=None, eps=None, device: str | None = None,
               working_set: bool | None = None, time_limit: float | None = None,

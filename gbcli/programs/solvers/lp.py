@@ -18,7 +18,6 @@ SEPARABLE_ABOVE = 1e-12   # g* / (the largest |A| entry) above which the data co
 
 class Highs(Solver):
     name, norms, default_max_iters = "highs", frozenset({"l1", "linf"}), 1_000_000
-    description = "HiGHS (interior point with crossover) on the l1 and l-infinity LPs (scipy)"
 
     def solve(self, design: GatedDesign, max_iters: int | None = None, eps: float | None = None) -> Solution:
         import scipy.sparse as sp

@@ -58,22 +58,18 @@ class CvxpySolver(Solver):
 class Ecos(CvxpySolver):
     name, norms, default_max_iters = "ecos", ALL_NORMS, 200
     iters_option, eps_options = "max_iters", ("abstol", "reltol", "feastol")
-    description = "ECOS interior point on the primal (cvxpy)"
 
 
 class Osqp(CvxpySolver):
     name, norms, default_max_iters = "osqp", QUADRATIC_NORMS, 10_000
     iters_option, eps_options = "max_iter", ("eps_abs", "eps_rel")
-    description = "OSQP (ADMM) on the primal, quadratic norms only (cvxpy)"
 
 
 class Clarabel(CvxpySolver):
     name, norms, default_max_iters = "clarabel", ALL_NORMS, 200
     iters_option, eps_options = "max_iter", ("tol_gap_abs", "tol_gap_rel", "tol_feas")
-    description = "Clarabel interior point on the primal (cvxpy)"
 
 
 class Scs(CvxpySolver):
     name, norms, default_max_iters = "scs", ALL_NORMS, 100_000
     iters_option, eps_options = "max_iters", ("eps_abs", "eps_rel")
-    description = "SCS (ADMM) on the primal (cvxpy)"
