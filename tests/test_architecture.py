@@ -162,7 +162,7 @@ KNOWN_PATH_SHAPES = {}
 KNOWN_LINK_DECISIONS = {"gbcli.store.lock": 1, "gbcli.store.solutions": 1,
                         "gbcli.runs.stages": 1}
 # sbatch's refusal is named from its words (the key at fault); the one message read left (issue 48)
-KNOWN_MESSAGE_READS = {"gbcli.runs.executors.slurm": 1}
+KNOWN_MESSAGE_READS: dict[str, int] = {}
 
 
 def _code_constants(tree: ast.AST) -> list[tuple[int, str]]:
@@ -248,10 +248,11 @@ def test_links_are_checked_only_in_the_safe_file_layer():
 
 def message_decisions(source: str) -> list[str]:
     """Comparisons that read a message: `X in <...message...>`, `<...message...>.startswith/endswith(...)`,
-    `<...message...> == X`, where the message is a name or attribute called message/msg/why."""
+    `<...message...> == X`, where the message is a name or attribute called message/msg, or a process's
+    stderr/stdout."""
     def is_message(node) -> bool:
         return (isinstance(node, ast.Name) and node.id in ("message", "msg")) or \
-            (isinstance(node, ast.Attribute) and node.attr in ("message", "msg")) or \
+            (isinstance(node, ast.Attribute) and node.attr in ("message", "msg", "stderr", "stdout")) or \
             (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "message") or \
             (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "repr")
              and len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in caught) or \
@@ -291,6 +292,7 @@ def test_no_decision_reads_a_message():
     assert message_decisions('try:\n    f()\nexcept OSError as exc:\n    if "weights_only" in str(exc): pass')
     assert not message_decisions('if str(p) != ".": pass')   # a path's text is not a message
     assert message_decisions('low = msg.lower()')
+    assert message_decisions('if "Invalid job id" not in proc.stderr: pass')   # a command's words
     assert message_decisions('if TIME_LIMITED in sol.message: pass')
     assert message_decisions('if message.endswith(STALLED): pass')
     assert message_decisions('ok = r["message"] == ""')

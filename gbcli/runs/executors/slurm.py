@@ -39,7 +39,7 @@ class SlurmArray(Executor):
     def __init__(self, jobs: int, opts: dict, out: Path, echo=print):
         super().__init__(jobs, echo)
         self.opts, self.out = opts, Path(out)
-        self.array = ""
+        self.array = self.job_name = ""
         self.gone: dict[str, tuple[float, str]] = {}   # task id -> (first seen out of the queue or ended, its state)
         self.lost: dict = {}                           # handle -> why it counts as dead
         self.next_look = 0.0
@@ -54,12 +54,14 @@ class SlurmArray(Executor):
 
     def submit(self, fn: Callable, tasks: list[tuple]) -> list:
         ex = submitit.SlurmExecutor(folder=self.out / layout.SLURM / "%j")
+        params = slurm_parameters(self.opts, self.jobs, self.out.name)
+        self.job_name = params["job_name"]
         try:
-            ex.update_parameters(**slurm_parameters(self.opts, self.jobs, self.out.name))
+            ex.update_parameters(**params)
         except ValueError as exc:   # submitit's own check of a parameter's value
             raise GbError(f"sweep.slurm: {str(exc).splitlines()[0]}") from None
         submitted = _submit(ex, SlurmTask(fn), [(*t, self.opts["cpus"]) for t in tasks], self.opts,
-                            self.out / layout.SLURM)
+                            params, self.out / layout.SLURM)
         self.array = submitted[0].job_id.split("_")[0]
         self.next_look = time.monotonic() + QUEUE_SECONDS
         self.echo(f"submitted Slurm array {self.array} ({len(submitted)} tasks)")
@@ -73,7 +75,7 @@ class SlurmArray(Executor):
             finished = [j for j in pending if j.paths.result_pickle.exists()]
             if time.monotonic() >= self.next_look:
                 self.next_look = time.monotonic() + QUEUE_SECONDS
-                for job, how in _lost(self.array, [j for j in pending if j not in finished], self.gone):
+                for job, how in _lost(self.job_name, [j for j in pending if j not in finished], self.gone):
                     self.lost[job] = how
                     finished.append(job)
             if finished or time.monotonic() >= end:
@@ -180,40 +182,55 @@ def _one_line(text: str | None) -> str:
     return "; ".join(dict.fromkeys(lines))
 
 
-def _refusal(exc: BaseException, opts: dict) -> str:
-    """One line for a submission sbatch refused, naming the sweep key at fault when its message tells."""
+# submitit's parameters that are no sbatch option (the job script's own lines)
+NOT_SBATCH = ("array_parallelism", "signal_delay_s", "setup", "srun_args", "use_srun", "stderr_to_stdout", "map_count")
+
+
+def _sbatch_flags(params: dict) -> dict[str, list[str]]:
+    """sbatch's command-line options of submitit's parameters, by parameter (`--key=value`, `--key` for true)."""
+    flat = {k: v for k, v in params.items() if k not in NOT_SBATCH and k != "additional_parameters"}
+    flat |= params.get("additional_parameters") or {}
+    names = {"num_gpus": "gpus_per_node"}
+    return {k: [f"--{names.get(k, k).replace('_', '-')}" + ("" if v is True else f"={v}")] for k, v in flat.items()}
+
+
+def _at_fault(opts: dict, params: dict) -> tuple[str, object] | None:
+    """(sweep key, value) whose removal alone lets `sbatch --test-only` accept the job: the controller's exit code
+    decides, never its words. None when the whole job passes that test or no one key is at fault."""
+    flags = _sbatch_flags(params)
+    keys = [(k, p, f"gpu:{opts[k]}" if k == "gpus" else opts[k]) for k, p in
+            (("account", "account"), ("qos", "qos"), ("constraint", "constraint"), ("gpus", "gres"),
+             ("time_min", "time"), ("mem_gb", "mem"), ("cpus", "cpus_per_task"), ("partition", "partition"))
+            if opts.get(k) and p in flags]
+    keys += [(f"slurm.{k}", k.replace("-", "_"), v) for k, v in (opts.get("slurm") or {}).items()
+             if k.replace("-", "_") in flags]
+
+    def accepted(without: str | None) -> bool:
+        argv = [f for k, fs in flags.items() if k != without for f in fs]
+        proc = subprocess.run(["sbatch", "--test-only", "--wrap=true", "--output=/dev/null", *argv],
+                              capture_output=True, timeout=30)
+        return proc.returncode == 0
+
+    try:
+        if accepted(None):
+            return None   # refused for another reason than a value (the array, the submission itself)
+        return next(((k, v) for k, p, v in keys if accepted(p)), None)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _refusal(exc: BaseException, opts: dict, params: dict) -> str:
+    """One line for a submission sbatch refused, naming the sweep key at fault when `_at_fault` finds it."""
     text = getattr(exc, "stderr", None) or getattr(exc, "output", None) or str(exc)
-    msg = shorten(_one_line(text if isinstance(text, str) else text.decode(errors="replace"))
+    why = shorten(_one_line(text if isinstance(text, str) else text.decode(errors="replace"))
                   or type(exc).__name__, 400)
-    low = msg.lower()
-    extra = {k.replace("-", "_"): (k, v) for k, v in (opts.get("slurm") or {}).items()}
-    unknown = re.search(r"unrecognized option '--([a-z0-9_-]+)", low)
-    key = value = None
-    if unknown and unknown.group(1).replace("-", "_") in extra:
-        key, value = extra[unknown.group(1).replace("-", "_")]
-        key = f"slurm.{key}"
-    else:
-        # account and qos first: their messages may name the partition too ("account/partition combination")
-        rules = [("account", ("account",)), ("qos", ("qos",)), ("constraint", ("feature", "constraint")),
-                 ("gpus", ("gres", "gpu")), ("time_min", ("time limit",)), ("mem_gb", ("memory",)),
-                 ("cpus", ("cpu", "processor")), ("partition", ("partition",))]
-        for k, words in rules:   # the first that the message names decides (unset: no key to name)
-            if any(w in low for w in words):
-                if opts.get(k):
-                    key, value = k, (f"gpu:{opts[k]}" if k == "gpus" else opts[k])
-                break
-        else:
-            hints = {"exclude": ("node name",), "nodelist": ("node name",), "reservation": ("reservation",)}
-            for name, (k, v) in extra.items():
-                if any(w in low for w in hints.get(name, ())) or name.replace("_", "-") in low:
-                    key, value = f"slurm.{k}", v
-                    break
-    if key is None:
-        return f"--executor slurm: Slurm refused the job array: {msg}"
-    return f"sweep.{key}: Slurm refused {value!r}: {msg}"
+    fault = _at_fault(opts, params)
+    if fault is None:
+        return f"--executor slurm: Slurm refused the job array: {why}"
+    return f"sweep.{fault[0]}: Slurm refused {fault[1]!r}: {why}"
 
 
-def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, folder: Path) -> list:
+def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, params: dict, folder: Path) -> list:
     """`ex.map_array` (one sbatch call); a refusal: one GbError line, and submitit's files for it removed."""
     def files() -> set:
         return set(folder.iterdir()) if folder.is_dir() else set()
@@ -230,18 +247,20 @@ def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, folder: Path) -> l
         if not existed:
             with contextlib.suppress(OSError):
                 folder.rmdir()   # only when empty
-        raise GbError(_refusal(exc, opts)) from None
+        raise GbError(_refusal(exc, opts, params)) from None
 
 
-def _lost(array: str, pending: dict, gone: dict) -> list[tuple]:
+def _lost(job_name: str, pending: dict, gone: dict) -> list[tuple]:
     """(job, how) of the unfinished tasks out of `squeue` or ended GONE_SECONDS ago without a result: without
     accounting, a killed task would keep the sweep waiting for ever. `gone` keeps first sightings."""
     try:
-        proc = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", array, "-o", "%i %T"],
+        # by the array's job name: an empty listing once its tasks are gone, an exit code only when the
+        # controller did not answer (`-j` fails alike for both)
+        proc = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-n", job_name, "-o", "%i %T"],
                               capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return []
-    if proc.returncode != 0 and "Invalid job id" not in proc.stderr:   # the controller did not answer
+    if proc.returncode != 0:
         return []
     states = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) >= 2)
     now, lost = time.monotonic(), []
