@@ -22,9 +22,8 @@ from gbcli.programs.design import decision
 
 def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.Tensor | None,
                  degree: int) -> dict:
-    """The KKT columns (module docstring); NaN while some margin is <= 0. Weights that are not parameters
-    (the shallow GLN's fixed rows) have zero gradient, so they enter the residual whole; NNLS runs on the
-    R factor of the (P + 1) x N system (same minimizer)."""
+    """The KKT columns (module docstring) over the network's parameters; NaN while some margin is <= 0. NNLS runs
+    on the R factor of the (P + 1) x N system (same minimizer)."""
     net, x, y, ctx = float64_copy(model, x, y, ctx)   # float64 on the CPU: scipy's NNLS takes it from here
     params = {k: p.detach() for k, p in net.named_parameters()}
     with torch.no_grad():
@@ -37,9 +36,7 @@ def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.
     n = len(y)
     g = torch.cat([jac[k].reshape(n, -1) for k in params], 1) * y[:, None]   # row n: y_n grad f(x_n)
     w = torch.cat([p.reshape(-1) for p in params.values()])
-    is_param = {id(p) for p in net.parameters()}
-    rest = sum(float((scale * v.detach().double()).pow(2).sum()) for v in net.weights() if id(v) not in is_param)
-    total = float(w.pow(2).sum()) + rest
+    total = float(w.pow(2).sum())
     excess = q / q.min() - 1                     # margin_n - 1 at margin 1
     # weight of the complementarity row: lam ~ ||w||^2 / L, so this balances the two relative errors
     a = torch.cat([g.T, (degree / math.sqrt(total)) * excess[None, :]])
@@ -51,7 +48,7 @@ def kkt_residual(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ctx: torch.
     lam = torch.as_tensor(lam)
     comp = float(lam @ excess)
     mass = float(lam @ (excess + 1))
-    return {"kkt_residual": math.sqrt((float((g.T @ lam - w).pow(2).sum()) + rest) / total),
+    return {"kkt_residual": math.sqrt(float((g.T @ lam - w).pow(2).sum()) / total),
             "kkt_complementarity": comp, "kkt_complementarity_rel": comp / mass if mass > 0 else float("nan")}
 
 
