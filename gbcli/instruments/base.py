@@ -51,7 +51,6 @@ class Instrument:
 
 
 def as_numpy(t) -> np.ndarray:
-    """A tensor as a float64 numpy array on the CPU."""
     return t.detach().double().cpu().numpy()
 
 

@@ -104,7 +104,6 @@ class ModelSpec:
             sys.modules[cls.__module__].SPEC = cls()
 
     def units(self, params: ModelParams) -> int:
-        """Number of gated units H (`hidden_units`; 1 when the model has none)."""
         return getattr(params, "hidden_units", 1)
 
     def default_init_seed(self, cfg) -> int:
@@ -198,7 +197,6 @@ class ModelSpec:
 
 
 def networks(name: str):
-    """The torch modules `gbcli.models.networks.<name>`, imported when a network is built."""
     return importlib.import_module(f"gbcli.models.networks.{name}")
 
 

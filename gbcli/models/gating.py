@@ -92,7 +92,6 @@ def _rounded_to_float32(a: np.ndarray) -> np.ndarray:
 
 
 def sides(proj: np.ndarray, offsets: np.ndarray, inclusive: bool = False) -> np.ndarray:
-    """The hyperplane sides [w.x > b] (or [w.x >= b]) of projections w.x against offsets b."""
     return proj >= offsets if inclusive else proj > offsets
 
 
