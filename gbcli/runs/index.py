@@ -5,6 +5,7 @@ record, `foreign` when the record is not gb's."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -89,11 +90,8 @@ def _time_of(records: list[tuple[Path, Any]]) -> str:
         if isinstance(ended, str) and len(ended) < 40:
             times.append(ended)
         elif path.exists():
-            try:
-                t = mtime(path)
-            except OSError:
-                t = 0.0
-            times.append(dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="seconds"))
+            with contextlib.suppress(OSError):   # removed meanwhile: no time of its own
+                times.append(dt.datetime.fromtimestamp(mtime(path), dt.timezone.utc).isoformat(timespec="seconds"))
     return max(times) if times else ""
 
 
@@ -217,11 +215,11 @@ def _labelled(root: Path, depth: int = 2) -> list[Path]:
         return []
 
 
-def scan(root: str | Path = "runs", filters: dict[str, str] | None = None, depth: int = 2) -> list[RunInfo]:
+def scan(root: str | Path = "runs", filters: dict[str, str] | None = None) -> list[RunInfo]:
     """The runs and sweeps under `root`, newest first, those that match every filter (dotted config key, kind or
     status -> value as text)."""
     root = Path(root)
-    infos = [read_any(p) for p in _labelled(root, depth)]
+    infos = [read_any(p) for p in _labelled(root)]
     if filters:
         known = {"kind", "status"} | {k for i in infos for k in i.config}
         unknown = sorted(set(filters) - known)
