@@ -183,15 +183,14 @@ def _one_line(text: str | None) -> str:
 
 
 # submitit's parameters that are no sbatch option (the job script's own lines)
-NOT_SBATCH = ("array_parallelism", "signal_delay_s", "setup", "srun_args", "use_srun", "stderr_to_stdout", "map_count")
+NOT_SBATCH = ("array_parallelism", "signal_delay_s", "setup", "srun_args", "use_srun", "stderr_to_stdout", "map_count",
+              "additional_parameters")
 
 
-def _sbatch_flags(params: dict) -> dict[str, list[str]]:
-    """sbatch's command-line options of submitit's parameters, by parameter (`--key=value`, `--key` for true)."""
-    flat = {k: v for k, v in params.items() if k not in NOT_SBATCH and k != "additional_parameters"}
-    flat |= params.get("additional_parameters") or {}
-    names = {"num_gpus": "gpus_per_node"}
-    return {k: [f"--{names.get(k, k).replace('_', '-')}" + ("" if v is True else f"={v}")] for k, v in flat.items()}
+def _sbatch_flags(params: dict) -> dict[str, str]:
+    """sbatch's option for each of submitit's parameters (`--key=value`, `--key` for true)."""
+    flat = {k: v for k, v in params.items() if k not in NOT_SBATCH} | (params.get("additional_parameters") or {})
+    return {k: f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in flat.items()}
 
 
 def _at_fault(opts: dict, params: dict) -> tuple[str, object] | None:
@@ -206,7 +205,7 @@ def _at_fault(opts: dict, params: dict) -> tuple[str, object] | None:
              if k.replace("-", "_") in flags]
 
     def accepted(without: str | None) -> bool:
-        argv = [f for k, fs in flags.items() if k != without for f in fs]
+        argv = [f for k, f in flags.items() if k != without]
         proc = subprocess.run(["sbatch", "--test-only", "--wrap=true", "--output=/dev/null", *argv],
                               capture_output=True, timeout=30)
         return proc.returncode == 0
