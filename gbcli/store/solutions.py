@@ -170,19 +170,6 @@ def _float_array(a: np.ndarray | None, name: str, shape: tuple, finite: bool = T
     return a
 
 
-def _meta(arrays: dict) -> dict:
-    meta_a = arrays.get("meta")
-    if meta_a is None or meta_a.dtype.kind != "U" or meta_a.shape != ():
-        raise Unusable("meta: missing or not a string")
-    try:
-        meta = json.loads(str(meta_a[()]))
-    except ValueError:
-        raise Unusable("meta: not JSON") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise Unusable(f"meta: not a {FORMAT} file of version {VERSION}")
-    return meta
-
-
 def _multipliers(arrays: dict, n: int) -> np.ndarray | None:
     if "lam_index" not in arrays and "lam_value" not in arrays:
         return None
@@ -200,7 +187,15 @@ def _multipliers(arrays: dict, n: int) -> np.ndarray | None:
 def compact_solution(arrays: dict, design: GatedDesign, objective: str) -> tuple:
     """(zeta, lam, val_sign, claims, form) of a compact file's arrays; Unusable when they do not fit."""
     n, rows, dim, m = len(design.y_train), design.rows, design.x_train.shape[1], len(design.x_val)
-    meta = _meta(arrays)
+    meta_a = arrays.get("meta")
+    if meta_a is None or meta_a.dtype.kind != "U" or meta_a.shape != ():
+        raise Unusable("meta: missing or not a string")
+    try:
+        meta = json.loads(str(meta_a[()]))
+    except ValueError:
+        raise Unusable("meta: not JSON") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise Unusable(f"meta: not a {FORMAT} file of version {VERSION}")
     if meta.get("objective") != objective:
         raise Unusable(f"meta: the solution of {shorten(repr(meta.get('objective')), 40)}, not {objective}")
     if (meta.get("n"), meta.get("rows"), meta.get("dim"), meta.get("val")) != (n, rows, dim, m):
