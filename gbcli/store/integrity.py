@@ -88,9 +88,7 @@ def plan_svm(run_dir: Path, cfg, objective: str, needs_trained: bool) -> tuple[d
     record = run.result(objective)
     if not present(record):
         return None, None
-    rec = Record.read(record)
-    m = rec.manifest if rec is not None else None
-    if m is not None:
+    if (rec := Record.read(record)) is not None and (m := rec.manifest) is not None:
         mine = svm_manifest(cfg, run.root, needs_trained)
         if m.get("upstream") and m.get("upstream") != mine["upstream"]:
             return None, None    # stale: its network is gone
