@@ -16,10 +16,9 @@ import torch
 from torch import nn
 
 from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, save_figure, write_table
-from gbcli.store.views import point_names
 from gbcli.instruments.base import Instrument, first_layer
 from gbcli.fs.safe import load_tensors_untrusted, read_csv_untrusted
-from gbcli.store.views import SweepView
+from gbcli.store.views import SweepView, point_names
 from gbcli.reports.render import readable_log_ticks
 from gbcli.fs import layout
 from gbcli.fs.layout import SweepDir
@@ -117,21 +116,15 @@ def linearity_inputs(x_train: np.ndarray, const: float) -> dict:
     return {"radius": r, "const": const, "grid": g}
 
 
-def _lift(p: np.ndarray, const: float, bias: bool) -> np.ndarray:
-    return np.c_[p, np.full(len(p), const)] if bias else p
-
-
-def _sign(v: np.ndarray) -> np.ndarray:
-    """sign with rounding noise (|v| <= 1e-9 max |v|, grid points on the boundary line) counted as 0."""
-    return np.sign(np.where(np.abs(v) <= 1e-9 * np.abs(v).max(), 0.0, v))
-
-
 def output_linearity(f_of, w1: np.ndarray, inputs: dict, bias: bool) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """The columns (see above) and the two final tables, for a net f_of(net inputs) -> outputs."""
     k = len(w1) // 2
     direction = w1[:k].mean(0) - w1[k:].mean(0)
     r, const, g = inputs["radius"], inputs["const"], inputs["grid"]
-    xg = _lift(g, const, bias)
+    lift = lambda p: np.c_[p, np.full(len(p), const)] if bias else p   # net inputs: the constant appended
+    # sign with rounding noise (|v| <= 1e-9 max |v|, grid points on the boundary line) counted as 0
+    sign = lambda v: np.sign(np.where(np.abs(v) <= 1e-9 * np.abs(v).max(), 0.0, v))
+    xg = lift(g)
     f = f_of(xg)
     coef, *_ = np.linalg.lstsq(xg, f, rcond=None)
     fit = xg @ coef
@@ -141,12 +134,12 @@ def output_linearity(f_of, w1: np.ndarray, inputs: dict, bias: bool) -> tuple[di
     d = max(np.linalg.norm(direction[:2]), 1e-300)
     t = np.linspace(-r, r, 201)
     line = ((-(direction[2] * const) / d if bias else 0.0) + t)[:, None] * (direction[:2] / d)[None]
-    xl = _lift(line, const, bias)
+    xl = lift(line)
     fl = f_of(xl)
     slopes = np.diff(fl) / np.diff(t)   # f is piecewise linear along the line: its slopes' range
     row = {"output_linear_r2": 1 - float(((f - fit) ** 2).sum()) / ss if ss > 0 else float("nan"),
            "output_linear_dev": float(np.abs(f - fit).max() / max(np.abs(f).max(), 1e-300)),
-           "output_sign_mismatch_grid": float(np.mean(_sign(f) != _sign(rule))),
+           "output_sign_mismatch_grid": float(np.mean(sign(f) != sign(rule))),
            "output_slope_ratio": float(slopes.max() / slopes.min()) if slopes.min() > 0 else float("nan")}
     grid = pd.DataFrame({"x1": g[:, 0], "x2": g[:, 1], "f": f, "fit": fit, "rule": rule})
     line_t = pd.DataFrame({"t": t, "x1": line[:, 0], "x2": line[:, 1], "f": fl, "fit": xl @ coef})

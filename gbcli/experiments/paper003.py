@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 
 from gbcli.experiments.paper001 import in_sweep_order, new_figure, point_frames, save_figure, write_table
-from gbcli.store.views import point_names
 from gbcli.instruments.base import Instrument, as_numpy
 from gbcli.store.records import NOT_GBS, GdRecord, ProgramRecord
-from gbcli.store.views import RunView, SweepView
+from gbcli.store.views import RunView, SweepView, point_names
 from gbcli.models.construction import NONCONVEX
 from gbcli.programs.nonconvex import IMPROVE_TOL, Problem2, flat_theta, slsqp
 from gbcli.reports.render import spans_decades

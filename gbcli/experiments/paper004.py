@@ -18,10 +18,9 @@ from torch import nn
 from torch.func import functional_call
 
 from gbcli.experiments.paper001 import new_figure, save_figure, write_table
-from gbcli.store.views import point_names
 from gbcli.instruments.base import Instrument, as_numpy, float64_copy
 from gbcli.fs.safe import flatten, load_npz_untrusted
-from gbcli.store.views import SweepView
+from gbcli.store.views import SweepView, point_names
 from gbcli.metrics import inconsistency
 from gbcli.models.base import weight_norm
 from gbcli.training.losses import log_mean_loss
@@ -262,11 +261,10 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
         ax.set_title((textwrap.fill(c, 48) + "\n" if c else "") + f"{len(t)} pair{'s' * (len(t) > 1)}, mean {t['inconsistency'].mean():.3f}, "
                      f"max {t['inconsistency'].max():.3f}", fontsize=8)
         if len(seeds) <= MAX_CELL_TEXT:
-            for i in range(len(seeds)):
-                for j in range(len(seeds)):
-                    if np.isfinite(mat[i, j]):   # dark text on the bright end of the colour map
-                        ax.text(j, i, f"{mat[i, j]:.3f}", ha="center", va="center", fontsize=7,
-                                color="k" if mat[i, j] > 0.6 * top else "w")
+            for i, j in np.ndindex(mat.shape):
+                if np.isfinite(mat[i, j]):   # dark text on the bright end of the colour map
+                    ax.text(j, i, f"{mat[i, j]:.3f}", ha="center", va="center", fontsize=7,
+                            color="k" if mat[i, j] > 0.6 * top else "w")
     fig.colorbar(im, ax=list(axes), shrink=0.9 if rows == 1 else 0.5, label="inconsistency (fraction of validation points)")
     fig.suptitle("GD networks that differ only in the init seed:\npairwise inconsistency on the validation set",
                  fontsize=9)

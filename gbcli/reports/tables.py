@@ -159,8 +159,7 @@ def read_tables(out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         frame = _read_csv(path)
         if frame is None:
             raise GbError(f"{path}: is empty (no finished points to plot)")
-        need = REQUIRED_COLUMNS[name]
-        missing = [c for c in need if c not in frame.columns]
+        missing = [c for c in REQUIRED_COLUMNS[name] if c not in frame.columns]
         if missing:
             raise GbError(f"{path}: not a gb {name} table (missing columns {', '.join(missing)})")
         _check_values(frame, path)
