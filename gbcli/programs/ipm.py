@@ -346,7 +346,7 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
     best = None                                           # (gap, lam, s, iteration) of the best iterate
     lam_lo = torch.zeros_like(lam)                        # lam's low half once products are rounded once
     refined = []
-    a, limits = 1.0, [1.0] * 4                            # the last step's length and what limited it (trace)
+    a, limits = 1.0, [1.0] * 4                            # the last step's length, how far lam, mu, s, w could go
     for it in range(1, max_iters + 1):
         if deadline is not None and time.monotonic() >= deadline:
             message, stop = f"{TIME_LIMITED} after {it - 1} iterations", Stop.TIME_LIMIT
@@ -421,17 +421,16 @@ def interior_point(grp: Kernel, quadratic: bool, tol: float, max_iters: int | No
             ds = (r_s - s * dw) / w
             return dl, dmu, ds, dw
 
-        def max_step(dl, dmu, ds, dw):
-            return min(_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw))
+        def steps(dl, dmu, ds, dw):
+            return [_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw)]
 
         dl, dmu, ds, dw = direction(-s * w, -mu * lam)          # predictor (affine scaling)
-        a = max_step(dl, dmu, ds, dw)
+        a = min(steps(dl, dmu, ds, dw))
         nu_aff = float(((s + a * ds) @ (w + a * dw) + (mu + a * dmu) @ (lam + a * dl)) / (n + g))
         sigma = (nu_aff / nu) ** 3
         dl, dmu, ds, dw = direction(sigma * nu - s * w - ds * dw, sigma * nu - mu * lam - dmu * dl)  # corrector
-        a = min(1.0, 0.99 * max_step(dl, dmu, ds, dw))
-        if trace is not None:   # which of lam, mu, s, w stops the step (reported with the next iterate)
-            limits = [_step(lam, dl), _step(mu, dmu), _step(s, ds), _step(w, dw)]
+        limits = steps(dl, dmu, ds, dw)
+        a = min(1.0, 0.99 * min(limits))
         # lam as a double-double once V(lam) cancels below float64's resolution of lam
         lam, lam_lo = _add(lam, lam_lo, a * dl) if grp.accurate() else (lam + a * dl, lam_lo)
         mu, s, w = mu + a * dmu, s + a * ds, w + a * dw

@@ -135,7 +135,7 @@ def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=
     result["certified"] = bool(feasible and (obj != "nonconvex-global" or result["hits"] >= 2))
     arrays = {}
     if theta is not None:
-        f_train = p2.margins(theta) * ds.y_train                        # f itself: margins / y
+        f_train = margins * ds.y_train                                  # f itself: margins / y
         f_val = Problem2(cfg, shape_model, ds.x_val, ds.y_val).margins(theta) * ds.y_val
         result.update(train_error=float(np.mean(f_train * ds.y_train <= 0)), val_error=float(np.mean(f_val * ds.y_val <= 0)))
         arrays = {"predictions": {"train_out": f_train, "val_out": f_val}, "theta": {"theta": theta}}
