@@ -82,21 +82,16 @@ def _doc(obj: Any) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
-def _number(v: Any) -> str:
-    """2^63 rather than 9223372036854775808."""
-    if isinstance(v, int) and v >= 2 ** 20 and v & (v - 1) == 0:
-        return f"2^{v.bit_length() - 1}"
-    return str(v)
-
-
 def _range(metadata) -> str:
     """The bounds of a number as text: `>= 1`, `in [0, 1)`; "" when unbounded."""
     bound = {}   # "low" / "high" -> (bracket, the bound as text, the operator alone)
     for m in metadata:
         for attr, side, bracket, op in (("ge", "low", "[", ">="), ("gt", "low", "(", ">"), ("le", "high", "]", "<="),
                                         ("lt", "high", ")", "<")):
-            if getattr(m, attr, None) is not None:
-                bound[side] = (bracket, _number(getattr(m, attr)), op)
+            v = getattr(m, attr, None)
+            if v is not None:   # 2^63 rather than 9223372036854775808
+                power = isinstance(v, int) and v >= 2 ** 20 and v & (v - 1) == 0
+                bound[side] = (bracket, f"2^{v.bit_length() - 1}" if power else str(v), op)
     if len(bound) == 2:
         return f"in {bound['low'][0]}{bound['low'][1]}, {bound['high'][1]}{bound['high'][0]}"
     return next((f"{op} {v}" for _, v, op in bound.values()), "")

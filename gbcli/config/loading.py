@@ -226,16 +226,6 @@ def validate(raw: dict, source: str = "config") -> Config:
     return _validated(deep_merge(raw, updates), source) if updates else cfg
 
 
-def _member_tagged(annotation: Any) -> bool:
-    """Whether pydantic names the failing member of this type in an error's location (`training.epochs.int`):
-    two or more members besides null, a run of literals counting as one."""
-    if get_origin(annotation) not in (Union, types.UnionType):
-        return False
-    members = [a for a in get_args(annotation) if a is not type(None)]
-    literal = [get_origin(a) is Literal for a in members]
-    return sum(1 for i, lit in enumerate(literal) if not (lit and i and literal[i - 1])) > 1
-
-
 def config_key(loc: tuple | list) -> str:
     """The dotted config key of a pydantic error location, without the kind of a union section
     (`('model', 'gln', 'leaky_alpha')` -> model.leaky_alpha) or a union member (`training.epochs.int`); shortened."""
@@ -261,8 +251,11 @@ def config_key(loc: tuple | list) -> str:
             kinds = UNIONS[p]
         elif top is Config and section_of(p) is not None:
             section = section_of(p)
-        else:
-            skip = _member_tagged(field.annotation)
+        elif get_origin(field.annotation) in (Union, types.UnionType):
+            # pydantic names the failing member in the location (training.epochs.int) of a union of two or more
+            # members besides null, a run of literals counting as one
+            literal = [get_origin(a) is Literal for a in get_args(field.annotation) if a is not type(None)]
+            skip = sum(1 for i, lit in enumerate(literal) if not (lit and i and literal[i - 1])) > 1
     return shorten(".".join(parts), 240)
 
 

@@ -437,8 +437,19 @@ class Config(Section):
         for key in sorted(self.svm.explicitly_set() & program_options() - self.svm_options()):
             raise ValueError(f"svm.{key}: unknown key for a {self.model.kind} model (none of its programs "
                              f"uses it)")
-        if t.track:
-            self._check_instruments(known)
+        # The instruments are defined for exactly homogeneous models: with an output bias neither the normalized
+        # margin nor the KKT conditions describe the trained predictor, which would be measured wrongly.
+        if t.track and not spec.homogeneous(self.model) and any(known[n].needs_homogeneous for n in t.track):
+            raise ValueError("training.track: the instruments need an exactly homogeneous model; "
+                             "set model.output_bias: false")
+        for name in t.track:
+            ins = known[name]
+            if ins.needs_matching and spec.matching_program(self) is None:
+                raise ValueError(f"training.track: {name} needs a matching convex program, which a "
+                                 f"{self.model.kind} model does not have (kkt works for every model)")
+            if not ins.applies(spec):
+                raise ValueError(f"training.track: {name} ({ins.description}) is for model.kind "
+                                 f"{', '.join(kinds_with_instrument(name))}")
         if self.svm.solver is not None:
             from gbcli.programs.solvers import NAMES   # the registered names, without torch
 
@@ -483,22 +494,6 @@ class Config(Section):
                 key = "dataset.dim"
             raise ValueError(f"{key}: the dataset needs about {need / GB:.1f} GB, more than this machine's "
                              f"{ram / GB:.0f} GB")
-
-    def _check_instruments(self, known: dict) -> None:
-        spec, track = self.spec, self.training.track
-        # The instruments are defined for exactly homogeneous models: with an output bias neither the normalized
-        # margin nor the KKT conditions describe the trained predictor, which would be measured wrongly.
-        if not spec.homogeneous(self.model) and any(known[n].needs_homogeneous for n in track):
-            raise ValueError("training.track: the instruments need an exactly homogeneous model; "
-                             "set model.output_bias: false")
-        for name in track:
-            ins = known[name]
-            if ins.needs_matching and spec.matching_program(self) is None:
-                raise ValueError(f"training.track: {name} needs a matching convex program, which a "
-                                 f"{self.model.kind} model does not have (kkt works for every model)")
-            if not ins.applies(spec):
-                raise ValueError(f"training.track: {name} ({ins.description}) is for model.kind "
-                                 f"{', '.join(kinds_with_instrument(name))}")
 
     @property
     def spec(self):
