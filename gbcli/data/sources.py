@@ -482,9 +482,7 @@ def _idx_files(name: str, root: Path, split: str) -> tuple[str, tuple[Path, Path
 def _image_pool(name: str, paths: tuple[Path, Path], stamps: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Preprocessed training images (N, 785) and raw labels of an image set."""
     images, labels = _load_idx_cached(name, paths, stamps)
-    x = np.empty((len(images), 28 * 28 + 1), dtype=np.float64)
-    x[:, :-1] = (images.reshape(len(images), -1) / 255.0 - 0.5) / 0.5   # [-1, 1], as torchvision's Normalize(0.5, 0.5)
-    x[:, -1] = 1.0
+    x = _append_one((images.reshape(len(images), -1) / 255.0 - 0.5) / 0.5)   # torchvision's Normalize(0.5, 0.5)
     x.flags.writeable = False
     return x, labels
 
