@@ -64,7 +64,12 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
     path = resolve(path, root, "RUN")
     kind = dir_kind(path, key="RUN")
     if kind == "sweep":
-        return _load_sweep(path)
+        sweep, points = SweepView(path), sweep_points(path)
+        out = Run(sweep.root, sweep.config(), name=read_labels(path).get("name"), kind="sweep",
+                  points=pd.DataFrame(points) if points else None, axes=grid_axes(path))
+        if is_file(RunDir(path).errors):
+            out.errors, out.inconsistency = read_tables(path)
+        return out
     if kind != "run":
         raise GbError(f"RUN: {path}: not a run directory, nor a sweep")
     from gbcli.runs.stages import load_trained, prepare
@@ -91,14 +96,4 @@ def load_run(path: str | Path, root: str | Path = "runs") -> Run:
     out.results = {name: {**rec.fields, "status": rec.status} for name, rec in view.programs().items()}
     if is_file(run.errors) and is_file(run.inconsistency):
         out.errors, out.inconsistency = read_csv_untrusted(run.errors), read_csv_untrusted(run.inconsistency)
-    return out
-
-
-def _load_sweep(path: Path) -> Run:
-    sweep = SweepView(path)
-    points = sweep_points(path)
-    out = Run(sweep.root, sweep.config(), name=read_labels(path).get("name"), kind="sweep",
-              points=pd.DataFrame(points) if points else None, axes=grid_axes(path))
-    if is_file(RunDir(path).errors):
-        out.errors, out.inconsistency = read_tables(path)
     return out
