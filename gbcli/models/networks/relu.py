@@ -53,8 +53,5 @@ class LeakyNet(Network):
         self.w1 = nn.Parameter(torch.empty(units, dim))
         self.register_buffer("w2", torch.cat([torch.full((k,), v), torch.full((units - k,), -v)])[None])
 
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        return F.leaky_relu(x @ self.w1.T, self.alpha)
-
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        return self.hidden(x) @ self.w2[0]
+        return F.leaky_relu(x @ self.w1.T, self.alpha) @ self.w2[0]
