@@ -191,7 +191,8 @@ def test_losses_stay_finite_at_extreme_margins(kind):
 def test_shallow_gln_trains_only_used_contexts_on_the_dense_trajectory(momentum):
     """restrict() must not change SGD's trajectory: compare with the dense (C, D) weight trained
     by the same steps, on a problem where most contexts hold no training point."""
-    from gbcli.models.networks.shallow import ShallowGLN
+    from gbcli.models.networks.gln import ShallowGLN
+    from gbcli.models.shallow import SPEC
 
     g = torch.Generator().manual_seed(0)
     count, dim, n = 64, 7, 40
@@ -213,7 +214,7 @@ def test_shallow_gln_trains_only_used_contexts_on_the_dense_trajectory(momentum)
             opt.zero_grad()
             loss.backward()
             opt.step()
-    torch.testing.assert_close(sparse.full_weight(), dense.w.detach())
+    torch.testing.assert_close(SPEC.trained_state(sparse.state_dict(), dim)["w"], dense.w.detach())
     torch.testing.assert_close(sparse(xv, cv), dense(xv, cv))
-    moved = (sparse.full_weight() - init).abs().amax(1) > 0
+    moved = (SPEC.trained_state(sparse.state_dict(), dim)["w"] - init).abs().amax(1) > 0
     assert moved[torch.unique(ctx)].all() and not moved[10:].any()
