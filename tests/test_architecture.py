@@ -159,7 +159,7 @@ NAMES_OWNERS = ("gbcli.store", "gbcli.fs.layout")
 KNOWN_PATH_SHAPES = {}
 # Link decisions outside the file layer that were there when the check learned `is_link` (issue
 # 48): module -> how many. The list may only shrink; a new one fails the test.
-KNOWN_LINK_DECISIONS = {"gbcli.store.lock": 1, "gbcli.store.solutions": 1,
+KNOWN_LINK_DECISIONS = {"gbcli.store.solutions": 1,
                         "gbcli.runs.stages": 1}
 # sbatch's refusal is named from its words (the key at fault); the one message read left (issue 48)
 KNOWN_MESSAGE_READS: dict[str, int] = {}

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from gbcli.errors import GbError
 from gbcli.fs import layout
-from gbcli.fs.safe import (check_tree, clean_temp_files, is_dir, is_file, is_link, open_lock, present, read_untrusted,
-                           write_json)
+from gbcli.fs.safe import check_tree, clean_temp_files, is_dir, is_file, open_lock, present, read_untrusted, write_json
 from gbcli.text import shorten
 
 _HELD: set[str] = set()                  # the lock paths this process holds
@@ -35,25 +34,24 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
         raise GbError(f"{key}: {shorten(path, 200)}: holds both a sweep's points/ and a run's gd/ or svm/ (a mixed "
                       f"directory: gb writes to neither; use another --out)")
     marker = path / MARKER
-    kind = None
-    if is_link(marker) or marker.exists():
-        where = shorten(marker, 200)
-        if not is_file(marker):
-            raise GbError(f"{where}: not a regular file (gb's marker of what this directory is)")
-        try:
-            rec = json.loads(read_untrusted(marker, MARKER_MAX_BYTES).decode("utf-8"))   # no link swapped in since
-        except (OSError, ValueError, UnicodeDecodeError):
-            raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep); if a "
-                          f"crash cut it short, remove it (`rm {shorten(marker, 200)}`) and run the command again: gb "
-                          f"knows its run and sweep folders by their contents") from None
-        if not isinstance(rec, dict) or rec.get("kind") not in KINDS:
-            got = rec.get("kind") if isinstance(rec, dict) else type(rec).__name__
-            raise GbError(f"{where}: unknown directory kind {shorten(repr(got), 120)} (expected run or sweep)")
-        kind = rec["kind"]
-    if kind is not None and structural and kind not in structural:
-        raise GbError(f"{key}: {shorten(path, 200)}: its {MARKER} says {kind}, but it holds a "
+    if not present(marker):
+        return next(iter(structural), None)
+    where = shorten(marker, 200)
+    if not is_file(marker):
+        raise GbError(f"{where}: not a regular file (gb's marker of what this directory is)")
+    try:
+        rec = json.loads(read_untrusted(marker, MARKER_MAX_BYTES).decode("utf-8"))   # no link swapped in since
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep); if a "
+                      f"crash cut it short, remove it (`rm {shorten(marker, 200)}`) and run the command again: gb "
+                      f"knows its run and sweep folders by their contents") from None
+    if not isinstance(rec, dict) or rec.get("kind") not in KINDS:
+        got = rec.get("kind") if isinstance(rec, dict) else type(rec).__name__
+        raise GbError(f"{where}: unknown directory kind {shorten(repr(got), 120)} (expected run or sweep)")
+    if structural and rec["kind"] not in structural:
+        raise GbError(f"{key}: {shorten(path, 200)}: its {MARKER} says {rec['kind']}, but it holds a "
                       f"{next(iter(structural))}'s files (a mixed directory; use another --out)")
-    return kind or (next(iter(structural)) if structural else None)
+    return rec["kind"]
 
 
 def check_kind(path: str | Path, want: str, key: str = "--out", command: str = "") -> str | None:
