@@ -22,6 +22,7 @@ import numpy as np
 import yaml
 
 from gbcli.errors import GbError
+from gbcli.fs.layout import FOREIGN
 
 
 # Writes held back by `staged_writes` (None outside one): absolute path -> bytes, in write order.
@@ -59,13 +60,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         stage.pop(key, None)   # a file written twice lands once, in its last place of the order
         stage[key] = bytes(data)
         return
-    path = Path(path)
+    path, tmp = Path(path), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
-    try:
         mask = os.umask(0o022)   # reading the umask means setting it: set straight back
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)   # mkstemp creates 0600; results are for colleagues too
@@ -76,7 +74,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         os.replace(tmp, path)
         fsync_folder(path.parent)
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):   # a full disk: say which file could not be written
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
         raise
@@ -368,7 +367,7 @@ def _short(text, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]}"
 
 
-def check_tree(root: str | Path, foreign: frozenset[str] = frozenset({"slurm"})) -> None:
+def check_tree(root: str | Path, foreign: frozenset[str] = FOREIGN) -> None:
     """Refuse a run or sweep directory holding a symlink, FIFO, socket or device where gb owns it (gb
     would write or remove through it). The root may be a link (the user named it); `foreign` top-level
     folders (submitit's `slurm/`) are not walked."""
