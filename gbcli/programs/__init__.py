@@ -6,13 +6,10 @@ from gbcli.lazy import attach
 
 # each name's module, imported on first use (PEP 562): the store reads `design` without loading torch
 _HOME = {
-    "certify": ["CERTIFY_TOL", "certificate", "dual_bound", "relative_margin_bound"],
-    "design": ["GatedDesign", "Solution", "combination", "decision", "margin_matrix", "reference_groups",
-               "unit_groups"],
-    "ipm": ["NOT_SEPARABLE"],
-    "norms": ["NORMS", "context_mean", "context_pinv", "count_groups_matrix", "norm_of", "reference_matrix",
-              "reference_null_and_pinv"],
-    "solvers": ["SOLVERS", "check_solver", "default_solver", "solve"],
+    "certify": ["certificate", "relative_margin_bound"],
+    "design": ["GatedDesign", "Solution", "combination", "decision", "reference_groups", "unit_groups"],
+    "norms": ["NORMS", "context_mean", "count_groups_matrix", "norm_of", "reference_matrix"],
+    "solvers": ["SOLVERS", "solve"],
     "solvers.dual": ["solve_dual"],
     "solvers.registered": ["solve_primal"],
 }

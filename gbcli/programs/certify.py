@@ -104,11 +104,8 @@ def recovery_scales(design: GatedDesign, zeta: np.ndarray, lam: np.ndarray) -> n
         w = norm.recover(design, _combination_for(design, np.clip(lam, 0, None)), np.ones(len(groups)))
     except NotImplementedError:
         return None
-    s = np.zeros(len(groups))
-    for i, g in enumerate(groups):
-        ww = float(np.sum(w[g] * w[g]))
-        s[i] = float(np.sum(zeta[g] * w[g])) / ww if ww > 0 else 0.0
-    return s
+    sizes = [float(np.sum(w[g] * w[g])) for g in groups]
+    return np.array([float(np.sum(zeta[g] * w[g])) / ww if ww > 0 else 0.0 for g, ww in zip(groups, sizes)], np.float64)
 
 
 def predictor_from(design: GatedDesign, lam: np.ndarray, s: np.ndarray) -> np.ndarray | None:

@@ -334,18 +334,17 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         for name in ("zeta_", "majority_"):   # a previous fit's, which this fit may not set
             self.__dict__.pop(name, None)
         self.gate_mode_, self.groups_, self.count_, self.n_gates_ = mode, groups, count, e.shape[1]
+        cert = certificate(design, sol, tol)
         if sol.zeta is None:
             if sol.status == "infeasible":
-                _inseparable(self, f"no hard-margin solution with these gates: {sol.message}", classes, ypm,
-                             certificate(design, sol, tol), sol.lam)
+                _inseparable(self, f"no hard-margin solution with these gates: {sol.message}", classes, ypm, cert,
+                             sol.lam)
                 return self
             raise ValueError(f"the {self.solver} solver failed ({sol.status}): {sol.message}")
-        self.classes_ = classes
-        self.zeta_, self.lam_, self.objective_ = sol.zeta, sol.lam, sol.value
-        self.certificate_ = certificate(design, sol, tol)
-        sol.status = certified_status(sol.status, self.certificate_["certified"])
-        self.status_, self.message_, self.n_iter_ = sol.status, sol.message, sol.iterations
-        _warn_inexact(self, sol.status, sol.message)
+        self.classes_, self.zeta_, self.lam_, self.objective_ = classes, sol.zeta, sol.lam, sol.value
+        self.certificate_, self.status_ = cert, certified_status(sol.status, cert["certified"])
+        self.message_, self.n_iter_ = sol.message, sol.iterations
+        _warn_inexact(self, self.status_, sol.message)
         return self
 
     def decision_function(self, X, gates=None, contexts=None):
