@@ -209,10 +209,9 @@ class Convergence(Instrument):
 
 
 def _arrays(model, x, y, ctx) -> tuple:
-    """(w1, w2, x, y, ctx) as float64 numpy arrays (ctx: integers), from tensors or numpy arrays."""
-    arr = lambda a: as_numpy(a) if torch.is_tensor(a) else np.asarray(a, dtype=np.float64)
-    ints = lambda a: a.cpu().numpy() if torch.is_tensor(a) else np.asarray(a)
-    return arr(model.w1), arr(model.w2).reshape(-1), arr(x), arr(y), ints(ctx)
+    """(w1, w2, x, y, ctx) with the tensors as numpy arrays, float64 but ctx (certify takes any array as float64)."""
+    arr = lambda a: as_numpy(a) if torch.is_tensor(a) else a
+    return arr(model.w1), arr(model.w2), arr(x), arr(y), ctx.cpu().numpy() if torch.is_tensor(ctx) else ctx
 
 
 def _cosine(ref: dict, z: np.ndarray, obj: float) -> float:
