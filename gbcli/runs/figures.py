@@ -120,9 +120,9 @@ def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
         (ax.set_xlim if axis == "x" else ax.set_ylim)(max(0.0, mid - min_span), min(1.0, mid + min_span))
 
 
-def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
-    """One dot per (point, program): the marker says the program, its fill the momentum, its colour a varying
-    grid key (else the program's); returns the legend's handles (programs, then momenta, then the key)."""
+def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str, xlabel: str, ylabel: str) -> list:
+    """One dot per (point, program) at (GD validation error, `y`): the marker says the program, its fill the momentum,
+    its colour a varying grid key (else the program's); returns the legend's handles (programs, momenta, the key)."""
     from matplotlib import colormaps
     from matplotlib.lines import Line2D
 
@@ -143,6 +143,8 @@ def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str) -> list:
                        label=f"momentum {m:g} ({FILLS[fill[m]]} markers)") for m in momenta]
     handles += [Line2D([], [], color=colour[v], marker="s", ls="", label=f"{key}={v:g}" if isinstance(v, float) else
                        f"{key}={v}") for v in values]
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    _readable_limits(ax, "x", pairs["gd_val_error"])
     return handles
 
 
@@ -155,9 +157,7 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     """GD validation error (x) against each SVM's (y); points below y=x are SVMs that generalize better."""
     if _titled(ax, "(a) SVM vs GD validation error", pairs):
         return
-    handles = _scatter(ax, pairs, style, "svm_val_error")
-    ax.set(xlabel="GD validation error", ylabel="SVM validation error")
-    _readable_limits(ax, "x", pairs["gd_val_error"])
+    handles = _scatter(ax, pairs, style, "svm_val_error", "GD validation error", "SVM validation error")
     _readable_limits(ax, "y", pairs["svm_val_error"])
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     if max(x0, y0) >= min(x1, y1):   # y = x would miss the panel (every SVM far above or below GD): show it
@@ -172,9 +172,7 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     """Inconsistency with the GD network against its error p, next to the uncorrelated 2p(1-p)."""
     if _titled(ax, "(b) inconsistency vs GD validation error", pairs):
         return
-    handles = _scatter(ax, pairs, style, "inconsistency")
-    ax.set(xlabel="GD validation error p", ylabel="inconsistency with GD")
-    _readable_limits(ax, "x", pairs["gd_val_error"])
+    handles = _scatter(ax, pairs, style, "inconsistency", "GD validation error p", "inconsistency with GD")
     lo, hi = pairs["gd_val_error"].min(), pairs["gd_val_error"].max()
     mid, half = (lo + hi) / 2, max((hi - lo) * 0.55, 0.02)   # at least the readable span of the x axis
     p = np.linspace(max(0.0, mid - half), min(1.0, mid + half), 200)
@@ -520,7 +518,7 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
         if scale == "log":
             ax.set_yscale("log")
             readable_log_ticks(ax.yaxis)
-    if len(runs) > 1 or many:   # one legend for every panel, in the runs' order, beside the curves (never over them)
+    if len(runs) > 1:   # one legend for every panel, in the runs' order, beside the curves (never over them)
         handles: dict = {}
         for ax in grid:
             for h, lab in zip(*ax.get_legend_handles_labels()):
