@@ -200,21 +200,19 @@ def networks(name: str):
     return importlib.import_module(f"gbcli.models.networks.{name}")
 
 
-def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: float) -> torch.Tensor:
+def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: float) -> None:
     import torch
-    from torch import nn
 
     with torch.no_grad():
         if scheme == "orthogonal":
-            nn.init.orthogonal_(tensor, generator=gen)
+            torch.nn.init.orthogonal_(tensor, generator=gen)
         elif scheme == "kaiming":
-            nn.init.kaiming_normal_(tensor, nonlinearity="relu", generator=gen)
+            torch.nn.init.kaiming_normal_(tensor, nonlinearity="relu", generator=gen)
         elif scheme == "torch-default":
-            nn.init.kaiming_uniform_(tensor, a=math.sqrt(5), generator=gen)
+            torch.nn.init.kaiming_uniform_(tensor, a=math.sqrt(5), generator=gen)
         else:
             tensor.normal_(0.0, 1.0 / tensor.shape[-1] ** 0.5, generator=gen)
         tensor.mul_(scale)
-    return tensor
 
 
 def weight_norm(model: nn.Module) -> float:
