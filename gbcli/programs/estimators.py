@@ -128,18 +128,6 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
-    def _check_params(self) -> tuple[float, int | None]:
-        """(tol, max_iter), every parameter validated at fit, as scikit-learn does."""
-        name = type(self).__name__
-        if not isinstance(self.kernel, str) or self.kernel not in ("linear", "rbf", "poly", "precomputed"):
-            raise ValueError(f"{name}: kernel must be 'linear', 'rbf', 'poly' or 'precomputed', got {self.kernel!r}")
-        if self.gamma is not None and not (_finite(self.gamma) and float(self.gamma) > 0):
-            raise ValueError(f"{name}: gamma must be None or a finite positive number, got {self.gamma!r}")
-        _check_count(self, "degree", self.degree, optional=False)
-        if not _finite(self.coef0):
-            raise ValueError(f"{name}: coef0 must be a finite number, got {self.coef0!r}")
-        return _check_common(self)
-
     def _gram(self, x, z):
         if self.kernel == "precomputed":
             return x
@@ -149,7 +137,15 @@ class KernelSVM(ClassifierMixin, BaseEstimator):
                                 degree=self.degree, coef0=self.coef0)
 
     def fit(self, X, y):
-        tol, max_iter = self._check_params()
+        name = type(self).__name__   # every parameter validated at fit, as scikit-learn does
+        if not isinstance(self.kernel, str) or self.kernel not in ("linear", "rbf", "poly", "precomputed"):
+            raise ValueError(f"{name}: kernel must be 'linear', 'rbf', 'poly' or 'precomputed', got {self.kernel!r}")
+        if self.gamma is not None and not (_finite(self.gamma) and float(self.gamma) > 0):
+            raise ValueError(f"{name}: gamma must be None or a finite positive number, got {self.gamma!r}")
+        _check_count(self, "degree", self.degree, optional=False)
+        if not _finite(self.coef0):
+            raise ValueError(f"{name}: coef0 must be a finite number, got {self.coef0!r}")
+        tol, max_iter = _check_common(self)
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
         if self.kernel == "precomputed":

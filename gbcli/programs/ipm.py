@@ -55,10 +55,9 @@ class Kernel:
     (R - G) products instead of N x N x R."""
 
     def __init__(self, ky: torch.Tensor, e: torch.Tensor | None = None, col_group: torch.Tensor | None = None,
-                 features: torch.Tensor | None = None, fold: tuple[torch.Tensor, torch.Tensor] | None = None,
-                 round_once: bool = True):
+                 features: torch.Tensor | None = None, fold: tuple[torch.Tensor, torch.Tensor] | None = None):
         self.ky, self.e, self.col_group = ky, e, col_group
-        self.round_once = round_once   # False: always the plain float64 products (to compare)
+        self.round_once = True   # False (a test's comparison): always the plain float64 products
         self.fold = fold if e is None else None
         self.features = features if (e is not None or self.fold is not None) and features is not None \
             and ky.shape[0] > 2 * features.shape[1] else None
