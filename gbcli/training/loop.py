@@ -162,10 +162,8 @@ def save_checkpoint(ck: Checkpointing, step: int, seconds: float, model: nn.Modu
 
 
 def note_row(bar, row: dict) -> None:
-    """A logged row's numbers on the progress reporter (a validation error only where it was measured)."""
-    val = row.get("val_error")
-    bar.note(loss=row["train_loss"], train_err=row.get("train_error"),
-             **({"val_err": val} if val is not None and val == val else {}))
+    """A logged row's numbers on the progress reporter (a NaN, a validation error not measured, is not shown)."""
+    bar.note(loss=row["train_loss"], train_err=row.get("train_error"), val_err=row.get("val_error"))
 
 
 def read_checkpoint(path: Path, identity: dict | None = None) -> tuple[dict | None, str]:
@@ -308,7 +306,6 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
             step = resumed = state["step"]
             elapsed = state["seconds"]
             rows.extend(state["rows"])
-            model.to(device)
     first_epoch, first_i = divmod(step, per_epoch)
     # the batch generator's state at the start of epoch `gen_epoch`: this epoch's permutation is
     # drawn from it again on resuming (updated, like `step`, only while the signals are held)
