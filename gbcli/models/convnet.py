@@ -9,7 +9,6 @@ from typing import Literal
 
 from pydantic import Field, StrictInt
 
-from gbcli.errors import GbError
 from gbcli.models.base import ModelParams, ModelSpec, init_tensor, networks
 
 IMAGE = 28   # the side of the images it takes (28 x 28: mnist, fashion-mnist)
@@ -40,9 +39,7 @@ class Spec(ModelSpec):
             raise ValueError(f"dataset.name: model.kind convnet takes 28 x 28 images (mnist, fashion-mnist), "
                              f"not inputs of dimension {cfg.dataset.feature_dim()}")
 
-    def network(self, cfg, dim):
-        if dim != IMAGE * IMAGE + 1:
-            raise GbError(f"dataset.name: model.kind convnet takes 28 x 28 images, not inputs of dimension {dim}")
+    def network(self, cfg, dim):   # dim: 785, as `check` and the data's 28 x 28 header check hold it
         return networks("convnet").ConvNet(cfg.model.convs, cfg.model.fc_units, IMAGE)
 
     def build(self, cfg, dim):
