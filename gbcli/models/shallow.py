@@ -31,9 +31,7 @@ def shallow_design(cfg, problem: Problem, trained=None) -> GatedDesign:
     col = np.full(c, -1)
     col[used] = np.arange(len(used))
     et = one_hot(col[problem.ctx_train[:, :1]], len(used))
-    ev = np.zeros((len(ds.x_val), len(used)))
-    seen = col[problem.ctx_val[:, 0]] >= 0
-    ev[np.flatnonzero(seen), col[problem.ctx_val[seen, 0]]] = 1.0
+    ev = (col[problem.ctx_val[:, :1]] == np.arange(len(used))).astype(float)   # a context unseen in training: 0s
     return GatedDesign(ds.x_train, ds.y_train, et, ds.x_val, ev, "sq", [], 1, c)
 
 
