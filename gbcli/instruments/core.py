@@ -276,9 +276,7 @@ class Tracker:
         q = self.context.spec.margin_geometry(self.cfg) if q is None else q
         if q == 2:
             size = float(w.pow(2).sum().sqrt())
-        elif q == 1:
-            size = float(w.abs().sum())
-        else:
+        else:   # q = 1 too: pow(1) is a copy, x ** 1.0 is x
             size = float(w.abs().max()) if q == math.inf else float(w.abs().pow(q).sum()) ** (1 / q)
         size = size ** self.degree
         return float(margins.double().min()) / size if size > 0 else float("nan")
