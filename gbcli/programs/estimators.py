@@ -296,19 +296,6 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         features, tail = X[:, :-k], X[:, -k:]
         return (features, tail, None) if kind == "gates" else (features, None, tail)
 
-    def _group_list(self, rows, units, count, mode):
-        if isinstance(self.groups, str):
-            if self.groups != "units":
-                raise ValueError(f"groups must be 'units', None or a list of index arrays, got {self.groups!r}")
-            return unit_groups(units, count) if mode == "contexts" else singleton_groups(rows)
-        if self.groups is None:
-            return singleton_groups(rows)
-        groups = [np.asarray(g, dtype=np.int64).reshape(-1) for g in self.groups]
-        flat = np.concatenate(groups) if groups else np.array([], dtype=np.int64)
-        if len(flat) != rows or not np.array_equal(np.sort(flat), np.arange(rows)):
-            raise ValueError(f"groups must partition the {rows} gate columns (each column in exactly one group)")
-        return groups
-
     def fit(self, X, y, gates=None, contexts=None, count=None):
         from gbcli.programs.solvers import SOLVERS
 
@@ -317,14 +304,25 @@ class GroupNormSVM(ClassifierMixin, BaseEstimator):
         _check_count(self, "count", self.count)
         X, y = validate_data(self, X, y, dtype=np.float64)
         classes, ypm = _binary_labels(self, y)
-        able = [n for n, s in SOLVERS.items() if s.can_solve("group")]
+        able = [n for n, s in SOLVERS.items() if "group" in s.norms]
         if not isinstance(self.solver, str) or self.solver not in able:
             raise ValueError(f"solver must be one of {able}, got {self.solver!r}")
         X, gates, contexts = self._split(X, gates, contexts)
         X = np.ascontiguousarray(X) if X.flags.writeable else X.copy()   # torch wants writable arrays
         count = self.count if count is None else count   # `_gates` refuses a count without contexts
         e, units, count, mode = self._gates(len(X), gates, contexts, count, fitting=True)
-        groups = self._group_list(e.shape[1], units, count, mode)
+        rows = e.shape[1]
+        if isinstance(self.groups, str):
+            if self.groups != "units":
+                raise ValueError(f"groups must be 'units', None or a list of index arrays, got {self.groups!r}")
+            groups = unit_groups(units, count) if mode == "contexts" else singleton_groups(rows)
+        elif self.groups is None:
+            groups = singleton_groups(rows)
+        else:
+            groups = [np.asarray(g, dtype=np.int64).reshape(-1) for g in self.groups]
+            flat = np.concatenate(groups) if groups else np.array([], dtype=np.int64)
+            if len(flat) != rows or not np.array_equal(np.sort(flat), np.arange(rows)):
+                raise ValueError(f"groups must partition the {rows} gate columns (each column in exactly one group)")
         design = GatedDesign(X, ypm, e, X[:0], e[:0], "group", groups, units, count)
         sol = SOLVERS[self.solver].solve(design, max_iter, tol)
         for name in ("zeta_", "majority_"):   # a previous fit's, which this fit may not set

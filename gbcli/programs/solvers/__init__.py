@@ -25,9 +25,6 @@ class Solver:
     # the options of `solve` beyond (design, max_iters, eps) it honours; others are refused before any work
     honours: ClassVar[frozenset[str]] = frozenset()
 
-    def can_solve(self, norm: str) -> bool:
-        return norm in self.norms
-
     def solve(self, design: GatedDesign, max_iters: int | None = None, eps: float | None = None) -> Solution:
         """Solve; never raises on solver trouble: the outcome is in `status` (and `message`)."""
         raise NotImplementedError

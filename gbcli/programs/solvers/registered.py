@@ -18,10 +18,9 @@ def default_solver(norm: str) -> str:
 
 
 def check_solver(solver: str, objective: str, norm: str, key: str = "--solver") -> None:
-    """GbError unless `solver` can solve a program with this norm (asked of the solver)."""
-    s = SOLVERS[solver]
-    if not s.can_solve(norm):
-        able = ", ".join(n for n, other in SOLVERS.items() if other.can_solve(norm))
+    """GbError unless `solver` can solve a program with this norm (one of the norms it declares)."""
+    if norm not in SOLVERS[solver].norms:
+        able = ", ".join(n for n, other in SOLVERS.items() if norm in other.norms)
         raise GbError(f"{key} {solver}: {objective} minimizes {NORMS[norm].description}, which "
                       f"{solver.upper() if solver != 'dual' else 'the dual solver'} cannot solve (use {able})")
 
