@@ -104,7 +104,7 @@ class Spec(HyperplaneSpec):
     def published_outputs(self, model, cfg, problem):
         """The trained weights and normals with the offsets as drawn: the published comparison's reloaded
         network lost the median offsets (protocol section 10); without median init nothing was lost."""
-        if not cfg.contexts.median_init or problem.hyperplanes is None or problem.hyperplanes.raw_offsets is None:
+        if not cfg.contexts.median_init:   # the gating always holds the offsets as drawn (`raw_offsets`)
             return None
         import torch
 
