@@ -203,9 +203,8 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
             k = int((g["outcome"] == o).sum())
             row[o] = k / len(g)
             row[f"{o} (95% low)"], row[f"{o} (95% high)"] = wilson(k, len(g))
-        pre = g[g["premise_at_init"]]
-        ended = float((pre["outcome"] == OUTCOMES[0]).mean()) if len(pre) else float("nan")
-        row["premise_runs_ending_one_unit"] = ended
+        pre = g.loc[g["premise_at_init"], "outcome"]
+        row["premise_runs_ending_one_unit"] = float((pre == OUTCOMES[0]).mean()) if len(pre) else float("nan")
         summary.append(row)
     summary = pd.DataFrame(summary)
     write_table(out_dir, "init_outcomes_summary", summary)
