@@ -21,9 +21,7 @@ def dual_bound(design: GatedDesign, lam: np.ndarray) -> float:
     quadratic norms), whatever lam's scale."""
     lam = np.clip(lam, 0, None)
     norm = norm_of(design)
-    dn = norm.dual(design, _combination_for(design, lam))
-    if np.isnan(dn):
-        return float("nan")
+    dn = norm.dual(design, _combination_for(design, lam))   # NaN (V cannot certify) gives NaN
     if dn == 0:   # lam = 0: the trivial bound; V(lam) = 0 with lam != 0: no feasible point at all
         return 0.0 if not lam.any() else float("inf")
     bound = lam.sum() / dn

@@ -68,8 +68,7 @@ class Kernel:
             return
         self.count = int(col_group.max()) + 1
         opts = dict(dtype=ky.dtype, device=ky.device)
-        self.member = torch.zeros(e.shape[1], self.count, **opts)
-        self.member[torch.arange(e.shape[1]), col_group] = 1.0   # column -> group indicator
+        self.member = torch.nn.functional.one_hot(col_group, self.count).to(**opts)   # column -> group indicator
         # Phi (N x (R - G)), its group indicator and 1 / C_g, when every group is one-hot
         sizes = self.member.sum(0)
         if bool((sizes < 2).any()) or not bool(((e == 0) | (e == 1)).all()) or \
@@ -81,8 +80,7 @@ class Kernel:
             cols.append(e[:, idx] @ _basis(len(idx)).to(**opts))
             groups += [g] * (len(idx) - 1)
         self.phi = torch.cat(cols, 1)
-        self.phi_member = torch.zeros(self.phi.shape[1], self.count, **opts)
-        self.phi_member[torch.arange(self.phi.shape[1]), torch.tensor(groups)] = 1.0
+        self.phi_member = torch.nn.functional.one_hot(torch.tensor(groups), self.count).to(**opts)
         self.inv_size = 1.0 / sizes
 
     def u(self, lam: torch.Tensor) -> torch.Tensor:

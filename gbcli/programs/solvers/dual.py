@@ -85,8 +85,7 @@ def polish_ray(design: GatedDesign, lam: np.ndarray) -> np.ndarray:
     phi = (design.e_train[:, :, None] * design.x_train[:, None, :]).reshape(n, -1) * design.y_train[:, None]
     rho = float(np.abs(phi).max()) or 1.0
     a = np.vstack([phi.T, np.full((1, n), rho)])
-    b = np.zeros(len(a))
-    b[-1] = rho
+    b = np.append(np.zeros(len(a) - 1), rho)
     polished, _ = nnls(a, b, maxiter=50 * n)
     if not polished.any():
         return lam
@@ -108,7 +107,7 @@ def recover(design: GatedDesign, out: Outcome, seconds: float) -> Solution:
 class DualSolver(Solver):
     """Our interior-point method on the N-dimensional dual: certified, the default."""
 
-    name, default_max_iters = "dual", 100
+    name = "dual"   # its iteration limit is the interior-point method's (ipm.MAX_ITERS)
     norms = frozenset({"sq", "l2", "group", "l2-reference"})
     honours = frozenset({"device", "time_limit", "checkpoint", "stop"})
 

@@ -34,8 +34,7 @@ class Highs(Solver):
             rows.append(sp.hstack([sp.csr_matrix(np.ones((1, k))), sp.csr_matrix((1, 1))]))   # sum(u + v) <= 1
             b.append(np.ones(1))
         bounds = [(0, None) if l1 else (-1, 1)] * k + [(None, None)]
-        c = np.zeros(k + 1)
-        c[-1] = -1.0
+        c = np.append(np.zeros(k), -1.0)   # maximize g
         opts = {"maxiter": max_iters or self.default_max_iters, "presolve": True}
         if eps:
             opts.update(primal_feasibility_tolerance=eps, dual_feasibility_tolerance=eps)
@@ -49,10 +48,9 @@ class Highs(Solver):
                             f"{type(exc).__name__}: {exc}".splitlines()[0])
         seconds = time.perf_counter() - start
         iters = int(getattr(res, "nit", 0) or 0)
-        if res.status != 0 or res.x is None:
-            stop = Stop.ITERATION_LIMIT if res.status == 1 else Stop.NUMERICAL
+        if res.status != 0 or res.x is None:   # 1: the iteration limit
             return Solution(None, "failed", float("nan"), seconds, self.name, f"HiGHS: {res.message}", iters,
-                            stop=stop)
+                            stop=Stop.ITERATION_LIMIT if res.status == 1 else Stop.NUMERICAL)
         lam = np.clip(-np.asarray(res.ineqlin.marginals[:n], dtype=float), 0, None)
         g = float(res.x[-1])
         scale = float(abs(a).max()) if a.nnz else 0.0
@@ -60,7 +58,6 @@ class Highs(Solver):
             return Solution(None, "infeasible", float("nan"), seconds, self.name, INSEPARABLE, iters, lam=lam,
                             stop=Stop.CONVERGED)
         z = res.x[:k]
-        zeta = ((z[: k // 2] - z[k // 2:]) if l1 else z) / g
-        zeta = zeta.reshape(design.rows, -1)
+        zeta = (((z[: k // 2] - z[k // 2:]) if l1 else z) / g).reshape(design.rows, -1)
         return Solution(zeta, "optimal", norm_of(design).value(design, zeta), seconds, self.name, "", iters, lam=lam,
                         stop=Stop.CONVERGED)
