@@ -13,7 +13,8 @@ from gbcli.config.loading import read_stored_config, validate
 from gbcli.errors import GbError
 from gbcli.metrics import expected_if_uncorrelated, inconsistency
 from gbcli.registry import MODELS, spec_of
-from gbcli.reports.tables import ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows, check_tables_dir, write_tables
+from gbcli.reports.tables import (CONFIG_COLUMNS, ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows, check_tables_dir,
+                                  write_tables)
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir
 from gbcli.programs.design import Status
@@ -81,8 +82,7 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
                                      and np.isfinite(_outputs(run.gd_predictions, key="train_out")).all()):
             gd_state = GdStatus.DIVERGED   # computed from the network's outputs, whatever its record says
         gd_published = _outputs(run.gd_predictions, len(gd_val), key="val_out_published")
-        errors.append({**meta, "predictor": s["predictor"], "train_error": s["train_error"],
-                       "val_error": s["val_error"], "status": gd_state})
+        errors.append({**meta, **{k: s[k] for k in STAGE_KEYS}, "status": gd_state})
     for result in run.results():
         r = stage_record(result, STAGE_KEYS)
         meta = _meta(result.parent / layout.CONFIG)
@@ -92,9 +92,7 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
             if is_file(preds) else None
         if status in (Status.OPTIMAL, Status.INACCURATE) and svm_val is not None and not np.isfinite(svm_val).all():
             status = Verdict.UNVERIFIED   # a predictor's outputs are finite: these are not its outputs
-        errors.append({**meta, **{k: r.get(k) for k in ("predictor", "train_error", "val_error", "objective",
-                                                        "solve_seconds", "solver", "min_margin", "rel_gap",
-                                                        "certified", "iterations")}, "status": status})
+        errors.append({**meta, **{k: r.get(k) for k in ERROR_COLUMNS if k not in CONFIG_COLUMNS}, "status": status})
         if gd_val is not None and svm_val is not None:
             p = s["val_error"]
             disagree = inconsistency(svm_val, gd_val)

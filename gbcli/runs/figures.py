@@ -252,10 +252,9 @@ def make_figures(errors: pd.DataFrame, incons: pd.DataFrame, title: str | None =
     ns = sorted(ok["train_size"].unique()) or [None]
     fig = Figure(figsize=(5 * len(ns), 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), len(ns), squeeze=False)
-    for i, by_k in enumerate(kinds):
-        for j, n in enumerate(ns):
-            panel_d(axes[i, j], ok[(hyper == by_k) & (ok["train_size"] == n)], style, by_k)
-            axes[i, j].set_title(axes[i, j].get_title() + (f", N={n}" if n is not None else ""))
+    for (i, by_k), (j, n) in itertools.product(enumerate(kinds), enumerate(ns)):
+        panel_d(axes[i, j], ok[(hyper == by_k) & (ok["train_size"] == n)], style, by_k)
+        axes[i, j].set_title(axes[i, j].get_title() + (f", N={n}" if n is not None else ""))
     figs[NAMES["d"]] = fig
     fig = Figure(figsize=(14, 10), layout="constrained")
     axes = fig.subplots(2, 2)
@@ -466,17 +465,18 @@ def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     if not runs:
         return []
     varied = _varied(runs)
-    label = {p: ", ".join(f"{k.split('.')[-1]}={short_value(c.get(k))}" for k in _naming_keys(varied, runs)) or p
+    naming = _naming_keys(varied, runs)   # once, not once a point
+    label = {p: ", ".join(f"{k.split('.')[-1]}={short_value(c.get(k))}" for k in naming) or p
              for p, (_, c) in runs.items()}
-    rows, summary = [], []
+    summary = []
     for p, (m, cfg) in runs.items():
-        rows.append(m.assign(point=p, run=label[p]))
         last = m.iloc[-1]
         summary.append({"point": p, "run": label[p], **{k: cfg.get(k) for k in varied}, "steps": int(last["step"]),
                         "val_error": last["val_error"], "normalized_margin": last["normalized_margin"],
                         **{c: last[c] for c in tracked if c in m}, "gap_slope": gap_slope(m)})
     sweep = SweepDir(out_dir)
-    write_csv(sweep.tables / "training.csv", pd.concat(rows, ignore_index=True))
+    write_csv(sweep.tables / "training.csv",
+              pd.concat([m.assign(point=p, run=label[p]) for p, (m, _) in runs.items()], ignore_index=True))
     write_csv(sweep.tables / "training_summary.csv", pd.DataFrame(summary))
     fig = training_figure({label[p]: m for p, (m, _) in runs.items()}, title=out_dir.name)
     return [save_png(fig, sweep.figures / "training.png")]
