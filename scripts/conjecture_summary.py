@@ -51,7 +51,20 @@ from gbcli.runs.sweep import expand
 from gbcli.fs import layout
 from gbcli.store.identity import point_id
 from gbcli.fs.safe import atomic_write_bytes, atomic_write_text, read_json, write_csv
-from gbcli.training.loop import checkpoint_progress
+from gbcli.training.loop import ROW_TYPES, read_checkpoint
+
+
+def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float, int] | None:
+    """What a run still training has done so far: the metric rows before its last checkpoint, the
+    training seconds and the step at it (None without a usable checkpoint; read tensors-only)."""
+    state = read_checkpoint(path)[0] or {}
+    rows, seconds, step = state.get("rows"), state.get("seconds"), state.get("step")
+    plain = isinstance(rows, list) and all(isinstance(r, dict) and all(
+        isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items()) for r in rows)
+    if not (plain and isinstance(seconds, float) and type(step) is int):
+        return None
+    return pd.DataFrame(rows), seconds, step
+
 
 COLUMNS = ["inconsistency_svm_gln", "inconsistency_svm_l2", "train_inconsistency_svm_gln",
            "train_inconsistency_svm_l2", "margin_ratio_svm_gln", "margin_ratio_svm_l2", "angle_svm_gln",

@@ -11,6 +11,7 @@ or (a symlink) is refused with one line.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import signal
@@ -203,7 +204,10 @@ def test_checkpoint_progress_reads_a_running_trainings_rows(tmp_path, monkeypatc
     """What a long run has logged so far, read from its checkpoint as resuming reads it: the rows
     before its step (the uninterrupted run's first rows), the step, the seconds; a file that is
     not a gb checkpoint gives None, never an unpickled object."""
-    from gbcli.training.loop import checkpoint_progress
+    spec = importlib.util.spec_from_file_location("conjecture_summary", REPO / "scripts" / "conjecture_summary.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    checkpoint_progress = script.checkpoint_progress   # the script's reader of a running training
 
     cfg = config("model.output_bias=false", "training.track=[convergence]")
     train_gd(cfg, tmp_path / "whole", progress=False)

@@ -198,16 +198,6 @@ def _plain_rows(rows) -> bool:
         isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items()) for r in rows)
 
 
-def checkpoint_progress(path: Path) -> tuple[pd.DataFrame, float, int] | None:
-    """What a run still training has done so far: the metric rows before its last checkpoint, the
-    training seconds and the step at it (None without a usable checkpoint)."""
-    state = read_checkpoint(path)[0] or {}
-    rows, seconds, step = state.get("rows"), state.get("seconds"), state.get("step")
-    if not (_plain_rows(rows) and isinstance(seconds, float) and type(step) is int):
-        return None
-    return pd.DataFrame(rows), seconds, step
-
-
 def _check(ok: bool, what: str) -> None:
     if not ok:
         raise ValueError(what)
