@@ -63,10 +63,9 @@ class Kernel:
             and ky.shape[0] > 2 * features.shape[1] else None
         self.exact, self.scale = None, 0.0   # scale: the caller's dual x radius (the cancellation in V)
         self.phi = None
+        self.count = 1 if e is None else int(col_group.max()) + 1
         if e is None:
-            self.count = 1
             return
-        self.count = int(col_group.max()) + 1
         opts = dict(dtype=ky.dtype, device=ky.device)
         self.member = torch.nn.functional.one_hot(col_group, self.count).to(**opts)   # column -> group indicator
         # Phi (N x (R - G)), its group indicator and 1 / C_g, when every group is one-hot

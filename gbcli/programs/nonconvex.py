@@ -78,22 +78,21 @@ class Problem2:
         return {"theta": best, "value": float(values.min()), "feasible_restarts": len(found),
                 "hits": int(np.sum(values <= values.min() * (1 + 1e-6)))}
 
-    def local_search(self, center: np.ndarray, radii: list[float], restarts: int, seed: int) -> list[dict]:
-        """For each eps: the smallest ||theta||^2 found within eps of `center` (from it and random starts)."""
+    def local_search(self, center: np.ndarray, radii: list[float], restarts: int, seed: int) -> dict:
+        """Columns over eps in radii: the smallest ||theta||^2 found within eps of `center` (from it and random
+        starts; NaN when none is feasible), its improvement on ||center||^2 and whether it is smaller."""
         rng = np.random.default_rng(seed)
         base = float(center @ center)
-        rows = []
+        best = []
         for eps in radii:
             starts = [center]
             for _ in range(restarts - 1):
                 u = rng.standard_normal(self.size)
                 starts.append(center + eps * rng.uniform() ** (1 / self.size) * u / np.linalg.norm(u))
-            found = [t for t in (self.solve(s, center, eps) for s in starts) if t is not None]
-            best = min((float(t @ t) for t in found), default=float("nan"))
-            rows.append({"eps": eps, "best_norm_sq": best, "feasible_starts": len(found),
-                         "improvement": base - best if found else float("nan"),
-                         "smaller_found": bool(found) and best < base * (1 - IMPROVE_TOL)})
-        return rows
+            found = [float(t @ t) for t in (self.solve(s, center, eps) for s in starts) if t is not None]
+            best.append(min(found, default=float("nan")))
+        return {"radii": list(radii), "best_norm_sq": best, "improvement": [base - b for b in best],
+                "smaller_found": [b < base * (1 - IMPROVE_TOL) for b in best]}   # NaN (none found) is not smaller
 
 
 def flat_theta(model: nn.Module) -> np.ndarray:
@@ -108,23 +107,21 @@ def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=
     start = time.perf_counter()
     result = {"predictor": obj, "solver": "slsqp", "restarts": s.restarts, "search_seed": s.search_seed,
               "degree": cfg.model.homogeneity, "convex": False}
-    center, value = None, float("nan")
+    theta, value = None, float("nan")
     if obj == "nonconvex-global" or obj == "local-search-global":
         g = p2.global_search(s.restarts, s.search_seed)
-        center, value = g["theta"], g["value"]
+        theta, value = g["theta"], g["value"]
         result.update(global_norm_sq=value, feasible_restarts=g["feasible_restarts"], hits=g["hits"])
     if obj.startswith("local-search"):
         if obj == "local-search":
-            center = p2.to_margin_one(flat_theta(trained))
-            if center is None:
+            theta = p2.to_margin_one(flat_theta(trained))
+            if theta is None:
                 raise GbError("gd: GD's network does not classify every training point correctly, "
                               "so it has no direction at margin 1 to search around (train longer)")
-        rows = [] if center is None else p2.local_search(center, s.radii, s.restarts, s.search_seed)
-        value = float("nan") if center is None else float(center @ center)
-        result.update(center_norm_sq=value, radii=[r["eps"] for r in rows],
-                      best_norm_sq=[r["best_norm_sq"] for r in rows], improvement=[r["improvement"] for r in rows],
-                      smaller_found=[r["smaller_found"] for r in rows], local_optimum=not any(r["smaller_found"] for r in rows))
-    theta = center
+        searched = {k: [] for k in ("radii", "best_norm_sq", "improvement", "smaller_found")} if theta is None \
+            else p2.local_search(theta, s.radii, s.restarts, s.search_seed)
+        value = float("nan") if theta is None else float(theta @ theta)
+        result.update(center_norm_sq=value, **searched, local_optimum=not any(searched["smaller_found"]))
     margins = p2.margins(theta) if theta is not None else None
     result.update(status="optimal" if theta is not None else "failed", objective=value,
                   solve_seconds=time.perf_counter() - start,

@@ -37,7 +37,6 @@ LOG = logging.getLogger(__name__)   # one line per round (a long solve's progres
 
 def load_rounds(path: Path, fingerprint: str, n: int) -> dict | None:
     """The saved state of this program's solve, or None (none, another program's, or unusable)."""
-    path = Path(path)
     if not present(path):
         return None
     try:   # a link is refused by the file layer (ELOOP), a folder or FIFO as not a regular file
