@@ -475,15 +475,9 @@ class Config(Section):
             able = ", ".join(k for k, s in MODELS.items() if s.coordinate_descent)
             raise ValueError(f"training.descent: coordinate descent is for model.kind {able}")
         spec.check(self)
-        if self.dataset.val_size is not None and self.dataset.train_size is not None:   # resolved
-            self._check_dataset_memory()
-        return self
-
-    def _check_dataset_memory(self) -> None:
-        """Refuse, before anything is allocated, a dataset larger than the machine's memory."""
         d, ram = self.dataset, machine_memory()
-        need = d.pool_bytes()
-        if need > ram:
+        # refuse, before anything is allocated, a dataset (resolved: both sizes known) larger than the machine's memory
+        if d.val_size is not None and d.train_size is not None and d.pool_bytes() > ram:
             splits = {"dataset.train_size": d.train_size, "dataset.val_size": d.val_size}
             largest = max(splits, key=splits.get)
             if splits[largest] > d.source_size():   # a split larger than its pool: that key is what to lower
@@ -492,8 +486,9 @@ class Config(Section):
                 key = "dataset.n_samples"
             else:
                 key = "dataset.dim"
-            raise ValueError(f"{key}: the dataset needs about {need / GB:.1f} GB, more than this machine's "
-                             f"{ram / GB:.0f} GB")
+            raise ValueError(f"{key}: the dataset needs about {d.pool_bytes() / GB:.1f} GB, more than this "
+                             f"machine's {ram / GB:.0f} GB")
+        return self
 
     @property
     def spec(self):

@@ -545,8 +545,7 @@ def load_idx(name: str, split: str = "train", data_dir: str | Path | None = None
 @functools.lru_cache(maxsize=4)
 def _load_idx_cached(name: str, paths: tuple[Path, Path], stamps: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Decode an (images, labels) pair; `stamps` makes a changed file miss the cache."""
-    images = _parse_idx(_read_verified(name, paths[0]), paths[0])
-    labels = _parse_idx(_read_verified(name, paths[1]), paths[1])
+    images, labels = (_parse_idx(_read_verified(name, p), p) for p in paths)
     if images.ndim != 3 or images.shape[1:] != (28, 28):
         raise GbError(f"{paths[0]}: expected 28x28 images, the IDX header says shape {images.shape}")
     if labels.ndim != 1 or len(labels) != len(images):
