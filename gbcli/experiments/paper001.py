@@ -3,7 +3,7 @@
 section 5.2 and appendix D (`matrices()`, `row_weights()`), `layer_rank`, `closest_alignment` and
 `features`; their sweep reports; and the sweep reports' shared readers and writers (`point_frames`,
 `stacked`, `write_table`, `save_figure`), which the other papers' modules use. The balanced init and
-the programs live with the models (`gbcli.models.relu`, `gbcli.models.one_class`).
+the programs live with the models (`gbcli.models.relu`).
 """
 
 from __future__ import annotations

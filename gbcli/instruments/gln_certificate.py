@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -20,6 +21,14 @@ MAX_CANDIDATES = 2000
 COLUMNS = ("gln_kkt_residual", "gln_stationarity_w1", "gln_stationarity_w2", "gln_complementarity",
            "gln_dual_mass", "min_unit_norm", "dead_units", "max_dead_dual_norm", "max_dead_dual_unit",
            "softmin_kkt_residual", "softmin_max_dead_dual_norm")
+
+
+class Limit(StrEnum):
+    """What a certificate says of the limit a run is heading for."""
+
+    SVM_GLN = "svm-gln"                        # near a KKT point; no dead unit violates svm-gln's conditions
+    DEAD_UNIT_VIOLATES = "dead-unit-violates"  # near a KKT point whose dead unit has ||g_h(lam)|| > 1
+    NOT_NEAR_KKT = "not-near-kkt"              # the KKT residual is above the tolerance (or undefined)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,13 @@ class Certificate:
                 "min_unit_norm": float(norms.min() / norms.max()) if norms.max() > 0 else float("nan"),
                 "dead_units": int(self.dead.sum()), "max_dead_dual_norm": value,
                 "max_dead_dual_unit": float("nan") if unit is None else unit}
+
+    def heading(self, tol: float = 1e-2, dual_tol: float = 1e-3) -> Limit:
+        """Near a KKT point (residual <= tol): svm-gln unless a dead unit's dual norm exceeds 1 + dual_tol."""
+        if not self.kkt_residual <= tol:
+            return Limit.NOT_NEAR_KKT
+        value, _ = self.max_dead
+        return Limit.DEAD_UNIT_VIOLATES if value > 1 + dual_tol else Limit.SVM_GLN
 
 
 def track_columns(w1, w2, x, y, ctx) -> dict:
