@@ -110,7 +110,7 @@ def runs_of(mlflow_client, experiment: str, path: Path) -> list:
 def fingerprint(path: Path, under: str = "") -> str:
     """A hash of a run's records (of those in `under` only, if given): unchanged records, no new MLflow run."""
     h = hashlib.sha256()
-    for rel in sorted(str(p.relative_to(path)) for p in files_below(path / under if under else path)
+    for rel in sorted(str(p.relative_to(path)) for p in files_below(path / under)
                       if p.name in layout.STAGE_RECORDS):
         try:
             h.update(rel.encode() + read_untrusted(path / rel, 64 * 1024 ** 2))
@@ -289,15 +289,14 @@ class Live:
     def working(self) -> bool:
         return self.client is not None
 
-    def _guard(self, what: str, fn, *args):
+    def _guard(self, what: str, fn) -> None:
         if self.client is None and what != "start":
-            return None
+            return
         try:
-            return fn(*args)
+            fn()
         except Exception as exc:   # noqa: BLE001 (MLflow's own errors, a server that does not answer, a full disk)
             self.client = None   # this process's later stages stay silent: one line, not one per stage
             _warn(self.uri, what, exc, f"; {self.stage} goes on without tracking")
-            return None
 
     def _open(self, mlflow_client, exp_id: str, earlier: list, keep, kind: str, parent: str | None = None,
               start: int | None = None, live: bool = True) -> None:
