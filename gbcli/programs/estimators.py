@@ -25,7 +25,6 @@ from gbcli.programs.design import (GatedDesign, certified_status, constant_gates
 from gbcli.programs.ipm import NOT_SEPARABLE, Kernel, interior_point
 
 SUPPORT = 1e-6   # a training point is a support vector when its multiplier exceeds this fraction of the largest
-ON_INSEPARABLE = ("raise", "warn")
 MAX_GATE_ENTRIES = 2 ** 31   # one-hot gate entries an estimator may build (16 GiB of float64)
 
 
@@ -86,7 +85,7 @@ def _finite(value) -> bool:
 
 def _check_common(est) -> tuple[float, int | None]:
     """(tol, max_iter) with on_inseparable checked; tol in (0, 1): tol >= 1 would certify anything, tol <= 0 nothing."""
-    if not isinstance(est.on_inseparable, str) or est.on_inseparable not in ON_INSEPARABLE:
+    if not isinstance(est.on_inseparable, str) or est.on_inseparable not in ("raise", "warn"):
         raise ValueError(f"{type(est).__name__}: on_inseparable must be 'raise' or 'warn', "
                          f"got {est.on_inseparable!r}")
     if not _finite(est.tol) or not 0 < float(est.tol) < 1:

@@ -78,21 +78,22 @@ class Problem2:
         return {"theta": best, "value": float(values.min()), "feasible_restarts": len(found),
                 "hits": int(np.sum(values <= values.min() * (1 + 1e-6)))}
 
-    def local_search(self, center: np.ndarray, radii: list[float], restarts: int, seed: int) -> dict:
-        """Columns over eps in radii: the smallest ||theta||^2 found within eps of `center` (from it and random
-        starts; NaN when none is feasible), its improvement on ||center||^2 and whether it is smaller."""
+    def local_search(self, center: np.ndarray, radii: list[float], restarts: int, seed: int) -> list[dict]:
+        """For each eps: the smallest ||theta||^2 found within eps of `center` (from it and random starts)."""
         rng = np.random.default_rng(seed)
         base = float(center @ center)
-        best = []
+        rows = []
         for eps in radii:
             starts = [center]
             for _ in range(restarts - 1):
                 u = rng.standard_normal(self.size)
                 starts.append(center + eps * rng.uniform() ** (1 / self.size) * u / np.linalg.norm(u))
-            found = [float(t @ t) for t in (self.solve(s, center, eps) for s in starts) if t is not None]
-            best.append(min(found, default=float("nan")))
-        return {"radii": list(radii), "best_norm_sq": best, "improvement": [base - b for b in best],
-                "smaller_found": [b < base * (1 - IMPROVE_TOL) for b in best]}   # NaN (none found) is not smaller
+            found = [t for t in (self.solve(s, center, eps) for s in starts) if t is not None]
+            best = min((float(t @ t) for t in found), default=float("nan"))
+            rows.append({"eps": eps, "best_norm_sq": best, "feasible_starts": len(found),
+                         "improvement": base - best if found else float("nan"),
+                         "smaller_found": bool(found) and best < base * (1 - IMPROVE_TOL)})
+        return rows
 
 
 def flat_theta(model: nn.Module) -> np.ndarray:
@@ -118,10 +119,11 @@ def fit_nonconvex(obj: str, cfg, spec, problem, trained: nn.Module | None, echo=
             if theta is None:
                 raise GbError("gd: GD's network does not classify every training point correctly, "
                               "so it has no direction at margin 1 to search around (train longer)")
-        searched = {k: [] for k in ("radii", "best_norm_sq", "improvement", "smaller_found")} if theta is None \
-            else p2.local_search(theta, s.radii, s.restarts, s.search_seed)
+        rows = [] if theta is None else p2.local_search(theta, s.radii, s.restarts, s.search_seed)
         value = float("nan") if theta is None else float(theta @ theta)
-        result.update(center_norm_sq=value, **searched, local_optimum=not any(searched["smaller_found"]))
+        result.update(center_norm_sq=value, radii=[r["eps"] for r in rows],
+                      **{key: [r[key] for r in rows] for key in ("best_norm_sq", "improvement", "smaller_found")},
+                      local_optimum=not any(r["smaller_found"] for r in rows))
     margins = p2.margins(theta) if theta is not None else None
     result.update(status="optimal" if theta is not None else "failed", objective=value,
                   solve_seconds=time.perf_counter() - start,

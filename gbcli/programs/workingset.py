@@ -75,11 +75,10 @@ def solve_working_set(design: GatedDesign, solve_on: Callable, finish: Callable,
     x, y, e = design.x_train, design.y_train, design.e_train
     n = len(y)
     norm = norm_of(design)
-    rng = np.random.default_rng(SEED)
     radius = norm.input_radius(design)
     first = max(1, min(n, START, int(np.ceil(START_FRACTION * n))))
     most = max(1, min(ADD, int(np.ceil(ADD_FRACTION * n))))
-    w = np.sort(rng.choice(n, size=first, replace=False))
+    w = np.sort(np.random.default_rng(SEED).choice(n, size=first, replace=False))
     above = np.zeros(n, dtype=np.int64)      # rounds in a row with a margin clearly above 1
     dropped = np.zeros(n, dtype=bool)        # left W once already
     total_it, sizes, warm = 0, [], None
