@@ -15,6 +15,7 @@ from gbcli.models.gating import random_relu_gates
 from gbcli.models.linear import feature_design
 
 if TYPE_CHECKING:
+    from gbcli.data.sources import Dataset
     from gbcli.models.networks.relu import ReLUNet
     from gbcli.programs.design import GatedDesign
 
@@ -30,12 +31,12 @@ class Params(ModelParams):
     homogeneity: ClassVar[int] = 2
 
 
-def _numpy(method, x: np.ndarray) -> np.ndarray:
-    """A trained network's `method` (gates, hidden) on the inputs `x`, in float64."""
+def _on_data(method, ds: Dataset) -> list[np.ndarray]:
+    """A trained network's `method` (gates, hidden) on the training and validation inputs, in float64."""
     import torch
 
     with torch.no_grad():
-        return method(torch.tensor(x, dtype=torch.float64)).numpy()
+        return [method(torch.tensor(x, dtype=torch.float64)).numpy() for x in (ds.x_train, ds.x_val)]
 
 
 def frelu_design(gt: np.ndarray, gv: np.ndarray, problem: Problem, always_on: bool) -> GatedDesign:
@@ -62,22 +63,19 @@ def learned_gates_design(always_on: bool):
     point has every gate off); svm-lc-always-on adds an always-on unit, which separates such points."""
 
     def design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
-        ds = problem.dataset
-        return frelu_design(_numpy(trained.gates, ds.x_train), _numpy(trained.gates, ds.x_val), problem, always_on)
+        return frelu_design(*_on_data(trained.gates, problem.dataset), problem, always_on)
 
     return design
 
 
-def hidden_layer_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
-    """svm-hl: a linear SVM on the trained hidden layer's outputs."""
-    ds = problem.dataset
-    return feature_design(_numpy(trained.hidden, ds.x_train), ds.y_train, _numpy(trained.hidden, ds.x_val))
+def trained_features_design(method: str):
+    """svm-hl / svm-gates: a linear SVM on the trained hidden layer's outputs / 0/1 gate pattern (float64)."""
 
+    def design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
+        ft, fv = _on_data(getattr(trained, method), problem.dataset)
+        return feature_design(ft, problem.dataset.y_train, fv)
 
-def gate_pattern_design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
-    """svm-gates: a linear SVM on the trained network's 0/1 gate pattern."""
-    ds = problem.dataset   # gates in the inputs' dtype: float64
-    return feature_design(_numpy(trained.gates, ds.x_train), ds.y_train, _numpy(trained.gates, ds.x_val))
+    return design
 
 
 def one_class_design(sign: float):
@@ -111,9 +109,9 @@ GATE_PROGRAMS = {p.name: p for p in (
             description="FReLU norm on the trained gates (the paper's program)"),
     Program("svm-lc-always-on", "group", learned_gates_design(True), needs_trained=True,
             description="FReLU norm on the trained gates and an always-on unit (a variant)"),
-    Program("svm-hl", "sq", hidden_layer_design, needs_trained=True,
+    Program("svm-hl", "sq", trained_features_design("hidden"), needs_trained=True,
             description="linear SVM on the trained hidden layer"),
-    Program("svm-gates", "sq", gate_pattern_design, needs_trained=True,
+    Program("svm-gates", "sq", trained_features_design("gates"), needs_trained=True,
             description="linear SVM on the trained gate pattern"))}
 
 
