@@ -20,11 +20,11 @@ from gbcli import interrupts
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.layout import RunDir, SweepDir
-from gbcli.fs.safe import files_below, flatten, present, read_untrusted
+from gbcli.fs.safe import files_below, flatten, is_file, present, read_csv_untrusted, read_untrusted
 from gbcli.runs.index import grid_axes, read_any, show
 from gbcli.store.labels import read_labels
 from gbcli.store.records import RunState
-from gbcli.store.views import RunView, SweepView, point_names
+from gbcli.store.views import SweepView, point_names
 from gbcli.text import shorten
 
 log = logging.getLogger("gbcli")
@@ -219,14 +219,26 @@ def _artifacts(path: Path, kind: str) -> list[tuple[Path, str]]:
 
 
 def _curves(path: Path) -> list[tuple[str, float, int]]:
-    """(column, value, step) of each finite value of gd/metrics.csv, read as the store reads it ([] when missing
-    or not gb's: the export goes on without its curves); a step beyond MLflow's range is left out."""
+    """(column, value, step) of each finite value of gd/metrics.csv ([] when unreadable); a row without a
+    whole step in MLflow's range is left out; without a step column, the rows in order. Lenient, unlike the
+    store's `read_metrics`: an export salvages what a damaged table still holds."""
+    import pandas as pd
+
     try:
-        frame = RunView(path).metrics()
-    except GbError:
+        frame = read_csv_untrusted(RunDir(path).metrics) if is_file(RunDir(path).metrics) else pd.DataFrame()
+    except Exception:   # noqa: BLE001 (a corrupt table: the export goes on without its curves)
         return []
-    return [(col, float(v), int(step)) for col in frame.columns if col not in ("step", "epoch")
-            for step, v in zip(frame["step"], frame[col].astype(float)) if math.isfinite(v) and step < 2 ** 53]
+    steps = (pd.to_numeric(frame["step"], errors="coerce") if "step" in frame.columns
+             else pd.Series(range(len(frame)), dtype=float))
+    out = []
+    for col in [c for c in frame.columns if c not in ("step", "epoch")]:
+        try:
+            values = frame[col].astype(float)
+        except (TypeError, ValueError):
+            continue
+        out += [(col, float(v), int(step)) for step, v in zip(steps, values)
+                if math.isfinite(v) and math.isfinite(step) and step == int(step) and 0 <= step < 2 ** 53]
+    return out
 
 
 # ------------------------------------------------------------------ a directory's MLflow run, live or replayed
