@@ -434,7 +434,7 @@ class Config(Section):
             if obj not in spec.programs:
                 raise ValueError(f"svm.objectives: {obj} does not describe a {self.model.kind} model "
                                  f"(use one of {', '.join(spec.programs)})")
-        for key in sorted(self.svm.explicitly_set() & program_options() - self.svm_options()):
+        for key in sorted(self.svm.model_fields_set & program_options() - self.svm_options()):
             raise ValueError(f"svm.{key}: unknown key for a {self.model.kind} model (none of its programs "
                              f"uses it)")
         # The instruments are defined for exactly homogeneous models: with an output bias neither the normalized

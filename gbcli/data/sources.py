@@ -226,15 +226,10 @@ class ImageSet(DatasetParams):
         return v
 
     @model_validator(mode="after")
-    def _range(self) -> "ImageSet":
-        r = self.pixel_range
+    def _range_and_classes(self) -> "ImageSet":
+        r, c = self.pixel_range, self.classes
         if len(r) != 2 or not all(np.isfinite(r)) or not r[0] < r[1]:
             raise ValueError(f"dataset.pixel_range: need two finite numbers [low, high] with low < high, got {shorten(str(r))}")
-        return self
-
-    @model_validator(mode="after")
-    def _classes(self) -> "ImageSet":
-        c = self.classes
         if c is not None:
             if not 2 <= len(set(c)) <= 10 or any(not 0 <= k <= 9 for k in c):
                 raise ValueError(f"dataset.classes: need at least two distinct classes in 0..9, got {shorten(str(c))}")
