@@ -206,19 +206,6 @@ def _torn(path: Path) -> bool:
     return False
 
 
-def _stage_files(run: RunDir) -> list[tuple[Path, list[Path]]]:
-    """Each finished stage: (its record, written last; its files, config first; manifest key; sections)."""
-    stages = []
-    if present(run.summary):
-        optional = [p for p in (run.metrics, run.gd_predictions) if present(p)]
-        stages.append((run.summary, [run.gd_config, run.model, *optional], "config", GD_SECTIONS))
-    for record in run.results():
-        stage = record.parent
-        optional = [stage / n for n in (layout.COMPACT, layout.PREDICTIONS, layout.THETA) if present(stage / n)]
-        stages.append((record, [stage / layout.CONFIG, *optional], "problem", PROBLEM_SECTIONS))
-    return stages
-
-
 def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
     """Undo what a crash tore in a sweep point's folder (gb's own) so the point redoes it; returns the
     torn files. A torn marker is rewritten; a finished stage with a torn file loses its record (it
@@ -233,8 +220,14 @@ def heal_point(run_dir: Path, stages: bool = True) -> list[Path]:
             write_marker(run.root, "run")
     if not stages:
         return torn
-    for record, files, key, sections in _stage_files(run):
-        bad = next((p for p in (record, *files) if _torn(p)), None)
+    # each finished stage: its record (written last), its files (config first), its optional files, manifest key
+    finished = [(run.summary, [run.gd_config, run.model], [run.metrics, run.gd_predictions], "config", GD_SECTIONS)] \
+        if present(run.summary) else []
+    program_files = (layout.COMPACT, layout.PREDICTIONS, layout.THETA)
+    finished += [(r, [r.parent / layout.CONFIG], [r.parent / n for n in program_files], "problem", PROBLEM_SECTIONS)
+                 for r in run.results()]
+    for record, files, optional, key, sections in finished:
+        bad = next((p for p in (record, *files, *filter(present, optional)) if _torn(p)), None)
         try:   # a whole config that is not the one its manifest hashes (cut at a line break) is torn too
             if bad is None:
                 _check_saved_config(files[0], record, manifest_of(record) or {}, key, sections)
