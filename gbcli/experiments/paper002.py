@@ -273,26 +273,21 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     leaky = [p for p in metrics if "normalized_margin" in metrics[p]]   # homogeneous nets (the sweep's leaky ones)
     if len({cfgs[p]["training"].get("batch_size") for p in leaky}) < 2:
         return []
-    rows, worsts = [], {}
+    margins = sorted({cfgs[p]["dataset"].get("margin") for p in leaky}, key=str)
+    rows, curves = [], {}
     for p in leaky:
         c, m = cfgs[p], metrics[p]
-        worsts[p], last = _risk(m, c)
-        bs = c["training"].get("batch_size")
-        rows.append({"point": p, "run": f"{c['name']}, margin {c['dataset'].get('margin')}, batch {bs if bs else 'full'}",
-                     "batch_size": bs if bs else "full", "margin": c["dataset"].get("margin"),
-                     "steps": int(m["step"].iloc[-1]), **last})
+        worst, last = _risk(m, c)
+        bs, margin = c["training"].get("batch_size"), c["dataset"].get("margin")
+        rows.append({"point": p, "run": f"{c['name']}, margin {margin}, batch {bs if bs else 'full'}",
+                     "batch_size": bs if bs else "full", "margin": margin, "steps": int(m["step"].iloc[-1]), **last})
+        label = f"margin {margin}, " + (f"SGD, batch {bs}" if bs else "GD, full batch")
+        curves[p] = (m["step"], m["train_loss"], worst,
+                     dict(label=label, color=f"C{margins.index(margin) % 10}", ls="-" if bs else "--"))
     table = pd.DataFrame(rows).sort_values(["margin", "batch_size"], key=lambda s: s.astype(str))
     write_table(out_dir, "risk", table)
-    margins = sorted({r["margin"] for r in rows}, key=str)
-    curves = []
-    for p in table["point"]:   # the legend in the table's order: by margin, then batch
-        c, m = cfgs[p], metrics[p]
-        bs = c["training"].get("batch_size")
-        label = f"margin {c['dataset'].get('margin')}, " + (f"SGD, batch {bs}" if bs else "GD, full batch")
-        curves.append((m["step"], m["train_loss"], worsts[p],
-                       dict(label=label, color=f"C{margins.index(c['dataset'].get('margin')) % 10}",
-                            ls="-" if bs else "--")))
-    fig, ax_a, ax_b = _risk_figure(curves, "step", f"eps = {RISK_EPS}")
+    # the legend in the table's order: by margin, then batch
+    fig, ax_a, ax_b = _risk_figure([curves[p] for p in table["point"]], "step", f"eps = {RISK_EPS}")
     for ax in (ax_a, ax_b):   # a loss that falls less than a decade: plain labels, not '6x10^-1'
         readable_log_ticks(ax.yaxis)
     ax_a.legend(fontsize=7)
