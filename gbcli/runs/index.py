@@ -17,6 +17,7 @@ from gbcli.fs import layout
 from gbcli.store.labels import read_labels
 from gbcli.fs.layout import RunDir, SweepDir
 from gbcli.reports.tables import mean_of, read_rows
+from gbcli.reports.views import grid_line
 from gbcli.store.lock import dir_kind
 from gbcli.store.records import ProgramRecord, Verdict, number, run_state, sweep_state
 from gbcli.store.views import RunView, SweepView
@@ -47,8 +48,6 @@ class RunInfo:
         config = " ".join(f"{p}{self.config[k]}" for k, p in KEY_COLUMNS.items()
                           if k in self.config and k not in self.axes)
         if self.axes:   # a sweep: what its points vary, not the base config's one value of it
-            from gbcli.reports.views import grid_line
-
             config = f"{config} {grid_line(self.axes)}".strip()
         gd = [v for k, v in self.numbers.items() if k.startswith("gd-") and k.endswith(".val_error")]
         svm = {k.split(".")[0]: v for k, v in self.numbers.items() if not k.startswith("gd-") and k.endswith(".val_error")}
@@ -119,9 +118,8 @@ def _means_into(numbers: dict[str, float], table: Path, by: str, keys: tuple[str
 def inconsistency_into(path: Path, numbers: dict[str, float]) -> None:
     """Each program's inconsistency with the GD network and 2p(1-p) of its pair into `numbers`, from
     tables/inconsistency.csv (a sweep's: the mean over its points)."""
-    if present(RunDir(path).inconsistency):
-        _means_into(numbers, RunDir(path).inconsistency, "predictor_a", ("inconsistency", "expected_if_uncorrelated"),
-                    keep=lambda r: str(r["predictor_b"]).startswith("gd-"), bounded=True)
+    _means_into(numbers, RunDir(path).inconsistency, "predictor_a", ("inconsistency", "expected_if_uncorrelated"),
+                keep=lambda r: str(r["predictor_b"]).startswith("gd-"), bounded=True)
 
 
 def _numbers_into(numbers: dict[str, float], rec, name: str, keys: tuple[str, ...]) -> None:
@@ -146,7 +144,9 @@ def read_run(path: str | Path) -> RunInfo:
         config = flatten(view.config() or {})
     elif run.gd.is_dir():
         stages["gd"] = Verdict.UNFINISHED
-    upstream = None
+    upstream = ""   # the trained network's hash, which a program's manifest names
+    with contextlib.suppress(GbError):   # missing, a link, unreadable: no program's upstream matches
+        upstream = file_hash(summary)
     for stage in subdirs(run.svm):
         record = stage / layout.RESULT
         if not record.exists():
@@ -156,17 +156,9 @@ def read_run(path: str | Path) -> RunInfo:
         records.append((record, rec))
         m = rec.manifest if rec is not None else None
         status = rec.status if m is not None else Verdict.FOREIGN   # no manifest: not a stage gb finished
-        if status != Verdict.FOREIGN:
-            if gm is not None and m.get("problem") != gm.get("problem"):
-                status = Verdict.STALE
-            elif m.get("upstream"):
-                if upstream is None:
-                    try:
-                        upstream = file_hash(summary) if is_file(summary) else ""
-                    except GbError:
-                        upstream = ""
-                if m["upstream"] != upstream:
-                    status = Verdict.STALE
+        if status != Verdict.FOREIGN and (gm is not None and m.get("problem") != gm.get("problem")
+                                          or m.get("upstream") and m["upstream"] != upstream):
+            status = Verdict.STALE
         stages[stage.name] = status
         if rec is not None:
             _numbers_into(numbers, rec, stage.name, ("val_error", "objective"))
@@ -204,7 +196,6 @@ def read_any(path: str | Path) -> RunInfo:
 def _labelled(root: Path, depth: int = 2) -> list[Path]:
     """The runs and sweeps under `root` (itself, or its folders down to `depth` levels, never inside a run or sweep,
     never through a symlink), without reading their records."""
-    root = Path(root)
     if not root.is_dir():
         return []
     if any(present(root / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS)):
@@ -233,12 +224,9 @@ def scan(root: str | Path = "runs", filters: dict[str, str] | None = None) -> li
 def sweep_points(path: str | Path) -> list[dict]:
     """A sweep's points from `tables/points.csv`: {"point": id, "name": readable name, <each varying key>: value},
     keys in the grid's order; [] when the table is not there or not gb's."""
-    table = SweepDir(path).points_table
-    if not is_file(table):
-        return []
     try:
-        rows = read_rows(table)
-    except Exception:   # noqa: BLE001 (not gb's table: no points to name)
+        rows = read_rows(SweepDir(path).points_table)
+    except Exception:   # noqa: BLE001 (missing, a link or not gb's table: no points to name)
         return []
     if not {"point", "name"} <= set(rows.columns):
         return []
