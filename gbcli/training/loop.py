@@ -192,12 +192,6 @@ def checkpoint_step(path: Path, config: str) -> int | None:
     return step if ok else None
 
 
-def _plain_rows(rows) -> bool:
-    """Metric rows as a checkpoint must hold them: plain values keyed by column names."""
-    return isinstance(rows, list) and all(isinstance(r, dict) and all(
-        isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items()) for r in rows)
-
-
 def _check(ok: bool, what: str) -> None:
     if not ok:
         raise ValueError(what)
@@ -210,7 +204,8 @@ def _restore(state: dict, model: nn.Module, opt, gen: torch.Generator, sched: Sc
     in shape (FReLU's frozen gates exist only once frozen); a parameter may not."""
     step, rows = state.get("step"), state.get("rows")
     _check(type(step) is int and 0 <= step <= sched.total, "step out of range")
-    _check(_plain_rows(rows), "metric rows")
+    _check(isinstance(rows, list) and all(isinstance(r, dict) and all(   # plain values keyed by column names
+        isinstance(k, str) and isinstance(v, ROW_TYPES) for k, v in r.items()) for r in rows), "metric rows")
     _check([r.get("step") for r in rows] == sorted(s for s in sched.log_at if s < step), "metric rows' steps")
     elapsed = state.get("seconds")
     _check(isinstance(elapsed, float) and math.isfinite(elapsed) and elapsed >= 0, "elapsed time")
@@ -274,12 +269,12 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
 
     n = xt.shape[0]
     sched = Schedule.of(t, n)
-    batch, per_epoch, total, log_at = sched.batch, sched.per_epoch, sched.total, sched.log_at
+    per_epoch = sched.per_epoch
     if hasattr(model, "restrict"):   # shallow GLN: train only the contexts that hold training points
         model.restrict(ct, sparse_grad=t.momentum == 0)
     opt = build_optimizer(t, model.parameters())
     gen = torch.Generator().manual_seed(t.batch_seed)
-    update = Step(model, cfg, xt, yt, ct, opt, batch)
+    update = Step(model, cfg, xt, yt, ct, opt, sched.batch)
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker, on_row)
     rows, log, why_diverged = metrics.rows, partial(metrics.log, model), metrics.why_diverged
 
@@ -312,7 +307,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     next_save = time.monotonic() + (checkpoint.seconds if checkpoint else 0)
     diverged, lr = "", epoch_lr(t, min(first_epoch, t.epochs - 1))
     try:
-        with Progress(f"train {cfg.model.predictor}", total, show=progress) as bar:
+        with Progress(f"train {cfg.model.predictor}", sched.total, show=progress) as bar:
             if step:
                 bar.advance(step)
             for epoch in range(first_epoch, t.epochs):
@@ -336,7 +331,7 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
                     diverged = update.adapt(step)   # the adaptive step's estimate, when due
                     if diverged:
                         break
-                    if step in log_at:
+                    if step in sched.log_at:
                         if not log(step, epoch + i / per_epoch, update.base_lr(lr)):
                             diverged = why_diverged(step)
                             break
