@@ -105,10 +105,7 @@ def _keys(cls, unions: tuple[str, ...] = ()) -> dict[str, dict]:
         if isinstance(ann, type) and issubclass(ann, Section) or key in unions:
             out[key] = {"type": "section", "description": field.description or ""}
             continue
-        spec: dict[str, Any] = {"type": type_text(ann, field.metadata)}
-        rng = _range(field.metadata)
-        if rng:
-            spec["range"] = rng
+        spec: dict[str, Any] = {"type": type_text(ann, field.metadata), "range": _range(field.metadata)}
         if not field.is_required():
             spec["default"] = to_jsonable_python(field.get_default(call_default_factory=True))
         spec["description"] = field.description or ""

@@ -434,7 +434,7 @@ class Config(Section):
             if obj not in spec.programs:
                 raise ValueError(f"svm.objectives: {obj} does not describe a {self.model.kind} model "
                                  f"(use one of {', '.join(spec.programs)})")
-        for key in sorted(self.svm.model_fields_set & program_options() - self.svm_options()):
+        for key in sorted(self.svm.model_fields_set & self.unused_svm_keys()):
             raise ValueError(f"svm.{key}: unknown key for a {self.model.kind} model (none of its programs "
                              f"uses it)")
         # The instruments are defined for exactly homogeneous models: with an output bias neither the normalized
@@ -517,16 +517,15 @@ class Config(Section):
             tr["lr_milestones"] = [epochs // 2]
         return {key: upd for key, upd in (("dataset", ds), ("training", tr)) if upd}
 
-    def svm_options(self) -> set[str]:
-        """The svm keys of this model's programs' own options (e.g. paper 003's restarts)."""
-        return {o for p in self.spec.programs.values() for o in p.options}
+    def unused_svm_keys(self) -> frozenset[str]:
+        """The svm keys some program declares (`program_options`) but none of this model's programs uses."""
+        return program_options() - {o for p in self.spec.programs.values() for o in p.options}
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config as plain data, saved next to every result (it validates to the same Config),
         without the svm keys no program of the model uses."""
-        unused = program_options() - self.svm_options()
         exclude: dict = {k: True for k in ("grid", "zip") if getattr(self, k) is None}
-        if unused:
+        if unused := self.unused_svm_keys():
             exclude["svm"] = unused
         return self.model_dump(mode="json", exclude=exclude)
 
