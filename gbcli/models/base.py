@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field, StrictFloat, StrictInt
 
 from gbcli.errors import GbError
+from gbcli.optimizers import geometry
 from gbcli.schema import Section
 from gbcli.text import shorten
 
@@ -84,6 +85,7 @@ class ModelSpec:
     description: ClassVar[str] = ""
     programs: ClassVar[dict[str, Program]] = {}
     matching: ClassVar[str | None] = None               # `matching_program` when it is one fixed program
+    follows_optimizer: ClassVar[bool] = False           # the matching program's geometry is the optimizer's
     instruments: ClassVar[tuple[str, ...]] = ("kkt",)   # which `training.track` instruments apply
     # theory instruments (paper 003's per-layer problems): each row of a 2-D weight is a layer of its own
     rows_are_layers: ClassVar[bool] = False
@@ -166,7 +168,7 @@ class ModelSpec:
 
     def margin_geometry(self, cfg) -> float:
         """The q of min y f / ||w||_q^L: the matching program's geometry (l2 unless it follows the optimizer)."""
-        return 2.0
+        return geometry(cfg.training) if self.follows_optimizer else 2.0
 
     def matching_ready(self, cfg, model: nn.Module | None) -> bool:
         """Whether the matching program is defined for the network as it is now (None: before training)."""

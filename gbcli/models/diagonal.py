@@ -37,6 +37,7 @@ class Spec(construction.ConstructionSpec):
     rows_are_layers = True   # each depth's diagonal factor is a layer of paper 003's per-layer problem
     programs = {**construction.PROGRAMS, **{p.name: p for p in INDUCED.values()}}
     instruments = construction.ConstructionSpec.instruments + ("margin", "agreement")
+    follows_optimizer = True
 
     example_model = {"depth": 2, "activation": "linear", "weights": {"w": [[1.0, 0.0], [1.0, 0.0]]}}
     example_x = [[1.0, 2.0]]
@@ -59,9 +60,6 @@ class Spec(construction.ConstructionSpec):
     def matching_program(self, cfg):
         program = INDUCED.get(geometry(cfg.training)) if self._induces(cfg) else None
         return None if program is None else program.name
-
-    def margin_geometry(self, cfg):
-        return geometry(cfg.training)
 
     def best_normalized_margin(self, cfg, optimum):
         # min y f / ||w||_q^2: 1 / (2 ||beta*||_1) in l2, 1 / ||beta*||_inf in l-infinity

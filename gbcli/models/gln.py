@@ -78,6 +78,7 @@ class Spec(HyperplaneSpec):
                 description="the l-infinity max-margin LP on zeta (l-infinity on the weights)"))}
     instruments = ("margin", "kkt", "agreement", "convergence")
     example_model = {"hidden_units": 3, "output_bias": False}
+    follows_optimizer = True
 
     @property
     def Stacked(self):
@@ -89,9 +90,6 @@ class Spec(HyperplaneSpec):
     def matching_program(self, cfg):
         """svm-gln for the l2 geometry, svm-gln-linf for l-infinity; none for lq, q < 2 (non-convex)."""
         return {2.0: "svm-gln", math.inf: "svm-gln-linf"}.get(geometry(cfg.training))
-
-    def margin_geometry(self, cfg):
-        return geometry(cfg.training) or 2.0
 
     def best_normalized_margin(self, cfg, optimum):
         # l2: min ||w||^2 at margin 1 = 2 x the GLN-norm optimum (||w1_h||^2 + w2_h^2 >= 2 ||zeta_h||,

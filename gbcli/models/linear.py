@@ -49,6 +49,7 @@ class Spec(ModelSpec):
         Program("svm-l1.5", "l1.5", linear_design("l1.5"), description="the l1.5 max-margin cone program"))}}
     instruments = ("margin", "kkt", "agreement", "reg-path", "contrast")
     coordinate_descent = True
+    follows_optimizer = True
 
     def network(self, cfg, dim):
         return networks("linear").Linear(dim)
@@ -57,9 +58,6 @@ class Spec(ModelSpec):
         """The program of the optimizer's geometry (None where no program of it is declared)."""
         norm = PROGRAM_NORM.get(geometry(cfg.training))
         return next((name for name, p in self.programs.items() if p.norm == norm), None)
-
-    def margin_geometry(self, cfg):
-        return geometry(cfg.training)
 
     def best_normalized_margin(self, cfg, optimum):
         # the l2 program's objective is ||w||^2; the others' is the norm itself
