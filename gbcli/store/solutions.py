@@ -142,13 +142,10 @@ def read_npz(root: Path, path: Path, allowed: tuple[str, ...]) -> dict[str, np.n
         raise Unusable(f"{path.name}: unreadable ({shorten(getattr(exc, 'strerror', None) or exc, 120)})") from None
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            total = 0
-            for info in zf.infolist():
-                name = info.filename
+            for name in zf.namelist():
                 if not name.endswith(".npy") or name[:-4] not in allowed:
                     raise Unusable(f"{path.name}: unexpected member {shorten(name, 60)!r}")
-                total += info.file_size
-            if total > 4 * MAX_SOLUTION_BYTES:
+            if (total := sum(info.file_size for info in zf.infolist())) > 4 * MAX_SOLUTION_BYTES:
                 raise Unusable(f"{path.name}: its arrays would take {total} bytes")
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return {k: np.asarray(z[k]) for k in z.files}
@@ -159,13 +156,13 @@ def read_npz(root: Path, path: Path, allowed: tuple[str, ...]) -> dict[str, np.n
         raise Unusable(f"{path.name}: not a readable npz of arrays ({type(exc).__name__}: {shorten(why, 100)})") from None
 
 
-def _float_array(a: np.ndarray | None, name: str, shape: tuple, finite: bool = True) -> np.ndarray | None:
+def _float_array(a: np.ndarray | None, name: str, shape: tuple) -> np.ndarray | None:
     if a is None:
         return None
     if a.dtype.kind != "f" or a.shape != shape:
         raise Unusable(f"{name}: {a.dtype} {a.shape}, expected float {shape}")
     a = a.astype(np.float64)
-    if finite and not np.all(np.isfinite(a)):
+    if not np.all(np.isfinite(a)):
         raise Unusable(f"{name}: not finite")
     return a
 
@@ -258,8 +255,7 @@ def copy_point_solutions(run_dir: Path, dest: Path) -> int:
         compact = stage / layout.COMPACT
         if not is_dir(stage) or not is_file(compact):
             continue
-        data = read_untrusted(compact, MAX_SOLUTION_BYTES)
-        atomic_write_bytes(dest / f"{stage.name}.npz", data)
+        atomic_write_bytes(dest / f"{stage.name}.npz", read_untrusted(compact, MAX_SOLUTION_BYTES))
         config = config or stage / layout.CONFIG
         try:
             needs_model = needs_model or program_of(read_stored(stage, stage / layout.CONFIG, config=True),
