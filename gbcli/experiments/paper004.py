@@ -99,19 +99,16 @@ class _Flat:
 
     def __init__(self, model: nn.Module, x, y, ctx, loss: str):
         self.net, self.x, self.y, self.ctx = float64_copy(model, x, y, ctx)
-        self.names = [n for n, p in self.net.named_parameters() if any(p is w for w in self.net.weights())]
-        params = dict(self.net.named_parameters())
-        self.shapes = [params[n].shape for n in self.names]
+        self.params = {n: p for n, p in self.net.named_parameters() if any(p is w for w in self.net.weights())}
         self.loss = loss
 
     def vector(self) -> np.ndarray:
-        params = dict(self.net.named_parameters())
-        return np.concatenate([params[n].detach().reshape(-1).numpy() for n in self.names])
+        return np.concatenate([p.detach().reshape(-1).numpy() for p in self.params.values()])
 
     def log_loss(self, theta: np.ndarray, grad: bool = True):
         t = torch.tensor(theta, dtype=torch.float64, requires_grad=grad)
-        parts = torch.split(t, [math.prod(s) for s in self.shapes])
-        params = {n: p.reshape(s) for n, p, s in zip(self.names, parts, self.shapes)}
+        parts = torch.split(t, [p.numel() for p in self.params.values()])
+        params = {n: part.reshape(p.shape) for (n, p), part in zip(self.params.items(), parts)}
         with torch.enable_grad():
             value = log_mean_loss(self.y * functional_call(self.net, params, (self.x, self.ctx)), self.loss)
             if not grad:
