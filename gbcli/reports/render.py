@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from gbcli.fs.safe import atomic_write_bytes
 
@@ -28,7 +27,7 @@ def save_png(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
 
 def spans_decades(values, decades: float) -> bool:
     """Whether finite values are all positive and span more than `decades` decades (a log axis's rule)."""
-    v = pd.to_numeric(pd.Series(np.asarray(values, dtype=float).ravel()), errors="coerce")
+    v = np.asarray(values, dtype=float).ravel()
     v = v[np.isfinite(v)]
     return bool(len(v)) and v.min() > 0 and v.max() / v.min() > 10 ** decades
 
