@@ -84,10 +84,8 @@ class StackedGLN(Network):
     def unstack(self, models: list[DeepGLN]) -> None:
         with torch.no_grad():
             for k, m in enumerate(models):
-                m.w1.copy_(self.w1[k])
-                m.w2.copy_(self.w2[k])
-                if m.bias is not None:
-                    m.bias.copy_(self.bias[k])
+                for name, p in m.named_parameters():   # w1, w2 and the bias if it has one
+                    p.copy_(getattr(self, name)[k])
 
 
 class GLN3(Network):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import reduce
+
 import torch
 from torch import nn
 
@@ -28,10 +30,7 @@ class DeepLinear(Network):
         self.layers = nn.ParameterList(nn.Parameter(torch.empty(*s)) for s in shapes)
 
     def forward(self, x: torch.Tensor, ctx: torch.Tensor | None = None) -> torch.Tensor:
-        h = x
-        for layer in self.layers:
-            h = h @ layer.T
-        return h[:, 0]
+        return reduce(lambda h, layer: h @ layer.T, self.layers, x)[:, 0]
 
 
 class ResidualNet(DeepLinear):
