@@ -9,7 +9,7 @@ from typing import ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
 
-from gbcli.models.base import InitScheme, ModelParams, networks
+from gbcli.models.base import InitScheme, ModelParams
 from gbcli.models.gln import HyperplaneSpec
 
 
@@ -28,7 +28,9 @@ class Spec(HyperplaneSpec):
         return 2 * params.hidden_units   # H per hidden layer
 
     def network(self, cfg, dim):
-        return networks("gln").GLN3(cfg.model.hidden_units, cfg.contexts.count, dim)
+        from gbcli.models.networks.gln import GLN3
+
+        return GLN3(cfg.model.hidden_units, cfg.contexts.count, dim)
 
     def describe(self, row):
         return f"H={row['hidden_units']} (x2 layers), C={row['contexts']}, N={row['train_size']}"

@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from gbcli.models import gln
-from gbcli.models.base import Problem, Program, networks
+from gbcli.models.base import Problem, Program
 
 if TYPE_CHECKING:
     from gbcli.programs.design import GatedDesign
@@ -45,7 +45,9 @@ class Spec(gln.HyperplaneSpec):
     example_model = {"output_bias": False}
 
     def network(self, cfg, dim):
-        return networks("gln").ShallowGLN(cfg.contexts.count, dim, cfg.model.output_bias)
+        from gbcli.models.networks.gln import ShallowGLN
+
+        return ShallowGLN(cfg.contexts.count, dim, cfg.model.output_bias)
 
     def trained_state(self, sd, dim):
         """A trained (restricted) model comes back unrestricted: its full (C, D) weight."""
