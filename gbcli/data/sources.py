@@ -540,7 +540,7 @@ def load_idx(name: str, split: str = "train", data_dir: str | Path | None = None
 @functools.lru_cache(maxsize=4)
 def _load_idx_cached(name: str, paths: tuple[Path, Path], stamps: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Decode an (images, labels) pair; `stamps` makes a changed file miss the cache."""
-    images, labels = (_parse_idx(_read_verified(name, p), p) for p in paths)
+    images, labels = (_parse_idx(_read_checked(name, p, keep=True)[0], p) for p in paths)
     if images.ndim != 3 or images.shape[1:] != (28, 28):
         raise GbError(f"{paths[0]}: expected 28x28 images, the IDX header says shape {images.shape}")
     if labels.ndim != 1 or len(labels) != len(images):
@@ -571,18 +571,10 @@ def _parse_idx(data: bytes, path: str | Path) -> np.ndarray:
     return out
 
 
-def _read_verified(name: str, path: Path) -> bytes | bytearray:
-    """The decompressed bytes of `path`; GbError if unreadable, of the wrong size or md5."""
-    data, problem = _read_checked(name, path, keep=True)
-    if problem is not None:
-        raise MissingInput(f"{path} is corrupt ({problem}): delete it and run `gb data fetch {name}`")
-    return data
-
-
 def _read_checked(name: str, path: Path, keep: bool) -> tuple[bytes | bytearray | None, str | None]:
-    """(data, None) when the contents of `path` (gunzipped for .gz files) have the size and md5 of
-    that file of `name`, data None unless `keep`; else (None, the problem). Reads at most the size
-    plus one chunk, so a file that decompresses to gigabytes (a gzip bomb) costs no more than a good one."""
+    """(data, None) when the contents of `path` (gunzipped for .gz files) have the size and md5 of that file of
+    `name`, data None unless `keep`; else (None, the problem), or MissingInput with `keep`. Reads at most the
+    size plus one chunk, so a file that decompresses to gigabytes (a gzip bomb) costs no more than a good one."""
     base = path.name.removesuffix(".gz")
     size = SIZES[base]
     try:
@@ -597,7 +589,9 @@ def _read_checked(name: str, path: Path, keep: bool) -> tuple[bytes | bytearray 
         raise MissingInput(f"cannot read {path}: {exc.strerror or exc}") from None
     if problem is None and digest != CHECKSUMS[name][base]:
         problem = "checksum mismatch"
-    return (data if keep and problem is None else None), problem
+    if keep and problem is not None:
+        raise MissingInput(f"{path} is corrupt ({problem}): delete it and run `gb data fetch {name}`")
+    return (data if keep else None), problem
 
 
 def _size_problem(n: int, size: int) -> str:
