@@ -297,31 +297,33 @@ def plot_sweep_risk(out_dir: str | Path) -> list[Path]:
     return save_figure(fig, out_dir, "risk")
 
 
-def _init_scale_points(out_dir: str | Path) -> tuple[list[str], dict[str, dict], dict[str, pd.DataFrame],
+def _init_scale_points(out_dir: str | Path) -> tuple[dict[str, dict], dict[str, dict], dict[str, pd.DataFrame],
                                                      dict[str, Path]]:
-    """(points, configs, metrics, grid files) of the homogeneous nets of a sweep over `model.init_scale` with
-    `gd/output_grid.csv`, in the sweep's order; empty unless two init scales or more."""
+    """(rows, configs, metrics, grid files) of the homogeneous nets of a sweep over `model.init_scale` with
+    `gd/output_grid.csv`, in the sweep's order (rows: each point's `point`, `init_scale` and `bias`); empty
+    unless two init scales or more."""
     grids = SweepDir(out_dir).gd_files("output_grid.csv")
     metrics = {p: m for p, m in point_frames(out_dir, layout.METRICS).items() if p in grids and "normalized_margin" in m}
     points = in_sweep_order(metrics, point_names(out_dir))
     cfgs = {p: SweepView(out_dir).point(p).config(strict=True) for p in points}
     if len({cfgs[p]["model"].get("init_scale") for p in points}) < 2:
-        return [], {}, {}, {}
-    return points, cfgs, metrics, grids
+        return {}, {}, {}, {}
+    heads = {p: {"point": p, "init_scale": cfgs[p]["model"]["init_scale"],
+                 "bias": bool(cfgs[p]["dataset"].get("bias", False))} for p in points}
+    return heads, cfgs, metrics, grids
 
 
 def plot_sweep_risk_by_init(out_dir: str | Path) -> list[Path]:
     """`tables/risk_by_init.csv` (per point: first and last mean and largest point loss, `_risk`'s first
     steps) and `figures/risk_by_init.png` for `_init_scale_points` (Theorem 4.1 holds at any init scale)."""
-    points, cfgs, metrics, _ = _init_scale_points(out_dir)
-    if not points:
+    heads, cfgs, metrics, _ = _init_scale_points(out_dir)
+    if not heads:
         return []
     rows, worsts = [], {}
-    for p in points:
+    for p, head in heads.items():
         c, m = cfgs[p], metrics[p]
         worsts[p], last = _risk(m, c)
-        rows.append({"point": p, "init_scale": c["model"]["init_scale"], "bias": bool(c["dataset"].get("bias", False)),
-                     "batch_size": c["training"].get("batch_size"), "lr": c["training"].get("lr"),
+        rows.append({**head, "batch_size": c["training"].get("batch_size"), "lr": c["training"].get("lr"),
                      "steps": int(m["step"].iloc[-1]), "initial_train_loss": m["train_loss"].iloc[0],
                      "initial_max_point_loss": float(worsts[p].iloc[0]), **last})
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
@@ -384,15 +386,11 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
     """Figure 1 (a small init gives a boundary close to linear) for `_init_scale_points`:
     `tables/boundary_by_init.csv` (`boundary_row` per point) and `figures/boundary_by_init.png` (sign f,
     f = 0, the rule's boundary and each unit's direction; a row per bias setting, a column per scale)."""
-    points, cfgs, _, grid_files = _init_scale_points(out_dir)
-    if not points:
+    heads, _, _, grid_files = _init_scale_points(out_dir)
+    if not heads:
         return []
-    grids = {p: read_csv_untrusted(grid_files[p]) for p in points}
-    rows = []
-    for p in points:
-        bias = bool(cfgs[p]["dataset"].get("bias", False))
-        rows.append({"point": p, "init_scale": cfgs[p]["model"]["init_scale"], "bias": bias,
-                     **boundary_row(grids[p], bias)})
+    grids = {p: read_csv_untrusted(grid_files[p]) for p in heads}
+    rows = [{**head, **boundary_row(grids[p], head["bias"])} for p, head in heads.items()]
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
     write_table(out_dir, "boundary_by_init", table)
     scales, biases = sorted(set(table["init_scale"])), sorted(set(table["bias"]))
