@@ -553,16 +553,11 @@ def execution_keys(*roles: str) -> frozenset[str]:
     "resolved": a source of other keys' values (preset, grid, zip); left out of a point's id, which holds
     their effect (an override of one does change what runs)."""
     wanted = set(roles or ROLES)
-    unknown = wanted - set(ROLES)
-    if unknown:
+    if unknown := wanted - set(ROLES):
         raise ValueError(f"execution_keys: {', '.join(sorted(unknown))} is not a role ({', '.join(ROLES)})")
     classes: list[tuple[str, type[Section]]] = [("", Config)]
     classes += [(name, cls) for name in Config.model_fields if (cls := section_of(name)) is not None]
     classes += [(name, cls) for name, kinds in UNIONS.items() for cls in kinds.classes.values()]
-    out = set()
-    for prefix, cls in classes:
-        for key, field in cls.model_fields.items():
-            extra = field.json_schema_extra
-            if isinstance(extra, dict) and extra.get("identity") in wanted:
-                out.add(f"{prefix}.{key}" if prefix else key)
-    return frozenset(out)
+    return frozenset(f"{prefix}.{key}" if prefix else key for prefix, cls in classes
+                     for key, field in cls.model_fields.items()
+                     if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("identity") in wanted)
