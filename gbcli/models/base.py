@@ -133,15 +133,12 @@ class ModelSpec:
         import torch
 
         model = self.network(cfg, dim)
-        scheme = self.init_scheme(cfg)
+        scheme = getattr(cfg.model, "init", None) or self.default_init
         gen = torch.Generator().manual_seed(self.init_seed(cfg))
         for w in model.weights():
             init_tensor(w.data, scheme, gen, cfg.model.init_scale)
         self.after_init(model, cfg, gen)
         return model
-
-    def init_scheme(self, cfg) -> str:
-        return getattr(cfg.model, "init", None) or self.default_init
 
     def after_init(self, model: nn.Module, cfg, gen: torch.Generator) -> None:
         """Hook after the generic initialization (balanced init, explicit weights, frozen gates)."""
@@ -212,7 +209,7 @@ def init_tensor(tensor: torch.Tensor, scheme: str, gen: torch.Generator, scale: 
             torch.nn.init.kaiming_normal_(tensor, nonlinearity="relu", generator=gen)
         elif scheme == "torch-default":
             torch.nn.init.kaiming_uniform_(tensor, a=math.sqrt(5), generator=gen)
-        else:
+        else:   # normal; relu's "balanced" draws so too, then sets its output layer
             tensor.normal_(0.0, 1.0 / tensor.shape[-1] ** 0.5, generator=gen)
         tensor.mul_(scale)
 

@@ -75,7 +75,5 @@ class Spec(construction.ConstructionSpec):
             z = w[j] * h
             gates = gates * construction.gate(z, activation)
             h = z * construction.gate(z, activation)
-        jac = np.empty((len(x), m, w.shape[1]))
-        for j in range(m):
-            jac[:, j, :] = x * gates * np.prod(np.delete(w, j, axis=0), axis=0)
+        jac = np.stack([x * gates * np.prod(np.delete(w, j, axis=0), axis=0) for j in range(m)], axis=1)
         return h @ w[-1], jac.reshape(len(x), -1)

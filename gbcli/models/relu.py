@@ -10,7 +10,7 @@ from pydantic import Field, StrictInt
 
 from gbcli.errors import GbError
 from gbcli.models import construction
-from gbcli.models.base import ModelParams, ModelSpec, Problem, Program, networks, set_weights
+from gbcli.models.base import InitScheme, ModelParams, ModelSpec, Problem, Program, networks, set_weights
 from gbcli.models.gating import random_relu_gates
 from gbcli.models.linear import feature_design
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class Params(ModelParams):
     kind: Literal["relu"] = Field("relu", description="x -> H -> 1 ReLU network, no biases")
     hidden_units: StrictInt = Field(10, ge=1, le=2 ** 31 - 1, description="H: hidden units")
-    init: Optional[Literal["orthogonal", "kaiming", "normal", "torch-default", "balanced"]] = Field(
+    init: Optional[Literal[InitScheme, "balanced"]] = Field(
         None, description="default: kaiming; balanced (paper 001's theory): normal first layer, |w2_j| = "
                           "||w1_j|| with random signs; torch-default (paper 001's experiments): nn.Linear's "
                           "U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both layers")
@@ -135,9 +135,6 @@ class Spec(ModelSpec):
 
     def network(self, cfg, dim):
         return networks("relu").ReLUNet(cfg.model.hidden_units, dim)
-
-    def init_scheme(self, cfg):
-        return "normal" if cfg.model.init == "balanced" else super().init_scheme(cfg)
 
     def after_init(self, model, cfg, gen):
         if cfg.model.init == "balanced":   # paper 001: |w2_j| = ||w1_j||, random signs from the same generator
