@@ -37,16 +37,14 @@ def _drop(d: dict, keys: frozenset[str]) -> dict:
 
 # Keys added after stage manifests were first written, hashed only when set: a config that does not
 # use one hashes as before, so its finished stages and training checkpoints stay valid.
-UNSET_SINCE = {"training.init_from": None, "training.adaptive_step": None, "training.betas": None,
-               "training.eps": None, "training.mirror_p": None}
+UNSET_SINCE = ("training.init_from", "training.adaptive_step", "training.betas", "training.eps", "training.mirror_p")
 
 
 def section_hash(cfg, sections: tuple[str, ...]) -> str:
     d = cfg.to_dict()
     how = {k for k in execution_keys("execution") if "." in k}
     # looked up nested, not flattened: a mapping's value (training.adaptive_step) is set, not absent
-    how |= {k for k, unset in UNSET_SINCE.items()
-            if (d.get(k.partition(".")[0]) or {}).get(k.partition(".")[2], unset) == unset}
+    how |= {k for k in UNSET_SINCE if (d.get(k.partition(".")[0]) or {}).get(k.partition(".")[2]) is None}
     picked = _drop({s: d.get(s) for s in sections}, how)
     return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:16]
 
