@@ -127,20 +127,6 @@ def logged(key: str) -> bool:
     return key != "name" and not key.startswith("tracking.")
 
 
-def is_point(path: Path) -> bool:
-    return Path(path).parent.name == layout.POINTS
-
-
-def run_name(path: Path, labels: dict) -> str:
-    """An MLflow run's name: the directory's `--name`; a sweep point, its sweep's folder and what tells
-    it from the other points (`hs/hidden_units=10,seed=1`; its id without points.csv); else the folder's."""
-    if labels.get("name"):
-        return str(labels["name"])
-    if is_point(path):
-        return f"{path.parent.parent.name}/{point_names(path.parent.parent).get(path.name, path.name)}"
-    return path.name
-
-
 def sweep_params(path: Path) -> dict:
     """A sweep's parameters: each axis as given (`grid.<key>`, `zip.<key>`: its list of values) and the
     keys every point shares; never a base value that an axis overrides."""
@@ -318,12 +304,17 @@ class Live:
         if keep is None:
             labels = read_labels(self.path)
             tags = {**_own_tags(self.path, kind, labels), **({"gb.live": "yes"} if live else {})}
-            if parent is None and is_point(self.path):
-                found = runs_of(mlflow_client, exp_id, self.path.parent.parent)
+            sweep = self.path.parent.parent if self.path.parent.name == layout.POINTS else None
+            if parent is None and sweep is not None:
+                found = runs_of(mlflow_client, exp_id, sweep)
                 parent = found[0].info.run_id if found else None
             if parent is not None:
                 tags["mlflow.parentRunId"] = parent
-            run = mlflow_client.create_run(exp_id, run_name=run_name(self.path, labels), tags=tags, start_time=start)
+            # its name: the `--name`; a point's, its sweep's folder and what tells it from the other points
+            # (`hs/hidden_units=10,seed=1`; its id without points.csv); else the folder's
+            name = labels.get("name") or \
+                (f"{sweep.name}/{point_names(sweep).get(self.path.name, self.path.name)}" if sweep else self.path.name)
+            run = mlflow_client.create_run(exp_id, run_name=name, tags=tags, start_time=start)
             self.rid, have, self.created = run.info.run_id, {}, True
         else:
             self.rid, have = keep.info.run_id, keep.data.params
