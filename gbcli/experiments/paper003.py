@@ -289,13 +289,12 @@ def layer_table(cfg, model, x: np.ndarray, y: np.ndarray) -> pd.DataFrame | None
         return None
     slices, i = [], 0   # (name, indices into the flat theta) of each layer (module comment above)
     for name, p in model.named_parameters():
-        k = int(p.numel())
+        idx = np.arange(i, i + p.numel())
         if cfg.spec.rows_are_layers and p.ndim == 2:
-            d = p.shape[1]
-            slices += [(f"{name}[{j}]", np.arange(i + j * d, i + (j + 1) * d)) for j in range(p.shape[0])]
+            slices += [(f"{name}[{j}]", row) for j, row in enumerate(idx.reshape(p.shape[0], -1))]
         else:
-            slices.append((name, np.arange(i, i + k)))
-        i += k
+            slices.append((name, idx))
+        i += p.numel()
     return pd.DataFrame([{"layer": name, **layer_problem(p2, theta, idx)} for name, idx in slices])
 
 
