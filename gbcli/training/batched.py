@@ -71,7 +71,7 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
         stacked.unstack(models)
         return all(log.log(m, step, epoch, lr, validate) for log, m in zip(logs, models))
 
-    keep = [c if c is not None and c.seconds > 0 else None for c in (checkpoints or [None] * len(models))]
+    keep = checkpoints or [None] * len(models)
     every = min((c.seconds for c in keep if c is not None), default=math.inf)
     names = [n for n, _ in stacked.named_parameters()]
     if any([n for n, _ in m.named_parameters()] != names for m in models):   # no per-network mapping

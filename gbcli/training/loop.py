@@ -133,7 +133,7 @@ ROW_TYPES = (int, float, str, bool, type(None))
 
 @dataclass
 class Checkpointing:
-    """Where `train` keeps its resumable state (`path`, e.g. RUN_DIR/gd/checkpoint.pt), how often (`seconds`; also
+    """Where `train` keeps its resumable state (`path`, e.g. RUN_DIR/gd/checkpoint.pt), how often (`seconds` > 0; also
     when interrupted), the computation it belongs to (`identity`: plain data; a checkpoint of another is not used)
     and the state to resume from (`resume`, as `read_checkpoint` returned it)."""
 
@@ -278,8 +278,6 @@ def train(model: nn.Module, cfg, x_train: np.ndarray, y_train: np.ndarray, ctx_t
     metrics = MetricLog(cfg, xt, yt, ct, xv, yv, cv, tracker, on_row)
     rows, log, why_diverged = metrics.rows, partial(metrics.log, model), metrics.why_diverged
 
-    if (tracker is not None and not tracker.resumable) or (checkpoint is not None and checkpoint.seconds <= 0):
-        checkpoint = None
     step, elapsed, resumed = 0, 0.0, None
     if checkpoint is not None and checkpoint.resume is not None:
         state = checkpoint.resume
