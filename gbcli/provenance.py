@@ -35,16 +35,6 @@ def git_state() -> dict:
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
-def _blas() -> list[dict]:
-    try:
-        from threadpoolctl import threadpool_info
-
-        return [{k: info.get(k) for k in ("internal_api", "version", "num_threads")} for info in threadpool_info()
-                if info.get("user_api") == "blas"]
-    except Exception:   # noqa: BLE001 (only a description)
-        return []
-
-
 @functools.lru_cache(maxsize=1)
 def _static() -> dict:
     import numpy
@@ -62,7 +52,13 @@ def environment() -> dict:
     if torch is not None:
         env["torch"] = torch.__version__
         env["torch_threads"] = torch.get_num_threads()
-    env["blas"] = _blas()
+    try:
+        from threadpoolctl import threadpool_info
+
+        env["blas"] = [{k: info.get(k) for k in ("internal_api", "version", "num_threads")}
+                       for info in threadpool_info() if info.get("user_api") == "blas"]
+    except Exception:   # noqa: BLE001 (only a description)
+        env["blas"] = []
     env["pid"] = os.getpid()
     return env
 
