@@ -110,7 +110,6 @@ class RunDir(_Folder):
 class SweepDir(_Folder):
     """The paths of one sweep directory."""
 
-    lock = property(lambda self: self.root / SWEEP_LOCK)
     config = property(lambda self: self.root / CONFIG)
     record = property(lambda self: self.root / SWEEP)
     points = property(lambda self: self.root / POINTS)

@@ -342,7 +342,7 @@ def open_fd(path: str | Path, flags: int, mode: int = 0o666) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
-def open_lock(path: str | Path, key: str = "") -> int:
+def open_lock(path: str | Path) -> int:
     """A lock file opened read-write (created when absent), never through a link (GbError)."""
     try:
         fd = open_fd(path, os.O_RDWR | os.O_CREAT)
