@@ -504,8 +504,7 @@ def aggregate(out: Path, points: list[Config], echo=log.info) -> tuple[pd.DataFr
             except (OSError, ValueError) as exc:
                 echo(f"warning: point {pid}: its solutions were not copied into {out / layout.SOLUTIONS} ({exc})")
         else:
-            f = FailureRecord.read(d)
-            fails.append({"point": pid, "status": str(f.status), "stage": f.stage, "message": f.message, "log": f.log})
+            fails.append({"point": pid, **FailureRecord.read(d).as_dict()})
     errors, incons = (pd.concat(t, ignore_index=True) if t else pd.DataFrame() for t in (errs, incs))
     failures = pd.DataFrame(fails, columns=["point", "status", "stage", "message", "log"])
     tables = SweepDir(out).tables
