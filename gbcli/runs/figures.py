@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from gbcli.errors import GbError
@@ -43,6 +45,8 @@ BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "trainin
                 # the implicit-bias quantities: the smallest training margin at unit parameter norm, and the norm
                 ("normalized_margin", "normalized margin (smallest over training points)", "linear"),
                 ("weight_norm", "parameter norm", "auto"))
+# (column, axis label, y scale) of every registered instrument's panels, in registry order
+TRAINING_PANELS = tuple(p for ins in INSTRUMENTS.values() for p in ins.panels)
 # why a tracked column has no value in a run's first rows (NaN): its instrument's definition
 UNDEFINED_BEFORE = {"kkt_residual": "the KKT conditions are defined once the network separates the training data",
                     "kkt_complementarity": "defined once the network separates the training data",
@@ -91,8 +95,6 @@ def _titled(ax, title: str, rows: pd.DataFrame) -> bool:
 def predictor_style(label: str) -> tuple:
     """(colour, marker) of a legend label, the same in every figure (registry order); a GD network's momentum
     variant ("gd-gln (momentum 0.9)") keeps its hue, darkened, with its own marker."""
-    from matplotlib import colormaps
-
     base, _, rest = label.partition(" (")
     order = list(dict.fromkeys(n for kind, spec in MODELS.items() for n in (f"gd-{kind}", *spec.programs)))
     # tab10 first (the strongest colours go to the first kinds' predictors), then tab20b / tab20c
@@ -123,9 +125,6 @@ def _readable_limits(ax, axis: str, values, min_span: float = 0.02) -> None:
 def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str, xlabel: str, ylabel: str) -> list:
     """One dot per (point, program) at (GD validation error, `y`): the marker says the program, its fill the momentum,
     its colour a varying grid key (else the program's); returns the legend's handles (programs, momenta, the key)."""
-    from matplotlib import colormaps
-    from matplotlib.lines import Line2D
-
     key = next((k for k in COLOUR_KEYS if k in pairs and pairs[k].nunique() > 1), None)
     momenta = sorted(pairs["momentum"].unique()) if "momentum" in pairs and pairs["momentum"].nunique() > 1 else []
     fill = {m: list(FILLS)[i % len(FILLS)] for i, m in enumerate(momenta)}
@@ -294,11 +293,6 @@ def plot_sweep(errors: pd.DataFrame, incons: pd.DataFrame, out_dir: str | Path, 
 # ------------------------------------------------------------ training curves (gbcli.theory)
 
 
-def training_panels() -> tuple:
-    """(column, axis label, y scale) of every registered instrument's panels, in registry order."""
-    return tuple(p for ins in INSTRUMENTS.values() for p in ins.panels)
-
-
 def gap_slope(metrics: pd.DataFrame, decades: float = SLOPE_DECADES) -> float:
     """Least-squares slope of log(margin gap) against log(step) over the last `decades` of steps
     (paper 004: -1 with loss-normalized steps; about -1/ln t, i.e. near 0, with a constant step)."""
@@ -333,7 +327,7 @@ def _finite(runs: dict[str, pd.DataFrame], col: str, log: bool):
 def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure | None:
     """One panel per tracked metric against the step (log axis), one line per run (None without tracked columns);
     every panel spans the whole logged history, so a quantity defined only late reads as late."""
-    cols = [p for p in training_panels() if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
+    cols = [p for p in TRAINING_PANELS if any(p[0] in m and m[p[0]].notna().any() for m in runs.values())]
     if not cols:
         return None
     fig, axes = _panel_grid(len(cols), 4.0)
@@ -360,17 +354,15 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
         ax.set_title(ylabel, fontsize=9)
         if col == "margin_ratio":
             ax.axhline(1.0, color="k", ls="--", lw=0.8)
-            values = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()] or [np.zeros(1)])
+            values = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()])   # 1 among them
             values = values[np.isfinite(values)]
-            lo, hi = (min(values.min(), 0.0), max(values.max(), 1.0)) if len(values) else (0.0, 1.0)
+            lo, hi = min(values.min(), 0.0), max(values.max(), 1.0)
             ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))   # the whole curve (it may start far below 0)
         readable_log_ticks(ax.xaxis)
         if log:
             readable_log_ticks(ax.yaxis)
     shared = len(runs) > 3 or max(map(len, runs), default=0) > 30
     if shared:   # many runs or long names: one legend under the panels, never over the curves
-        from matplotlib.lines import Line2D
-
         handles = [Line2D([], [], color=f"C{i % 10}", ls=RUN_STYLES[i // 10 % 3], lw=1.4, label=label)
                    for i, label in enumerate(runs)]
         if any(c[0] == "inconsistency" for c in cols):
@@ -493,7 +485,7 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
     runs = {k: m for k, m in runs.items() if "step" in m and len(m)}
     if not runs:
         return None
-    panels = list(dict.fromkeys(p for p in (*BASIC_CURVES, *training_panels()) if any(
+    panels = list(dict.fromkeys(p for p in (*BASIC_CURVES, *TRAINING_PANELS) if any(
         p[0] in m and pd.to_numeric(m[p[0]], errors="coerce").notna().any() for m in runs.values())))
     if not panels:
         return None
