@@ -322,16 +322,14 @@ def check_svm_request(cfg: Config, objectives: list[str], solver: str | None) ->
         raise GbError("svm.objectives: nothing to solve (list objectives in the config or pass --objective)")
     programs = {o: program_of(cfg, o) for o in objectives}
     n, ram = cfg.dataset.train_size, machine_memory()
-    for o, p in programs.items():   # the dual solver holds three N x N float64 arrays (|W| x |W| for a working set)
-        if p.norm is not None and (solver or default_solver(p.norm)) == "dual" and dual_memory(n, p.norm) > ram:
-            raise GbError(f"dataset.train_size: {o} through the dual solver needs about {dual_memory(n, p.norm) / GB:.1f} "
-                          f"GB for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
-    for o, p in programs.items():
-        if solver is not None and p.norm is not None:
-            check_solver(solver, o, p.norm)
     asked = {"time_limit": cfg.svm.time_limit is not None, "device": cfg.svm.device != "cpu"}
     for o, p in programs.items():
         use = None if p.norm is None else (solver or default_solver(p.norm))
+        if use == "dual" and dual_memory(n, p.norm) > ram:   # three N x N float64 arrays (|W| x |W|: a working set)
+            raise GbError(f"dataset.train_size: {o} through the dual solver needs about {dual_memory(n, p.norm) / GB:.1f} "
+                          f"GB for N = {n:,} (three N x N arrays), more than this machine's {ram / GB:.0f} GB")
+        if solver is not None and p.norm is not None:
+            check_solver(solver, o, p.norm)
         for opt in [k for k, v in asked.items() if v]:
             if use is None or opt not in SOLVERS[use].honours:
                 raise GbError(f"svm.{opt}: {o} is solved by {use or 'its own non-convex search'}, which does not "
