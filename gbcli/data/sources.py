@@ -311,8 +311,8 @@ class Orthogonal(SyntheticSet):
         n, dim = self.n_samples, self.dim
         rng = np.random.default_rng(self.synthetic_seed)
         z = np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
-        xs, ys, count = [], [], 0
-        while count < n:
+        xs, ys = [], []
+        while sum(map(len, ys)) < n:
             batch = max(2 * n, 1024)
             h = np.abs(rng.standard_normal((batch, dim)))
             s = rng.choice(np.array([-1.0, 1.0]), size=batch)
@@ -320,7 +320,6 @@ class Orthogonal(SyntheticSet):
             keep = (x @ z >= 0) & np.all(h > 0, axis=1)
             xs.append(x[keep])
             ys.append(s[keep])
-            count += int(keep.sum())
         return np.concatenate(xs)[:n], np.concatenate(ys)[:n]
 
 
@@ -349,14 +348,13 @@ class SymmetricGaussians(SyntheticSet):
         rng = np.random.default_rng(self.synthetic_seed)
         e = rng.standard_normal(self.dim)
         e /= np.linalg.norm(e)
-        xs, ys, count = [], [], 0
-        while count < self.n_samples:
+        xs, ys = [], []
+        while sum(map(len, ys)) < self.n_samples:
             y = rng.choice(np.array([-1.0, 1.0]), size=max(2 * self.n_samples, 1024))
             x = y[:, None] * self.mean_norm * e + self.std * rng.standard_normal((len(y), self.dim))
             keep = y * (x @ e) > self.margin
             xs.append(x[keep])
             ys.append(y[keep])
-            count += int(keep.sum())
         return np.concatenate(xs)[: self.n_samples], np.concatenate(ys)[: self.n_samples]
 
 
@@ -511,13 +509,10 @@ def _linear_teacher(n: int, dim: int, seed: int, margin: float) -> tuple[np.ndar
     w = rng.standard_normal(dim)
     w /= np.linalg.norm(w)
     kept: list[np.ndarray] = []
-    count = 0
-    while count < n:
+    while sum(map(len, kept)) < n:
         x = rng.standard_normal((max(n, 1024), dim))
         proj = np.abs(x @ w)
-        x = x[(proj >= margin) & (proj > 0)]  # proj > 0 so that every label is +-1
-        kept.append(x)
-        count += len(x)
+        kept.append(x[(proj >= margin) & (proj > 0)])  # proj > 0 so that every label is +-1
     x = np.concatenate(kept)[:n]
     return x, np.sign(x @ w), w
 
