@@ -55,10 +55,9 @@ class Schedule:
         batch = min(t.batch_size or n, n)
         per_epoch = math.ceil(n / batch)
         total = t.epochs * per_epoch
-        log_at = set(np.unique(np.linspace(0, total, t.log_points).round().astype(int)).tolist())
-        if t.log_spacing == "log":   # step 0, then geometric steps up to the last
-            log_at = {0} | set(np.unique(np.geomspace(1, total, t.log_points - 1).round().astype(int)).tolist())
-        return cls(batch, per_epoch, total, log_at)
+        log = t.log_spacing == "log"   # step 0, then geometric steps up to the last
+        steps = np.geomspace(1, total, t.log_points - 1) if log else np.linspace(0, total, t.log_points)
+        return cls(batch, per_epoch, total, {0} | set(steps.round().astype(int).tolist()))
 
 
 def epoch_lr(t, epoch: int) -> float:
