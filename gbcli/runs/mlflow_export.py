@@ -80,8 +80,25 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
                 raise GbError(f"--dir: {shorten(str(one.path), 200)}: its config key {quoted(key, 80)} is not a name "
                               f"MLflow takes for a parameter (letters, digits, _ - . : / and space, at most 250 "
                               f"characters, no empty or '..' part)")
-    try:
-        return _export(todo, uri, experiment, echo)
+    for info in [info for info, _ in todo if info.kind == "foreign"]:
+        echo(f"skipped {info.path}: {info.note}")
+    todo = [(info, points) for info, points in todo if info.kind != "foreign"]
+    counts = {"runs": 0, "sweeps": 0, "points": 0, "unchanged": 0}
+    try:   # each directory replayed: a sweep, then its points as its children
+        with Progress(f"exporting to {shorten(uri, 160)} (experiment {experiment})", sum(1 + len(p) for _, p in todo),
+                      say=echo, counter="{done}/{total} runs") as bar:
+            mlflow_client, exp_id = open_store(uri, experiment, echo)
+            for info, points in todo:
+                parent = None
+                for one in (info, *points):
+                    rid, made = Live.replay(mlflow_client, uri, experiment, exp_id, one, parent=parent)
+                    counts["points" if parent else "sweeps" if one.kind == "sweep" else "runs"] += made
+                    counts["unchanged"] += not made
+                    parent = parent or rid
+                    bar.advance()
+        echo(f"exported to {uri} (experiment {experiment}): {counts['runs']} runs, {counts['sweeps']} sweeps with "
+             f"{counts['points']} points; {counts['unchanged']} unchanged since the last export")
+        return {"tracking_uri": uri, "experiment_id": exp_id, **counts}
     except GbError:
         raise
     except Exception as exc:   # MLflow's own refusals, a server that does not answer, a full disk
@@ -96,25 +113,3 @@ def export(root: str | Path = "runs", tracking_uri: str | None = None, experimen
             first = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
         raise GbError(f"gb runs export mlflow: {uri}: {type(exc).__name__}: {shorten(first, 200)}") from None
 
-
-def _export(todo: list, uri: str, experiment: str, echo) -> dict:
-    """Replay each directory (a sweep, then its points as its children), saying first what it does."""
-    counts = {"runs": 0, "sweeps": 0, "points": 0, "unchanged": 0}
-    for info in [info for info, _ in todo if info.kind == "foreign"]:
-        echo(f"skipped {info.path}: {info.note}")
-    todo = [(info, points) for info, points in todo if info.kind != "foreign"]
-    total = sum(1 + len(points) for _, points in todo)
-    with Progress(f"exporting to {shorten(uri, 160)} (experiment {experiment})", total, say=echo,
-                  counter="{done}/{total} runs") as bar:
-        mlflow_client, exp_id = open_store(uri, experiment, echo)
-        for info, points in todo:
-            parent = None
-            for one in (info, *points):
-                rid, made = Live.replay(mlflow_client, uri, experiment, exp_id, one, parent=parent)
-                counts["points" if parent else "sweeps" if one.kind == "sweep" else "runs"] += made
-                counts["unchanged"] += not made
-                parent = parent or rid
-                bar.advance()
-    echo(f"exported to {uri} (experiment {experiment}): {counts['runs']} runs, {counts['sweeps']} sweeps with "
-         f"{counts['points']} points; {counts['unchanged']} unchanged since the last export")
-    return {"tracking_uri": uri, "experiment_id": exp_id, **counts}
