@@ -14,6 +14,7 @@ from pathlib import Path
 from gbcli.errors import GbError
 from gbcli.fs import layout
 from gbcli.fs.safe import check_tree, clean_temp_files, is_dir, is_file, open_lock, present, read_untrusted, write_json
+from gbcli.provenance import Clock
 from gbcli.text import shorten
 
 _HELD: set[str] = set()                  # the lock paths this process holds
@@ -80,8 +81,6 @@ def write_marker(path: Path, kind: str) -> None:
     marker = Path(path) / MARKER
     if is_file(marker):
         return
-    from gbcli.provenance import Clock
-
     write_json(marker, {"kind": kind, "format": 1,
                         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                         "provenance": Clock().stamp()})
