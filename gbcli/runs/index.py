@@ -196,8 +196,6 @@ def read_any(path: str | Path) -> RunInfo:
 def _labelled(root: Path, depth: int = 2) -> list[Path]:
     """The runs and sweeps under `root` (itself, or its folders down to `depth` levels, never inside a run or sweep,
     never through a symlink), without reading their records."""
-    if not root.is_dir():
-        return []
     if any(present(root / n) for n in (layout.MARKER, layout.GD, layout.SVM, layout.POINTS)):
         return [root]
     try:
