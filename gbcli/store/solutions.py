@@ -18,6 +18,7 @@ untrusted: no symlink, no pickles, every array's dtype, shape and finiteness che
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -257,11 +258,9 @@ def copy_point_solutions(run_dir: Path, dest: Path) -> int:
             continue
         atomic_write_bytes(dest / f"{stage.name}.npz", read_untrusted(compact, MAX_SOLUTION_BYTES))
         config = config or stage / layout.CONFIG
-        try:
+        with contextlib.suppress(Exception):   # a config that is not gb's: verify says what is wrong with it
             needs_model = needs_model or program_of(read_stored(stage, stage / layout.CONFIG, config=True),
                                                     stage.name).needs_trained
-        except Exception:   # noqa: BLE001 (verify says what is wrong with it)
-            pass
         n += 1
     if config is not None:
         atomic_write_bytes(dest / layout.CONFIG, read_untrusted(config, MAX_CONFIG_BYTES))
