@@ -16,14 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from gbcli.fs.safe import atomic_write_bytes, open_lock, present, read_untrusted
+from gbcli.fs.safe import atomic_write_bytes, open_lock, present
 from gbcli.programs.design import GatedDesign, Solution, Status, Stop
 from gbcli.store.records import is_result
-from gbcli.store.solutions import Unusable   # an entry that counts as missing (the message says why)
+from gbcli.store.solutions import Unusable, read_npz   # Unusable: an entry that counts as missing (it says why)
 
 NOT_SOLVED_FROM = ("x_val", "e_val", "classify")   # design fields no solver reads (predictions are recomputed)
 FORMAT = 1
-MAX_ENTRY_BYTES = 2 * 1024 ** 3   # a 48,000-point answer is a few MB; nothing gb writes comes near this
 META_TYPES = {"origin": str, "status": str, "solver": str, "message": str, "value": (int, float),
               "seconds": (int, float), "iterations": (int, type(None))}
 
@@ -116,16 +115,11 @@ class SolveCache:
             return None
 
     def _read(self, path: Path, key: str, design: GatedDesign | None) -> tuple[Solution, str]:
-        try:   # never through a link, a regular file of at most MAX_ENTRY_BYTES
-            with np.load(io.BytesIO(read_untrusted(path, MAX_ENTRY_BYTES)), allow_pickle=False) as z:
-                if set(z.files) - {"meta", "zeta", "lam"} or "meta" not in z.files:
-                    raise Unusable(f"unexpected arrays {sorted(z.files)}")
-                meta = json.loads(str(z["meta"][()]))
-                arrays = {k: np.asarray(z[k]) for k in ("zeta", "lam") if k in z.files}
-        except Unusable:
-            raise
-        except Exception as exc:   # noqa: BLE001 (truncated, bit-flipped, empty, foreign: zipfile, EOF, value errors)
-            raise Unusable(f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else 'unreadable'}") from None
+        arrays = read_npz(path.parent, path, ("meta", "zeta", "lam"))   # never through a link, no pickles
+        try:
+            meta = json.loads(str(arrays.pop("meta")[()]))
+        except Exception as exc:   # noqa: BLE001 (no meta array, not JSON)
+            raise Unusable(f"no JSON meta ({type(exc).__name__})") from None
         if not isinstance(meta, dict) or meta.get("key") != key:
             raise Unusable("it answers another program (its key differs)")
         if meta.get("format", FORMAT) != FORMAT:
