@@ -197,40 +197,29 @@ class GroupNorm(Norm):
         return zeta
 
 
-class L1(Norm):
-    """Sum of absolute entries: an LP, which the dual solver does not cover."""
+class Polyhedral(Norm):
+    """l1 (the sum of absolute entries) or l-infinity (the largest: sign descent's margin, docs/optimizers.md),
+    each the other's dual norm: LPs, which the dual solver does not cover."""
 
-    name, description, default_solver = "l1", "the l1 norm (a linear program)", "highs"
+    default_solver = "highs"
 
-    def value(self, design, zeta):
-        return float(np.abs(zeta).sum())
-
-    def dual(self, design, v):   # the dual of the l1 norm is the max norm
-        return float(np.abs(v).max())
-
-    def input_radius(self, design):
-        return float((np.abs(design.x_train).max(1) * np.abs(design.e_train).max(1)).max())
-
-    def cvxpy(self, cp, design, z, zm):
-        return cp.norm1(z)
-
-
-class LInf(Norm):
-    """The largest absolute entry: an LP, sign descent's margin (docs/optimizers.md)."""
-
-    name, description, default_solver = "linf", "the l-infinity norm (a linear program)", "highs"
+    def __init__(self, name: str, words: str, own, dual_of, cvxpy_form: str):
+        """own, dual_of: np.sum or np.max (of the absolute entries); cvxpy_form: cvxpy's function of the norm."""
+        self.name, self.description = name, f"the {words} norm (a linear program)"
+        self.own, self.dual_of, self.cvxpy_form = own, dual_of, cvxpy_form
 
     def value(self, design, zeta):
-        return float(np.abs(zeta).max())
+        return float(self.own(np.abs(zeta)))
 
-    def dual(self, design, v):   # the dual of the max norm is the l1 norm
-        return float(np.abs(v).sum())
+    def dual(self, design, v):
+        return float(self.dual_of(np.abs(v)))
 
     def input_radius(self, design):
-        return float((np.abs(design.x_train).sum(1) * np.abs(design.e_train).sum(1)).max())
+        rows = lambda a: self.dual_of(np.abs(a), axis=1)
+        return float((rows(design.x_train) * rows(design.e_train)).max())
 
     def cvxpy(self, cp, design, z, zm):
-        return cp.norm_inf(z)
+        return getattr(cp, self.cvxpy_form)(z)
 
 
 class Lp(Norm):
@@ -350,8 +339,9 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
-NORMS: dict[str, Norm] = {n.name: n for n in (SquaredL2(), ContextL2(), GroupNorm(), L1(), LInf(), Lp(1.5),
-                                              ReferenceL2())}
+NORMS: dict[str, Norm] = {n.name: n for n in (
+    SquaredL2(), ContextL2(), GroupNorm(), Polyhedral("l1", "l1", np.sum, np.max, "norm1"),
+    Polyhedral("linf", "l-infinity", np.max, np.sum, "norm_inf"), Lp(1.5), ReferenceL2())}
 
 
 def norm_of(design: GatedDesign) -> Norm:
