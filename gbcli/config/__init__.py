@@ -7,7 +7,7 @@ from gbcli.lazy import attach
 _NAMES = {
     "Config": "gbcli.config.schema",
     **{name: "gbcli.config.loading" for name in (
-        "apply_preset", "deep_merge", "dump_config", "format_validation_error", "load_config", "parse_override",
+        "apply_preset", "deep_merge", "dump_config", "load_config", "parse_override",
         "read_config", "read_stored_config", "read_yaml", "run_dir_for", "set_path", "validate")},
 }
 __all__ = sorted(_NAMES)

@@ -19,8 +19,6 @@ from gbcli.errors import GbError
 from gbcli.text import quoted, shorten
 
 if TYPE_CHECKING:   # the schema: imported where a config is validated, not by every reader of YAML
-    from pydantic import ValidationError
-
     from gbcli.config.schema import Config
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -155,11 +153,9 @@ def _read_config_text(path: Path) -> str:
     """The text of a config file: a regular file of at most MAX_CONFIG_BYTES (a FIFO or a device such as /dev/zero
     is refused, not waited on or read forever), read once and checked on the open file."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)   # read-only: a directory opens too
     except (FileNotFoundError, NotADirectoryError, ValueError):   # ValueError: a NUL in the path
         raise GbError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise GbError(f"{path}: is a directory, not a config file") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
@@ -168,8 +164,7 @@ def _read_config_text(path: Path) -> str:
             raise GbError(f"{path}: not a regular file (a config is read from a file, not a device or pipe)")
         if st.st_size > MAX_CONFIG_BYTES:
             raise GbError(f"{path}: {st.st_size} bytes is too large for a config (at most {MAX_CONFIG_BYTES})")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
+        os.set_blocking(fd, True)
         with open(fd, "rb", closefd=False) as f:
             data = f.read(MAX_CONFIG_BYTES + 1)   # a file that grows (or lies about its size) is still bounded
     finally:
@@ -210,12 +205,14 @@ def apply_preset(raw: dict, source: str = "config") -> dict:
 def _validated(raw: dict, source: str) -> Config:
     from pydantic import ValidationError
 
-    from gbcli.config.schema import Config
+    from gbcli.config.schema import UNIONS, Config
+    from gbcli.data.sources import validation_message
 
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        raise GbError(f"{source}: {format_validation_error(exc)}") from None
+        tags = {s: u.key for s, u in UNIONS.items()}
+        raise GbError(f"{source}: {validation_message(exc.errors(), config_key, unknown_key_hint, tags)}") from None
 
 
 def validate(raw: dict, source: str = "config") -> Config:
@@ -281,14 +278,6 @@ def unknown_key_hint(loc: tuple | list) -> str:
         return ""
     match = difflib.get_close_matches(key, list(section.model_fields), n=1, cutoff=0.7)
     return f" (did you mean {prefix}{match[0]}?)" if match else ""
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """The first error of `exc` as one line naming its config key (`validation_message`)."""
-    from gbcli.config.schema import UNIONS
-    from gbcli.data.sources import validation_message
-
-    return validation_message(exc.errors(), config_key, unknown_key_hint, {s: u.key for s, u in UNIONS.items()})
 
 
 def read_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict:
