@@ -45,12 +45,33 @@ class SlurmArray(Executor):
         self.next_look = 0.0
 
     def check(self) -> None:
+        """Refuse (GbError): a control character in --out, a client command not on PATH, no answer to `sinfo -h`."""
         # the job script names the sweep directory (#SBATCH --output): a newline would start a script line
         bad = next((c for c in str(self.out.absolute()) if ord(c) < 32 or ord(c) == 127), None)
         if bad is not None:
             raise GbError(f"--out: {shorten(repr(str(self.out)), 200)} holds a control character ({bad!r}); a Slurm "
                           f"job script names it, so gb refuses it (use another --out)")
-        check_slurm()
+        if (tool := next((t for t in SLURM_TOOLS if not shutil.which(t)), None)) is not None:
+            raise GbError(f"--executor slurm: no `{tool}` on PATH (gb needs the Slurm client commands "
+                          f"{', '.join(SLURM_TOOLS)}; scripts/slurm-cluster.sh start brings up a single-node cluster)")
+        try:
+            proc = subprocess.Popen(["sinfo", "-h"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+        except OSError as exc:
+            raise GbError(f"--executor slurm: `sinfo` cannot run: {exc.strerror or exc}") from None
+        try:
+            _, err = proc.communicate(timeout=SINFO_SECONDS)
+        except BaseException as exc:   # a controller that hangs (or an interrupt): end sinfo and what it started
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                os.killpg(proc.pid, 9)
+                proc.wait(timeout=5)
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise GbError(f"--executor slurm: the Slurm controller does not answer (`sinfo -h` still waiting "
+                              f"after {SINFO_SECONDS:g} s)") from None
+            raise
+        if proc.returncode != 0:
+            why = _one_line(err) or f"exit code {proc.returncode}"
+            raise GbError(f"--executor slurm: the Slurm controller does not answer (`sinfo -h` failed: {why})")
 
     def submit(self, fn: Callable, tasks: list[tuple]) -> list:
         ex = submitit.SlurmExecutor(folder=self.out / layout.SLURM / "%j")
@@ -100,32 +121,6 @@ class SlurmArray(Executor):
         started = {str(Path(d)) for job in pending if _slurm_state(job) != "PENDING" for d in tasks[job][1]}
         note = _cancel_array(self.array) if self.array else ""
         return started.__contains__, note
-
-
-def check_slurm(timeout: float = SINFO_SECONDS) -> None:
-    """Refuse (GbError) unless the client commands are on PATH and a controller answers `sinfo -h`."""
-    for tool in SLURM_TOOLS:
-        if not shutil.which(tool):
-            raise GbError(f"--executor slurm: no `{tool}` on PATH (gb needs the Slurm client commands "
-                          f"{', '.join(SLURM_TOOLS)}; scripts/slurm-cluster.sh start brings up a single-node cluster)")
-    try:
-        proc = subprocess.Popen(["sinfo", "-h"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-    except OSError as exc:
-        raise GbError(f"--executor slurm: `sinfo` cannot run: {exc.strerror or exc}") from None
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    except BaseException as exc:   # a controller that hangs (or an interrupt): end sinfo and what it started
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            os.killpg(proc.pid, 9)
-            proc.wait(timeout=5)
-        if isinstance(exc, subprocess.TimeoutExpired):
-            raise GbError(f"--executor slurm: the Slurm controller does not answer (`sinfo -h` still waiting "
-                          f"after {timeout:g} s)") from None
-        raise
-    if proc.returncode != 0:
-        why = _one_line(err) or f"exit code {proc.returncode}"
-        raise GbError(f"--executor slurm: the Slurm controller does not answer (`sinfo -h` failed: {why})")
 
 
 class SlurmTask(submitit.helpers.Checkpointable):
@@ -182,21 +177,16 @@ def _one_line(text: str | None) -> str:
     return "; ".join(dict.fromkeys(lines))
 
 
-# submitit's parameters that are no sbatch option (the job script's own lines)
+# submitit's parameters that are no sbatch option (the job script's own lines); the others: `--key=value`, `--key`
 NOT_SBATCH = ("array_parallelism", "signal_delay_s", "setup", "srun_args", "use_srun", "stderr_to_stdout", "map_count",
               "additional_parameters")
-
-
-def _sbatch_flags(params: dict) -> dict[str, str]:
-    """sbatch's option for each of submitit's parameters (`--key=value`, `--key` for true)."""
-    flat = {k: v for k, v in params.items() if k not in NOT_SBATCH} | (params.get("additional_parameters") or {})
-    return {k: f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in flat.items()}
 
 
 def _at_fault(opts: dict, params: dict) -> tuple[str, object] | None:
     """(sweep key, value) whose removal alone lets `sbatch --test-only` accept the job: the controller's exit code
     decides, never its words. None when the whole job passes that test or no one key is at fault."""
-    flags = _sbatch_flags(params)
+    flat = {k: v for k, v in params.items() if k not in NOT_SBATCH} | (params.get("additional_parameters") or {})
+    flags = {k: f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in flat.items()}
     keys = [(k, p, f"gpu:{opts[k]}" if k == "gpus" else opts[k]) for k, p in
             (("account", "account"), ("qos", "qos"), ("constraint", "constraint"), ("gpus", "gres"),
              ("time_min", "time"), ("mem_gb", "mem"), ("cpus", "cpus_per_task"), ("partition", "partition"))
@@ -218,19 +208,9 @@ def _at_fault(opts: dict, params: dict) -> tuple[str, object] | None:
         return None
 
 
-def _refusal(exc: BaseException, opts: dict, params: dict) -> str:
-    """One line for a submission sbatch refused, naming the sweep key at fault when `_at_fault` finds it."""
-    text = getattr(exc, "stderr", None) or getattr(exc, "output", None) or str(exc)
-    why = shorten(_one_line(text if isinstance(text, str) else text.decode(errors="replace"))
-                  or type(exc).__name__, 400)
-    fault = _at_fault(opts, params)
-    if fault is None:
-        return f"--executor slurm: Slurm refused the job array: {why}"
-    return f"sweep.{fault[0]}: Slurm refused {fault[1]!r}: {why}"
-
-
 def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, params: dict, folder: Path) -> list:
-    """`ex.map_array` (one sbatch call); a refusal: one GbError line, and submitit's files for it removed."""
+    """`ex.map_array` (one sbatch call); a refusal: submitit's files for it removed, one GbError line naming the
+    sweep key at fault when `_at_fault` finds it."""
     def files() -> set:
         return set(folder.iterdir()) if folder.is_dir() else set()
 
@@ -246,7 +226,12 @@ def _submit(ex, fn: Callable, tasks: list[tuple], opts: dict, params: dict, fold
         if not existed:
             with contextlib.suppress(OSError):
                 folder.rmdir()   # only when empty
-        raise GbError(_refusal(exc, opts, params)) from None
+        text = getattr(exc, "stderr", None) or getattr(exc, "output", None) or str(exc)
+        why = shorten(_one_line(text if isinstance(text, str) else text.decode(errors="replace"))
+                      or type(exc).__name__, 400)
+        fault = _at_fault(opts, params)
+        raise GbError(f"--executor slurm: Slurm refused the job array: {why}" if fault is None
+                      else f"sweep.{fault[0]}: Slurm refused {fault[1]!r}: {why}") from None
 
 
 def _lost(job_name: str, pending: dict, gone: dict) -> list[tuple]:
