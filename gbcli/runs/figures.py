@@ -429,8 +429,9 @@ def _naming_keys(varied: list[str], runs: dict) -> list[str]:
     return keys
 
 
-def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFrame, dict]]:
-    """Each point's metrics (those `keep` takes) and flat config, by id: the points of points.csv, else all."""
+def _sweep_runs(out_dir: Path, keep=lambda m: True) -> tuple[dict[str, tuple[pd.DataFrame, dict]], list[str]]:
+    """Each point's metrics (those `keep` takes) and flat config, by id: the points of points.csv, else all; and
+    the config keys whose values differ between them (sorted)."""
     grid = {str(r["point"]) for r in sweep_points(out_dir)}
     runs = {}
     for p, point in SweepView(out_dir).points(layout.METRICS).items():
@@ -440,23 +441,17 @@ def _sweep_runs(out_dir: Path, keep=lambda m: True) -> dict[str, tuple[pd.DataFr
             if config is None:
                 raise GbError(f"{point.dir.gd_config}: not a readable gb config; rerun the stage")
             runs[p] = (m, flatten(config))
-    return runs
-
-
-def _varied(runs: dict) -> list[str]:
-    """The config keys whose values differ between the points (sorted)."""
     keys = sorted({k for _, c in runs.values() for k in c} - {"name", "output.dir"})
-    return [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
+    return runs, [k for k in keys if len({repr(c.get(k)) for _, c in runs.values()}) > 1]
 
 
 def plot_sweep_training(out_dir: str | Path) -> list[Path]:
     """A tracked sweep's `figures/training.png`, `tables/training.csv` (all rows) and `tables/training_summary.csv`
     (last row, margin-gap slope), each point labelled by the config values that differ between them."""
     out_dir, tracked = Path(out_dir), [c for ins in INSTRUMENTS.values() for c in ins.columns]
-    runs = _sweep_runs(out_dir, lambda m: len(m) and any(c in m for c in tracked))
+    runs, varied = _sweep_runs(out_dir, lambda m: len(m) and any(c in m for c in tracked))
     if not runs:
         return []
-    varied = _varied(runs)
     naming = _naming_keys(varied, runs)   # once, not once a point
     label = {p: ", ".join(f"{k.split('.')[-1]}={short_value(c.get(k))}" for k in naming) or p
              for p, (_, c) in runs.items()}
@@ -524,12 +519,11 @@ def curves_figure(runs: dict[str, pd.DataFrame], title: str | None = None,
 def sweep_curves(out_dir: Path) -> tuple[Figure | None, dict[str, pd.DataFrame], dict[str, str]]:
     """A sweep's training curves (one line per point in the grid's order, line style by momentum when it
     varies), each point's metrics and its label (what tells it apart); (None, {}, {}) without metrics."""
-    runs = _sweep_runs(out_dir)
+    runs, varied = _sweep_runs(out_dir)
     if not runs:
         return None, {}, {}
     grid = [str(r["point"]) for r in sweep_points(out_dir)]   # the grid's order (tables/points.csv)
     axes = list(grid_axes(out_dir))
-    varied = _varied(runs)
     naming = _naming_keys([k for k in axes if k in varied] + [k for k in _naming_keys(varied, runs) if k not in axes],
                           runs)
     runs = dict(sorted(runs.items(), key=lambda kv: (grid.index(kv[0]) if kv[0] in grid else len(grid),
