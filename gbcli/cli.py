@@ -23,8 +23,7 @@ from gbcli.fs.safe import present
 from gbcli.text import printable, quoted
 
 
-app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="gb: train GD networks, solve their max-margin programs, compare them.")
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None)
 data_app = typer.Typer(no_args_is_help=True, help="Fetch or verify dataset files.")
 app.add_typer(data_app, name="data")
 runs_app = typer.Typer(help="Find and read runs: list them (the default), show one, diff two, export them to MLflow.")
@@ -71,11 +70,11 @@ def _path(raw: str, key: str) -> Path:
     return Path(raw)
 
 
-def _named(raw: str, key: str = "RUN", root: Path = Path("runs")) -> Path:
+def _named(raw: str, key: str) -> Path:
     """A run as the user names it: a path, as `gb runs` prints it, a --name or a point's name (`index.resolve`)."""
     from gbcli.runs.index import resolve
 
-    return resolve(_path(raw, key), root, key)
+    return resolve(_path(raw, key), key=key)
 
 
 DataDirOpt = typer.Option(None, "--data-dir", metavar="DIR",
@@ -129,22 +128,16 @@ def _logging(quiet: bool = False) -> None:
     logger.setLevel(logging.INFO)
 
 
-def _load(config: Path, overrides: List[str]):
-    from gbcli.config import load_config
-
-    return load_config(config, tuple(overrides))
-
-
 def _run_stage(command: str, config: Path, out: Optional[str], set_: List[str], overrides: List[str], quiet: bool,
                force: bool, threads: int, name: Optional[str], tag: List[str], note: Optional[str]):
     """(its result, the run directory) of `gb train-gd` / `gb fit-svm`: every refusal answered before torch
     loads, the library's messages shown, the threads set (as a sweep worker's: the same numbers)."""
-    from gbcli.config import run_dir_for
+    from gbcli.config import load_config, run_dir_for
     from gbcli.store.labels import check_labels, write_labels
     from gbcli.store.lock import check_run_target
 
     labels = check_labels(name, tag, note)
-    cfg = _load(config, [*set_, *overrides])
+    cfg = load_config(config, [*set_, *overrides])
     run_dir = run_dir_for(cfg, out, set_)
     check_run_target(run_dir, command)
     _logging(quiet)
@@ -278,6 +271,7 @@ def plot_cmd(run_dir: str = RunDirArg,
 
     check_tree(run_dir)   # it writes RUN_DIR/figures/: never through a symlink
     kind = dir_kind(run_dir, key="RUN_DIR")   # a marker that is not gb's, or a mixed directory: refused
+    from gbcli.runs.compare import run_tables
     from gbcli.runs.figures import plot_curves   # matplotlib and torch: once the input is known to be good
     from gbcli.runs.sweep import draw_figures, sweep_lock
     from gbcli.store.lock import run_lock
@@ -286,16 +280,14 @@ def plot_cmd(run_dir: str = RunDirArg,
     lock = {"run": lambda: run_lock(run_dir, key="RUN_DIR"),
             "sweep": lambda: sweep_lock(run_dir)}.get(kind, contextlib.nullcontext)
     if kind == "run":   # computed from its records, as `gb compare` does: its tables/ may be stale
-        from gbcli.runs.compare import run_tables
-
         tables = run_tables(run_dir)
-        have_tables = tables is not None
+    elif any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY)):
+        tables = read_tables(run_dir)   # a damaged table: refused before anything is drawn
     else:
-        have_tables = any(present(RunDir(run_dir).tables / f) for f in (layout.ERRORS, layout.INCONSISTENCY))
-        tables = read_tables(run_dir) if have_tables else None   # a damaged table: refused before anything is drawn
+        tables = None
     with staged_writes(landing=lock):   # every figure drawn before one lands: a damaged record writes none
         curves = plot_curves(run_dir, per_point=points)
-        if not have_tables and not curves:
+        if tables is None and not curves:
             read_tables(run_dir)   # neither curves nor tables: says what is missing
         drawn = draw_figures(*tables, run_dir) if tables is not None else []
     for path in curves + drawn:
@@ -326,24 +318,22 @@ def sweep_cmd(config: Path = ConfigArg, out: Optional[str] = OutOpt, set_: List[
     """Run a grid of configurations (`grid:` / `zip:` axes), aggregate tables and figures.
     Slurm's options are the config's (`sweep.partition`, `sweep.time_min`, ..., `sweep.slurm`; on the
     command line `--set sweep.account=acme`). Exit code 1 when a point failed (see tables/failures.csv)."""
+    from gbcli.config import load_config
     from gbcli.store.labels import check_labels
 
     labels = check_labels(name, tag, note)
-    _load(config, set_)   # the base config (its axes unexpanded) is valid: answered before torch and the sweep load
+    load_config(config, set_)   # the base config (axes unexpanded) is valid: answered before torch and the sweep load
+    from gbcli.reports.tables import overview, rich_table
     from gbcli.runs.sweep import dry_run as list_points, run_sweep
 
     if dry_run:
         table = list_points(config, out, tuple(set_))
-        from gbcli.reports.tables import rich_table
-
         console.print(rich_table(table, f"{len(table)} points ({int(table['done'].sum())} done)",
                                  ["point", "name", "done"]))
         return
     errors, incons, failures = run_sweep(config, out, tuple(set_), executor, jobs, progress=not quiet,
                                          echo=_echo, threads=threads, labels=labels)
     if len(errors):
-        from gbcli.reports.tables import overview, rich_table
-
         view = overview(errors, incons)
         console.print(rich_table(view, "sweep overview (mean over points)", list(view.columns)))
     if len(failures):
@@ -416,9 +406,8 @@ def verify_cmd(run_dirs: List[str] = typer.Argument(..., metavar="DIR...",
     export = _path(export, "--export") if export is not None else None
     if export is not None and len(run_dirs) > 1:
         raise GbError("--export: takes one DIR (the run or sweep whose solutions it writes)")
-    run_dir = run_dirs[0]
     if export is not None:
-        rows, written = export_solutions(run_dir, export, progress=fmt == "table", tol=tol)
+        rows, written = export_solutions(run_dirs[0], export, progress=fmt == "table", tol=tol)
     else:
         rows, written = [], 0
         for d in run_dirs:   # several: each row says which DIR it came from
@@ -552,9 +541,9 @@ def runs_export(target: str = typer.Argument(..., metavar="TARGET", help="mlflow
 def config_show(config: Path = ConfigArg, set_: List[str] = SetOpt):
     """Print the resolved config as YAML (preset, --set overrides and derived values applied):
     what `gb train-gd` would run and save as gd/config.yaml."""
-    from gbcli.config import dump_config
+    from gbcli.config import dump_config, load_config
 
-    sys.stdout.write(dump_config(_load(config, set_)))
+    sys.stdout.write(dump_config(load_config(config, set_)))
 
 
 @config_app.command("keys")
@@ -682,8 +671,7 @@ def main() -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the exit's own flush writes nowhere
             sys.exit(0)
         except OSError as exc:   # a full disk, a file that cannot be written: one line, not a traceback
-            where = exc.filename or ""
-            _fail(f"{where}: {exc.strerror or exc}" if where else f"{exc.strerror or exc}", code=1)
+            _fail(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else f"{exc.strerror or exc}", code=1)
         except GbError as exc:
             _fail(str(exc))
         except CLICK_ERRORS as exc:
