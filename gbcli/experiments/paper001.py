@@ -232,10 +232,12 @@ def write_table(out_dir: str | Path, name: str, table: pd.DataFrame) -> Path:
     return path
 
 
-def new_figure(**options):
+def new_figure(figsize, rows: int = 1, cols: int = 1, **options):
+    """A constrained-layout Figure and its `rows` x `cols` axes (`Figure.subplots` with `options`)."""
     from matplotlib.figure import Figure   # loaded when a report draws, not with every command
 
-    return Figure(layout="constrained", **options)
+    fig = Figure(layout="constrained", figsize=figsize)
+    return fig, fig.subplots(rows, cols, **options)
 
 
 def save_figure(fig, out_dir: str | Path, name: str, **options) -> list[Path]:
@@ -261,10 +263,9 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
     ref = "the closer of w+ / w-" if closest else "w+ / w-"
     from matplotlib.ticker import MaxNLocator
 
-    fig = new_figure(figsize=(4.6 * len(points), 3.8))
-    axes = fig.subplots(1, len(points), squeeze=False)[0]
+    fig, axes = new_figure((4.6 * len(points), 3.8), 1, len(points), squeeze=False)
     bins = np.linspace(min(0.8, float(table[["align", "mean_align"]].min().min())), 1.0, 41)
-    for ax, p in zip(axes, points):
+    for ax, p in zip(axes[0], points):
         t = table[table["point"] == p]
         ax.hist(t["align"], bins=bins, alpha=0.6, label=f"with {ref} (svm-pos / svm-neg), median {t['align'].median():.3f}")
         ax.hist(t["mean_align"], bins=bins, alpha=0.6,
@@ -274,7 +275,7 @@ def plot_sweep_neurons(out_dir: str | Path) -> list[Path]:
         ax.set_xlabel("cosine of neuron w_j with its reference")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))   # counts of neurons
         ax.legend(fontsize=7, loc="upper left")
-    axes[0].set_ylabel("neurons")
+    axes[0, 0].set_ylabel("neurons")
     what = ("the closer of w+ / w- and with the closer class mean" if closest else
             "w+ / w- (by the sign of the output weight a_j) and with that class's mean")
     fig.suptitle(f"first-layer neurons at the end of training: cosine with {what}", fontsize=9)
@@ -292,8 +293,7 @@ def plot_sweep_layers(out_dir: str | Path) -> list[Path]:
     names = point_names(out_dir)
     points = in_sweep_order(sv["point"], names)
     mats = list(dict.fromkeys(sv["matrix"]))
-    fig = new_figure(figsize=(3.4 * 2 * len(mats), 3.2 * len(points) + 0.4))
-    axes = fig.subplots(len(points), 2 * len(mats), squeeze=False)
+    fig, axes = new_figure((3.4 * 2 * len(mats), 3.2 * len(points) + 0.4), len(points), 2 * len(mats), squeeze=False)
     for i, p in enumerate(points):
         for j, m in enumerate(mats):
             s = sv[(sv["point"] == p) & (sv["matrix"] == m)]
@@ -334,8 +334,7 @@ def plot_sweep_features(out_dir: str | Path) -> list[Path]:
     layers = sorted(hist["layer"].unique())
     from matplotlib.ticker import MaxNLocator
 
-    fig = new_figure(figsize=(3.0 * len(layers), 2.6 * len(rows) + 0.4))
-    axes = fig.subplots(len(rows), len(layers), squeeze=False)
+    fig, axes = new_figure((3.0 * len(layers), 2.6 * len(rows) + 0.4), len(rows), len(layers), squeeze=False)
     for i, (p, act) in enumerate(rows):
         for j, layer in enumerate(layers):
             ax = axes[i, j]

@@ -199,8 +199,7 @@ def plot_sweep_output_linearity(out_dir: str | Path) -> list[Path]:
                      **{c: last.get(c, float("nan")) for c in OutputLinearity.columns + ("max_group_angle",)}})
     table = pd.DataFrame(rows)
     write_table(out_dir, "output_linearity", table)
-    fig = new_figure(figsize=(max(4.2 * len(points), 9.0), 7.6))
-    axes = np.array(fig.subplots(2, len(points), squeeze=False))
+    fig, axes = new_figure((max(4.2 * len(points), 9.0), 7.6), 2, len(points), squeeze=False)
     for j, r in table.iterrows():
         g, line = grids[r["point"]], lines[r["point"]]
         x1, x2, f, rule = on_grid(g, "x1", "x2", "f", "rule")
@@ -253,8 +252,7 @@ def _risk(m: pd.DataFrame, cfg: dict) -> tuple[pd.Series, dict]:
 def _risk_figure(curves: list[tuple], xlabel: str, eps_label: str | None = None):
     """(a) the mean training loss and (b) the largest point loss against the step (log scales);
     `curves`: (step, mean, worst, line style) each."""
-    fig = new_figure(figsize=(12, 4.6))
-    ax_a, ax_b = fig.subplots(1, 2)
+    fig, (ax_a, ax_b) = new_figure((12, 4.6), 1, 2)
     for step, mean, worst, style in curves:
         ax_a.plot(step[step > 0], mean[step > 0], **style)
         ax_b.plot(step[step > 0], worst[step > 0], **style)
@@ -394,8 +392,7 @@ def plot_sweep_boundary_by_init(out_dir: str | Path) -> list[Path]:
     table = pd.DataFrame(rows).sort_values(["bias", "init_scale"], kind="stable")
     write_table(out_dir, "boundary_by_init", table)
     scales, biases = sorted(set(table["init_scale"])), sorted(set(table["bias"]))
-    fig = new_figure(figsize=(3.3 * len(scales), 3.4 * len(biases)))
-    axes = np.array(fig.subplots(len(biases), len(scales), squeeze=False))
+    fig, axes = new_figure((3.3 * len(scales), 3.4 * len(biases)), len(biases), len(scales), squeeze=False)
     for ax in axes.flat:
         ax.set_axis_off()   # a cell without a point stays empty
     for r in table.itertuples():

@@ -84,8 +84,7 @@ def plot_sweep_kkt(out_dir: str | Path) -> list[Path]:
         return []
     table = pd.DataFrame(rows)
     write_table(out_dir, "kkt", table)
-    fig = new_figure(figsize=(14, 4.8))
-    ax_a, ax_b = fig.subplots(1, 2)
+    fig, (ax_a, ax_b) = new_figure((14, 4.8), 1, 2)
     names = sorted(table["construction"].unique())
     for _, r in table.sort_values(["construction", "loss"]).iterrows():   # the legend's order
         label = f"{r['construction']} ({r['loss']})"
@@ -208,8 +207,7 @@ def write_init_outcomes(out_dir: str | Path) -> list[Path]:
         summary.append(row)
     summary = pd.DataFrame(summary)
     write_table(out_dir, "init_outcomes_summary", summary)
-    fig = new_figure(figsize=(12, 4.6))
-    ax_a, ax_b = fig.subplots(1, 2)
+    fig, (ax_a, ax_b) = new_figure((12, 4.6), 1, 2)
     labels = [f"{r['init']} x{r['init_scale']:g}\n{r['loss']}\n{r['runs']} runs" for _, r in summary.iterrows()]
     xs = np.arange(len(summary))
     for i, o in enumerate(OUTCOMES):
@@ -326,8 +324,7 @@ def write_layer_table(out_dir: str | Path) -> list[Path]:
     first = ["point", "construction", "model", "activation", "loss", "layer"]
     table = table[first + [c for c in table.columns if c not in first]]
     write_table(out_dir, "layer_optimality", table)
-    fig = new_figure(figsize=(12, 5))
-    ax = fig.subplots()
+    fig, ax = new_figure((12, 5))
     cols = [c for c in table.columns if c.startswith("local_norm_sq_eps_")]
     one_loss = table["loss"].nunique() == 1   # then named once, in the title
     labels = [f"{r['construction']}: {r['layer']}" + ("" if one_loss else f" ({r['loss']})") for _, r in table.iterrows()]

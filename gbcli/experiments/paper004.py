@@ -237,11 +237,10 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     side = min(max(3.6, 0.4 * n_max + 1.6), 7.0)
     cols = min(len(configs), MAX_COLUMNS)
     rows = -(-len(configs) // cols)
-    fig = new_figure(figsize=(side * cols + 1.0, (side + 0.3) * rows + 0.5))
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax in axes[len(configs):]:
+    fig, axes = new_figure((side * cols + 1.0, (side + 0.3) * rows + 0.5), rows, cols, squeeze=False)
+    for ax in axes.flat[len(configs):]:
         ax.set_axis_off()
-    for ax, c in zip(axes, configs):
+    for ax, c in zip(axes.flat, configs):
         t = table[table["configuration"] == c]
         seeds = sorted(set(t["init_seed_a"]) | set(t["init_seed_b"]), key=lambda s: int(s) if s.isdigit() else s)
         mat = np.full((len(seeds), len(seeds)), np.nan)   # a pair the sweep lacks stays blank
@@ -262,7 +261,7 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
                 if np.isfinite(mat[i, j]):   # dark text on the bright end of the colour map
                     ax.text(j, i, f"{mat[i, j]:.3f}", ha="center", va="center", fontsize=7,
                             color="k" if mat[i, j] > 0.6 * top else "w")
-    fig.colorbar(im, ax=list(axes), shrink=0.9 if rows == 1 else 0.5, label="inconsistency (fraction of validation points)")
+    fig.colorbar(im, ax=axes, shrink=0.9 if rows == 1 else 0.5, label="inconsistency (fraction of validation points)")
     fig.suptitle("GD networks that differ only in the init seed:\npairwise inconsistency on the validation set",
                  fontsize=9)
     return save_figure(fig, out_dir, "init_agreement")
