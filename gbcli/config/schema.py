@@ -34,10 +34,8 @@ def machine_memory() -> int:
 DEFAULT_DATASET = "digits"
 
 # What a key is when not what the run computes, as its field's metadata; `execution_keys()` says what each means.
-EXECUTION = {"identity": "execution"}
-LOGGING = {"identity": "logging"}
-RESOLVED = {"identity": "resolved"}
 ROLES = ("execution", "logging", "resolved")
+EXECUTION, LOGGING, RESOLVED = ({"identity": role} for role in ROLES)
 
 
 @dataclass(frozen=True)
@@ -518,8 +516,10 @@ class Config(Section):
         return {key: upd for key, upd in (("dataset", ds), ("training", tr)) if upd}
 
     def unused_svm_keys(self) -> frozenset[str]:
-        """The svm keys some program declares (`program_options`) but none of this model's programs uses."""
-        return program_options() - {o for p in self.spec.programs.values() for o in p.options}
+        """The svm keys some program declares (`Program.options`: paper 003's restarts, radii, search_seed) but none
+        of this model's programs uses: its config refuses them."""
+        declared = frozenset(o for p in programs().values() for o in p.options)
+        return declared - {o for p in self.spec.programs.values() for o in p.options}
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config as plain data, saved next to every result (it validates to the same Config),
@@ -528,13 +528,6 @@ class Config(Section):
         if unused := self.unused_svm_keys():
             exclude["svm"] = unused
         return self.model_dump(mode="json", exclude=exclude)
-
-
-@functools.cache
-def program_options() -> frozenset[str]:
-    """The svm keys declared by some program (`Program.options`: paper 003's restarts, radii, search_seed); a
-    model none of whose programs uses one refuses it."""
-    return frozenset(o for p in programs().values() for o in p.options)
 
 
 def section_of(name: str) -> type[Section] | None:
