@@ -19,9 +19,9 @@ __getattr__, __dir__ = attach(globals(), {name: f"{__name__}.registered" for nam
 
 
 class Solver:
-    name: ClassVar[str]
-    norms: ClassVar[frozenset[str]]      # names of the norms (gbcli.programs.norms) it solves
-    default_max_iters: ClassVar[int]
+    name: str
+    norms: frozenset[str]      # names of the norms (gbcli.programs.norms) it solves
+    default_max_iters: int
     # the options of `solve` beyond (design, max_iters, eps) it honours; others are refused before any work
     honours: ClassVar[frozenset[str]] = frozenset()
 

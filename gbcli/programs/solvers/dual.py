@@ -20,7 +20,7 @@ from gbcli.programs.norms import NORMS, norm_of
 from gbcli.programs import workingset
 from gbcli.programs.active_set import active_set
 from gbcli.programs.solvers import Solver
-from gbcli.programs.solvers.primal import Clarabel
+from gbcli.programs.solvers.primal import CLARABEL
 
 POLISH_MAX_FEATURES = 4000   # NNLS on a (features x N) matrix: cheap for svm-hl / svm-gates (H <= 100)
 
@@ -132,7 +132,7 @@ class DualSolver(Solver):
         if norm.has_reduction:   # an exact route of the norm's own (svm-l2-reference)
             reduced = norm.solve_reduced(design, tol, max_iters, device)
             if reduced is None:   # the reduction does not apply: the general program, in primal form
-                sol = Clarabel().solve(design)
+                sol = CLARABEL.solve(design)
                 sol.message = ("the free points' null-space features are dependent, so the reduction does not "
                                "apply: solved in primal form with Clarabel" + (f"; {sol.message}" if sol.message else ""))
                 return sol

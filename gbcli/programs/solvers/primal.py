@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import ClassVar
 
 import numpy as np
 
@@ -21,9 +20,12 @@ STATUS = {"optimal": "optimal", "optimal_inaccurate": "inaccurate",
 
 
 class CvxpySolver(Solver):
+    """cvxpy with its solver `name` (upper-cased), and that solver's option names for max_iters and eps."""
 
-    iters_option: ClassVar[str]
-    eps_options: ClassVar[tuple[str, ...]]
+    def __init__(self, name: str, norms: frozenset[str], default_max_iters: int, iters_option: str,
+                 eps_options: tuple[str, ...]):
+        self.name, self.norms, self.default_max_iters = name, norms, default_max_iters
+        self.iters_option, self.eps_options = iters_option, eps_options
 
     def solve(self, design: GatedDesign, max_iters: int | None = None, eps: float | None = None) -> Solution:
         import cvxpy as cp   # slow to import; only the primal solvers need it
@@ -55,21 +57,7 @@ class CvxpySolver(Solver):
                         "" if status == "optimal" else f"cvxpy status {problem.status}", lam=lam)
 
 
-class Ecos(CvxpySolver):
-    name, norms, default_max_iters = "ecos", ALL_NORMS, 200
-    iters_option, eps_options = "max_iters", ("abstol", "reltol", "feastol")
-
-
-class Osqp(CvxpySolver):
-    name, norms, default_max_iters = "osqp", QUADRATIC_NORMS, 10_000
-    iters_option, eps_options = "max_iter", ("eps_abs", "eps_rel")
-
-
-class Clarabel(CvxpySolver):
-    name, norms, default_max_iters = "clarabel", ALL_NORMS, 200
-    iters_option, eps_options = "max_iter", ("tol_gap_abs", "tol_gap_rel", "tol_feas")
-
-
-class Scs(CvxpySolver):
-    name, norms, default_max_iters = "scs", ALL_NORMS, 100_000
-    iters_option, eps_options = "max_iters", ("eps_abs", "eps_rel")
+ECOS = CvxpySolver("ecos", ALL_NORMS, 200, "max_iters", ("abstol", "reltol", "feastol"))
+OSQP = CvxpySolver("osqp", QUADRATIC_NORMS, 10_000, "max_iter", ("eps_abs", "eps_rel"))
+CLARABEL = CvxpySolver("clarabel", ALL_NORMS, 200, "max_iter", ("tol_gap_abs", "tol_gap_rel", "tol_feas"))
+SCS = CvxpySolver("scs", ALL_NORMS, 100_000, "max_iters", ("eps_abs", "eps_rel"))

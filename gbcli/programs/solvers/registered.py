@@ -8,9 +8,9 @@ from gbcli.programs.norms import NORMS
 from gbcli.programs.solvers import Solver
 from gbcli.programs.solvers.dual import DualSolver
 from gbcli.programs.solvers.lp import Highs
-from gbcli.programs.solvers.primal import Clarabel, Ecos, Osqp, Scs
+from gbcli.programs.solvers.primal import CLARABEL, ECOS, OSQP, SCS
 
-SOLVERS: dict[str, Solver] = {s.name: s for s in (DualSolver(), Ecos(), Osqp(), Clarabel(), Scs(), Highs())}
+SOLVERS: dict[str, Solver] = {s.name: s for s in (DualSolver(), ECOS, OSQP, CLARABEL, SCS, Highs())}
 
 
 def default_solver(norm: str) -> str:
