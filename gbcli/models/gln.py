@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar, Literal, Optional
 
 from pydantic import Field, StrictInt
@@ -50,31 +51,28 @@ class HyperplaneSpec(ModelSpec):
                        hp.local_contexts(dataset.x_val, dataset.val_idx))
 
 
-def context_design(norm: str, reference_grouping: bool = False):
+def context_design(cfg, problem: Problem, trained=None, *, norm: str, reference_grouping: bool = False) -> GatedDesign:
     """One-hot contexts per unit, rows grouped by unit (the published code's variant: groups {i, i+H, ...})."""
+    from gbcli.programs.design import GatedDesign, one_hot, reference_groups, unit_groups
 
-    def design(cfg, problem: Problem, trained=None) -> GatedDesign:
-        from gbcli.programs.design import GatedDesign, one_hot, reference_groups, unit_groups
-
-        ds, h, c = problem.dataset, cfg.model.hidden_units, cfg.contexts.count
-        groups = reference_groups(h, c) if reference_grouping else unit_groups(h, c)
-        return GatedDesign(ds.x_train, ds.y_train, one_hot(problem.ctx_train, c), ds.x_val,
-                           one_hot(problem.ctx_val, c), norm, groups, h, c)
-
-    return design
+    ds, h, c = problem.dataset, cfg.model.hidden_units, cfg.contexts.count
+    groups = reference_groups(h, c) if reference_grouping else unit_groups(h, c)
+    return GatedDesign(ds.x_train, ds.y_train, one_hot(problem.ctx_train, c), ds.x_val,
+                       one_hot(problem.ctx_val, c), norm, groups, h, c)
 
 
 class Spec(HyperplaneSpec):
     kind, Params = "gln", Params
     description = "H units x C contexts, hyperplane gating"
     programs = {p.name: p for p in (
-        Program("svm-l2", "l2", context_design("l2"), description="the L2 norm of all context predictors"),
-        Program("svm-gln", "group", context_design("group"), description="the GLN norm"),
-        Program("svm-l2-reference", "l2-reference", context_design("l2-reference"),
+        Program("svm-l2", "l2", partial(context_design, norm="l2"),
+                description="the L2 norm of all context predictors"),
+        Program("svm-gln", "group", partial(context_design, norm="group"), description="the GLN norm"),
+        Program("svm-l2-reference", "l2-reference", partial(context_design, norm="l2-reference"),
                 description="the published code's svm-l2 objective"),
-        Program("svm-gln-reference", "group", context_design("group", reference_grouping=True),
+        Program("svm-gln-reference", "group", partial(context_design, norm="group", reference_grouping=True),
                 description="the published code's grouping of the GLN norm"),
-        Program("svm-gln-linf", "linf", context_design("linf"),
+        Program("svm-gln-linf", "linf", partial(context_design, norm="linf"),
                 description="the l-infinity max-margin LP on zeta (l-infinity on the weights)"))}
     instruments = ("margin", "kkt", "agreement", "convergence")
     example_model = {"hidden_units": 3, "output_bias": False}

@@ -3,6 +3,7 @@ programs fix its gates (random or trained) or fit its hidden layer, plus paper 0
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
 
 import numpy as np
@@ -58,60 +59,50 @@ def random_gates_design(cfg, problem: Problem, trained=None) -> GatedDesign:
                         problem, always_on=True)
 
 
-def learned_gates_design(always_on: bool):
+def learned_gates_design(cfg, problem: Problem, trained: ReLUNet, *, always_on: bool) -> GatedDesign:
     """svm-lc: the trained network's H gates [w_h . x >= 0] (GLN paper eq. 22; infeasible when a training
     point has every gate off); svm-lc-always-on adds an always-on unit, which separates such points."""
-
-    def design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
-        return frelu_design(*_on_data(trained.gates, problem.dataset), problem, always_on)
-
-    return design
+    return frelu_design(*_on_data(trained.gates, problem.dataset), problem, always_on)
 
 
-def trained_features_design(method: str):
+def trained_features_design(cfg, problem: Problem, trained: ReLUNet, *, method: str) -> GatedDesign:
     """svm-hl / svm-gates: a linear SVM on the trained hidden layer's outputs / 0/1 gate pattern (float64)."""
-
-    def design(cfg, problem: Problem, trained: ReLUNet) -> GatedDesign:
-        ft, fv = _on_data(getattr(trained, method), problem.dataset)
-        return feature_design(ft, problem.dataset.y_train, fv)
-
-    return design
+    ft, fv = _on_data(getattr(trained, method), problem.dataset)
+    return feature_design(ft, problem.dataset.y_train, fv)
 
 
-def one_class_design(sign: float):
+def one_class_design(cfg, problem: Problem, trained=None, *, sign: float) -> GatedDesign:
     """Paper 001's svm-pos (sign +1): w+ = argmin ||w|| s.t. <w, x_n> >= 1 on the positives only; svm-neg: w-
     on the negatives, with label and gate -1 so that its decision -<w-, x> classifies the task as <w+, x> does
     (errors: that classifier's over every training and validation point)."""
-    name = "svm-pos" if sign > 0 else "svm-neg"
+    from gbcli.programs.design import GatedDesign
 
-    def design(cfg, problem: Problem, trained=None) -> GatedDesign:
-        from gbcli.programs.design import GatedDesign
-
-        ds = problem.dataset
-        xs = ds.x_train[ds.y_train == sign]
-        if not len(xs):
-            raise GbError(f"svm.objectives: {name} needs training points with label {sign:+.0f}, there are none")
-        return GatedDesign(xs, np.full(len(xs), sign), np.full((len(xs), 1), sign), ds.x_val,
-                           np.full((len(ds.x_val), 1), sign), "sq",
-                           classify=(ds.x_train, np.full((len(ds.x_train), 1), sign), ds.y_train))
-
-    return design
+    ds = problem.dataset
+    xs = ds.x_train[ds.y_train == sign]
+    if not len(xs):
+        name = "svm-pos" if sign > 0 else "svm-neg"
+        raise GbError(f"svm.objectives: {name} needs training points with label {sign:+.0f}, there are none")
+    return GatedDesign(xs, np.full(len(xs), sign), np.full((len(xs), 1), sign), ds.x_val,
+                       np.full((len(ds.x_val), 1), sign), "sq",
+                       classify=(ds.x_train, np.full((len(ds.x_train), 1), sign), ds.y_train))
 
 
 # paper 001's max-margin directions w+ / w- of the positives / negatives alone, declared by relu and residual
 # (their instruments are in gbcli.experiments.paper001)
 ONE_CLASS_PROGRAMS = {
-    "svm-pos": Program("svm-pos", "sq", one_class_design(1.0), description="w+: max margin on the positives"),
-    "svm-neg": Program("svm-neg", "sq", one_class_design(-1.0), description="w-: max margin on the negatives")}
+    "svm-pos": Program("svm-pos", "sq", partial(one_class_design, sign=1.0),
+                       description="w+: max margin on the positives"),
+    "svm-neg": Program("svm-neg", "sq", partial(one_class_design, sign=-1.0),
+                       description="w-: max margin on the negatives")}
 GATE_PROGRAMS = {p.name: p for p in (
     Program("svm-rc", "group", random_gates_design, description="FReLU norm on random gates"),
-    Program("svm-lc", "group", learned_gates_design(False), needs_trained=True,
+    Program("svm-lc", "group", partial(learned_gates_design, always_on=False), needs_trained=True,
             description="FReLU norm on the trained gates (the paper's program)"),
-    Program("svm-lc-always-on", "group", learned_gates_design(True), needs_trained=True,
+    Program("svm-lc-always-on", "group", partial(learned_gates_design, always_on=True), needs_trained=True,
             description="FReLU norm on the trained gates and an always-on unit (a variant)"),
-    Program("svm-hl", "sq", trained_features_design("hidden"), needs_trained=True,
+    Program("svm-hl", "sq", partial(trained_features_design, method="hidden"), needs_trained=True,
             description="linear SVM on the trained hidden layer"),
-    Program("svm-gates", "sq", trained_features_design("gates"), needs_trained=True,
+    Program("svm-gates", "sq", partial(trained_features_design, method="gates"), needs_trained=True,
             description="linear SVM on the trained gate pattern"))}
 
 
