@@ -197,7 +197,6 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
     clock = Clock()
     problem = problem or prepare(cfg)
     ds = problem.dataset
-    spec = spec_of(cfg)
     model = _initial_model(cfg, problem)
     tracker = make_tracker(cfg, problem, cache, Path(run_dir).name)
     with run_lock(run_dir), run_log(run_dir):
@@ -209,7 +208,7 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
         live = Live.start(cfg, run_dir, "train-gd", fresh=checkpoint is None or checkpoint.resume is None)
         with tracked(live):
             res = train(model, cfg, ds.x_train, ds.y_train, problem.ctx_train, ds.x_val, ds.y_val, problem.ctx_val,
-                        progress=progress, tracker=tracker, spec=spec, checkpoint=checkpoint, on_row=live and live.row)
+                        progress=progress, tracker=tracker, checkpoint=checkpoint, on_row=live and live.row)
             summary = _write_gd(cfg, Path(run_dir), problem, model, res, tracker, clock)
         log.info(f"train-gd {summary['predictor']}: {summary['status']}, train error {summary['train_error']:.4f}, "
                  f"val error {summary['val_error']:.4f}, {summary['steps']} steps in {summary['seconds']:.1f} s "
@@ -217,10 +216,9 @@ def train_gd(cfg: Config, run_dir: str | Path, progress: bool = True, problem: P
         return summary
 
 
-def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None,
-                   force: bool = False) -> list[dict]:
+def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: list[Problem] | None = None) -> list[dict]:
     """Networks that share a batch key trained as one computation (else each by `train_gd`), written as it would."""
-    finished = any(check_gd(c, d, force) is not None for c, d in zip(cfgs, run_dirs))   # each alone (skips)
+    finished = any(check_gd(c, d) is not None for c, d in zip(cfgs, run_dirs))   # each alone (skips)
     clock = Clock()
     problems = problems or ([None] * len(cfgs) if finished else [prepare(c) for c in cfgs])
     resuming = any(present(RunDir(d).checkpoint) for d in run_dirs)
@@ -243,7 +241,7 @@ def train_gd_group(cfgs: list[Config], run_dirs: list[str | Path], problems: lis
                     out.append(_write_gd(cfg, Path(d), problem, model, res, None, clock,
                                          batched=f"trained as one computation with {len(cfgs)} networks"))
                 return out
-    return [train_gd(c, d, progress=False, problem=p, force=force) for c, d, p in zip(cfgs, run_dirs, problems)]
+    return [train_gd(c, d, progress=False, problem=p) for c, d, p in zip(cfgs, run_dirs, problems)]
 
 
 def _write_gd(cfg: Config, run_dir: Path, problem: Problem, model: nn.Module, res, tracker, clock: Clock,
