@@ -356,14 +356,6 @@ class Live:
         _log(self.client, self.rid, metrics=pending)
         self.flushed = time.monotonic()
 
-    def finish(self) -> None:
-        """The stage ended: the rows left, then what its records hold."""
-        self._guard("logging the metrics", self._flush)
-        # metrics.csv's curves when this stage began the run and is not the training (which logged its rows)
-        curves = self.created and self.stage != "train-gd"
-        self._guard("logging the results", lambda: seal(self.client, self.rid, read_any(self.path), curves,
-                                                         show(self.path)["provenance"]))
-
 
 def _drop(mlflow_client, runs: list, keep) -> None:
     """Delete the MLflow runs of a directory but `keep`: it has one, never two."""
@@ -374,7 +366,8 @@ def _drop(mlflow_client, runs: list, keep) -> None:
 
 @contextlib.contextmanager
 def tracked(live: Live | None):
-    """A stage's work, tracked by `live` (None: untracked): finished at its end, KILLED or FAILED on an exception."""
+    """A stage's work, tracked by `live` (None: untracked): at its end, the rows left, then what its records hold
+    (metrics.csv's curves too when this stage began the run and is not the training, which logged its rows)."""
     if live is None:
         yield
         return
@@ -385,7 +378,10 @@ def tracked(live: Live | None):
         status = "KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit, interrupts.Interrupted)) else "FAILED"
         live._guard("ending the run", lambda: live.client.set_terminated(live.rid, status=status))
         raise
-    live.finish()
+    live._guard("logging the metrics", live._flush)
+    curves = live.created and live.stage != "train-gd"
+    live._guard("logging the results", lambda: seal(live.client, live.rid, read_any(live.path), curves,
+                                                     show(live.path)["provenance"]))
 
 
 def replay_done(cfg, run_dir: str | Path, lead: str) -> str | None:
