@@ -93,9 +93,9 @@ class ModelSpec:
     coordinate_descent: ClassVar[bool] = False         # training.descent: coordinate is allowed
     figure_axis: ClassVar[str] = "units"                # panel (d): x = hidden units, or "hyperplanes"
     exactly_homogeneous: ClassVar[bool] = True         # `homogeneous` for every configuration
-    # K networks of this kind as one torch computation (gbcli.training.batched): a module built from
-    # a list of networks, forward(x, gates stacked (K, n, ...)) -> (K, n), `weights()`, and
-    # `unstack(networks)` copying its weights back; None: trained one network at a time
+    # K networks of this kind as one torch computation (gbcli.training.batched): a module built from a list of
+    # networks, forward(x, gates stacked (K, n, ...)) -> (K, n), `weights()`, parameters named and ordered as
+    # each network's, and `unstack(networks)` copying its weights back; None: trained one network at a time
     Stacked: ClassVar[type | None] = None
     example_model: ClassVar[dict] = {}   # the contract test's (tests/test_contract.py) model keys
 

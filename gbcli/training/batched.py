@@ -50,8 +50,7 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
     t, ds = cfg.training, problems[0].dataset
     device = torch.device(t.device)
     xt, yt, xv, yv = tensors(device, ds.x_train, ds.y_train, ds.x_val, ds.y_val)
-    cts = [tensors(device, p.ctx_train, dtype=torch.long)[0] for p in problems]
-    cvs = [tensors(device, p.ctx_val, dtype=torch.long)[0] for p in problems]
+    cts, cvs = zip(*(tensors(device, p.ctx_train, p.ctx_val, dtype=torch.long) for p in problems))
     for m in models:
         m.to(device)
     stacked = spec.Stacked(models).to(device)
@@ -73,9 +72,6 @@ def train_batched(models: list[nn.Module], cfgs: list, problems: list,
 
     keep = checkpoints or [None] * len(models)
     every = min((c.seconds for c in keep if c is not None), default=math.inf)
-    names = [n for n, _ in stacked.named_parameters()]
-    if any([n for n, _ in m.named_parameters()] != names for m in models):   # no per-network mapping
-        every, keep = math.inf, [None] * len(models)
     gen_epoch, epoch_gen_state = 0, gen.get_state()   # as in the plain loop
     changing = False
 
