@@ -676,11 +676,8 @@ def fetch(name: str, data_dir: str | Path | None = None, mirrors: Sequence[str] 
     """Download the missing or corrupt .gz files of `name` into <data_dir>/<name>/, each from the first mirror
     (`mirrors`, else $GB_MIRRORS, comma-separated, else the defaults) whose copy passes the checksum, written
     atomically. A set without files needs nothing: the data directory is returned."""
-    _check_name(name)
+    bases = [b for b, status in verify(name, data_dir).items() if status != "ok"]   # none for a set without files
     root = _data_root(data_dir)
-    if name not in IMAGE_SETS:
-        return root
-    bases = [b for b in CHECKSUMS[name] if _status(name, root, b) != "ok"]
     if bases:
         if mirrors is None:
             env = os.environ.get("GB_MIRRORS", "")
@@ -695,7 +692,7 @@ def fetch(name: str, data_dir: str | Path | None = None, mirrors: Sequence[str] 
         with bar if bar is not None else contextlib.nullcontext():
             for base in bases:
                 _fetch_file(name, root, base, urls, bar)
-    return root / name
+    return root / name if name in IMAGE_SETS else root
 
 
 def _fetch_file(name: str, root: Path, base: str, urls: Sequence[str], bar) -> None:
