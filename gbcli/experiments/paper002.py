@@ -82,10 +82,8 @@ class Clusters(Instrument):
         r = max(np.linalg.norm(g - m, axis=1).max() for g, m in zip(groups, means))
         direction = means[0] - means[1]
         outside = lambda z: float(np.mean(np.abs(z @ direction) <= 2 * r * np.linalg.norm(z, axis=1)))
-        angle = 0.0
-        for g in groups:
-            u = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300)
-            angle = max(angle, float(np.degrees(np.arccos(np.clip((u @ u.T).min(), -1, 1)))))
+        units = [g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300) for g in groups]
+        angle = max(0.0, *(float(np.degrees(np.arccos(np.clip((u @ u.T).min(), -1, 1)))) for u in units))
         f, f_iso = net_outputs(model, x_val), net_outputs(model, x_iso)
         row = {"cluster_radius": float(r), "cluster_radius_rel": float(r / np.linalg.norm(w1, axis=1).mean()),
                "outside_linear": outside(xn), "outside_linear_val": outside(x_val), "max_group_angle": angle,

@@ -38,8 +38,7 @@ def kkt_row(run_dir: str | Path) -> dict | None:
     cfg = view.config(strict=True)
     gd = GdRecord.read(run.summary, strict=True).fields
     m, t = cfg["model"], cfg["training"]
-    g_res = next(iter(res.values()))
-    degree = g_res.get("degree", m.get("depth", 2))   # runs before `degree` was recorded: depth (diagonal) or 2
+    degree = next(iter(res.values())).get("degree", m.get("depth", 2))   # not recorded: depth (diagonal) or 2
     gamma = gd["normalized_margin"]
     row = {"construction": cfg["name"], "model": m["kind"], "activation": m.get("activation", "relu"),  # ReLU nets: no key
            "depth": m.get("depth", 2), "loss": t["loss"], "step_rule": t["step_rule"],

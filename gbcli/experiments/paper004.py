@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from gbcli.experiments.paper001 import new_figure, save_figure, write_table
+from gbcli.experiments.paper001 import in_sweep_order, new_figure, save_figure, write_table
 from gbcli.instruments.base import Instrument, as_numpy, float64_copy
 from gbcli.fs.safe import flatten, load_npz_untrusted
 from gbcli.store.views import SweepView, point_names
@@ -229,9 +229,8 @@ def plot_init_agreement(out_dir: str | Path) -> list[Path]:
     if table is None:
         return []
     write_table(out_dir, "init_agreement", table)
-    rank = {q: i for i, q in enumerate(point_names(out_dir))}   # configurations in the grid's order
-    first = table.assign(r=table["point_a"].map(rank).fillna(len(rank))).groupby("configuration", sort=False)["r"].min()
-    configs = list(first.sort_values(kind="stable").index)
+    points = in_sweep_order(table["point_a"], point_names(out_dir))   # configurations in the grid's order
+    configs = list(dict.fromkeys(table.set_index("point_a").loc[points, "configuration"]))
     top = max(float(table["inconsistency"].max()), 1e-3)   # one colour scale for every panel
     n_max = max(len(set(g["init_seed_a"]) | set(g["init_seed_b"])) for _, g in table.groupby("configuration"))
     side = min(max(3.6, 0.4 * n_max + 1.6), 7.0)
