@@ -19,7 +19,6 @@ from gbcli.text import shorten
 
 _HELD: set[str] = set()                  # the lock paths this process holds
 MARKER = layout.MARKER                   # what a directory is: {"kind": "run" | "sweep", ...}
-KINDS = ("run", "sweep")
 MARKER_MAX_BYTES = 65536
 
 
@@ -46,7 +45,7 @@ def dir_kind(path: str | Path, key: str = "--out") -> str | None:
         raise GbError(f"{where}: unreadable or not gb's marker (expected a JSON object with kind run or sweep); if a "
                       f"crash cut it short, remove it (`rm {shorten(marker, 200)}`) and run the command again: gb "
                       f"knows its run and sweep folders by their contents") from None
-    if not isinstance(rec, dict) or rec.get("kind") not in KINDS:
+    if not isinstance(rec, dict) or rec.get("kind") not in ("run", "sweep"):
         got = rec.get("kind") if isinstance(rec, dict) else type(rec).__name__
         raise GbError(f"{where}: unknown directory kind {shorten(repr(got), 120)} (expected run or sweep)")
     if structural and rec["kind"] not in structural:

@@ -72,12 +72,9 @@ class SweepState(StrEnum):
     EMPTY = "empty"
 
 
-RESULTS = (Status.OPTIMAL, Status.INFEASIBLE)
-
-
 def is_result(status: Any, certified: Any = True, gd: bool = False) -> bool:
     """A GD stage's `ok`; a program's `optimal` or `infeasible` with `certified` true."""
-    return status == GdStatus.OK if gd else certified is True and status in RESULTS
+    return status == GdStatus.OK if gd else certified is True and status in (Status.OPTIMAL, Status.INFEASIBLE)
 
 
 def resumable(rec: Any) -> bool:
@@ -287,15 +284,14 @@ def stage_record(path: Path, keys: tuple[str, ...], gd: bool = False) -> dict:
         rec = read_json(path)
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise GbError(f"{path}: unreadable or corrupt result file ({type(exc).__name__}); rerun the stage") from None
-    if not isinstance(rec, dict):
-        raise GbError(f"{path}: not a gb stage record (a JSON {type(rec).__name__}, not an object); rerun the stage")
-    missing = [k for k in keys if k not in rec]
-    if missing:
-        raise GbError(f"{path}: not a gb stage record (missing {', '.join(missing)}); rerun the stage")
 
     def bad(why: str):
         raise GbError(f"{path}: not a gb stage record ({why}); rerun the stage")
 
+    if not isinstance(rec, dict):
+        bad(f"a JSON {type(rec).__name__}, not an object")
+    if missing := [k for k in keys if k not in rec]:
+        bad(f"missing {', '.join(missing)}")
     status, words = rec.get("status"), tuple(GdStatus if gd else Status)
     if not isinstance(status, str) or status not in words:
         bad(f"status {str(status)[:40]!r} is not one of {', '.join(words)}")
