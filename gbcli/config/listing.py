@@ -56,9 +56,8 @@ def type_text(annotation: Any, metadata: tuple | list = ()) -> str:
     """The type of a pydantic field (its annotation and metadata) as the reference writes it."""
     strict = any(getattr(m, "strict", None) for m in metadata)
     origin, args = get_origin(annotation), get_args(annotation)
-    for scalar, names in SCALARS.items():
-        if annotation is scalar:
-            return names[0] if strict else names[1]
+    if annotation in SCALARS:
+        return SCALARS[annotation][0 if strict else 1]
     if isinstance(annotation, type) and issubclass(annotation, Section):   # a nested mapping (training.adaptive_step)
         return "mapping"
     if origin is Annotated:
