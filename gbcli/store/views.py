@@ -32,8 +32,7 @@ class RunView:
 
     def programs(self) -> dict[str, ProgramRecord]:
         """The programs' records that read as JSON objects, by objective (sorted)."""
-        found = {p.parent.name: ProgramRecord.read(p) for p in self.dir.results()}
-        return {k: r for k, r in found.items() if r is not None}
+        return {p.parent.name: r for p in self.dir.results() if (r := ProgramRecord.read(p)) is not None}
 
     def metrics(self):
         return read_metrics(self.dir.metrics)
