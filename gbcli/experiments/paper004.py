@@ -6,6 +6,7 @@ report `init_agreement`. Each column's definition: results/theory/paper-004.md.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import textwrap
@@ -66,10 +67,7 @@ class GradientAlignment(Instrument):
 
 def layer_measures(layers: list[np.ndarray], svm: np.ndarray) -> dict:
     """The `layers` columns (results/theory/paper-004.md); `layers`: W_1 (width x D) ... W_L (1 x width)."""
-    prod = layers[0]
-    for w in layers[1:]:
-        prod = w @ prod
-    w_end = prod[0]
+    w_end = functools.reduce(lambda prod, w: w @ prod, layers)[0]
     cos = float(w_end @ svm / (np.linalg.norm(w_end) * np.linalg.norm(svm)))
     v = svm / np.linalg.norm(svm)
     align, rank_one = [], []
@@ -105,14 +103,12 @@ class _Flat:
     def vector(self) -> np.ndarray:
         return np.concatenate([p.detach().reshape(-1).numpy() for p in self.params.values()])
 
-    def log_loss(self, theta: np.ndarray, grad: bool = True):
-        t = torch.tensor(theta, dtype=torch.float64, requires_grad=grad)
+    def log_loss(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        t = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
         parts = torch.split(t, [p.numel() for p in self.params.values()])
         params = {n: part.reshape(p.shape) for (n, p), part in zip(self.params.items(), parts)}
         with torch.enable_grad():
             value = log_mean_loss(self.y * functional_call(self.net, params, (self.x, self.ctx)), self.loss)
-            if not grad:
-                return float(value.detach())
             (g,) = torch.autograd.grad(value, t)
         return float(value.detach()), g.numpy()
 
@@ -153,7 +149,7 @@ def reg_path_measures(model: nn.Module, x, y, ctx, loss: str, previous: np.ndarr
     radius = float(np.linalg.norm(w))
     starts = [w] + ([previous] if previous is not None else [])
     u, log_u = constrained_minimizer(flat, radius, starts)
-    log_w = flat.log_loss(w, grad=False)
+    log_w, _ = flat.log_loss(w)
     _, gu = flat.log_loss(u)
     kkt = 1.0 - float(-(u @ gu) / (np.linalg.norm(u) * np.linalg.norm(gu)))
     row = {"reg_path_angle": _angle(w, u), "reg_path_log_gap": log_w - log_u, "reg_path_kkt": kkt}
