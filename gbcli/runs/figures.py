@@ -40,6 +40,8 @@ SLOPE_DECADES = 2.0   # the margin-gap slope is fitted over the last two decades
 TRAINING_LOG_DECADES = 1.0   # a panel declared "log" keeps a log axis once its positive values span a decade
 FEW_POINTS = 12              # a line with fewer logged values marks each of them
 MAX_LABELLED = 12   # lines with a legend entry; a larger sweep draws its points thin and grey, with their mean
+# the legend of panels (a) and (b): right of the axes, never over the dots
+BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.02, 1), "borderaxespad": 0}
 BASIC_CURVES = (("train_loss", "training loss", "log"), ("train_error", "training error", "linear"),
                 ("val_error", "validation error", "linear"),
                 # the implicit-bias quantities: the smallest training margin at unit parameter norm, and the norm
@@ -147,11 +149,6 @@ def _scatter(ax, pairs: pd.DataFrame, style: dict, y: str, xlabel: str, ylabel: 
     return handles
 
 
-def _legend_beside(ax, handles: list) -> None:
-    """The panel's one legend, right of its axes: never over the dots."""
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-
-
 def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
     """GD validation error (x) against each SVM's (y); points below y=x are SVMs that generalize better."""
     if _titled(ax, "(a) SVM vs GD validation error", pairs):
@@ -164,7 +161,7 @@ def panel_a(ax, pairs: pd.DataFrame, style: dict) -> None:
         x1 = y1 = max(x1, y1)
     line, = ax.plot([min(x0, y0), max(x1, y1)], [min(x0, y0), max(x1, y1)], "k--", lw=1, label="y = x")
     ax.set(xlim=(x0, x1), ylim=(y0, y1))
-    _legend_beside(ax, handles + [line])
+    ax.legend(handles=handles + [line], **BESIDE)
 
 
 def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
@@ -176,7 +173,7 @@ def panel_b(ax, pairs: pd.DataFrame, style: dict) -> None:
     mid, half = (lo + hi) / 2, max((hi - lo) * 0.55, 0.02)   # at least the readable span of the x axis
     p = np.linspace(max(0.0, mid - half), min(1.0, mid + half), 200)
     line, = ax.plot(p, 2 * p * (1 - p), "k--", lw=1, label="2p(1-p), uncorrelated")
-    _legend_beside(ax, handles + [line])
+    ax.legend(handles=handles + [line], **BESIDE)
 
 
 def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
@@ -194,8 +191,7 @@ def panel_c(ax, best: pd.DataFrame, style: dict) -> None:
     ax.set_xlim(0, 1.6 * right.max() if right.max() > 0 else 0.01)   # every error 0: keep a visible axis
     ax.set_yticks(y, best["series"], fontsize=8)
     ax.invert_yaxis()
-    several = bool((best["n_seeds"] > 1).any()) if "n_seeds" in best else False
-    ax.set_xlabel("validation error (mean ± std over seeds)" if several else "validation error")
+    ax.set_xlabel("validation error (mean ± std over seeds)" if (best["n_seeds"] > 1).any() else "validation error")
 
 
 def panel_d(ax, rows: pd.DataFrame, style: dict, by_k: bool) -> None:
@@ -349,7 +345,6 @@ def training_figure(runs: dict[str, pd.DataFrame], title: str | None = None) -> 
         if note:
             ax.text(0.02, 0.97, note, transform=ax.transAxes, ha="left", va="top", fontsize=7, color="0.3",
                     bbox={"boxstyle": "round", "fc": "white", "ec": "0.8", "alpha": 0.9})
-        # the whole logged history, in every panel
         ax.set(xscale="log", xlim=(first / pad, last * pad), yscale="log" if log else "linear", xlabel="step")
         ax.set_title(ylabel, fontsize=9)
         if col == "margin_ratio":
