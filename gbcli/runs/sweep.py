@@ -187,7 +187,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
             train_gd(cfg, run_dir, progress=False, problem=problem, cache=cache)
         summary = GdRecord.read(run.summary, strict=True)
         if not is_result(summary["status"], gd=True):
-            raise PointFailure("train-gd", f"training {summary['status']}: {summary.get('message', '')}")
+            raise PointFailure(f"training {summary['status']}: {summary.get('message', '')}")
         stage = "fit-svm"
         todo = [o for o in cfg.svm.objectives
                 if not is_file(run.result(o)) or ProgramRecord.read(run.result(o), strict=True).resumable]
@@ -203,7 +203,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
                + (f" ({r['message']})" if r["message"] else "")
                for o, r in records.items() if not is_result(r["status"], r["certified"])]
         if bad:
-            raise PointFailure("fit-svm", "; ".join(bad))
+            raise PointFailure("; ".join(bad))
         stage = "compare"
         with tracked(Live.start(cfg, run_dir, "compare")):   # its MLflow run takes the tables
             compare_run(run_dir)
@@ -212,7 +212,7 @@ def run_point(cfg_dict: dict, run_dir: str, cache_dir: str | None = None, proble
         return {"status": PointState.DONE, "seconds": time.time() - start}
     except Exception as exc:  # record and go on: one bad point must not stop a grid
         if isinstance(exc, PointFailure):
-            stage, message = exc.stage, exc.message
+            message = str(exc)
         elif isinstance(exc, OSError):
             message = f"{exc.filename or run_dir}: {exc.strerror or exc}"
         else:
@@ -279,9 +279,7 @@ def _run_group(cfg_dicts: list[dict], run_dirs: list[str], cache_dir: str | None
 
 
 class PointFailure(Exception):
-    def __init__(self, stage: str, message: str):
-        super().__init__(message)
-        self.stage, self.message = stage, message
+    """The point's own record at the stage it reached says it failed (the message: why)."""
 
 
 def check_points(points: list[Config]) -> None:
