@@ -45,24 +45,6 @@ def _static() -> dict:
             "numpy": numpy.__version__, "host": socket.gethostname(), "platform": platform.platform()}
 
 
-def environment() -> dict:
-    """The versions and the machine (cached per process), the BLAS and torch as loaded now."""
-    env = dict(_static())
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        env["torch"] = torch.__version__
-        env["torch_threads"] = torch.get_num_threads()
-    try:
-        from threadpoolctl import threadpool_info
-
-        env["blas"] = [{k: info.get(k) for k in ("internal_api", "version", "num_threads")}
-                       for info in threadpool_info() if info.get("user_api") == "blas"]
-    except Exception:   # noqa: BLE001 (only a description)
-        env["blas"] = []
-    env["pid"] = os.getpid()
-    return env
-
-
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -76,7 +58,19 @@ class Clock:
         self.cpu = time.process_time()
 
     def stamp(self) -> dict:
+        """The versions and the machine (cached per process), the BLAS and torch as loaded now, the command, times."""
+        env = dict(_static())
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            env.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
+        try:
+            from threadpoolctl import threadpool_info
+
+            env["blas"] = [{k: info.get(k) for k in ("internal_api", "version", "num_threads")}
+                           for info in threadpool_info() if info.get("user_api") == "blas"]
+        except Exception:   # noqa: BLE001 (only a description)
+            env["blas"] = []
         argv = [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
-        return {**environment(), "command": shlex.join(argv), "started": self.started, "ended": utc_now(),
+        return {**env, "pid": os.getpid(), "command": shlex.join(argv), "started": self.started, "ended": utc_now(),
                 "wall_seconds": round(time.perf_counter() - self.wall, 3),
                 "cpu_seconds": round(time.process_time() - self.cpu, 3)}
