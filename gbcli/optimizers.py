@@ -61,11 +61,6 @@ class Optimizer:
                       for i, entry in saved["state"].items()}
 
 
-# torch.optim.SGD's settings with their defaults: the param group a state_dict carries
-SGD_DEFAULTS = {"dampening": 0, "weight_decay": 0, "nesterov": False, "maximize": False, "foreach": None,
-                "differentiable": False, "fused": None}
-
-
 class SGD(Optimizer):
     """SGD with heavy-ball momentum: `torch.optim.SGD`'s CPU step in the same floating-point order and
     `state_dict` format (tests/test_sgd.py: bit for bit), without `torch.optim`, whose first use imports
@@ -76,7 +71,8 @@ class SGD(Optimizer):
     keys = {"momentum": "momentum"}
 
     def __init__(self, params, lr: float, momentum: float = 0.0):
-        super().__init__(params, lr, momentum=momentum, **SGD_DEFAULTS)
+        super().__init__(params, lr, momentum=momentum, dampening=0, weight_decay=0, nesterov=False, maximize=False,
+                         foreach=None, differentiable=False, fused=None)   # torch.optim.SGD's, in its state_dict
 
     def update(self, i, p, d, lr):
         mu = self.param_groups[0]["momentum"]
