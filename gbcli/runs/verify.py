@@ -342,8 +342,7 @@ def _check_run(root: Path, unit: _Unit, problems: _Problems, export: dict | None
     table claims one)."""
     run, where, gd = unit.folder, unit.where, RunDir(unit.folder).gd
     claims = {k: c for k, c in (unit.table or {}).items() if str(k).startswith("gd-")}
-    trained = present(gd) and not is_file(gd) and \
-        (not is_dir(gd) or any(not p.name.startswith(".") for p in gd.iterdir()))   # a link is refused
+    trained = present(gd) and not is_file(gd) and (not is_dir(gd) or bool(entries(gd)))   # a link is refused
     rows = [_program(where, layout.GD, problems, _check_network, root, run, problems, unit.point, claims, trained,
                      gd=True)] if trained or claims else []
     svm = RunDir(run).svm
