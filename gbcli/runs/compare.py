@@ -16,7 +16,6 @@ from gbcli.registry import MODELS, spec_of
 from gbcli.reports.tables import (CONFIG_COLUMNS, ERROR_COLUMNS, INCONSISTENCY_COLUMNS, Rows, check_tables_dir,
                                   write_tables)
 from gbcli.fs import layout
-from gbcli.fs.layout import RunDir
 from gbcli.programs.design import Status
 from gbcli.store.records import NOT_GBS, GdRecord, GdStatus, ProgramRecord, Verdict, number, stage_record
 from gbcli.store.views import RunView
@@ -72,7 +71,7 @@ def run_rows(run_dir: str | Path) -> tuple[Rows, Rows]:
     if not run_dir.is_dir():
         raise GbError(f"{run_dir}: no such run directory")
     errors, pairs, gd_val = [], [], None
-    run = RunDir(run_dir)
+    run = layout.RunDir(run_dir)
     if is_file(run.summary):
         s = stage_record(run.summary, STAGE_KEYS, gd=True)
         meta = _meta(run.gd_config)
@@ -122,7 +121,7 @@ def compare(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def run_tables(run_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """The tables as `gb compare` computes them, writing nothing (None when no stage has run): what `gb plot`
     draws, never an earlier `gb compare`'s tables/, which may no longer be the records'."""
-    run = RunDir(run_dir)
+    run = layout.RunDir(run_dir)
     if not is_file(run.summary) and not run.results():
         return None
     check_run(run_dir)
