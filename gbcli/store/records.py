@@ -189,10 +189,7 @@ class ProgramRecord(Record):
 class SweepRecord(Record):
     """A sweep's sweep.json: its last invocation (name, points, ran, failed, executor, jobs, provenance)."""
 
-    @property
-    def points(self) -> int | None:
-        n = self.get("points")
-        return n if isinstance(n, int) else None
+    points = property(lambda self: n if isinstance(n := self.get("points"), int) else None)
 
 
 def sweep_state(sweep_dir: str | Path, total: int | None = None) -> tuple[SweepState, dict[str, int], int]:
