@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
+
+# The interrupt tests press Ctrl-C on gb as a terminal does. pytest started in the background of a
+# non-interactive shell inherits SIGINT ignored and passes that on, and gb keeps a signal ignored when
+# it started ignored (as under nohup), so those gb processes would never see the Ctrl-C: start them
+# with SIGINT at its default instead (a handler here is reset to the default in each child).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MNIST_FILE = Path("mnist") / "train-images-idx3-ubyte"   # .gz or not: the file every MNIST load opens first
